@@ -1,0 +1,86 @@
+"""``hostd`` command line: ``hostd serve`` runs the daemon on stdin/stdout.
+
+Start-up is kept light on purpose: only argparse, logging, trio and the
+control channel are imported before ``initialize`` is answered; the host
+(pydantic models, the mcp SDK, jsonschema) is imported in a worker thread
+afterwards (``docs/protocol.md`` "Process contract").
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+import trio
+
+from hostd import __version__
+from hostd.control import EXIT_SOFTWARE, EXIT_USAGE, InitializeOptions, Notify, serve_stdio
+
+if TYPE_CHECKING:
+    from hostd.control import HostApi
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hostd", description="MCP plugin host daemon (JSON-RPC 2.0 on stdio).")
+    parser.add_argument("--version", action="version", version=f"hostd {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve the control protocol on stdin/stdout")
+    serve.add_argument("--state-dir", help="state folder (default: the platform's user state dir for hostd)")
+    serve.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="stderr log level"
+    )
+    serve.add_argument(
+        "--trust",
+        default="strict",
+        choices=["strict", "development"],
+        help="strict: enable requires plugins/approve of the exact launch; development: only log",
+    )
+    serve.add_argument(
+        "--pass-proxy-env",
+        action="store_true",
+        help="pass proxy and CA variables (HTTPS_PROXY, SSL_CERT_FILE, ...) to plugins",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``hostd`` console script; returns the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code not in (0, None) else 0
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, args.log_level.upper()),
+        format="hostd %(levelname)s %(name)s: %(message)s",
+    )
+    trust_development = args.trust == "development"
+    pass_proxy = bool(args.pass_proxy_env)
+
+    async def host_factory(options: InitializeOptions, notify: Notify, nursery: trio.Nursery) -> HostApi:
+        # Imported here, after initialize was answered: this is the heavy part.
+        module = await trio.to_thread.run_sync(importlib.import_module, "hostd.host")
+        host: HostApi = await module.Host.create(
+            options,
+            notify,
+            nursery,
+            trust_development=trust_development,
+            pass_proxy=pass_proxy,
+        )
+        return host
+
+    try:
+        return trio.run(functools.partial(serve_stdio, host_factory, state_dir=args.state_dir))
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        logging.getLogger("hostd").exception("internal error")
+        return EXIT_SOFTWARE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

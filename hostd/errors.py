@@ -1,0 +1,74 @@
+"""Error kinds of the control protocol: one table, one exception type.
+
+Every error hostd sends to the parent is a JSON-RPC 2.0 error object
+(JSON-RPC 2.0 section 5.1). Standard codes are used where they fit; hostd's own
+failures use the server-defined range (-32000 to -32099) and always carry
+``data.kind``, a stable symbolic name. ``docs/protocol.md`` renders this table;
+a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+
+class ErrorKind(Enum):
+    """A stable symbolic error name and its numeric JSON-RPC code.
+
+    ``value`` is ``(code, meaning)``; ``name`` is what travels as ``data.kind``.
+    """
+
+    PARSE_ERROR = (-32700, "The frame is not valid JSON (or not UTF-8).")
+    INVALID_REQUEST = (-32600, "The JSON value is not a valid JSON-RPC 2.0 request.")
+    METHOD_NOT_FOUND = (-32601, "No such method.")
+    INVALID_PARAMS = (-32602, "The params do not match the method's schema.")
+    INTERNAL_ERROR = (-32603, "A bug in hostd; the message says where.")
+    SERVER_NOT_INITIALIZED = (-32002, "A request other than initialize arrived before initialize.")
+    REQUEST_CANCELLED = (-32800, "The parent cancelled the request with $/cancelRequest.")
+    FRAME_TOO_LARGE = (-32001, "A frame from the parent exceeded the control channel's bound.")
+    PLUGIN_NOT_FOUND = (-32010, "No installed plugin has that id.")
+    MANIFEST_INVALID = (-32011, "The plugin's manifest is missing or invalid; data.errors lists each field.")
+    PLUGIN_ALREADY_INSTALLED = (-32012, "A plugin with that id is installed from another folder.")
+    PERMISSION_NOT_GRANTED = (-32013, "A permission the plugin declares has not been granted.")
+    PERMISSION_UNKNOWN = (-32014, "A permission is not among the parent's knownPermissions.")
+    MCP_TRUST_APPROVAL_REQUIRED = (-32015, "The plugin's exact launch has not been approved.")
+    PLUGIN_STATE_CONFLICT = (-32016, "The request does not fit the plugin's current state.")
+    PLUGIN_START_FAILED = (-32017, "The plugin could not be started; data.stderrTail has its last lines.")
+    PLUGIN_HOST_UNAVAILABLE = (-32018, "The plugin crashed, broke framing or was stopped during the call.")
+    TOOL_CONFLICT = (-32019, "A tool name is already registered by another plugin.")
+    TOOL_NOT_FOUND = (-32020, "No registered tool has that name.")
+    INVALID_ARGUMENTS = (-32021, "The arguments do not match the tool's inputSchema; data.pointer says where.")
+    TOOL_TIMEOUT = (-32022, "The tool did not answer in time; the plugin was sent notifications/cancelled.")
+    MCP_TOOL_CALL_FAILED = (-32023, "The tool answered with isError: true; data.content carries its content.")
+    MCP_TOOL_RESULT_TOO_LARGE = (-32024, "The tool's result exceeded the result bound.")
+    MCP_UPSTREAM_ERROR = (-32025, "The plugin answered with a JSON-RPC error; data.upstream carries it whole.")
+    SHUTTING_DOWN = (-32026, "hostd is shutting down and takes no new work.")
+
+    @property
+    def code(self) -> int:
+        """The numeric JSON-RPC error code."""
+        return self.value[0]
+
+    @property
+    def meaning(self) -> str:
+        """One sentence for the documentation table."""
+        return self.value[1]
+
+
+class HostError(Exception):
+    """A failure to report to the parent as a JSON-RPC error object.
+
+    ``kind`` picks the code and ``data.kind``; ``data`` adds structured detail
+    (``plugin``, ``tool``, ``pointer``, ``stderrTail``, ``upstream``...).
+    """
+
+    def __init__(self, kind: ErrorKind, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.data = data
+
+    def to_error_object(self) -> dict[str, Any]:
+        """The JSON-RPC error object: ``{code, message, data: {kind, ...}}``."""
+        return {"code": self.kind.code, "message": self.message, "data": {"kind": self.kind.name, **self.data}}

@@ -1,0 +1,355 @@
+"""The host: installed plugins, grants, approvals, the tool registry, and the
+control-protocol methods that act on them (``docs/protocol.md``).
+
+The control channel (:mod:`hostd.control`) hands every request after
+``initialize`` to :meth:`Host.handle`; the method table :data:`Host.METHODS`
+maps each method name to one coroutine here. Params are validated by the
+models in :mod:`hostd.protocol`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import trio
+
+from hostd import protocol as p
+from hostd.control import InitializeOptions, Notify, RequestContext
+from hostd.errors import ErrorKind, HostError
+from hostd.manifest import Manifest, load_manifest
+from hostd.registry import ToolRegistry
+from hostd.supervisor import PluginSupervisor, State
+from hostd.tools import validate_arguments
+from sandbox.environment import EnvPolicy
+from sandbox.launch import Launch, LaunchError, resolve_launch
+
+log = logging.getLogger("hostd.host")
+
+Handler = Callable[["Host", Any, RequestContext], Awaitable[Any]]
+
+
+@dataclass
+class InstalledPlugin:
+    """One installed plugin: where it lives, what the user granted and approved."""
+
+    path: Path
+    manifest: Manifest
+    manifest_digest: str
+    supervisor: PluginSupervisor
+    granted: set[str] = field(default_factory=set)
+    approved_digest: str | None = None
+    enabled: bool = False
+    launch: Launch | None = None
+    launch_error: LaunchError | None = None
+
+
+class Host:
+    """Serves the plugin and tool methods of the control protocol.
+
+    Build it with :meth:`create`. ``trust_development`` turns the trust gate
+    (``plugins/approve``) into a log line; ``pass_proxy`` lets the proxy and
+    CA variables through the environment policy.
+    """
+
+    METHODS: ClassVar[dict[str, Handler]] = {}
+
+    def __init__(
+        self,
+        options: InitializeOptions,
+        notify: Notify,
+        nursery: trio.Nursery,
+        *,
+        trust_development: bool,
+        pass_proxy: bool,
+    ) -> None:
+        self.options = options
+        self.notify = notify
+        self.nursery = nursery
+        self.registry = ToolRegistry()
+        self.plugins: dict[str, InstalledPlugin] = {}
+        self.trust_development = trust_development
+        self.env_policy = EnvPolicy(pass_proxy=pass_proxy)
+        self.known_permissions = set(options.known_permissions) if options.known_permissions is not None else None
+        self._shutting_down = False
+
+    @classmethod
+    async def create(
+        cls,
+        options: InitializeOptions,
+        notify: Notify,
+        nursery: trio.Nursery,
+        *,
+        trust_development: bool = False,
+        pass_proxy: bool = False,
+    ) -> Host:
+        """Build the host for one control session (called after ``initialize``)."""
+        return cls(options, notify, nursery, trust_development=trust_development, pass_proxy=pass_proxy)
+
+    async def handle(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        """Serve one request; ``KeyError(method)`` when no such method."""
+        handler = self.METHODS[method]
+        return await handler(self, params, ctx)
+
+    async def shutdown(self, *, fast: bool) -> None:
+        """Stop every plugin concurrently (whole trees); ``fast`` skips the graces."""
+        self._shutting_down = True
+        grace = 0.0 if fast else 2.0
+        async with trio.open_nursery() as nursery:
+            for plugin in self.plugins.values():
+                nursery.start_soon(_disable_quietly, plugin.supervisor, grace)
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _plugin(self, plugin_id: str) -> InstalledPlugin:
+        plugin = self.plugins.get(plugin_id)
+        if plugin is None:
+            raise HostError(ErrorKind.PLUGIN_NOT_FOUND, f"no installed plugin {plugin_id!r}", plugin=plugin_id)
+        return plugin
+
+    def _resolve(self, plugin: InstalledPlugin) -> Launch:
+        backend = plugin.manifest.backend
+        try:
+            launch = resolve_launch(backend.command, backend.args, plugin.path, backend.env, self.env_policy)
+        except LaunchError as exc:
+            plugin.launch, plugin.launch_error = None, exc
+            raise
+        plugin.launch, plugin.launch_error = launch, None
+        return launch
+
+    def info(self, plugin: InstalledPlugin) -> dict[str, Any]:
+        """``PluginInfo`` as sent on the wire."""
+        manifest = plugin.manifest
+        launch: dict[str, Any] | None
+        if plugin.launch is not None:
+            launch = dict(plugin.launch.describe())
+            launch["approved"] = plugin.approved_digest == plugin.launch.digest
+        elif plugin.launch_error is not None:
+            launch = {"error": str(plugin.launch_error), "kind": plugin.launch_error.kind}
+        else:
+            launch = None
+        return {
+            "id": manifest.id,
+            "name": manifest.name,
+            "version": manifest.version,
+            "path": str(plugin.path),
+            "permissions": list(manifest.permissions),
+            "granted": sorted(plugin.granted),
+            "enabled": plugin.enabled,
+            "status": plugin.supervisor.state.value,
+            "tools": list(manifest.contributes.tools),
+            "launch": launch,
+        }
+
+    # -- plugins/* --------------------------------------------------------------
+
+    async def install(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/install {path}``: read and validate the manifest; start nothing."""
+        args = p.parse_params(p.InstallParams, params)
+        folder = Path(os.path.abspath(os.path.expanduser(args.path)))
+        manifest, digest = await trio.to_thread.run_sync(load_manifest, folder)
+        if self.known_permissions is not None:
+            unknown = sorted(set(manifest.permissions) - self.known_permissions)
+            if unknown:
+                raise HostError(
+                    ErrorKind.MANIFEST_INVALID,
+                    f"permissions not among the parent's knownPermissions: {', '.join(unknown)}",
+                    path=str(folder),
+                    errors=[{"field": "permissions", "message": f"unknown permission {u!r}"} for u in unknown],
+                )
+        existing = self.plugins.get(manifest.id)
+        if existing is not None:
+            if existing.path != folder:
+                raise HostError(
+                    ErrorKind.PLUGIN_ALREADY_INSTALLED,
+                    f"plugin {manifest.id!r} is already installed from {existing.path}",
+                    plugin=manifest.id,
+                    path=str(existing.path),
+                )
+            if existing.supervisor.state is not State.STOPPED:
+                raise HostError(
+                    ErrorKind.PLUGIN_STATE_CONFLICT,
+                    f"plugin {manifest.id!r} is {existing.supervisor.state.value}; disable it before reinstalling",
+                    plugin=manifest.id,
+                )
+        supervisor = PluginSupervisor(manifest, self.registry, self.notify, self.nursery)
+        plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
+        if existing is not None:
+            plugin.granted = existing.granted & set(manifest.permissions)
+            plugin.approved_digest = existing.approved_digest
+        self.plugins[manifest.id] = plugin
+        try:
+            self._resolve(plugin)
+        except LaunchError:
+            pass  # reported in launch.error; enable fails with the same reason
+        return self.info(plugin)
+
+    async def uninstall(self, params: Any, ctx: RequestContext) -> None:
+        """``plugins/uninstall {id}``: disable first, then forget the plugin."""
+        plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
+        await plugin.supervisor.disable()
+        self.plugins.pop(plugin.manifest.id, None)
+
+    async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
+        p.parse_params(p.Empty, params)
+        return {"plugins": [self.info(self.plugins[k]) for k in sorted(self.plugins)]}
+
+    async def grant(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/grant {id, permissions}``: replace the granted set."""
+        args = p.parse_params(p.GrantParams, params)
+        plugin = self._plugin(args.id)
+        undeclared = sorted(set(args.permissions) - set(plugin.manifest.permissions))
+        if undeclared:
+            raise HostError(
+                ErrorKind.INVALID_PARAMS,
+                f"plugin {args.id} does not declare: {', '.join(undeclared)}",
+                plugin=args.id,
+                permissions=undeclared,
+            )
+        plugin.granted = set(args.permissions)
+        return self.info(plugin)
+
+    async def approve(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/approve {id, digest}``: approve the exact launch that install showed."""
+        args = p.parse_params(p.ApproveParams, params)
+        plugin = self._plugin(args.id)
+        launch = self._resolve(plugin) if plugin.launch is None else plugin.launch
+        if args.digest != launch.digest:
+            raise HostError(
+                ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
+                f"digest {args.digest} does not match the current launch of {args.id}",
+                plugin=args.id,
+                launch=launch.describe(),
+            )
+        plugin.approved_digest = launch.digest
+        return self.info(plugin)
+
+    async def enable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/enable {id}`` -> ``PluginStatus`` once ready (DESIGN.md "Plugin lifecycle")."""
+        plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
+        launch = self._gate(plugin)
+        plugin.enabled = True
+        return await plugin.supervisor.enable(launch)
+
+    def _gate(self, plugin: InstalledPlugin) -> Launch:
+        """Steps 1 and 2 of enable: every permission granted, the launch approved."""
+        plugin_id = plugin.manifest.id
+        missing = sorted(set(plugin.manifest.permissions) - plugin.granted)
+        if missing:
+            raise HostError(
+                ErrorKind.PERMISSION_NOT_GRANTED,
+                f"plugin {plugin_id} needs permissions not granted: {', '.join(missing)}",
+                plugin=plugin_id,
+                permissions=missing,
+            )
+        try:
+            launch = self._resolve(plugin)
+        except LaunchError as exc:
+            raise HostError(
+                ErrorKind.PLUGIN_START_FAILED,
+                f"plugin {plugin_id} failed to start: {exc}",
+                plugin=plugin_id,
+                reason=str(exc),
+                launchError=exc.kind,
+                stderrTail=[],
+            ) from None
+        if plugin.approved_digest != launch.digest:
+            if self.trust_development:
+                log.warning("plugin %s: launch not approved (--trust development): starting anyway", plugin_id)
+            else:
+                raise HostError(
+                    ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
+                    f"plugin {plugin_id}: approve this exact launch first (plugins/approve with its digest)",
+                    plugin=plugin_id,
+                    launch=launch.describe(),
+                    approvedDigest=plugin.approved_digest,
+                )
+        return launch
+
+    async def disable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``)."""
+        plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
+        plugin.enabled = False
+        return await plugin.supervisor.disable()
+
+    async def restart(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/restart {id}``: only for an enabled plugin, else ``PLUGIN_STATE_CONFLICT``."""
+        plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
+        if not plugin.enabled:
+            raise HostError(
+                ErrorKind.PLUGIN_STATE_CONFLICT,
+                f"plugin {plugin.manifest.id} is not enabled; enable it instead",
+                plugin=plugin.manifest.id,
+                status=plugin.supervisor.state.value,
+            )
+        launch = self._gate(plugin)
+        return await plugin.supervisor.restart(launch)
+
+    async def status(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/status {id}`` -> ``PluginStatus``."""
+        return self._plugin(p.parse_params(p.PluginRef, params).id).supervisor.status()
+
+    # -- tools/* ----------------------------------------------------------------
+
+    async def tools_list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``tools/list {plugin?}`` -> ``{tools: [HostTool], revision}``."""
+        args = p.parse_params(p.ToolsListParams, params)
+        if args.plugin is not None:
+            self._plugin(args.plugin)
+        return {
+            "tools": [tool.to_wire() for tool in self.registry.tools(args.plugin)],
+            "revision": self.registry.revision,
+        }
+
+    async def tools_call(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``tools/call {name, arguments, timeoutMs?}`` -> ``{content, structuredContent?}``."""
+        args = p.parse_params(p.ToolsCallParams, params)
+        tool = self.registry.lookup(args.name)
+        plugin = self._plugin(tool.plugin)
+        if tool.permission is not None and tool.permission not in plugin.granted:
+            raise HostError(
+                ErrorKind.PERMISSION_NOT_GRANTED,
+                f"{tool.name} needs the permission {tool.permission!r}, which is not granted",
+                plugin=tool.plugin,
+                tool=tool.name,
+                permissions=[tool.permission],
+            )
+        validate_arguments(tool, args.arguments)
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            note: dict[str, Any] = {"requestId": ctx.id, "progress": value}
+            if total is not None:
+                note["total"] = total
+            if message is not None:
+                note["message"] = message
+            await ctx.notify("$/progress", note)
+
+        timeout = args.timeout_ms / 1000 if args.timeout_ms is not None else None
+        return await plugin.supervisor.call(tool, args.arguments, timeout=timeout, report_progress=progress)
+
+
+async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:
+    try:
+        await supervisor.disable(grace=grace)
+    except Exception:
+        log.exception("stopping plugin %s failed", supervisor.plugin_id)
+
+
+Host.METHODS = {
+    "plugins/install": Host.install,
+    "plugins/uninstall": Host.uninstall,
+    "plugins/list": Host.list,
+    "plugins/grant": Host.grant,
+    "plugins/approve": Host.approve,
+    "plugins/enable": Host.enable,
+    "plugins/disable": Host.disable,
+    "plugins/restart": Host.restart,
+    "plugins/status": Host.status,
+    "tools/list": Host.tools_list,
+    "tools/call": Host.tools_call,
+}

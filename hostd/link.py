@@ -1,0 +1,480 @@
+"""The plugin link: one MCP client session to one running plugin process.
+
+Theory of operation
+-------------------
+
+The mcp SDK's :class:`mcp.ClientSession` owns the MCP layer (the
+``initialize`` handshake and version negotiation, request ids, progress
+routing, ``notifications/cancelled`` when a call is abandoned). Underneath it
+hostd puts its own stdio transport instead of the SDK's ``stdio_client``,
+because that one buffers unbounded lines and applies its own environment
+policy. The transport is four small tasks:
+
+- **stdout**: bytes -> :class:`~hostd.framing.LineDecoder` (bounded, 2 MiB by
+  default) -> a strict JSON-RPC envelope check -> the session. A line that is
+  not JSON, not a JSON-RPC 2.0 envelope, or over the bound is a protocol
+  violation that ends the link (``stdout_noise: drop`` in the manifest drops
+  non-JSON-RPC lines instead, with a rate-limited warning and a running
+  count). Requests from the server are answered here, not by the session:
+  ``ping`` with ``{}``; everything else (``sampling/createMessage``,
+  ``roots/list``, ``elicitation/create``...) with -32601, since hostd
+  advertises no client capability.
+- **stdin**: the session's messages -> one compact JSON line each.
+- **stderr**: read in bounded chunks so a flood can never block the plugin on
+  a full pipe; kept as a bounded ring of redacted lines; relayed as
+  ``plugins/log`` at a bounded rate.
+- **exit**: waits on the plugin's main process, separately from stdout EOF,
+  since a grandchild can keep the pipe open after the server died.
+
+Any failure records one reason (``failure``) and closes the session's read
+stream, so every pending request wakes at once with the SDK's
+``CONNECTION_CLOSED``; the supervisor turns that into
+``PLUGIN_HOST_UNAVAILABLE`` with the reason.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+import trio
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from hostd import __version__
+from hostd.errors import ErrorKind, HostError
+from hostd.framing import PLUGIN_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, describe_head, encode
+from hostd.redact import Redactor
+from sandbox.process import SandboxedProcess
+
+log = logging.getLogger("hostd.link")
+
+#: Upper bound of ``tools/list`` pages in one walk (cases C5, D3).
+MAX_LIST_PAGES = 100
+_STDERR_LINES = 200
+_STDERR_BYTES = 64 * 1024
+_STDERR_LINE_BYTES = 4096
+_LOG_RATE_PER_SECOND = 20.0
+_LOG_BURST = 50.0
+_READ_BYTES = 65536
+_ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
+
+LogSink = Callable[[str, str, str], Awaitable[None]]  # (level, source, message)
+NotificationSink = Callable[[types.ServerNotification], Awaitable[None]]
+
+
+class StderrTail:
+    """A bounded ring of a plugin's recent stderr lines (lines and bytes bounded).
+
+    ``feed(bytes)`` returns the lines it completed; a line longer than 4096
+    bytes is cut there. Holds at most 200 lines and 64 KiB.
+    """
+
+    def __init__(self, redact: Redactor) -> None:
+        self._redact = redact
+        self._lines: collections.deque[str] = collections.deque()
+        self._bytes = 0
+        self._partial = bytearray()
+
+    def feed(self, data: bytes | bytearray) -> list[str]:
+        """Consume a chunk of stderr; return the complete lines (redacted)."""
+        done: list[str] = []
+        start = 0
+        while start < len(data):
+            newline = data.find(b"\n", start)
+            end = len(data) if newline < 0 else newline
+            room = _STDERR_LINE_BYTES - len(self._partial)
+            self._partial += data[start : start + min(room, end - start)]
+            if newline < 0:
+                if len(self._partial) >= _STDERR_LINE_BYTES:
+                    done.append(self._finish())
+                break
+            done.append(self._finish())
+            start = newline + 1
+        return done
+
+    def flush(self) -> list[str]:
+        """Finish a trailing partial line (at EOF)."""
+        return [self._finish()] if self._partial else []
+
+    def _finish(self) -> str:
+        line = self._redact(bytes(self._partial).rstrip(b"\r").decode("utf-8", errors="replace"))
+        self._partial.clear()
+        self._lines.append(line)
+        self._bytes += len(line)
+        while len(self._lines) > _STDERR_LINES or self._bytes > _STDERR_BYTES:
+            self._bytes -= len(self._lines.popleft())
+        return line
+
+    def tail(self, count: int = 10) -> list[str]:
+        """The last ``count`` lines, oldest first."""
+        return list(self._lines)[-count:]
+
+
+class _RateLimit:
+    """A token bucket: ``allow()`` is True at most ``rate`` times a second (burst ``burst``)."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self._rate, self._burst = rate, burst
+        self._tokens = burst
+        self._stamp = time.monotonic()
+        self.dropped = 0
+
+    def allow(self) -> bool:
+        now = time.monotonic()
+        self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
+        self._stamp = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        self.dropped += 1
+        return False
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What the handshake and the tools/list walk found.
+
+    ``tools`` are the raw tool objects (JSON) in listing order.
+    """
+
+    protocol_version: str
+    server_name: str
+    server_version: str
+    tools: list[dict[str, Any]]
+
+
+class PluginLink:
+    """The transport and MCP session of one plugin instance.
+
+    Use :meth:`run` with ``nursery.start``: it returns the :class:`Discovery`
+    once the handshake and the ``tools/list`` walk succeeded, or raises
+    :class:`HostError` (``PLUGIN_START_FAILED``) with the reason and the
+    stderr tail. After that it keeps the session open until :meth:`close`
+    or a failure; ``done`` is set then, and ``failure`` holds the reason of an
+    unexpected end (``None`` after :meth:`close`).
+    """
+
+    def __init__(
+        self,
+        plugin_id: str,
+        process: SandboxedProcess,
+        *,
+        redact: Redactor,
+        on_log: LogSink,
+        on_notification: NotificationSink,
+        max_frame_bytes: int = PLUGIN_FRAME_LIMIT,
+        stdout_noise: str = "strict",
+    ) -> None:
+        self.plugin_id = plugin_id
+        self.process = process
+        self.failure: str | None = None
+        self.done = trio.Event()
+        self.last_seen_at: float | None = None
+        self.noise_dropped = 0
+        self.stderr = StderrTail(redact)
+        self.session: ClientSession | None = None
+        self._redact = redact
+        self._on_log = on_log
+        self._on_notification = on_notification
+        self._decoder = LineDecoder(max_frame_bytes)
+        self._stdout_noise = stdout_noise
+        self._log_limit = _RateLimit(_LOG_RATE_PER_SECOND, _LOG_BURST)
+        self._noise_limit = _RateLimit(1.0, 3.0)
+        self._write_lock = trio.Lock()
+        self._closing = False
+        self._read_send, self._read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](64)
+        self._write_send, self._write_receive = anyio.create_memory_object_stream[SessionMessage](64)
+
+    # -- lifecycle --------------------------------------------------------------
+
+    async def run(self, startup_timeout: float, *, task_status: trio.TaskStatus[Discovery]) -> None:
+        """Handshake, list tools, report them with ``task_status.started``, then serve.
+
+        Raises :class:`HostError` (``PLUGIN_START_FAILED``) before ``started``;
+        never raises after it (the failure goes to ``failure`` and ``done``).
+        """
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._pump_stdout)
+            nursery.start_soon(self._pump_stdin)
+            nursery.start_soon(self._pump_stderr)
+            nursery.start_soon(self._watch_exit)
+            try:
+                async with ClientSession(
+                    self._read_receive,
+                    self._write_send,
+                    client_info=types.Implementation(name="hostd", version=__version__),
+                    logging_callback=self._mcp_log,
+                    message_handler=self._message,
+                ) as session:
+                    self.session = session
+                    discovery = await self._discover(session, startup_timeout)
+                    task_status.started(discovery)
+                    await self.done.wait()
+            except HostError:
+                self._fail("start failed")
+                raise
+            finally:
+                self.done.set()
+                nursery.cancel_scope.cancel()
+
+    async def _discover(self, session: ClientSession, startup_timeout: float) -> Discovery:
+        started = time.monotonic()
+        try:
+            with trio.fail_after(startup_timeout):
+                init = await session.initialize()
+                if init.capabilities.tools is None:
+                    raise self._start_error("the server does not declare the tools capability")
+                tools = await self.list_tools(session)
+        except trio.TooSlowError:
+            # Let a process that is exiting right now say so instead.
+            with trio.move_on_after(0.2):
+                await self.done.wait()
+            reason = self.failure or f"startup timed out after {startup_timeout:g} s"
+            raise self._start_error(reason, seconds=round(time.monotonic() - started, 3)) from None
+        except MCPError as exc:
+            if self.failure is not None:
+                raise self._start_error(self.failure) from None
+            raise self._start_error(f"initialize failed: {exc.error.message}", upstream=_error_dict(exc)) from None
+        except ValidationError as exc:
+            raise self._start_error(f"invalid answer from the server: {_pydantic_summary(exc)}") from None
+        except RuntimeError as exc:  # the SDK's "Unsupported protocol version"
+            raise self._start_error(str(exc)) from None
+        info = init.server_info
+        return Discovery(
+            protocol_version=init.protocol_version,
+            server_name=info.name,
+            server_version=info.version,
+            tools=tools,
+        )
+
+    async def list_tools(self, session: ClientSession) -> list[dict[str, Any]]:
+        """Walk every ``tools/list`` page (MCP "Pagination"); return the raw tools.
+
+        Only an absent or null ``nextCursor`` ends the walk. A repeated cursor or
+        more than 100 pages raises ``PLUGIN_START_FAILED`` naming the server.
+        """
+        tools: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        cursor: str | None = None
+        for _page in range(MAX_LIST_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+            result = await session.list_tools(params=params)
+            tools.extend(t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in result.tools)
+            cursor = result.next_cursor
+            if cursor is None:
+                return tools
+            if cursor in seen:
+                raise self._start_error(f"tools/list repeated the cursor {cursor[:80]!r}: the listing never ends")
+            seen.add(cursor)
+        raise self._start_error(f"tools/list did not end within {MAX_LIST_PAGES} pages")
+
+    def _start_error(self, reason: str, **data: Any) -> HostError:
+        return HostError(
+            ErrorKind.PLUGIN_START_FAILED,
+            f"plugin {self.plugin_id} failed to start: {reason}",
+            plugin=self.plugin_id,
+            reason=reason,
+            stderrTail=self.stderr.tail(10),
+            **data,
+        )
+
+    def close(self) -> None:
+        """End the session on purpose (disable, restart); not a failure."""
+        self._closing = True
+        self.done.set()
+        self._read_send.close()
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is None and not self._closing:
+            self.failure = reason
+            log.warning("plugin %s: %s", self.plugin_id, reason)
+        self.done.set()
+        self._read_send.close()
+
+    # -- transport tasks --------------------------------------------------------
+
+    async def _pump_stdout(self) -> None:
+        stream = self.process.stdout
+        while True:
+            try:
+                data = await stream.receive_some(_READ_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            if not data:
+                await self._stdout_closed()
+                return
+            for event in self._decoder.feed(data):
+                if isinstance(event, FrameTooLarge):
+                    self._fail(
+                        f"a message on stdout exceeded the {event.limit}-byte frame bound "
+                        f"(starts {self._redact(describe_head(event.head))!r})"
+                    )
+                    return
+                if isinstance(event, InvalidJSON):
+                    if not await self._noise(event.head, f"not JSON ({event.reason})"):
+                        return
+                    continue
+                message = _envelope(event.value)
+                if message is None:
+                    if not await self._noise(encode(event.value)[:80], "not a JSON-RPC 2.0 message"):
+                        return
+                    continue
+                self.last_seen_at = time.time()
+                if isinstance(message, types.JSONRPCRequest):
+                    await self._answer_server_request(message)
+                    continue
+                try:
+                    await self._read_send.send(SessionMessage(message))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return
+
+    async def _stdout_closed(self) -> None:
+        if self._closing:
+            return
+        with trio.move_on_after(1.0):
+            await self.process.wait()
+        code = self.process.returncode
+        if code is None:
+            self._fail("closed its stdout")
+        else:
+            self._fail(_exit_reason(code))
+
+    async def _noise(self, head: bytes, why: str) -> bool:
+        """Handle a non-JSON-RPC line; return False when it ended the link."""
+        shown = self._redact(describe_head(head))
+        if self._stdout_noise != "drop":
+            self._fail(f"wrote a line on stdout that is {why}: {shown!r}")
+            return False
+        self.noise_dropped += 1
+        if self._noise_limit.allow():
+            await self._on_log(
+                "warning", "stdout", f"dropped a stdout line that is {why} ({self.noise_dropped} so far): {shown!r}"
+            )
+        return True
+
+    async def _answer_server_request(self, request: types.JSONRPCRequest) -> None:
+        if request.method == "ping":
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request.id, "result": {}}
+        else:
+            reply = {
+                "jsonrpc": "2.0",
+                "id": request.id,
+                "error": {"code": types.METHOD_NOT_FOUND, "message": f"hostd does not serve {request.method}"},
+            }
+        await self._write(encode(reply))
+
+    async def _pump_stdin(self) -> None:
+        async for item in self._write_receive:
+            data = encode(item.message.model_dump(mode="json", by_alias=True, exclude_unset=True))
+            if not await self._write(data):
+                return
+
+    async def _write(self, data: bytes) -> bool:
+        async with self._write_lock:
+            try:
+                await self.process.stdin.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                if not self._closing:
+                    self._fail("closed its stdin")
+                return False
+        return True
+
+    async def _pump_stderr(self) -> None:
+        stream = self.process.stderr
+        while True:
+            try:
+                data = await stream.receive_some(_READ_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            lines = self.stderr.feed(data) if data else self.stderr.flush()
+            for line in lines:
+                if self._log_limit.allow():
+                    await self._on_log("info", "stderr", line)
+            if not data:
+                return
+
+    async def _watch_exit(self) -> None:
+        code = await self.process.wait()
+        if not self._closing:
+            # Give stdout a moment to deliver what the process wrote last.
+            await trio.sleep(0.05)
+            self._fail(_exit_reason(code))
+
+    # -- session callbacks ------------------------------------------------------
+
+    async def _mcp_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if self._log_limit.allow():
+            data = params.data if isinstance(params.data, str) else encode(params.data).decode()
+            await self._on_log(str(params.level), "mcp", self._redact(data))
+
+    async def _message(self, message: types.ServerNotification | Exception) -> None:
+        if isinstance(message, Exception):
+            log.debug("plugin %s: transport exception %r", self.plugin_id, message)
+            return
+        await self._on_notification(message)
+
+    @property
+    def log_dropped(self) -> int:
+        """How many stderr/mcp log lines the rate limit dropped."""
+        return self._log_limit.dropped
+
+
+def _envelope(value: Any) -> types.JSONRPCMessage | None:
+    """The JSON-RPC 2.0 message ``value`` is, or None (then it is noise).
+
+    Stricter than the SDK's parser: no unknown top-level keys, exactly one of
+    ``method`` / ``result`` / ``error``, so a structured log line that happens
+    to carry an ``id`` can never resolve a pending request.
+    """
+    if not isinstance(value, dict) or value.get("jsonrpc") != "2.0" or not _ENVELOPE_KEYS.issuperset(value):
+        return None
+    kinds = ("method" in value) + ("result" in value) + ("error" in value)
+    if kinds != 1:
+        return None
+    try:
+        if "method" in value:
+            if "id" in value:
+                return types.JSONRPCRequest.model_validate(value)
+            return types.JSONRPCNotification.model_validate(value)
+        if "result" in value:
+            return types.JSONRPCResponse.model_validate(value)
+        return types.JSONRPCError.model_validate(value)
+    except ValidationError:
+        return None
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _error_dict(exc: MCPError) -> dict[str, Any]:
+    error = exc.error
+    out: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        out["data"] = error.data
+    return out
+
+
+def _pydantic_summary(exc: ValidationError) -> str:
+    parts = []
+    for item in exc.errors()[:5]:
+        where = ".".join(str(p) for p in item["loc"])
+        parts.append(f"{where}: {item['msg']}")
+    more = len(exc.errors()) - 5
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def upstream_error(exc: MCPError) -> dict[str, Any]:
+    """A plugin's JSON-RPC error object, whole, for ``data.upstream``."""
+    return _error_dict(exc)

@@ -1,0 +1,79 @@
+"""Wire types of the control protocol (``docs/protocol.md``): request params.
+
+One pydantic model per method's params; :func:`parse_params` turns a
+validation failure into ``INVALID_PARAMS`` naming each bad field. Results are
+plain JSON built by the host (``PluginInfo``, ``PluginStatus``, ``HostTool``
+shapes are documented in ``docs/protocol.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hostd.errors import ErrorKind, HostError
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Empty(_Params):
+    """``{}``: ``plugins/list``, ``ping``."""
+
+
+class InstallParams(_Params):
+    """``plugins/install {path}``: a plugin folder holding ``plugin.yaml`` or ``plugin.json``."""
+
+    path: str = Field(min_length=1)
+
+
+class PluginRef(_Params):
+    """``{id}``: uninstall, enable, disable, restart, status."""
+
+    id: str = Field(min_length=1)
+
+
+class GrantParams(_Params):
+    """``plugins/grant {id, permissions}``: the full set of granted permissions (replaces)."""
+
+    id: str = Field(min_length=1)
+    permissions: list[str]
+
+
+class ApproveParams(_Params):
+    """``plugins/approve {id, digest}``: approve the exact launch ``plugins/install`` showed."""
+
+    id: str = Field(min_length=1)
+    digest: str = Field(min_length=1)
+
+
+class ToolsListParams(_Params):
+    """``tools/list {plugin?}``."""
+
+    plugin: str | None = None
+
+
+class ToolsCallParams(_Params):
+    """``tools/call {name, arguments, timeoutMs?}``; ``name`` is the host name or ``function_name``."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    timeout_ms: int | None = Field(default=None, alias="timeoutMs", gt=0, le=24 * 3600 * 1000)
+
+
+P = TypeVar("P", bound=_Params)
+
+
+def parse_params(model: type[P], params: Any) -> P:
+    """Validate ``params`` as ``model``; raise ``INVALID_PARAMS`` listing each bad field."""
+    try:
+        return model.model_validate(params if params is not None else {})
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in item["loc"]) or "params", "message": item["msg"]}
+            for item in exc.errors()
+        ]
+        summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        raise HostError(ErrorKind.INVALID_PARAMS, f"invalid params: {summary}", errors=errors) from None

@@ -1,0 +1,116 @@
+"""Shared test harness: a real hostd process, fixture plugins, a leak check."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+from hostd.client import HostdClient, plugin_environment
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+ECHO = FIXTURES / "mcp-echo"
+ECHO_TOOLS = ["echo", "fail", "sleep", "large", "environment", "exit", "seen"]
+
+
+def sandboxed_pids() -> list[psutil.Process]:
+    """Every live process carrying a sandbox token: a plugin process of some hostd."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if "HOSTD_SANDBOX_TOKEN" in proc.environ() and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_plugin_left_behind() -> Iterator[None]:
+    """Fail any test that leaves a plugin process alive (and clean it up)."""
+    before = {p.pid for p in sandboxed_pids()}
+    yield
+    leaked = []
+    for _ in range(40):
+        leaked = [p for p in sandboxed_pids() if p.pid not in before]
+        if not leaked:
+            return
+        psutil.wait_procs(leaked, timeout=0.05)
+    for proc in leaked:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    pytest.fail(f"plugin processes left alive: {[(p.pid, p.info) for p in leaked]}")
+
+
+MakePlugin = Callable[..., Path]
+
+
+@pytest.fixture
+def make_plugin(tmp_path: Path) -> MakePlugin:
+    """Copy the echo fixture into a fresh folder, as plugin ``plugin_id`` running ``variant``.
+
+    Keyword overrides: ``tools`` (remote names for contributes), ``backend``
+    (merged into backend), ``permissions``, ``args`` (extra server args).
+    """
+
+    def make(
+        plugin_id: str = "mcp-echo",
+        variant: str | None = None,
+        *,
+        tools: list[str] | None = None,
+        backend: dict[str, Any] | None = None,
+        permissions: list[str] | None = None,
+        args: list[str] | None = None,
+    ) -> Path:
+        folder = tmp_path / f"{plugin_id}-{variant or 'plain'}"
+        folder.mkdir()
+        shutil.copy(ECHO / "server.py", folder / "server.py")
+        server_args = ["server.py"]
+        if variant is not None:
+            server_args += ["--variant", variant]
+        server_args += args or []
+        manifest: dict[str, Any] = {
+            "id": plugin_id,
+            "name": f"Echo fixture ({variant or 'plain'})",
+            "version": "1.0.0",
+            "permissions": permissions if permissions is not None else ["echo.use", "echo.inspect"],
+            "contributes": {"tools": [f"{plugin_id}.{t}" for t in (tools if tools is not None else ECHO_TOOLS)]},
+            "backend": {
+                "type": "mcp",
+                "transport": "stdio",
+                "command": "python3",
+                "args": server_args,
+                "env": {},
+                "startup_timeout_seconds": 10,
+                "tool_timeout_seconds": 10,
+                **(backend or {}),
+            },
+        }
+        (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+        return folder
+
+    return make
+
+
+@pytest.fixture
+async def hostd(tmp_path: Path) -> AsyncIterator[HostdClient]:
+    """A running hostd (initialized) whose plugins find this interpreter as ``python3``."""
+    state = tmp_path / "state"
+    async with HostdClient.spawn(["--state-dir", str(state)], env=plugin_environment()) as client:
+        yield client
+
+
+async def ready(client: HostdClient, folder: Path) -> dict[str, Any]:
+    """install -> grant everything declared -> approve -> enable; return the status."""
+    info = await client.request("plugins/install", {"path": str(folder)})
+    await client.request("plugins/grant", {"id": info["id"], "permissions": info["permissions"]})
+    await client.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
+    return await client.request("plugins/enable", {"id": info["id"]})

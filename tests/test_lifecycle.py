@@ -1,0 +1,159 @@
+"""End to end: a parent drives a real hostd through the echo fixture plugin."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from hostd.client import HostdClient, RpcError
+from tests.conftest import ECHO_TOOLS, MakePlugin, ready
+
+
+async def test_enable_lists_both_pages_and_calls_echo(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    status = await ready(hostd, make_plugin())
+    assert status["status"] == "ready"
+    assert status["tools_count"] == 7
+    assert status["server_name"] == "mcp-echo"
+    assert status["server_version"] == "1.0.0"
+    assert status["protocol_version"] == "2025-11-25"
+    listing = await hostd.request("tools/list", {})
+    assert [t["name"] for t in listing["tools"]] == sorted(f"mcp-echo.{t}" for t in ECHO_TOOLS)
+    echo = next(t for t in listing["tools"] if t["name"] == "mcp-echo.echo")
+    assert echo["function_name"] == "mcp-echo_echo"
+    assert echo["permission"] == "echo.use"
+    assert echo["plugin"] == "mcp-echo"
+    result = await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "héllo"}})
+    assert result == {
+        "content": [{"type": "text", "text": "héllo"}],
+        "structuredContent": {"text": "héllo", "length": 5},
+    }
+    states = [n["status"] for n in hostd.seen("plugins/statusChanged")]
+    assert states == ["starting", "ready"]
+    assert hostd.seen("tools/listChanged") == [{"revision": listing["revision"]}]
+
+
+async def test_disable_stops_and_unregisters(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await ready(hostd, make_plugin())
+    status = await hostd.request("plugins/disable", {"id": "mcp-echo"})
+    assert status["status"] == "stopped"
+    assert status["tools_count"] == 0
+    assert (await hostd.request("tools/list", {}))["tools"] == []
+    with pytest.raises(RpcError) as info:
+        await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "x"}})
+    assert info.value.kind == "TOOL_NOT_FOUND"
+
+
+async def test_enable_requires_grant_then_approval(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    info = await hostd.request("plugins/install", {"path": str(make_plugin())})
+    assert info["status"] == "stopped"
+    assert info["launch"]["args"] == ["server.py"]
+    assert info["launch"]["digest"].startswith("sha256:")
+    with pytest.raises(RpcError) as denied:
+        await hostd.request("plugins/enable", {"id": "mcp-echo"})
+    assert denied.value.kind == "PERMISSION_NOT_GRANTED"
+    assert denied.value.data["permissions"] == ["echo.inspect", "echo.use"]
+    await hostd.request("plugins/grant", {"id": "mcp-echo", "permissions": ["echo.use", "echo.inspect"]})
+    with pytest.raises(RpcError) as gated:
+        await hostd.request("plugins/enable", {"id": "mcp-echo"})
+    assert gated.value.kind == "MCP_TRUST_APPROVAL_REQUIRED"
+    assert gated.value.data["launch"]["digest"] == info["launch"]["digest"]
+    with pytest.raises(RpcError) as wrong:
+        await hostd.request("plugins/approve", {"id": "mcp-echo", "digest": "sha256:00"})
+    assert wrong.value.kind == "MCP_TRUST_APPROVAL_REQUIRED"
+    await hostd.request("plugins/approve", {"id": "mcp-echo", "digest": info["launch"]["digest"]})
+    assert (await hostd.request("plugins/enable", {"id": "mcp-echo"}))["status"] == "ready"
+
+
+async def test_is_error_and_upstream_error(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await ready(hostd, make_plugin())
+    with pytest.raises(RpcError) as failed:
+        await hostd.request("tools/call", {"name": "mcp-echo.fail", "arguments": {"message": "nope"}})
+    assert failed.value.kind == "MCP_TOOL_CALL_FAILED"
+    assert failed.value.data["content"] == [{"type": "text", "text": "nope"}]
+    with pytest.raises(RpcError) as invalid:
+        await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": 5}})
+    assert invalid.value.kind == "INVALID_ARGUMENTS"
+    assert invalid.value.data["pointer"] == "/text"
+    status = await hostd.request("plugins/status", {"id": "mcp-echo"})
+    assert status["status"] == "ready"
+
+
+async def test_result_too_large(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await ready(hostd, make_plugin())
+    ok = await hostd.request("tools/call", {"name": "mcp-echo.large", "arguments": {"bytes": 200_000}})
+    assert ok["content"][0]["text"] == "x" * 200_000
+    with pytest.raises(RpcError) as big:
+        await hostd.request("tools/call", {"name": "mcp-echo.large", "arguments": {"bytes": 300_000}})
+    assert big.value.kind == "MCP_TOOL_RESULT_TOO_LARGE"
+    assert big.value.data["limit"] == 262144
+
+
+async def test_cancel_request_reaches_the_plugin(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await ready(hostd, make_plugin())
+    response = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 30}})
+    await trio.sleep(0.5)
+    rid = response.request_id  # type: ignore[attr-defined]
+    await hostd.notify("$/cancelRequest", {"id": rid})
+    with trio.fail_after(2):
+        with pytest.raises(RpcError) as cancelled:
+            await response()
+    assert cancelled.value.code == -32800
+    seen = await hostd.request("tools/call", {"name": "mcp-echo.seen", "arguments": {}})
+    assert len(seen["structuredContent"]["cancelled"]) == 1
+    assert "notifications/cancelled" in seen["structuredContent"]["notifications"]
+
+
+async def test_timeout_sends_cancelled_and_plugin_stays_ready(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await ready(hostd, make_plugin())
+    with pytest.raises(RpcError) as slow:
+        await hostd.request("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 30}, "timeoutMs": 300})
+    assert slow.value.kind == "TOOL_TIMEOUT"
+    seen = await hostd.request("tools/call", {"name": "mcp-echo.seen", "arguments": {}})
+    assert len(seen["structuredContent"]["cancelled"]) == 1
+    assert (await hostd.request("plugins/status", {"id": "mcp-echo"}))["status"] == "ready"
+
+
+async def test_progress_is_relayed_with_the_parent_request_id(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await ready(hostd, make_plugin())
+    response = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 0.4, "steps": 4}})
+    result = await response()
+    assert result["content"] == [{"type": "text", "text": "slept 0.4"}]
+    rid = response.request_id  # type: ignore[attr-defined]
+    progress = [n for n in hostd.seen("$/progress") if n["requestId"] == rid]
+    assert [n["progress"] for n in progress] == [1, 2, 3, 4]
+    assert progress[-1] == {"requestId": rid, "progress": 4, "total": 4, "message": "step 4/4"}
+
+
+async def test_crash_makes_plugin_unhealthy_and_fails_pending(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await ready(hostd, make_plugin())
+    pending = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 20}})
+    await trio.sleep(0.2)
+    with pytest.raises(RpcError) as gone:
+        await hostd.request("tools/call", {"name": "mcp-echo.exit", "arguments": {"code": 3}})
+    assert gone.value.kind == "PLUGIN_HOST_UNAVAILABLE"
+    with trio.fail_after(5), pytest.raises(RpcError) as also_gone:
+        await pending()
+    assert also_gone.value.kind == "PLUGIN_HOST_UNAVAILABLE"
+    status = await hostd.request("plugins/status", {"id": "mcp-echo"})
+    assert status["status"] == "unhealthy"
+    assert status["error"]["reason"] == "exited with code 3"
+    assert status["tools_count"] == 0
+    restarted = await hostd.request("plugins/restart", {"id": "mcp-echo"})
+    assert restarted["status"] == "ready"
+    assert restarted["restarts"] == 1
+
+
+async def test_restart_of_a_disabled_plugin_conflicts(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await hostd.request("plugins/install", {"path": str(make_plugin())})
+    with pytest.raises(RpcError) as conflict:
+        await hostd.request("plugins/restart", {"id": "mcp-echo"})
+    assert conflict.value.kind == "PLUGIN_STATE_CONFLICT"
+    assert (await hostd.request("plugins/status", {"id": "mcp-echo"}))["status"] == "stopped"
+
+
+async def test_environment_is_trimmed(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await ready(hostd, make_plugin())
+    seen = await hostd.request("tools/call", {"name": "mcp-echo.environment", "arguments": {}})
+    names = seen["structuredContent"]["names"]
+    assert "PATH" in names
+    assert not [n for n in names if "SECRET" in n or "API_KEY" in n or n.startswith("PYTEST")]
