@@ -40,6 +40,14 @@ def _parser() -> argparse.ArgumentParser:
         help="strict: enable requires plugins/approve of the exact launch; development: only log",
     )
     serve.add_argument(
+        "--restart",
+        default="on-failure",
+        choices=["on-failure", "never"],
+        help="restart policy after a plugin crash (default: on-failure, with backoff)",
+    )
+    serve.add_argument("--ping-interval", type=float, default=30.0, help="seconds between liveness pings")
+    serve.add_argument("--ping-timeout", type=float, default=10.0, help="seconds a plugin has to answer a ping")
+    serve.add_argument(
         "--pass-proxy-env",
         action="store_true",
         help="pass proxy and CA variables (HTTPS_PROXY, SSL_CERT_FILE, ...) to plugins",
@@ -58,19 +66,18 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="hostd %(levelname)s %(name)s: %(message)s",
     )
-    trust_development = args.trust == "development"
-    pass_proxy = bool(args.pass_proxy_env)
 
     async def host_factory(options: InitializeOptions, notify: Notify, nursery: trio.Nursery) -> HostApi:
         # Imported here, after initialize was answered: this is the heavy part.
         module = await trio.to_thread.run_sync(importlib.import_module, "hostd.host")
-        host: HostApi = await module.Host.create(
-            options,
-            notify,
-            nursery,
-            trust_development=trust_development,
-            pass_proxy=pass_proxy,
+        settings = module.HostSettings(
+            trust_development=args.trust == "development",
+            pass_proxy=bool(args.pass_proxy_env),
+            restart=args.restart,
+            ping_interval=args.ping_interval,
+            ping_timeout=args.ping_timeout,
         )
+        host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host
 
     try:

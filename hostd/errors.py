@@ -9,6 +9,8 @@ a test keeps the two in step.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from typing import Any
 
@@ -72,3 +74,30 @@ class HostError(Exception):
     def to_error_object(self) -> dict[str, Any]:
         """The JSON-RPC error object: ``{code, message, data: {kind, ...}}``."""
         return {"code": self.kind.code, "message": self.message, "data": {"kind": self.kind.name, **self.data}}
+
+
+@contextmanager
+def unwrap_host_error() -> Iterator[None]:
+    """Re-raise a lone :class:`HostError` that a nursery wrapped in an exception group.
+
+    trio's nurseries raise ``ExceptionGroup`` even for a single error; a
+    request handler wants the :class:`HostError` itself. Groups holding
+    anything else propagate unchanged.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        matched, rest = group.split(HostError)
+        if matched is not None and rest is None:
+            leaves = list(_leaves(matched))
+            if len(leaves) == 1:
+                raise leaves[0] from None
+        raise
+
+
+def _leaves(group: BaseExceptionGroup[HostError]) -> Iterator[HostError]:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc

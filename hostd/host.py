@@ -22,8 +22,9 @@ from hostd import protocol as p
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
 from hostd.manifest import Manifest, load_manifest
+from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
-from hostd.supervisor import PluginSupervisor, State
+from hostd.supervisor import Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
@@ -31,6 +32,22 @@ from sandbox.launch import Launch, LaunchError, resolve_launch
 log = logging.getLogger("hostd.host")
 
 Handler = Callable[["Host", Any, RequestContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    """Host policy from the command line (``hostd serve --help``).
+
+    ``trust_development``: the trust gate only logs. ``pass_proxy``: proxy and
+    CA variables reach plugins. ``restart``: the restart policy after a crash.
+    ``ping_interval`` / ``ping_timeout``: liveness checks, in seconds.
+    """
+
+    trust_development: bool = False
+    pass_proxy: bool = False
+    restart: RestartMode = "on-failure"
+    ping_interval: float = 30.0
+    ping_timeout: float = 10.0
 
 
 @dataclass
@@ -51,9 +68,7 @@ class InstalledPlugin:
 class Host:
     """Serves the plugin and tool methods of the control protocol.
 
-    Build it with :meth:`create`. ``trust_development`` turns the trust gate
-    (``plugins/approve``) into a log line; ``pass_proxy`` lets the proxy and
-    CA variables through the environment policy.
+    Build it with :meth:`create`; ``settings`` is the host policy.
     """
 
     METHODS: ClassVar[dict[str, Handler]] = {}
@@ -63,17 +78,15 @@ class Host:
         options: InitializeOptions,
         notify: Notify,
         nursery: trio.Nursery,
-        *,
-        trust_development: bool,
-        pass_proxy: bool,
+        settings: HostSettings,
     ) -> None:
         self.options = options
         self.notify = notify
         self.nursery = nursery
         self.registry = ToolRegistry()
         self.plugins: dict[str, InstalledPlugin] = {}
-        self.trust_development = trust_development
-        self.env_policy = EnvPolicy(pass_proxy=pass_proxy)
+        self.settings = settings
+        self.env_policy = EnvPolicy(pass_proxy=settings.pass_proxy)
         self.known_permissions = set(options.known_permissions) if options.known_permissions is not None else None
         self._shutting_down = False
 
@@ -83,12 +96,10 @@ class Host:
         options: InitializeOptions,
         notify: Notify,
         nursery: trio.Nursery,
-        *,
-        trust_development: bool = False,
-        pass_proxy: bool = False,
+        settings: HostSettings | None = None,
     ) -> Host:
         """Build the host for one control session (called after ``initialize``)."""
-        return cls(options, notify, nursery, trust_development=trust_development, pass_proxy=pass_proxy)
+        return cls(options, notify, nursery, settings if settings is not None else HostSettings())
 
     async def handle(self, method: str, params: Any, ctx: RequestContext) -> Any:
         """Serve one request; ``KeyError(method)`` when no such method."""
@@ -176,7 +187,16 @@ class Host:
                     f"plugin {manifest.id!r} is {existing.supervisor.state.value}; disable it before reinstalling",
                     plugin=manifest.id,
                 )
-        supervisor = PluginSupervisor(manifest, self.registry, self.notify, self.nursery)
+        plugin_id = manifest.id
+        supervisor = PluginSupervisor(
+            manifest,
+            self.registry,
+            self.notify,
+            self.nursery,
+            relaunch=lambda: self._gate(self._plugin(plugin_id)),
+            restart_policy=RestartPolicy(mode=self.settings.restart),
+            liveness=Liveness(self.settings.ping_interval, self.settings.ping_timeout),
+        )
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         if existing is not None:
             plugin.granted = existing.granted & set(manifest.permissions)
@@ -259,7 +279,7 @@ class Host:
                 stderrTail=[],
             ) from None
         if plugin.approved_digest != launch.digest:
-            if self.trust_development:
+            if self.settings.trust_development:
                 log.warning("plugin %s: launch not approved (--trust development): starting anyway", plugin_id)
             else:
                 raise HostError(

@@ -178,6 +178,8 @@ class PluginLink:
         self.process = process
         self.failure: str | None = None
         self.done = trio.Event()
+        #: Set by the supervisor once it has reacted to ``failure`` (state, tools).
+        self.failure_handled = trio.Event()
         self.last_seen_at: float | None = None
         self.noise_dropped = 0
         self.stderr = StderrTail(redact)
@@ -202,6 +204,9 @@ class PluginLink:
         Raises :class:`HostError` (``PLUGIN_START_FAILED``) before ``started``;
         never raises after it (the failure goes to ``failure`` and ``done``).
         """
+        # Errors are carried out of the nurseries as a value: raised inside,
+        # trio (and anyio's task group in the SDK) would wrap them in groups.
+        error: HostError | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._pump_stdout)
             nursery.start_soon(self._pump_stdin)
@@ -216,15 +221,19 @@ class PluginLink:
                     message_handler=self._message,
                 ) as session:
                     self.session = session
-                    discovery = await self._discover(session, startup_timeout)
-                    task_status.started(discovery)
-                    await self.done.wait()
-            except HostError:
-                self._fail("start failed")
-                raise
+                    try:
+                        discovery = await self._discover(session, startup_timeout)
+                    except HostError as exc:
+                        error = exc
+                        self._fail("start failed")
+                    else:
+                        task_status.started(discovery)
+                        await self.done.wait()
             finally:
                 self.done.set()
                 nursery.cancel_scope.cancel()
+        if error is not None:
+            raise error
 
     async def _discover(self, session: ClientSession, startup_timeout: float) -> Discovery:
         started = time.monotonic()
@@ -292,6 +301,10 @@ class PluginLink:
         self._closing = True
         self.done.set()
         self._read_send.close()
+
+    def fail(self, reason: str) -> None:
+        """End the link as failed with ``reason`` (the first reason wins)."""
+        self._fail(reason)
 
     def _fail(self, reason: str) -> None:
         if self.failure is None and not self._closing:

@@ -7,6 +7,7 @@ States (``docs/protocol.md`` "PluginStatus")::
     ready --crash, framing violation--> unhealthy   (tools unregistered at once)
     ready | unhealthy | error --disable--> stopped
     ready | unhealthy | error --restart--> starting
+    unhealthy --restart policy gave up--> error
 
 :data:`TRANSITIONS` is the whole rule set; :meth:`PluginSupervisor._set_state`
 refuses anything else, so a state the table does not allow is a bug that
@@ -23,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
@@ -33,14 +35,15 @@ import trio
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from hostd.errors import ErrorKind, HostError
+from hostd.errors import ErrorKind, HostError, unwrap_host_error
 from hostd.link import PluginLink, upstream_error
 from hostd.manifest import Manifest
+from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
 from hostd.tools import HostTool, convert_tools
 from sandbox.launch import Launch, LaunchError
-from sandbox.process import spawn
+from sandbox.process import SandboxedProcess, spawn
 
 log = logging.getLogger("hostd.supervisor")
 
@@ -48,6 +51,14 @@ log = logging.getLogger("hostd.supervisor")
 RESULT_LIMIT = 256 * 1024
 #: Seconds the plugin gets after stdin EOF, and again after SIGTERM (case E7).
 STOP_GRACE = 2.0
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """Ping-based health checks: every ``interval`` s, an answer within ``timeout`` s."""
+
+    interval: float = 30.0
+    timeout: float = 10.0
 
 
 class State(Enum):
@@ -64,7 +75,7 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     State.STOPPED: frozenset({State.STARTING}),
     State.STARTING: frozenset({State.READY, State.ERROR, State.STOPPED}),
     State.READY: frozenset({State.UNHEALTHY, State.STOPPED, State.STARTING}),
-    State.UNHEALTHY: frozenset({State.STOPPED, State.STARTING}),
+    State.UNHEALTHY: frozenset({State.STOPPED, State.STARTING, State.ERROR}),
     State.ERROR: frozenset({State.STOPPED, State.STARTING}),
 }
 
@@ -93,9 +104,15 @@ class PluginSupervisor:
         notify: Notify,
         nursery: trio.Nursery,
         *,
+        relaunch: Callable[[], Launch],
+        restart_policy: RestartPolicy | None = None,
+        liveness: Liveness | None = None,
         result_limit: int = RESULT_LIMIT,
     ) -> None:
         self.manifest = manifest
+        self.policy = restart_policy if restart_policy is not None else RestartPolicy()
+        self.liveness = liveness if liveness is not None else Liveness()
+        self.next_retry_at: float | None = None
         self.state = State.STOPPED
         self.restarts = 0
         self.started_at: float | None = None
@@ -112,6 +129,11 @@ class PluginSupervisor:
         self._instance_done: trio.Event | None = None
         self._op_lock = trio.Lock()
         self._last_seen_fallback: float | None = None
+        self._relaunch = relaunch
+        self._retry_scope: trio.CancelScope | None = None
+        self._ready_since: float | None = None
+        self._pacer = RefreshPacer()
+        self._refresh_wanted = trio.Event()
 
     @property
     def plugin_id(self) -> str:
@@ -138,6 +160,7 @@ class PluginSupervisor:
             "error": self.error,
             "restarts": self.restarts,
             "last_exit": self.last_exit,
+            "next_retry_at": _iso(self.next_retry_at),
         }
 
     async def _set_state(self, state: State, error: HostError | None = None) -> None:
@@ -164,19 +187,25 @@ class PluginSupervisor:
         async with self._op_lock:
             if self.state is State.READY:
                 return self.status()
+            self._cancel_retry()
+            self.policy.reset()
             await self._stop_instance()
             return await self._start(launch)
 
     async def restart(self, launch: Launch) -> dict[str, Any]:
         """Stop the running instance (if any) and start a new one: the whole discovery again."""
         async with self._op_lock:
+            self._cancel_retry()
+            self.policy.reset()
             await self._stop_instance()
             self.restarts += 1
             return await self._start(launch)
 
     async def disable(self, *, grace: float = STOP_GRACE) -> dict[str, Any]:
         """Unregister the tools, end the whole process tree, and return the ``stopped`` status."""
+        self._cancel_retry()
         async with self._op_lock:
+            self._cancel_retry()
             await self._stop_instance(grace=grace)
             if self.state is not State.STOPPED:
                 await self._set_state(State.STOPPED)
@@ -190,6 +219,59 @@ class PluginSupervisor:
             await self._set_state(State.ERROR, error)
             raise
         return self.status()
+
+    def _cancel_retry(self) -> None:
+        if self._retry_scope is not None:
+            self._retry_scope.cancel()
+            self._retry_scope = None
+        self.next_retry_at = None
+
+    async def _after_failure(self) -> None:
+        """Apply the restart policy after a crash or a failed automatic start."""
+        now = time.monotonic()
+        if self._ready_since is not None:
+            self.policy.record_healthy(self._ready_since, now)
+            self._ready_since = None
+        delay = self.policy.record_failure(now)
+        if delay is None:
+            if self.policy.mode == "on-failure" and self.state is not State.ERROR:
+                reason = (
+                    f"gave up after {self.policy.max_restarts} restarts within {self.policy.window:g} s; "
+                    "use plugins/restart"
+                )
+                await self._set_state(
+                    State.ERROR,
+                    HostError(ErrorKind.PLUGIN_START_FAILED, f"plugin {self.plugin_id} {reason}", reason=reason),
+                )
+            return
+        self.next_retry_at = time.time() + delay
+        await self._notify("plugins/statusChanged", self.status())
+        scope = trio.CancelScope()
+        self._retry_scope = scope
+        self._nursery.start_soon(self._retry_later, delay, scope)
+
+    async def _retry_later(self, delay: float, scope: trio.CancelScope) -> None:
+        with scope:
+            await trio.sleep(delay)
+            async with self._op_lock:
+                if scope.cancel_called or self.state not in (State.UNHEALTHY, State.ERROR):
+                    return
+                self._retry_scope = None
+                self.next_retry_at = None
+                try:
+                    launch = self._relaunch()
+                except HostError as error:  # approval voided, command gone: no retry storm
+                    if self.state is not State.ERROR:
+                        await self._set_state(State.ERROR, error)
+                    else:
+                        self.error = {"kind": error.kind.name, "message": error.message, **error.data}
+                        await self._notify("plugins/statusChanged", self.status())
+                    return
+                self.restarts += 1
+                try:
+                    await self._start(launch)
+                except HostError:
+                    await self._after_failure()
 
     async def _stop_instance(self, *, grace: float = STOP_GRACE) -> None:
         link, done = self._link, self._instance_done
@@ -226,50 +308,143 @@ class PluginSupervisor:
             stdout_noise=backend.stdout_noise,
         )
         self._link, self._instance_done = link, done
-        ready = False
         try:
-            async with trio.open_nursery() as nursery:
-                discovery = await nursery.start(link.run, backend.startup_timeout_seconds)
-                tools = convert_tools(
-                    self.plugin_id,
-                    discovery.tools,
-                    permissions=manifest.permissions,
-                    contributes=manifest.contributes.tools,
-                )
-                self.protocol_version = discovery.protocol_version
-                self.server_name = discovery.server_name
-                self.server_version = discovery.server_version
-                self._registry.register(self.plugin_id, tools)
-                self.started_at = time.time()
-                ready = True
-                await self._set_state(State.READY)
-                await self._tools_changed()
-                task_status.started()
-                await link.done.wait()
-                if link.failure is not None:
-                    await self._unregister()
-                    error = HostError(
-                        ErrorKind.PLUGIN_HOST_UNAVAILABLE,
-                        f"plugin {self.plugin_id} {link.failure}",
-                        plugin=self.plugin_id,
-                        reason=link.failure,
-                        stderrTail=link.stderr.tail(10),
-                    )
-                    await self._set_state(State.UNHEALTHY, error)
-                nursery.cancel_scope.cancel()
+            with unwrap_host_error():
+                failed = await self._serve_instance(link, process, done, task_status)
+            if failed:
+                await self._stop_after_failure(process, link, done)
+                await self._after_failure()
         except HostError as error:
-            if not ready and "stderrTail" not in error.data:
+            if "stderrTail" not in error.data:
                 error.data["stderrTail"] = link.stderr.tail(10)
                 error.data.setdefault("plugin", self.plugin_id)
             raise
         finally:
-            with trio.CancelScope(shield=True):
-                await self._unregister()
-                report = await process.stop(grace=self._stop_grace)
-                self.last_exit = f"{report.step}, code {report.returncode}"
-                self._last_seen_fallback = link.last_seen_at
-                self._link = None
-                done.set()
+            if not done.is_set():
+                with trio.CancelScope(shield=True):
+                    await self._unregister()
+                    report = await process.stop(grace=self._stop_grace)
+                    self.last_exit = f"{report.step}, code {report.returncode}"
+                    self._last_seen_fallback = link.last_seen_at
+                    self._link = None
+                    done.set()
+
+    async def _serve_instance(
+        self, link: PluginLink, process: SandboxedProcess, done: trio.Event, task_status: trio.TaskStatus[None]
+    ) -> bool:
+        """Discovery, registration, ``ready``; then serve until the link ends. True if it failed."""
+        manifest = self.manifest
+        backend = manifest.backend
+        async with trio.open_nursery() as nursery:
+            discovery = await nursery.start(link.run, backend.startup_timeout_seconds)
+            tools = await self._convert(discovery.tools, discovery.protocol_version)
+            self.protocol_version = discovery.protocol_version
+            self.server_name = discovery.server_name
+            self.server_version = discovery.server_version
+            self._registry.register(self.plugin_id, tools)
+            self.started_at = time.time()
+            self._ready_since = time.monotonic()
+            self._pacer = RefreshPacer()
+            self._refresh_wanted = trio.Event()
+            await self._set_state(State.READY)
+            await self._tools_changed()
+            task_status.started()
+            nursery.start_soon(self._refresher, link, tools)
+            nursery.start_soon(self._heartbeat, link)
+            await link.done.wait()
+            nursery.cancel_scope.cancel()
+        if link.failure is None:
+            return False
+        await self._unregister()
+        error = HostError(
+            ErrorKind.PLUGIN_HOST_UNAVAILABLE,
+            f"plugin {self.plugin_id} {link.failure}",
+            plugin=self.plugin_id,
+            reason=link.failure,
+            stderrTail=link.stderr.tail(10),
+        )
+        await self._set_state(State.UNHEALTHY, error)
+        link.failure_handled.set()
+        return True
+
+    async def _convert(self, raw: list[dict[str, Any]], protocol_version: str | None) -> list[HostTool]:
+        """Validate a listing against the manifest (in a worker thread: schema checks cost)."""
+        manifest = self.manifest
+
+        def convert() -> list[HostTool]:
+            return convert_tools(
+                self.plugin_id,
+                raw,
+                permissions=manifest.permissions,
+                contributes=manifest.contributes.tools,
+                protocol_version=protocol_version,
+            )
+
+        return await trio.to_thread.run_sync(convert)
+
+    async def _stop_after_failure(self, process: SandboxedProcess, link: PluginLink, done: trio.Event) -> None:
+        """End the tree of a failed instance before the restart policy looks at it."""
+        with trio.CancelScope(shield=True):
+            await self._unregister()
+            report = await process.stop(grace=0.5)
+            self.last_exit = f"{report.step}, code {report.returncode}"
+            self._last_seen_fallback = link.last_seen_at
+            self._link = None
+            done.set()
+
+    async def _refresher(self, link: PluginLink, current: list[HostTool]) -> None:
+        """Coalesced re-discovery on ``notifications/tools/list_changed`` (MCP "List Changed")."""
+        digests = [t.definition_digest for t in current]
+        session = link.session
+        assert session is not None
+        while True:
+            await self._refresh_wanted.wait()
+            self._refresh_wanted = trio.Event()
+            await trio.sleep(self._pacer.next_walk_delay(time.monotonic()))
+            self._pacer.begin_walk()
+            try:
+                with trio.fail_after(self.manifest.backend.startup_timeout_seconds):
+                    raw = await link.list_tools(session)
+                tools = await self._convert(raw, self.protocol_version)
+                new_digests = [t.definition_digest for t in tools]
+                changed = new_digests != digests
+                if changed:
+                    self._registry.register(self.plugin_id, tools)
+                    digests = new_digests
+                    await self._tools_changed()
+                    await self._notify("plugins/statusChanged", self.status())
+            except HostError as error:
+                link.fail(f"changed its tools to a set hostd refuses: {error.message}")
+                return
+            except trio.TooSlowError:
+                link.fail("did not finish a tools/list re-discovery in time")
+                return
+            except MCPError:
+                return  # the link is failing; its reason is recorded there
+            if not self._pacer.end_walk(time.monotonic(), changed=changed):
+                await self._log(
+                    "warning",
+                    "host",
+                    f"tools/list_changed feedback loop: {self._pacer.walks} walks found nothing new; "
+                    "automatic refresh stopped until the plugin restarts",
+                )
+            if self._pacer.requested:
+                self._refresh_wanted.set()
+
+    async def _heartbeat(self, link: PluginLink) -> None:
+        """Liveness: a plugin that stops answering ``ping`` is ended (then the restart policy applies)."""
+        session = link.session
+        assert session is not None
+        while True:
+            await trio.sleep(self.liveness.interval)
+            with trio.move_on_after(self.liveness.timeout) as scope:
+                try:
+                    await session.send_ping()
+                except MCPError:
+                    return
+            if scope.cancelled_caught:
+                link.fail(f"did not answer ping within {self.liveness.timeout:g} s")
+                return
 
     async def _unregister(self) -> None:
         if self._registry.unregister(self.plugin_id):
@@ -283,8 +458,8 @@ class PluginSupervisor:
         )
 
     async def _notification(self, message: types.ServerNotification) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            log.info("plugin %s: tools/list_changed (re-discovery is not automatic yet)", self.plugin_id)
+        if isinstance(message, types.ToolListChangedNotification) and self._pacer.notify(time.monotonic()):
+            self._refresh_wanted.set()
 
     # -- tools/call ---------------------------------------------------------------
 
@@ -314,6 +489,9 @@ class PluginSupervisor:
                 raw = await link.session.call_tool(tool.remote_name, arguments, progress_callback=on_progress)
             except MCPError as exc:
                 if link.done.is_set():
+                    # Answer after the parent was told of the state change, not before.
+                    with trio.move_on_after(2):
+                        await link.failure_handled.wait()
                     raise self._unavailable(tool, f"plugin {self.plugin_id} {link.failure or 'stopped'}") from None
                 raise HostError(
                     ErrorKind.MCP_UPSTREAM_ERROR,

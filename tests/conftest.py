@@ -100,11 +100,15 @@ def make_plugin(tmp_path: Path) -> MakePlugin:
     return make
 
 
+def spawn_hostd(tmp_path: Path, *args: str) -> Any:
+    """``HostdClient.spawn`` for tests: state under ``tmp_path``, ``python3`` = this interpreter."""
+    return HostdClient.spawn(["--state-dir", str(tmp_path / "state"), *args], env=plugin_environment())
+
+
 @pytest.fixture
 async def hostd(tmp_path: Path) -> AsyncIterator[HostdClient]:
     """A running hostd (initialized) whose plugins find this interpreter as ``python3``."""
-    state = tmp_path / "state"
-    async with HostdClient.spawn(["--state-dir", str(state)], env=plugin_environment()) as client:
+    async with spawn_hostd(tmp_path) as client:
         yield client
 
 

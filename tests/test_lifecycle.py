@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trio
 
 from hostd.client import HostdClient, RpcError
-from tests.conftest import ECHO_TOOLS, MakePlugin, ready
+from tests.conftest import ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 
 
 async def test_enable_lists_both_pages_and_calls_echo(hostd: HostdClient, make_plugin: MakePlugin) -> None:
@@ -124,7 +126,12 @@ async def test_progress_is_relayed_with_the_parent_request_id(hostd: HostdClient
     assert progress[-1] == {"requestId": rid, "progress": 4, "total": 4, "message": "step 4/4"}
 
 
-async def test_crash_makes_plugin_unhealthy_and_fails_pending(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+async def test_crash_makes_plugin_unhealthy_and_fails_pending(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    async with spawn_hostd(tmp_path, "--restart", "never") as hostd:
+        await _crash_then_restart(hostd, make_plugin)
+
+
+async def _crash_then_restart(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     await ready(hostd, make_plugin())
     pending = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 20}})
     await trio.sleep(0.2)
@@ -157,3 +164,32 @@ async def test_environment_is_trimmed(hostd: HostdClient, make_plugin: MakePlugi
     names = seen["structuredContent"]["names"]
     assert "PATH" in names
     assert not [n for n in names if "SECRET" in n or "API_KEY" in n or n.startswith("PYTEST")]
+
+
+async def test_crash_is_restarted_with_backoff(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    await ready(hostd, make_plugin())
+    with pytest.raises(RpcError):
+        await hostd.request("tools/call", {"name": "mcp-echo.exit", "arguments": {"code": 4}})
+    back = await hostd.wait_for("plugins/statusChanged", lambda s: s["status"] == "ready" and s["restarts"] == 1)
+    assert back["tools_count"] == 7
+    states = [s["status"] for s in hostd.seen("plugins/statusChanged")]
+    assert states[:2] == ["starting", "ready"]
+    assert "unhealthy" in states[2:]
+    unhealthy = next(s for s in hostd.seen("plugins/statusChanged") if s["status"] == "unhealthy")
+    assert unhealthy["error"]["kind"] == "PLUGIN_HOST_UNAVAILABLE"
+    assert unhealthy["error"]["reason"] == "exited with code 4"
+    result = await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "again"}})
+    assert result["structuredContent"] == {"text": "again", "length": 5}
+
+
+async def test_crash_loop_gives_up_after_max_restarts(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    # exit-at-start never becomes ready: the first enable fails, and nothing retries an enable failure.
+    folder = make_plugin(variant="exit-at-start")
+    with pytest.raises(RpcError) as failed:
+        await ready(hostd, folder)
+    assert failed.value.kind == "PLUGIN_START_FAILED"
+    assert failed.value.data["reason"] == "exited with code 1"
+    assert failed.value.data["stderrTail"] == ["API key missing"]
+    status = await hostd.request("plugins/status", {"id": "mcp-echo"})
+    assert status["status"] == "error"
+    assert status["next_retry_at"] is None

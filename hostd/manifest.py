@@ -1,0 +1,572 @@
+"""The plugin manifest (v1): its pydantic model, loading from a folder, and its JSON Schema.
+
+Theory of operation
+-------------------
+A plugin is a folder holding exactly one of ``plugin.yaml``, ``plugin.yml`` or
+``plugin.json`` (DESIGN.md, "Plugin manifest (v1)"). :func:`load_manifest` reads
+that file (bounded, never blocking on a FIFO), parses it, validates it against
+:class:`Manifest` and returns the model together with a digest of the exact bytes
+read, so the trust gate can show and approve precisely what was installed.
+
+Every way a manifest can be wrong ends in one exception, :class:`ManifestError`
+(a :class:`~hostd.errors.HostError` of kind ``MANIFEST_INVALID``), whose
+``data`` is ``{"path": str, "errors": [{"field": "backend.command", "message": ...}]}``.
+``field`` is the dotted path of the offending value with list indices as numbers
+(``"contributes.tools.0"``, ``"permissions.1"``); it is ``""`` for problems with
+the file as a whole (missing, unreadable, syntax error, not a mapping), and then
+the entry may carry 1-based ``line`` and ``column`` too. All field errors are
+reported at once, not just the first.
+
+The model is the single source of truth: ``manifests/plugin.schema.json`` is
+generated from it (``python -m hostd.manifest``) and a test fails when the file
+is stale. Rules the JSON Schema cannot express (every ``contributes.tools`` entry
+starts with ``"<id>."``; no duplicates) are enforced by validators on the model.
+
+The module does no I/O at import and imports PyYAML only when a YAML manifest is
+read; it is safe on the ``initialize`` path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, cast
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from hostd.errors import ErrorKind, HostError
+
+if TYPE_CHECKING:
+    import yaml
+
+__all__ = [
+    "MANIFEST_FILES",
+    "MANIFEST_MAX_BYTES",
+    "SCHEMA_ID",
+    "Backend",
+    "Contributes",
+    "Manifest",
+    "ManifestError",
+    "load_manifest",
+    "manifest_json_schema",
+    "manifest_schema_text",
+]
+
+MANIFEST_FILES: Final = ("plugin.yaml", "plugin.yml", "plugin.json")
+"""The file names a plugin folder may hold its manifest under; exactly one must exist."""
+
+MANIFEST_MAX_BYTES: Final = 256 * 1024
+"""Upper bound on a manifest file's size in bytes (256 KiB); a larger file is rejected unread."""
+
+SCHEMA_ID: Final = "urn:hostd:schema:plugin-manifest:v1"
+"""The ``$id`` of the generated JSON Schema (a URN: hostd owns no web address to host it at)."""
+
+SCHEMA_PATH: Final = Path(__file__).resolve().parent.parent / "manifests" / "plugin.schema.json"
+"""Where ``python -m hostd.manifest`` writes the schema in a source checkout."""
+
+ID_PATTERN: Final = r"^[a-z0-9][a-z0-9-]{0,62}$"
+PERMISSION_PATTERN: Final = r"^[a-z0-9][a-z0-9._-]*$"
+ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _no_nul(value: str) -> str:
+    # execve(2) takes NUL-terminated strings: a NUL would silently cut the value short.
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+_ExecString = Annotated[str, AfterValidator(_no_nul)]
+_EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
+_Permission = Annotated[str, Field(pattern=PERMISSION_PATTERN)]
+
+
+def _model_config(schema_description: str) -> ConfigDict:
+    # ``strict``: a YAML ``30`` stays a number and ``"30"`` stays a string; nothing is coerced,
+    # so ``version: 1.0`` or ``env: {DEBUG: 1}`` is an error that says "quote it", not a guess.
+    # The schema description replaces the class docstring, which is written for developers.
+    return ConfigDict(extra="forbid", strict=True, frozen=True, json_schema_extra={"description": schema_description})
+
+
+class Backend(BaseModel):
+    """How hostd starts and talks to the plugin's MCP server (manifest field ``backend``).
+
+    Only ``type: mcp`` over ``transport: stdio`` exists in v1. ``command`` is one
+    program, never a shell line: a bare name is looked up on the sandbox's PATH and
+    a path must resolve inside the plugin folder (checked at enable, not here).
+    Timeouts are in seconds. ``stdout_noise`` is the policy for non-JSON-RPC lines
+    on the server's stdout (cases A1/A2): ``strict`` fails the start, ``drop`` drops
+    them with a rate-limited warning.
+    """
+
+    model_config = _model_config("How hostd starts the plugin's MCP server and talks to it.")
+
+    type: Literal["mcp"] = Field(description="The backend kind; only 'mcp' in manifest v1.")
+    transport: Literal["stdio"] = Field(description="How hostd reaches the server; only 'stdio' in v1.")
+    command: _ExecString = Field(
+        min_length=1,
+        description=(
+            "The program to run, without a shell: a bare name found on PATH, or a path that "
+            "resolves inside the plugin folder. Arguments go in 'args'."
+        ),
+    )
+    args: list[_ExecString] = Field(default=[], description="Arguments passed to the command, verbatim.")
+    env: dict[_EnvName, _ExecString] = Field(
+        default={},
+        json_schema_extra={"additionalProperties": False},  # only names matching the key pattern
+        description="Environment variables set for the server, applied after hostd's allowlist.",
+    )
+    startup_timeout_seconds: float = Field(
+        default=30,
+        gt=0,
+        le=600,
+        allow_inf_nan=False,
+        description="Seconds allowed from spawn to a completed MCP handshake and tool listing.",
+    )
+    tool_timeout_seconds: float = Field(
+        default=30,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="Default seconds a tools/call may take before TOOL_TIMEOUT.",
+    )
+    stdout_noise: Literal["strict", "drop"] = Field(
+        default="strict",
+        description=(
+            "What to do with non-JSON-RPC lines on the server's stdout: 'strict' fails the start, "
+            "'drop' drops them with a rate-limited warning."
+        ),
+    )
+
+    @field_validator("command")
+    @classmethod
+    def _command_is_one_program(cls, command: str) -> str:
+        if command.strip() != command or not command.strip():
+            raise ValueError("must not be blank or start or end with whitespace")
+        if "/" not in command and "\\" not in command and any(ch.isspace() for ch in command):
+            raise ValueError(
+                f"{command!r} looks like a shell line; hostd never uses a shell: put the program "
+                "name in 'command' and each argument in 'args'"
+            )
+        return command
+
+
+class Contributes(BaseModel):
+    """What the plugin adds to the host (manifest field ``contributes``).
+
+    ``tools`` lists host tool names, each ``"<plugin id>.<MCP tool name>"``; at enable
+    the server's discovered tool set must equal this list exactly (DESIGN.md,
+    "Plugin lifecycle" step 9).
+    """
+
+    model_config = _model_config("What the plugin adds to the host.")
+
+    tools: list[str] = Field(
+        default=[],
+        json_schema_extra={"uniqueItems": True},
+        description="Host tool names '<id>.<MCP tool name>'; must equal the server's tools exactly.",
+    )
+
+
+class Manifest(BaseModel):
+    """A plugin manifest, v1 (DESIGN.md, "Plugin manifest (v1)").
+
+    ``id`` is the plugin's stable identity (``^[a-z0-9][a-z0-9-]{0,62}$``; no dot, so
+    ``"<id>.<tool>"`` splits unambiguously). ``permissions`` are the capability names
+    the plugin asks for; each must be among the parent's ``knownPermissions`` and be
+    granted before enable. Cross-field rules (every ``contributes.tools`` entry starts
+    with ``"<id>."``; no duplicate permissions or tools) are validated here, with the
+    offending list index in the error location.
+
+    Raises:
+        pydantic.ValidationError: from ``Manifest.model_validate``; :func:`load_manifest`
+            turns it into :class:`ManifestError`.
+    """
+
+    model_config = _model_config(
+        "plugin.yaml / plugin.json in a hostd plugin folder. Every contributes.tools entry must "
+        "start with '<id>.'; the server's discovered tools must equal contributes.tools exactly."
+    )
+
+    id: str = Field(pattern=ID_PATTERN, description="Stable plugin identity: lowercase a-z, 0-9 and '-'.")
+    name: str = Field(min_length=1, description="Human-readable plugin name.")
+    version: str = Field(min_length=1, description="The plugin's version, as a string (quote it in YAML).")
+    description: str | None = Field(default=None, description="One paragraph about the plugin.")
+    permissions: list[_Permission] = Field(
+        default=[],
+        json_schema_extra={"uniqueItems": True},
+        description="Permissions the plugin needs; each must be known to and granted by the parent.",
+    )
+    contributes: Contributes = Field(description="What the plugin adds to the host.")
+    backend: Backend = Field(description="How to start the plugin's MCP server.")
+
+    @field_validator("permissions")
+    @classmethod
+    def _permissions_unique(cls, permissions: list[str]) -> list[str]:
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "duplicate_item",
+                    "duplicate permission '{value}' (first at index {first})",
+                    {"value": value, "first": first},
+                ),
+                loc=(index,),
+                input=value,
+            )
+            for index, value, first in _duplicates(permissions)
+        ]
+        if errors:
+            raise ValidationError.from_exception_data("Manifest", errors)
+        return permissions
+
+    @field_validator("contributes")
+    @classmethod
+    def _tools_belong_to_plugin(cls, contributes: Contributes, info: ValidationInfo) -> Contributes:
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "duplicate_item",
+                    "duplicate tool '{value}' (first at index {first})",
+                    {"value": value, "first": first},
+                ),
+                loc=("tools", index),
+                input=value,
+            )
+            for index, value, first in _duplicates(contributes.tools)
+        ]
+        plugin_id = info.data.get("id")  # absent when ``id`` itself failed validation
+        if isinstance(plugin_id, str):
+            prefix = f"{plugin_id}."
+            for index, tool in enumerate(contributes.tools):
+                if not tool.startswith(prefix) or tool == prefix:
+                    errors.append(
+                        InitErrorDetails(
+                            type=PydanticCustomError(
+                                "tool_prefix",
+                                "must be '{prefix}<tool name>' (the plugin id, a dot, the name)",
+                                {"prefix": prefix},
+                            ),
+                            loc=("tools", index),
+                            input=tool,
+                        )
+                    )
+        if errors:
+            errors.sort(key=lambda e: e["loc"])
+            raise ValidationError.from_exception_data("Contributes", errors)
+        return contributes
+
+
+def _duplicates(values: list[str]) -> Iterator[tuple[int, str, int]]:
+    """Yield ``(index, value, first_index)`` for every repeat of an earlier value."""
+    first: dict[str, int] = {}
+    for index, value in enumerate(values):
+        if value in first:
+            yield index, value, first[value]
+        else:
+            first[value] = index
+
+
+class ManifestError(HostError):
+    """A missing or invalid manifest: ``HostError`` of kind ``MANIFEST_INVALID``.
+
+    ``data`` is ``{"path": str, "errors": [{"field": str, "message": str, "line"?: int,
+    "column"?: int}]}``; ``path`` is the plugin folder for folder-level problems and
+    the manifest file otherwise; ``field`` is ``""`` for problems with the whole file.
+    """
+
+    def __init__(self, message: str, *, path: Path | str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(ErrorKind.MANIFEST_INVALID, message, path=str(path), errors=errors)
+        self.errors = errors
+
+
+def _whole_file_error(path: Path, message: str, **position: int) -> ManifestError:
+    return ManifestError(f"{path}: {message}", path=path, errors=[{"field": "", "message": message, **position}])
+
+
+def load_manifest(folder: Path) -> tuple[Manifest, str]:
+    """Read, parse and validate the manifest in a plugin folder (``plugins/install``).
+
+    Args:
+        folder: the plugin folder; it must hold exactly one of :data:`MANIFEST_FILES`.
+
+    Returns:
+        ``(manifest, digest)`` where ``digest`` is ``"sha256:<64 hex>"`` over the raw
+        bytes of the manifest file exactly as read.
+
+    Raises:
+        ManifestError: (``MANIFEST_INVALID``) the folder is missing or not a directory;
+            no manifest file, or more than one; the file is not a regular file, is
+            unreadable, larger than :data:`MANIFEST_MAX_BYTES`, not UTF-8, has a YAML or
+            JSON syntax error (with 1-based ``line``/``column``) or a duplicate key; the
+            top level is not a mapping; or any field is invalid (each field's dotted
+            path and reason in ``data.errors``).
+
+    Blocking: reads one small file; call it from a worker thread in async code if the
+    folder may be on slow storage.
+    """
+    folder = Path(folder)
+    if not folder.exists():
+        raise _whole_file_error(folder, "plugin folder does not exist")
+    if not folder.is_dir():
+        raise _whole_file_error(folder, "not a directory (give the plugin's folder, not a file)")
+    present = [name for name in MANIFEST_FILES if os.path.lexists(folder / name)]
+    if not present:
+        raise _whole_file_error(folder, f"no manifest: expected one of {', '.join(MANIFEST_FILES)}")
+    if len(present) > 1:
+        raise _whole_file_error(folder, f"more than one manifest ({', '.join(present)}); keep exactly one of them")
+    path = folder / present[0]
+    raw = _read_bounded(path)
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _whole_file_error(path, f"not valid UTF-8 (byte offset {exc.start})") from None
+    data = _parse_json(path, text) if path.suffix == ".json" else _parse_yaml(path, text)
+    if data is None:
+        raise _whole_file_error(path, "the manifest is empty")
+    if not isinstance(data, dict):
+        raise _whole_file_error(path, f"the top level must be a mapping, not {_kind_of(data)}")
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        errors = [_field_error(err, yaml_source=path.suffix != ".json") for err in exc.errors()]
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ManifestError(
+            f"{path}: invalid manifest: {first['field'] or '(top level)'}: {first['message']}{more}",
+            path=path,
+            errors=errors,
+        ) from None
+    return manifest, digest
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes, at most ``MANIFEST_MAX_BYTES + 1`` of them read."""
+    # O_NONBLOCK: opening a FIFO planted under the manifest's name must not hang install;
+    # the regular-file check then rejects it (and directories, devices, sockets).
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _whole_file_error(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _whole_file_error(path, "not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MANIFEST_MAX_BYTES:
+            chunk = os.read(fd, MANIFEST_MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise _whole_file_error(path, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > MANIFEST_MAX_BYTES:
+        raise _whole_file_error(path, f"larger than {MANIFEST_MAX_BYTES} bytes (256 KiB)")
+    return b"".join(chunks)
+
+
+def _parse_json(path: Path, text: str) -> Any:
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise _whole_file_error(path, f"duplicate key {key!r}")
+            result[key] = value
+        return result
+
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except json.JSONDecodeError as exc:
+        raise _whole_file_error(
+            path,
+            f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            line=exc.lineno,
+            column=exc.colno,
+        ) from None
+    except RecursionError:
+        raise _whole_file_error(path, "nested too deeply") from None
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
+    import yaml  # noqa: PLC0415 - lazy: only YAML manifests pay for PyYAML
+
+    try:
+        return yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass: no arbitrary objects
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        reason = exc.problem or exc.context or "invalid YAML"
+        if exc.problem and exc.context:
+            # e.g. "did not find expected ',' or '}' (while parsing a flow mapping at line 4, column 14)"
+            where = exc.context_mark
+            started = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+            reason = f"{exc.problem} ({exc.context}{started})"
+        if mark is None:
+            raise _whole_file_error(path, f"YAML syntax error: {reason}") from None
+        line, column = mark.line + 1, mark.column + 1
+        raise _whole_file_error(
+            path, f"YAML syntax error at line {line}, column {column}: {reason}", line=line, column=column
+        ) from None
+    except yaml.YAMLError as exc:
+        raise _whole_file_error(path, f"YAML error: {exc}") from None
+    except RecursionError:
+        raise _whole_file_error(path, "nested too deeply") from None
+
+
+_YAML_LOADER: type[yaml.SafeLoader] | None = None
+
+
+def _yaml_loader() -> type[yaml.SafeLoader]:
+    """A SafeLoader (libyaml-backed when available) that rejects duplicate mapping keys.
+
+    Plain PyYAML keeps the last of two equal keys silently; in a manifest that would
+    let a second ``command:`` hide below the first one a reviewer reads.
+    """
+    global _YAML_LOADER  # noqa: PLW0603 - a lazily built, immutable class
+    if _YAML_LOADER is not None:
+        return _YAML_LOADER
+    import yaml  # noqa: PLC0415
+
+    base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = cast("type[yaml.SafeLoader]", type("_ManifestLoader", (base,), {}))
+
+    def construct_map(self: yaml.SafeLoader, node: yaml.MappingNode) -> Iterator[dict[Any, Any]]:
+        seen: set[Any] = set()
+        for key_node, _value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key; SafeConstructor reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+        yield from self.construct_yaml_map(node)
+
+    loader.add_constructor("tag:yaml.org,2002:map", construct_map)
+    _YAML_LOADER = loader
+    return loader
+
+
+def _kind_of(value: Any) -> str:
+    names = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    if isinstance(value, date):
+        return "a date"
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+_RULES: Final = {
+    "id": f"must be 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit ({ID_PATTERN})",
+    "permissions": f"must be lowercase a-z, 0-9, '.', '_' and '-', starting with a letter or digit "
+    f"({PERMISSION_PATTERN})",
+    "backend.env": f"must be an environment variable name ({ENV_NAME_PATTERN})",
+}
+
+_MODELS_AT: Final[dict[tuple[str, ...], type[BaseModel]]] = {
+    (): Manifest,
+    ("backend",): Backend,
+    ("contributes",): Contributes,
+}
+
+
+def _field_error(err: Any, *, yaml_source: bool) -> dict[str, Any]:
+    """Turn one pydantic error into ``{"field": "a.b.0", "message": ...}``."""
+    loc: tuple[int | str, ...] = err["loc"]
+    is_key = "[key]" in loc
+    parts = [str(part) for part in loc if part != "[key]"]
+    field = ".".join(parts)
+    kind: str = err["type"]
+    message: str = err["msg"]
+    if kind == "extra_forbidden":
+        name = parts[-1] if parts else ""
+        message = f"unknown field {name!r}"
+        model = _MODELS_AT.get(tuple(parts[:-1]))
+        if model is not None:
+            close = difflib.get_close_matches(name, list(model.model_fields), n=1)
+            message += f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(model.model_fields)}"
+    elif kind == "missing":
+        message = "required field is missing"
+    elif kind == "value_error":
+        message = str(err.get("ctx", {}).get("error", message))
+    elif kind == "string_pattern_mismatch":
+        rule_key = "permissions" if parts[:1] == ["permissions"] else ".".join(parts[:2]) if is_key else field
+        message = _RULES.get(rule_key, message)
+    elif kind == "string_type" and yaml_source and isinstance(err.get("input"), bool | int | float | date):
+        # YAML's implicit typing: ``version: 1.0``, ``name: yes``, ``version: 2024-01-01``.
+        value = err["input"]
+        shown = value.isoformat() if isinstance(value, date) else json.dumps(value)
+        message += f" (YAML read {shown} as {_kind_of(value)}; quote it)"
+    if is_key:
+        message = f"invalid key: {message}"
+    return {"field": field, "message": message}
+
+
+def manifest_json_schema() -> dict[str, Any]:
+    """The manifest's JSON Schema (draft 2020-12), generated from :class:`Manifest`.
+
+    Returns ``Manifest.model_json_schema()`` with ``$schema``, ``$id`` (:data:`SCHEMA_ID`)
+    and ``title`` added. Rules only the model enforces (tool prefixes) are described
+    in the field descriptions.
+    """
+    schema = Manifest.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = SCHEMA_ID
+    schema["title"] = "hostd plugin manifest (v1)"
+    return schema
+
+
+def manifest_schema_text() -> str:
+    """The exact text of ``manifests/plugin.schema.json``: sorted keys, indent 2, trailing newline."""
+    return json.dumps(manifest_json_schema(), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m hostd.manifest [--check] [PATH]``: write (or check) the generated schema file."""
+    import argparse  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(
+        prog="python -m hostd.manifest", description="Generate manifests/plugin.schema.json from the model."
+    )
+    parser.add_argument("path", nargs="?", type=Path, default=SCHEMA_PATH, help="output file")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the file is missing or stale")
+    args = parser.parse_args(argv)
+    text = manifest_schema_text()
+    target: Path = args.path
+    if args.check:
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if current != text:
+            print(f"{target} is stale; regenerate it with: python -m hostd.manifest", file=sys.stderr)
+            return 1
+        return 0
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

@@ -1,0 +1,462 @@
+"""The plugin manifest: loading, every kind of mistake, and the generated JSON Schema."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from pydantic import ValidationError
+
+from hostd.errors import ErrorKind, HostError
+from hostd.manifest import (
+    MANIFEST_MAX_BYTES,
+    Manifest,
+    ManifestError,
+    load_manifest,
+    manifest_json_schema,
+    manifest_schema_text,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_FILE = ROOT / "manifests" / "plugin.schema.json"
+
+VALID_YAML = """\
+id: example-mcp
+name: Example MCP
+version: 1.0.0
+permissions: [notes.read]
+contributes:
+  tools: [example-mcp.search]
+backend:
+  type: mcp
+  transport: stdio
+  command: uvx
+  args: [--isolated, --from, example-mcp==1.2.3, example-mcp]
+  env: {}
+  startup_timeout_seconds: 60
+  tool_timeout_seconds: 30
+"""
+
+VALID: dict[str, Any] = {
+    "id": "example-mcp",
+    "name": "Example MCP",
+    "version": "1.0.0",
+    "permissions": ["notes.read"],
+    "contributes": {"tools": ["example-mcp.search"]},
+    "backend": {"type": "mcp", "transport": "stdio", "command": "uvx", "args": ["example-mcp"]},
+}
+
+
+def write(folder: Path, text: str | bytes, name: str = "plugin.yaml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def errors_for(folder: Path) -> ManifestError:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(folder)
+    error = caught.value
+    assert isinstance(error, HostError)
+    assert error.kind is ErrorKind.MANIFEST_INVALID
+    return error
+
+
+def with_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    """VALID with dotted-path changes applied; a value of ``...`` deletes the key."""
+    data: dict[str, Any] = json.loads(json.dumps(VALID))
+    for dotted, value in changes.items():
+        *parents, last = dotted.split(".")
+        node = data
+        for part in parents:
+            node = node[part]
+        if value is ...:
+            del node[last]
+        else:
+            node[last] = value
+    return data
+
+
+# --- loading ---------------------------------------------------------------------------
+
+
+def test_valid_yaml_manifest(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID_YAML)
+    manifest, digest = load_manifest(tmp_path)
+    assert digest == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert manifest.id == "example-mcp"
+    assert manifest.version == "1.0.0"
+    assert manifest.permissions == ["notes.read"]
+    assert manifest.contributes.tools == ["example-mcp.search"]
+    assert manifest.backend.command == "uvx"
+    assert manifest.backend.args == ["--isolated", "--from", "example-mcp==1.2.3", "example-mcp"]
+    assert manifest.backend.startup_timeout_seconds == 60
+    assert manifest.backend.tool_timeout_seconds == 30
+    assert manifest.backend.stdout_noise == "strict"
+    assert manifest.description is None
+
+
+def test_valid_json_manifest_and_defaults(tmp_path: Path) -> None:
+    write(tmp_path, json.dumps(VALID), "plugin.json")
+    manifest, _digest = load_manifest(tmp_path)
+    assert manifest.backend.env == {}
+    assert manifest.backend.startup_timeout_seconds == 30
+    assert manifest.backend.tool_timeout_seconds == 30
+    assert manifest.backend.stdout_noise == "strict"
+
+
+def test_yml_extension_and_drop_policy(tmp_path: Path) -> None:
+    write(tmp_path, VALID_YAML + "  stdout_noise: drop\n", "plugin.yml")
+    manifest, _ = load_manifest(tmp_path)
+    assert manifest.backend.stdout_noise == "drop"
+
+
+def test_digest_changes_with_the_bytes(tmp_path: Path) -> None:
+    write(tmp_path / "a", VALID_YAML)
+    write(tmp_path / "b", VALID_YAML + "# a comment\n")
+    assert load_manifest(tmp_path / "a")[1] != load_manifest(tmp_path / "b")[1]
+
+
+# --- field mistakes: each names its field ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"backend.command": ...}, "backend.command", "required field is missing"),
+        ({"backend.command": ""}, "backend.command", "String should have at least 1 character"),
+        (
+            {"backend.command": "npx -y server"},
+            "backend.command",
+            "'npx -y server' looks like a shell line; hostd never uses a shell: put the program name in "
+            "'command' and each argument in 'args'",
+        ),
+        ({"backend.command": " uvx"}, "backend.command", "must not be blank or start or end with whitespace"),
+        ({"backend.args": ["ok", "a\x00b"]}, "backend.args.1", "must not contain a NUL character"),
+        ({"backend.args": "--flag"}, "backend.args", "Input should be a valid list"),
+        ({"backend.type": "http"}, "backend.type", "Input should be 'mcp'"),
+        ({"backend.transport": "sse"}, "backend.transport", "Input should be 'stdio'"),
+        ({"backend.startup_timeout_seconds": 0}, "backend.startup_timeout_seconds", "Input should be greater than 0"),
+        (
+            {"backend.startup_timeout_seconds": 601},
+            "backend.startup_timeout_seconds",
+            "Input should be less than or equal to 600",
+        ),
+        (
+            {"backend.startup_timeout_seconds": "30"},
+            "backend.startup_timeout_seconds",
+            "Input should be a valid number",
+        ),
+        (
+            {"backend.tool_timeout_seconds": 3601},
+            "backend.tool_timeout_seconds",
+            "Input should be less than or equal to 3600",
+        ),
+        ({"backend.stdout_noise": "loud"}, "backend.stdout_noise", "Input should be 'strict' or 'drop'"),
+        (
+            {"backend.env": {"1BAD": "x"}},
+            "backend.env.1BAD",
+            "invalid key: must be an environment variable name (^[A-Za-z_][A-Za-z0-9_]*$)",
+        ),
+        ({"backend.env": {"OK": "a\x00"}}, "backend.env.OK", "must not contain a NUL character"),
+        (
+            {"permissions": ["notes.read", "Notes Write"]},
+            "permissions.1",
+            "must be lowercase a-z, 0-9, '.', '_' and '-', starting with a letter or digit (^[a-z0-9][a-z0-9._-]*$)",
+        ),
+        (
+            {"permissions": ["notes.read", "notes.read"]},
+            "permissions.1",
+            "duplicate permission 'notes.read' (first at index 0)",
+        ),
+        (
+            {"id": "Example_MCP"},
+            "id",
+            "must be 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit (^[a-z0-9][a-z0-9-]{0,62}$)",
+        ),
+        ({"id": "-leading"}, "id", None),
+        ({"id": "a" * 64}, "id", None),
+        ({"id": "abc\n"}, "id", None),
+        ({"id": ...}, "id", "required field is missing"),
+        ({"name": ""}, "name", "String should have at least 1 character"),
+        ({"version": ...}, "version", "required field is missing"),
+        ({"contributes": ...}, "contributes", "required field is missing"),
+        (
+            {"contributes.tools": ["example-mcp.search", "other.search"]},
+            "contributes.tools.1",
+            "must be 'example-mcp.<tool name>' (the plugin id, a dot, the name)",
+        ),
+        ({"contributes.tools": ["example-mcp."]}, "contributes.tools.0", None),
+        ({"contributes.tools": ["example-mcpsearch"]}, "contributes.tools.0", None),
+        (
+            {"contributes.tools": ["example-mcp.a", "example-mcp.a"]},
+            "contributes.tools.1",
+            "duplicate tool 'example-mcp.a' (first at index 0)",
+        ),
+        ({"description": 3}, "description", "Input should be a valid string"),
+    ],
+)
+def test_each_mistake_names_its_field(tmp_path: Path, changes: dict[str, Any], field: str, message: str | None) -> None:
+    path = write(tmp_path, json.dumps(with_changes(changes)), "plugin.json")
+    error = errors_for(tmp_path)
+    assert error.data["path"] == str(path)
+    assert [e["field"] for e in error.data["errors"]] == [field]
+    if message is not None:
+        assert error.data["errors"][0]["message"] == message
+    assert field in error.message
+
+
+def test_unknown_fields_are_rejected_by_name(tmp_path: Path) -> None:
+    text = VALID_YAML.replace("  command: uvx", "  commnd: uvx") + "homepage: https://example.com\n"
+    write(tmp_path, text)
+    errors = errors_for(tmp_path).data["errors"]
+    assert errors == [
+        {"field": "backend.command", "message": "required field is missing"},
+        {"field": "backend.commnd", "message": "unknown field 'commnd'; did you mean 'command'?"},
+        {
+            "field": "homepage",
+            "message": "unknown field 'homepage'; allowed: id, name, version, description, permissions, "
+            "contributes, backend",
+        },
+    ]
+
+
+def test_all_field_errors_are_reported_at_once(tmp_path: Path) -> None:
+    text = textwrap.dedent(
+        """\
+        id: Demo
+        name: yes
+        version: 1.0
+        description: 2024-01-31
+        permissions: [notes.read, BAD]
+        contributes:
+          tools: []
+        backend:
+          type: mcp
+          transport: stdio
+          command: uvx
+          env: {DEBUG: 1}
+          startup_timeout_seconds: .nan
+        """
+    )
+    write(tmp_path, text)
+    error = errors_for(tmp_path)
+    assert error.data["errors"] == [
+        {
+            "field": "id",
+            "message": "must be 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit "
+            "(^[a-z0-9][a-z0-9-]{0,62}$)",
+        },
+        {"field": "name", "message": "Input should be a valid string (YAML read true as a boolean; quote it)"},
+        {"field": "version", "message": "Input should be a valid string (YAML read 1.0 as a number; quote it)"},
+        {
+            "field": "description",
+            "message": "Input should be a valid string (YAML read 2024-01-31 as a date; quote it)",
+        },
+        {
+            "field": "permissions.1",
+            "message": "must be lowercase a-z, 0-9, '.', '_' and '-', starting with a letter or digit "
+            "(^[a-z0-9][a-z0-9._-]*$)",
+        },
+        {
+            "field": "backend.env.DEBUG",
+            "message": "Input should be a valid string (YAML read 1 as a number; quote it)",
+        },
+        {"field": "backend.startup_timeout_seconds", "message": "Input should be a finite number"},
+    ]
+    assert error.message.endswith("(and 6 more)")
+    wire = error.to_error_object()
+    assert wire["code"] == -32011
+    assert wire["data"]["kind"] == "MANIFEST_INVALID"
+    assert wire["data"]["errors"] == error.data["errors"]
+
+
+def test_model_validates_directly() -> None:
+    Manifest.model_validate(VALID)
+    with pytest.raises(ValidationError) as caught:
+        Manifest.model_validate(with_changes({"contributes.tools": ["elsewhere.x"]}))
+    assert caught.value.errors()[0]["loc"] == ("contributes", "tools", 0)
+
+
+# --- whole-file mistakes -----------------------------------------------------------------
+
+
+def test_yaml_syntax_error_gives_line_and_column(tmp_path: Path) -> None:
+    text = "id: demo\nname: Demo\nversion: '1'\ncontributes: {tools: [demo.x]\nbackend:\n  type: mcp\n"
+    path = write(tmp_path, text)
+    error = errors_for(tmp_path)
+    (entry,) = error.data["errors"]
+    assert entry["field"] == ""
+    assert (entry["line"], entry["column"]) == (5, 1)
+    assert entry["message"] == (
+        "YAML syntax error at line 5, column 1: did not find expected ',' or '}' "
+        "(while parsing a flow mapping at line 4, column 14)"
+    )
+    assert error.data["path"] == str(path)
+    assert "line 5" in error.message
+
+
+def test_yaml_bad_indentation(tmp_path: Path) -> None:
+    write(tmp_path, "id: demo\nbackend:\n  type: mcp\n   command: x\n")
+    (entry,) = errors_for(tmp_path).data["errors"]
+    assert entry["line"] == 4
+    assert entry["message"].startswith("YAML syntax error at line 4, column ")
+
+
+def test_yaml_duplicate_key_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path, VALID_YAML + "  command: /bin/sh\n")
+    (entry,) = errors_for(tmp_path).data["errors"]
+    assert entry["line"] == 15
+    assert entry["message"] == (
+        "YAML syntax error at line 15, column 3: found duplicate key 'command' "
+        "(while constructing a mapping at line 8, column 3)"
+    )
+
+
+def test_json_syntax_error_gives_line_and_column(tmp_path: Path) -> None:
+    write(tmp_path, '{\n  "id": "demo",\n  "name": "Demo"\n  "version": "1"\n}\n', "plugin.json")
+    (entry,) = errors_for(tmp_path).data["errors"]
+    assert (entry["line"], entry["column"]) == (4, 3)
+    assert entry["message"] == "JSON syntax error at line 4, column 3: Expecting ',' delimiter"
+
+
+def test_json_duplicate_key_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path, '{"id": "a", "id": "b"}', "plugin.json")
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "duplicate key 'id'"}]
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (
+            ["plugin.yaml", "plugin.json"],
+            "more than one manifest (plugin.yaml, plugin.json); keep exactly one of them",
+        ),
+        (["plugin.yaml", "plugin.yml"], "more than one manifest (plugin.yaml, plugin.yml); keep exactly one of them"),
+    ],
+)
+def test_two_manifests_are_ambiguous(tmp_path: Path, names: list[str], message: str) -> None:
+    for name in names:
+        write(tmp_path, VALID_YAML if name != "plugin.json" else json.dumps(VALID), name)
+    error = errors_for(tmp_path)
+    assert error.data == {"path": str(tmp_path), "errors": [{"field": "", "message": message}]}
+
+
+def test_missing_manifest(tmp_path: Path) -> None:
+    write(tmp_path, "id: x\n", "manifest.yaml")
+    error = errors_for(tmp_path)
+    assert error.data == {
+        "path": str(tmp_path),
+        "errors": [{"field": "", "message": "no manifest: expected one of plugin.yaml, plugin.yml, plugin.json"}],
+    }
+
+
+def test_missing_folder_and_file_instead_of_folder(tmp_path: Path) -> None:
+    error = errors_for(tmp_path / "absent")
+    assert error.data["errors"] == [{"field": "", "message": "plugin folder does not exist"}]
+    path = write(tmp_path, VALID_YAML)
+    error = errors_for(path)
+    assert error.data["errors"] == [{"field": "", "message": "not a directory (give the plugin's folder, not a file)"}]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the manifest is empty"),
+        ("# only a comment\n", "the manifest is empty"),
+        ("- id: x\n", "the top level must be a mapping, not a list"),
+        ("just text\n", "the top level must be a mapping, not a string"),
+    ],
+)
+def test_top_level_must_be_a_mapping(tmp_path: Path, text: str, message: str) -> None:
+    write(tmp_path, text)
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": message}]
+
+
+def test_oversized_manifest_is_rejected(tmp_path: Path) -> None:
+    write(tmp_path, VALID_YAML + "#" * MANIFEST_MAX_BYTES + "\n")
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "larger than 262144 bytes (256 KiB)"}]
+
+
+def test_manifest_at_the_size_bound_is_read(tmp_path: Path) -> None:
+    padding = MANIFEST_MAX_BYTES - len(VALID_YAML.encode()) - 1
+    write(tmp_path, VALID_YAML + "#" * padding + "\n")
+    assert load_manifest(tmp_path)[0].id == "example-mcp"
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    write(tmp_path, b"id: demo\nname: \xff\n")
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "not valid UTF-8 (byte offset 15)"}]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_is_not_read(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "plugin.yaml")
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "not a regular file"}]
+
+
+def test_directory_under_the_manifest_name(tmp_path: Path) -> None:
+    (tmp_path / "plugin.json").mkdir()
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "not a regular file"}]
+
+
+def test_broken_symlink_is_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "plugin.yaml").symlink_to(tmp_path / "elsewhere.yaml")
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "cannot read: No such file or directory"}]
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root reads anything")
+def test_unreadable(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID_YAML)
+    path.chmod(0)
+    try:
+        assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "cannot read: Permission denied"}]
+    finally:
+        path.chmod(0o644)
+
+
+# --- the generated JSON Schema -------------------------------------------------------------
+
+
+def test_schema_file_is_fresh() -> None:
+    current = SCHEMA_FILE.read_text(encoding="utf-8") if SCHEMA_FILE.exists() else ""
+    assert current == manifest_schema_text(), (
+        "manifests/plugin.schema.json is stale; regenerate it with: .venv/bin/python -m hostd.manifest"
+    )
+
+
+def test_schema_header() -> None:
+    schema = manifest_json_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"] == "urn:hostd:schema:plugin-manifest:v1"
+    assert schema["title"] == "hostd plugin manifest (v1)"
+    assert manifest_schema_text().endswith("}\n")
+
+
+def test_schema_agrees_with_the_model() -> None:
+    Draft202012Validator.check_schema(manifest_json_schema())
+    validator = Draft202012Validator(manifest_json_schema())
+    assert list(validator.iter_errors(VALID)) == []
+    for changes in (
+        {"extra": 1},
+        {"backend.commnd": "x"},
+        {"id": "Bad"},
+        {"permissions": ["a", "a"]},
+        {"backend.env": {"1BAD": "x"}},
+        {"backend.tool_timeout_seconds": 0},
+        {"backend.stdout_noise": "loud"},
+    ):
+        data = with_changes(changes)
+        assert list(validator.iter_errors(data)), changes
+        with pytest.raises(ValidationError):
+            Manifest.model_validate(data)
