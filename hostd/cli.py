@@ -13,12 +13,14 @@ import functools
 import importlib
 import logging
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
 
 from hostd import __version__
 from hostd.control import EXIT_SOFTWARE, EXIT_USAGE, InitializeOptions, Notify, serve_stdio
+from hostd.state import StateError, StateStore
 
 if TYPE_CHECKING:
     from hostd.control import HostApi
@@ -80,8 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host
 
+    store: StateStore | None = None
+    if args.state_dir is not None:
+        store = StateStore(Path(args.state_dir))
+        try:
+            store.lock()  # fail fast, before any parent handshake: supervisors read the exit code
+        except StateError as exc:
+            logging.getLogger("hostd").error("%s", exc)
+            return exc.exit_code
     try:
-        return trio.run(functools.partial(serve_stdio, host_factory, state_dir=args.state_dir))
+        return trio.run(functools.partial(serve_stdio, host_factory, state_dir=args.state_dir, state_store=store))
     except KeyboardInterrupt:
         return 130
     except Exception:

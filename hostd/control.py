@@ -32,6 +32,7 @@ import sys
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypeGuard
 
 import trio
@@ -39,6 +40,7 @@ import trio
 from hostd import __version__
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PARENT_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, describe_head, encode
+from hostd.state import StateError, StateStore, default_state_dir
 
 log = logging.getLogger("hostd.control")
 
@@ -64,6 +66,8 @@ class InitializeOptions:
     protocol_version: str
     known_permissions: list[str] | None
     state_dir: str | None
+    #: The locked state store for ``state_dir`` (set by the control channel).
+    state_store: StateStore | None = None
 
 
 @dataclass
@@ -129,6 +133,7 @@ class ControlServer:
         *,
         max_frame_bytes: int = PARENT_FRAME_LIMIT,
         state_dir: str | None = None,
+        state_store: StateStore | None = None,
         handle_signals: bool = True,
     ) -> None:
         self._receive = receive
@@ -136,6 +141,7 @@ class ControlServer:
         self._host_factory = host_factory
         self._decoder = LineDecoder(max_frame_bytes)
         self._default_state_dir = state_dir
+        self._state_store = state_store
         self._handle_signals = handle_signals
         self._state = _State()
         self._outbox_send, self._outbox_receive = trio.open_memory_channel[bytes](_OUTBOX_MESSAGES)
@@ -318,8 +324,12 @@ class ControlServer:
             return
         try:
             options = _parse_initialize(params, self._default_state_dir)
+            options.state_store = self._lock_state(options)
         except HostError as error:
             await self._queue_error(rid, error)
+            if error.kind in (ErrorKind.STATE_LOCKED, ErrorKind.STATE_UNUSABLE):
+                self._state.exit_code = EXIT_TEMPFAIL if error.kind is ErrorKind.STATE_LOCKED else EXIT_CONFIG
+                self._stop.set()
             return
         self._state.initialized = True
         await self._queue(
@@ -339,11 +349,32 @@ class ControlServer:
         )
         self._plugins_nursery.start_soon(self._build_host, options)
 
+    def _lock_state(self, options: InitializeOptions) -> StateStore:
+        """Lock the state directory ``initialize`` chose (cheap: mkdir and flock)."""
+        directory = Path(options.state_dir) if options.state_dir is not None else default_state_dir()
+        store = self._state_store
+        if store is not None and store.directory.resolve() == directory.resolve():
+            return store
+        candidate = StateStore(directory)
+        try:
+            candidate.lock()
+        except StateError as exc:
+            kind = ErrorKind.STATE_LOCKED if exc.exit_code == EXIT_TEMPFAIL else ErrorKind.STATE_UNUSABLE
+            raise HostError(kind, str(exc), stateDir=str(directory)) from None
+        if store is not None:
+            store.close()
+        self._state_store = candidate
+        return candidate
+
     async def _build_host(self, options: InitializeOptions) -> None:
         try:
             self._host = await self._host_factory(options, self.notify, self._plugins_nursery)
         except HostError as error:
             self._host_error = error
+            if error.kind is ErrorKind.STATE_UNUSABLE:
+                log.error("%s", error.message)
+                self._state.exit_code = EXIT_CONFIG  # a supervisor must not restart into the same refusal
+                self._stop.set()
         except Exception as exc:  # a bug: keep answering, with the reason
             log.exception("building the host failed")
             self._host_error = HostError(ErrorKind.INTERNAL_ERROR, f"hostd could not start: {exc!r}")
@@ -467,7 +498,9 @@ def _parse_initialize(params: Any, default_state_dir: str | None) -> InitializeO
     )
 
 
-async def serve_stdio(host_factory: HostFactory, *, state_dir: str | None = None) -> int:
+async def serve_stdio(
+    host_factory: HostFactory, *, state_dir: str | None = None, state_store: StateStore | None = None
+) -> int:
     """Serve the control protocol on this process's fds 0 and 1; return the exit code.
 
     Protocol bytes go to fd 1 directly (frozen builds ignore
@@ -480,7 +513,7 @@ async def serve_stdio(host_factory: HostFactory, *, state_dir: str | None = None
     sys.stdout = sys.stderr
     receive = trio.lowlevel.FdStream(stdin_fd)
     send = trio.lowlevel.FdStream(stdout_fd)
-    server = ControlServer(receive, send, host_factory, state_dir=state_dir)
+    server = ControlServer(receive, send, host_factory, state_dir=state_dir, state_store=state_store)
     code = await server.serve()
     return code
 

@@ -46,6 +46,9 @@ class ErrorKind(Enum):
     MCP_TOOL_RESULT_TOO_LARGE = (-32024, "The tool's result exceeded the result bound.")
     MCP_UPSTREAM_ERROR = (-32025, "The plugin answered with a JSON-RPC error; data.upstream carries it whole.")
     SHUTTING_DOWN = (-32026, "hostd is shutting down and takes no new work.")
+    STATE_LOCKED = (-32027, "Another hostd uses the state directory; this one exits with code 75.")
+    STATE_UNUSABLE = (-32028, "The state directory or document cannot be used; this hostd exits with code 78.")
+    MANIFEST_CHANGED = (-32029, "The manifest changed on disk since it was approved; approve it again.")
 
     @property
     def code(self) -> int:

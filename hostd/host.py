@@ -9,6 +9,8 @@ models in :mod:`hostd.protocol`.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -24,6 +26,7 @@ from hostd.errors import ErrorKind, HostError
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
+from hostd.state import PluginRecord, StateError, StateStore
 from hostd.supervisor import Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy
@@ -64,6 +67,26 @@ class InstalledPlugin:
     launch: Launch | None = None
     launch_error: LaunchError | None = None
 
+    def approval_digest(self, launch: Launch) -> str:
+        """The digest the user approves: the resolved launch and the manifest's bytes.
+
+        Any change to either (arguments, environment keys, the executable, a
+        tool added to the manifest...) gives a new digest and voids the approval.
+        """
+        joined = f"{launch.digest}\n{self.manifest_digest}".encode()
+        return "sha256:" + hashlib.sha256(joined).hexdigest()
+
+    def record(self) -> PluginRecord:
+        """What the state store keeps of this plugin."""
+        return PluginRecord(
+            path=str(self.path),
+            manifest_digest=self.manifest_digest,
+            granted=sorted(self.granted),
+            approved_digest=self.approved_digest,
+            enabled=self.enabled,
+            restarts=self.supervisor.restarts,
+        )
+
 
 class Host:
     """Serves the plugin and tool methods of the control protocol.
@@ -89,6 +112,9 @@ class Host:
         self.env_policy = EnvPolicy(pass_proxy=settings.pass_proxy)
         self.known_permissions = set(options.known_permissions) if options.known_permissions is not None else None
         self._shutting_down = False
+        self.store: StateStore | None = options.state_store
+        self._records: dict[str, PluginRecord] = {}
+        self._save_lock = trio.Lock()
 
     @classmethod
     async def create(
@@ -98,8 +124,87 @@ class Host:
         nursery: trio.Nursery,
         settings: HostSettings | None = None,
     ) -> Host:
-        """Build the host for one control session (called after ``initialize``)."""
-        return cls(options, notify, nursery, settings if settings is not None else HostSettings())
+        """Build the host for one control session (called after ``initialize``).
+
+        Reads the state document and starts restoring in the background:
+        every plugin that was enabled is enabled again (at most 4 at a time),
+        unless its manifest or launch changed since it was approved.
+        Raises ``STATE_UNUSABLE`` when the document cannot be used.
+        """
+        host = cls(options, notify, nursery, settings if settings is not None else HostSettings())
+        if host.store is not None:
+            store = host.store
+            try:
+                opened = await trio.to_thread.run_sync(store.open)
+            except StateError as exc:
+                raise HostError(ErrorKind.STATE_UNUSABLE, str(exc), stateDir=str(store.directory)) from None
+            for warning in opened.warnings:
+                log.warning("%s", warning)
+            host._records = dict(opened.plugins)
+            nursery.start_soon(host._restore, opened.warnings)
+        return host
+
+    async def _restore(self, warnings: list[str]) -> None:
+        for warning in warnings:
+            await self.notify("plugins/log", {"plugin": None, "level": "warning", "source": "host", "message": warning})
+        limiter = trio.CapacityLimiter(4)
+        async with trio.open_nursery() as nursery:
+            for plugin_id, record in sorted(self._records.items()):
+                nursery.start_soon(self._restore_one, plugin_id, record, limiter)
+
+    async def _restore_one(self, plugin_id: str, record: PluginRecord, limiter: trio.CapacityLimiter) -> None:
+        """Install one stored plugin again; enable it if it was enabled and nothing changed."""
+        async with limiter:
+            try:
+                manifest, digest = await trio.to_thread.run_sync(load_manifest, Path(record.path))
+            except HostError as error:
+                log.warning("stored plugin %s cannot be loaded: %s", plugin_id, error.message)
+                await self.notify(
+                    "plugins/log",
+                    {"plugin": plugin_id, "level": "error", "source": "host", "message": error.message},
+                )
+                return  # the record stays in the document: nothing the user set up is lost
+            if manifest.id != plugin_id:
+                log.warning("stored plugin %s now has id %s: not restored", plugin_id, manifest.id)
+                return
+            plugin = self._add_plugin(Path(record.path), manifest, digest)
+            plugin.granted = set(record.granted) & set(manifest.permissions)
+            plugin.approved_digest = record.approved_digest
+            plugin.enabled = record.enabled
+            plugin.supervisor.restarts = record.restarts
+            with contextlib.suppress(LaunchError):
+                self._resolve(plugin)
+            if not record.enabled:
+                return
+            if digest != record.manifest_digest:
+                await plugin.supervisor.refuse(
+                    HostError(
+                        ErrorKind.MANIFEST_CHANGED,
+                        f"plugin {plugin_id}: its manifest changed on disk since it was approved; "
+                        "approve it again, then enable",
+                        plugin=plugin_id,
+                        path=str(plugin.path),
+                    )
+                )
+                return
+            try:
+                launch = self._gate(plugin)
+                await plugin.supervisor.enable(launch)
+            except HostError as error:
+                if plugin.supervisor.state is State.STOPPED:
+                    await plugin.supervisor.refuse(error)
+                log.warning("restoring plugin %s failed: %s", plugin_id, error.message)
+
+    async def persist(self) -> None:
+        """Write every installed plugin's record to the state document (atomically)."""
+        if self.store is None:
+            return
+        for plugin_id, plugin in self.plugins.items():
+            self._records[plugin_id] = plugin.record()
+        records = dict(self._records)
+        store = self.store
+        async with self._save_lock:
+            await trio.to_thread.run_sync(store.save, records)
 
     async def handle(self, method: str, params: Any, ctx: RequestContext) -> Any:
         """Serve one request; ``KeyError(method)`` when no such method."""
@@ -113,6 +218,12 @@ class Host:
         async with trio.open_nursery() as nursery:
             for plugin in self.plugins.values():
                 nursery.start_soon(_disable_quietly, plugin.supervisor, grace)
+        try:
+            await self.persist()
+        except OSError:
+            log.exception("saving the state failed")
+        if self.store is not None:
+            self.store.close()
 
     # -- helpers ----------------------------------------------------------------
 
@@ -132,13 +243,21 @@ class Host:
         plugin.launch, plugin.launch_error = launch, None
         return launch
 
+    @staticmethod
+    def _launch_info(plugin: InstalledPlugin, launch: Launch) -> dict[str, Any]:
+        """``PluginInfo.launch``: what the user approves, with the approval digest."""
+        info = dict(launch.describe())
+        info["launchDigest"] = info["digest"]
+        info["digest"] = plugin.approval_digest(launch)
+        info["approved"] = plugin.approved_digest == info["digest"]
+        return info
+
     def info(self, plugin: InstalledPlugin) -> dict[str, Any]:
         """``PluginInfo`` as sent on the wire."""
         manifest = plugin.manifest
         launch: dict[str, Any] | None
         if plugin.launch is not None:
-            launch = dict(plugin.launch.describe())
-            launch["approved"] = plugin.approved_digest == plugin.launch.digest
+            launch = self._launch_info(plugin, plugin.launch)
         elif plugin.launch_error is not None:
             launch = {"error": str(plugin.launch_error), "kind": plugin.launch_error.kind}
         else:
@@ -187,6 +306,16 @@ class Host:
                     f"plugin {manifest.id!r} is {existing.supervisor.state.value}; disable it before reinstalling",
                     plugin=manifest.id,
                 )
+        plugin = self._add_plugin(folder, manifest, digest)
+        if existing is not None:
+            plugin.granted = existing.granted & set(manifest.permissions)
+            plugin.approved_digest = existing.approved_digest
+        with contextlib.suppress(LaunchError):
+            self._resolve(plugin)  # a failure is shown in launch.error; enable fails with it
+        await self.persist()
+        return self.info(plugin)
+
+    def _add_plugin(self, folder: Path, manifest: Manifest, digest: str) -> InstalledPlugin:
         plugin_id = manifest.id
         supervisor = PluginSupervisor(
             manifest,
@@ -196,23 +325,19 @@ class Host:
             relaunch=lambda: self._gate(self._plugin(plugin_id)),
             restart_policy=RestartPolicy(mode=self.settings.restart),
             liveness=Liveness(self.settings.ping_interval, self.settings.ping_timeout),
+            on_change=self.persist,
         )
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
-        if existing is not None:
-            plugin.granted = existing.granted & set(manifest.permissions)
-            plugin.approved_digest = existing.approved_digest
-        self.plugins[manifest.id] = plugin
-        try:
-            self._resolve(plugin)
-        except LaunchError:
-            pass  # reported in launch.error; enable fails with the same reason
-        return self.info(plugin)
+        self.plugins[plugin_id] = plugin
+        return plugin
 
     async def uninstall(self, params: Any, ctx: RequestContext) -> None:
         """``plugins/uninstall {id}``: disable first, then forget the plugin."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         await plugin.supervisor.disable()
         self.plugins.pop(plugin.manifest.id, None)
+        self._records.pop(plugin.manifest.id, None)
+        await self.persist()
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
@@ -232,21 +357,29 @@ class Host:
                 permissions=undeclared,
             )
         plugin.granted = set(args.permissions)
+        await self.persist()
         return self.info(plugin)
 
     async def approve(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/approve {id, digest}``: approve the exact launch that install showed."""
         args = p.parse_params(p.ApproveParams, params)
         plugin = self._plugin(args.id)
-        launch = self._resolve(plugin) if plugin.launch is None else plugin.launch
-        if args.digest != launch.digest:
+        try:
+            launch = self._resolve(plugin)
+        except LaunchError as exc:
+            raise HostError(
+                ErrorKind.PLUGIN_START_FAILED, f"plugin {args.id}: {exc}", plugin=args.id, launchError=exc.kind
+            ) from None
+        digest = plugin.approval_digest(launch)
+        if args.digest != digest:
             raise HostError(
                 ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
                 f"digest {args.digest} does not match the current launch of {args.id}",
                 plugin=args.id,
-                launch=launch.describe(),
+                launch=self._launch_info(plugin, launch),
             )
-        plugin.approved_digest = launch.digest
+        plugin.approved_digest = digest
+        await self.persist()
         return self.info(plugin)
 
     async def enable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -254,6 +387,7 @@ class Host:
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         launch = self._gate(plugin)
         plugin.enabled = True
+        await self.persist()
         return await plugin.supervisor.enable(launch)
 
     def _gate(self, plugin: InstalledPlugin) -> Launch:
@@ -278,7 +412,7 @@ class Host:
                 launchError=exc.kind,
                 stderrTail=[],
             ) from None
-        if plugin.approved_digest != launch.digest:
+        if plugin.approved_digest != plugin.approval_digest(launch):
             if self.settings.trust_development:
                 log.warning("plugin %s: launch not approved (--trust development): starting anyway", plugin_id)
             else:
@@ -286,7 +420,7 @@ class Host:
                     ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
                     f"plugin {plugin_id}: approve this exact launch first (plugins/approve with its digest)",
                     plugin=plugin_id,
-                    launch=launch.describe(),
+                    launch=self._launch_info(plugin, launch),
                     approvedDigest=plugin.approved_digest,
                 )
         return launch
@@ -295,6 +429,7 @@ class Host:
         """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``)."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         plugin.enabled = False
+        await self.persist()
         return await plugin.supervisor.disable()
 
     async def restart(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -308,7 +443,10 @@ class Host:
                 status=plugin.supervisor.state.value,
             )
         launch = self._gate(plugin)
-        return await plugin.supervisor.restart(launch)
+        try:
+            return await plugin.supervisor.restart(launch)
+        finally:
+            await self.persist()
 
     async def status(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/status {id}`` -> ``PluginStatus``."""

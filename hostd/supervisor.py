@@ -72,7 +72,7 @@ class State(Enum):
 
 
 TRANSITIONS: dict[State, frozenset[State]] = {
-    State.STOPPED: frozenset({State.STARTING}),
+    State.STOPPED: frozenset({State.STARTING, State.ERROR}),
     State.STARTING: frozenset({State.READY, State.ERROR, State.STOPPED}),
     State.READY: frozenset({State.UNHEALTHY, State.STOPPED, State.STARTING}),
     State.UNHEALTHY: frozenset({State.STOPPED, State.STARTING, State.ERROR}),
@@ -108,6 +108,7 @@ class PluginSupervisor:
         restart_policy: RestartPolicy | None = None,
         liveness: Liveness | None = None,
         result_limit: int = RESULT_LIMIT,
+        on_change: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.manifest = manifest
         self.policy = restart_policy if restart_policy is not None else RestartPolicy()
@@ -130,6 +131,7 @@ class PluginSupervisor:
         self._op_lock = trio.Lock()
         self._last_seen_fallback: float | None = None
         self._relaunch = relaunch
+        self._on_change = on_change
         self._retry_scope: trio.CancelScope | None = None
         self._ready_since: float | None = None
         self._pacer = RefreshPacer()
@@ -172,6 +174,12 @@ class PluginSupervisor:
         elif state in (State.STARTING, State.READY, State.STOPPED):
             self.error = None
         await self._notify("plugins/statusChanged", self.status())
+
+    async def refuse(self, error: HostError) -> None:
+        """Record why a stopped plugin was not started (restore found a change): state ``error``."""
+        async with self._op_lock:
+            if self.state in (State.STOPPED, State.ERROR):
+                await self._set_state(State.ERROR, error)
 
     async def _tools_changed(self) -> None:
         await self._notify("tools/listChanged", {"revision": self._registry.revision})
@@ -268,6 +276,8 @@ class PluginSupervisor:
                         await self._notify("plugins/statusChanged", self.status())
                     return
                 self.restarts += 1
+                if self._on_change is not None:
+                    await self._on_change()
                 try:
                     await self._start(launch)
                 except HostError:

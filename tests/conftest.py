@@ -19,35 +19,47 @@ ECHO = FIXTURES / "mcp-echo"
 ECHO_TOOLS = ["echo", "fail", "sleep", "large", "environment", "exit", "seen"]
 
 
-def sandboxed_pids() -> list[psutil.Process]:
-    """Every live process carrying a sandbox token: a plugin process of some hostd."""
+def sandboxed_pids(roots: tuple[Path, ...] = ()) -> list[psutil.Process]:
+    """Live processes carrying a sandbox token (plugin processes), optionally only
+    those whose working folder is under one of ``roots``."""
     found = []
     for proc in psutil.process_iter(["pid"]):
         try:
-            if "HOSTD_SANDBOX_TOKEN" in proc.environ() and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
+            if "HOSTD_SANDBOX_TOKEN" not in proc.environ() or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if roots and not any(Path(proc.cwd()).is_relative_to(root) for root in roots):
+                continue
+            found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
 
 
 @pytest.fixture(autouse=True)
-def no_plugin_left_behind() -> Iterator[None]:
-    """Fail any test that leaves a plugin process alive (and clean it up)."""
-    before = {p.pid for p in sandboxed_pids()}
+def no_plugin_left_behind(tmp_path: Path) -> Iterator[None]:
+    """Fail any test that leaves a plugin process alive (and clean it up).
+
+    Plugins run in their plugin folder: this test's ``tmp_path`` or the
+    repository (bundled fixtures and manifests), which tells them apart from
+    plugins of other test sessions running on the same machine.
+    """
+    roots = (tmp_path, ROOT)
+    before = {p.pid for p in sandboxed_pids(roots)}
     yield
-    leaked = []
+    leaked: list[psutil.Process] = []
     for _ in range(40):
-        leaked = [p for p in sandboxed_pids() if p.pid not in before]
+        leaked = [p for p in sandboxed_pids(roots) if p.pid not in before]
         if not leaked:
             return
         psutil.wait_procs(leaked, timeout=0.05)
+    details = []
     for proc in leaked:
         try:
+            details.append((proc.pid, proc.cmdline()))
             proc.kill()
         except psutil.NoSuchProcess:
             pass
-    pytest.fail(f"plugin processes left alive: {[(p.pid, p.info) for p in leaked]}")
+    pytest.fail(f"plugin processes left alive: {details}")
 
 
 MakePlugin = Callable[..., Path]

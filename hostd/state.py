@@ -1,0 +1,235 @@
+"""The state store: what the user set up, kept across restarts of hostd.
+
+One versioned JSON document, ``state.json``, in the state directory
+(``--state-dir``, ``initialize``'s ``stateDir``, or the platform's user state
+directory for hostd), holding per installed plugin: its folder, its manifest
+digest, the granted permissions, the approved launch digest, whether it is
+enabled, and its restart count.
+
+Rules (``docs/protocol.md`` "State"):
+
+- **Atomic writes.** A temporary file in the same folder, ``fsync``, rename
+  over the document, ``fsync`` of the folder: a crash at any point leaves
+  either the old or the new document, never a mix.
+- **Private.** The folder is ``0700``, the document ``0600``.
+- **One owner.** An exclusive ``flock`` on ``state.lock``, held for the life
+  of the process; a second hostd on the same folder gets :class:`StateLocked`
+  (exit code 75, "try again later").
+- **Never destroy what it cannot read.** A document from a newer hostd
+  (a higher ``version``) raises :class:`StateTooNew` (exit code 78) and is
+  left untouched; a corrupt one is moved aside as
+  ``state.json.corrupt-<UTC timestamp>`` and reported, never silently
+  replaced.
+
+This module uses only the standard library and orjson, so the lock can be
+taken before ``initialize`` is answered without slowing start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+#: The document version this hostd writes; newer ones are refused.
+STATE_VERSION = 1
+STATE_FILE = "state.json"
+LOCK_FILE = "state.lock"
+
+
+class StateError(Exception):
+    """The state directory cannot be used; ``exit_code`` is what hostd exits with."""
+
+    exit_code = 78
+
+
+class StateLocked(StateError):
+    """Another hostd holds the state directory's lock (exit code 75)."""
+
+    exit_code = 75
+
+
+class StateTooNew(StateError):
+    """The document was written by a newer hostd; it is left as it is (exit code 78)."""
+
+
+@dataclass
+class PluginRecord:
+    """One installed plugin as stored (field names are the document's)."""
+
+    path: str
+    manifest_digest: str
+    granted: list[str] = field(default_factory=list)
+    approved_digest: str | None = None
+    enabled: bool = False
+    restarts: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as stored."""
+        return {
+            "path": self.path,
+            "manifestDigest": self.manifest_digest,
+            "granted": sorted(self.granted),
+            "approvedDigest": self.approved_digest,
+            "enabled": self.enabled,
+            "restarts": self.restarts,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> PluginRecord:
+        """Parse a stored record; raises ``ValueError`` naming the bad field."""
+        if not isinstance(value, dict):
+            raise ValueError("a plugin record must be an object")
+
+        def typed(name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+            item = value.get(name, default)
+            if not isinstance(item, kind):
+                raise ValueError(f"plugin record field {name!r} has the wrong type")
+            return item
+
+        granted = typed("granted", list, [])
+        if not all(isinstance(g, str) for g in granted):
+            raise ValueError("plugin record field 'granted' must hold strings")
+        return cls(
+            path=typed("path", str),
+            manifest_digest=typed("manifestDigest", str),
+            granted=list(granted),
+            approved_digest=typed("approvedDigest", (str, type(None))),
+            enabled=typed("enabled", bool, False),
+            restarts=typed("restarts", int, 0),
+        )
+
+
+@dataclass
+class OpenedState:
+    """What :meth:`StateStore.open` found: the records and anything worth reporting."""
+
+    plugins: dict[str, PluginRecord]
+    warnings: list[str]
+
+
+class StateStore:
+    """The state document in ``directory`` and its lock.
+
+    :meth:`open` takes the lock and reads; :meth:`save` writes atomically;
+    :meth:`close` releases the lock. All methods block (call them from a
+    worker thread in async code); each is fast (one small file).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / STATE_FILE
+        self._lock_fd: int | None = None
+
+    def lock(self) -> None:
+        """Create the folder (0700) and take the exclusive lock.
+
+        Raises :class:`StateLocked` when another process holds it, and
+        :class:`StateError` when the folder cannot be created or used.
+        """
+        if self._lock_fd is not None:
+            return
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with contextlib.suppress(PermissionError):
+                os.chmod(self.directory, 0o700)
+            fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StateError(f"state directory {self.directory} cannot be used: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StateLocked(
+                f"state directory {self.directory} is in use by another hostd (pid {_lock_owner(self.directory)})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def open(self) -> OpenedState:
+        """Take the lock (if not yet held) and read the document.
+
+        A missing document is an empty state. Raises :class:`StateTooNew`
+        for a newer version; moves a corrupt document aside and reports it in
+        ``warnings``.
+        """
+        self.lock()
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return OpenedState(plugins={}, warnings=[])
+        except OSError as exc:
+            raise StateError(f"cannot read {self.path}: {exc.strerror}") from None
+        try:
+            document = orjson.loads(raw)
+            if not isinstance(document, dict):
+                raise ValueError("the document is not an object")
+            version = document.get("version")
+            if not isinstance(version, int) or isinstance(version, bool):
+                raise ValueError("the document has no integer 'version'")
+            if version > STATE_VERSION:
+                raise StateTooNew(
+                    f"{self.path} was written by a newer hostd (version {version}; this one reads up to "
+                    f"{STATE_VERSION}); it is left untouched"
+                )
+            plugins_raw = document.get("plugins", {})
+            if not isinstance(plugins_raw, dict):
+                raise ValueError("'plugins' is not an object")
+            plugins = {str(k): PluginRecord.from_json(v) for k, v in plugins_raw.items()}
+        except StateTooNew:
+            raise
+        except ValueError as exc:
+            aside = self.path.with_name(f"{STATE_FILE}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+            os.replace(self.path, aside)
+            return OpenedState(plugins={}, warnings=[f"{self.path} was corrupt ({exc}); moved aside to {aside.name}"])
+        return OpenedState(plugins=plugins, warnings=[])
+
+    def save(self, plugins: dict[str, PluginRecord]) -> None:
+        """Write the document atomically (temp file, fsync, rename, fsync of the folder)."""
+        document = {
+            "version": STATE_VERSION,
+            "plugins": {k: plugins[k].to_json() for k in sorted(plugins)},
+        }
+        data = orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        temporary = self.path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, self.path)
+        folder = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+    def close(self) -> None:
+        """Release the lock."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def _lock_owner(directory: Path) -> str:
+    try:
+        return (directory / LOCK_FILE).read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def default_state_dir() -> Path:
+    """The platform's user state directory for hostd (``platformdirs``)."""
+    import platformdirs  # noqa: PLC0415  (light, but only needed without --state-dir)
+
+    return Path(platformdirs.user_state_dir("hostd"))
