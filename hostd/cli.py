@@ -20,6 +20,7 @@ import trio
 
 from hostd import __version__
 from hostd.control import EXIT_SOFTWARE, EXIT_USAGE, InitializeOptions, Notify, serve_stdio
+from hostd.framing import PARENT_FRAME_LIMIT
 from hostd.state import StateError, StateStore
 
 if TYPE_CHECKING:
@@ -40,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
         default="strict",
         choices=["strict", "development"],
         help="strict: enable requires plugins/approve of the exact launch; development: only log",
+    )
+    serve.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=PARENT_FRAME_LIMIT,
+        help=f"bound of one message from the parent, in bytes (default {PARENT_FRAME_LIMIT})",
     )
     serve.add_argument(
         "--restart",
@@ -91,7 +98,14 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger("hostd").error("%s", exc)
             return exc.exit_code
     try:
-        return trio.run(functools.partial(serve_stdio, host_factory, state_dir=args.state_dir, state_store=store))
+        serve = functools.partial(
+            serve_stdio,
+            host_factory,
+            state_dir=args.state_dir,
+            state_store=store,
+            max_frame_bytes=args.max_message_bytes,
+        )
+        return trio.run(serve)
     except KeyboardInterrupt:
         return 130
     except Exception:

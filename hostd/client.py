@@ -8,6 +8,7 @@ order in :attr:`HostdClient.notifications` and can be awaited.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
@@ -69,9 +70,11 @@ class HostdClient:
         env: Mapping[str, str] | None = None,
         initialize: Mapping[str, Any] | None = None,
         stderr: int | None = None,
+        handshake: bool = True,
     ) -> AsyncIterator[HostdClient]:
-        """Start ``python -m hostd serve *args`` and (unless ``initialize`` is ``{}``...)
-        send ``initialize`` with ``initialize`` as params (default: a generic client).
+        """Start ``python -m hostd serve *args`` and send ``initialize`` with
+        ``initialize`` as params (default: a generic client); ``handshake=False``
+        skips it (protocol tests).
 
         On exit: ``shutdown``, ``exit``, and a bounded wait; a hostd that does
         not exit within 15 s is killed.
@@ -91,7 +94,8 @@ class HostdClient:
                 params = (
                     dict(initialize) if initialize is not None else {"clientInfo": {"name": "hostctl", "version": "0"}}
                 )
-                await client.request("initialize", params)
+                if handshake:
+                    await client.request("initialize", params)
                 try:
                     yield client
                 finally:
@@ -108,11 +112,10 @@ class HostdClient:
         """``shutdown`` then ``exit``; wait for the process; return its exit code."""
         if self.process.returncode is None:
             with trio.move_on_after(timeout):
-                try:
+                with contextlib.suppress(RpcError, trio.BrokenResourceError, trio.ClosedResourceError, EOFError):
                     await self.request("shutdown", None)
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await self.notify("exit", None)
-                except (RpcError, trio.BrokenResourceError, trio.ClosedResourceError, EOFError):
-                    pass
                 await self.process.wait()
         return self.process.returncode
 

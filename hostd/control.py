@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -150,6 +151,7 @@ class ControlServer:
         self._host_error: HostError | None = None
         self._stop = trio.Event()
         self._fast_stop = False
+        self._stopping_host: HostApi | None = None
 
     # -- public -----------------------------------------------------------------
 
@@ -159,6 +161,8 @@ class ControlServer:
             outer.start_soon(self._writer)
             if self._handle_signals:
                 outer.start_soon(self._signals)
+                outer.start_soon(self._watch_parent, os.getppid())
+            _notify_systemd(b"READY=1")
             async with trio.open_nursery() as plugins:
                 self._plugins_nursery = plugins
                 async with trio.open_nursery() as requests:
@@ -231,12 +235,30 @@ class ControlServer:
                 self._stop.set()
                 return
 
+    async def _watch_parent(self, parent: int, interval: float = 2.0) -> None:
+        """Poll for the death of the parent (re-parenting), a backup for stdin EOF."""
+        while True:
+            await trio.sleep(interval)
+            if os.getppid() != parent:
+                log.warning("the parent process %d is gone: shutting down", parent)
+                self._stop.set()
+                return
+
     async def _signals(self) -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async for signum in signals:
+                if signum == signal.SIGHUP:
+                    reload = getattr(self._host, "reload_manifests", None)
+                    if reload is not None:
+                        log.info("SIGHUP: re-reading manifests")
+                        self._plugins_nursery.start_soon(reload)
+                    continue
                 if self._stop.is_set():
                     log.warning("second %s: skipping the graces", signal.Signals(signum).name)
                     self._fast_stop = True
+                    expedite = getattr(self._stopping_host, "expedite", None)
+                    if expedite is not None:
+                        expedite()
                 else:
                     log.info("%s: shutting down", signal.Signals(signum).name)
                     self._stop.set()
@@ -426,6 +448,7 @@ class ControlServer:
                     await self._host_ready.wait()
             if self._host is not None:
                 host, self._host = self._host, None
+                self._stopping_host = host
                 self._host_error = HostError(ErrorKind.SHUTTING_DOWN, "hostd is shutting down")
                 await host.shutdown(fast=self._fast_stop)
 
@@ -456,6 +479,19 @@ class ControlServer:
                     await self._send.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
+
+
+def _notify_systemd(message: bytes) -> None:
+    """Send ``message`` (``READY=1``) to ``$NOTIFY_SOCKET`` when a service manager set it."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    target = "\0" + address[1:] if address.startswith("@") else address
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.sendto(message, target)
+    except OSError as exc:
+        log.warning("could not notify %s: %s", address, exc)
 
 
 def _error_response(rid: RequestId | None, error: HostError) -> dict[str, Any]:
@@ -499,7 +535,11 @@ def _parse_initialize(params: Any, default_state_dir: str | None) -> InitializeO
 
 
 async def serve_stdio(
-    host_factory: HostFactory, *, state_dir: str | None = None, state_store: StateStore | None = None
+    host_factory: HostFactory,
+    *,
+    state_dir: str | None = None,
+    state_store: StateStore | None = None,
+    max_frame_bytes: int = PARENT_FRAME_LIMIT,
 ) -> int:
     """Serve the control protocol on this process's fds 0 and 1; return the exit code.
 
@@ -513,7 +553,9 @@ async def serve_stdio(
     sys.stdout = sys.stderr
     receive = trio.lowlevel.FdStream(stdin_fd)
     send = trio.lowlevel.FdStream(stdout_fd)
-    server = ControlServer(receive, send, host_factory, state_dir=state_dir, state_store=state_store)
+    server = ControlServer(
+        receive, send, host_factory, state_dir=state_dir, state_store=state_store, max_frame_bytes=max_frame_bytes
+    )
     code = await server.serve()
     return code
 

@@ -195,6 +195,44 @@ class Host:
                     await plugin.supervisor.refuse(error)
                 log.warning("restoring plugin %s failed: %s", plugin_id, error.message)
 
+    def expedite(self) -> None:
+        """A second SIGTERM during shutdown: skip the remaining graces (kill the trees now)."""
+        for plugin in self.plugins.values():
+            plugin.supervisor.expedite()
+
+    async def reload_manifests(self) -> None:
+        """SIGHUP: re-read every installed plugin's manifest from disk.
+
+        A changed manifest replaces the stored one for the next start; since
+        the approval digest covers the manifest, the next enable or restart
+        needs a new ``plugins/approve``. A running plugin keeps running.
+        """
+        for plugin_id, plugin in sorted(self.plugins.items()):
+            try:
+                manifest, digest = await trio.to_thread.run_sync(load_manifest, plugin.path)
+            except HostError as error:
+                await self.notify(
+                    "plugins/log", {"plugin": plugin_id, "level": "error", "source": "host", "message": error.message}
+                )
+                continue
+            if digest == plugin.manifest_digest or manifest.id != plugin_id:
+                continue
+            if plugin.supervisor.state is State.STOPPED:
+                plugin.supervisor.manifest = manifest
+            plugin.manifest, plugin.manifest_digest = manifest, digest
+            with contextlib.suppress(LaunchError):
+                self._resolve(plugin)
+            await self.notify(
+                "plugins/log",
+                {
+                    "plugin": plugin_id,
+                    "level": "warning",
+                    "source": "host",
+                    "message": "manifest changed on disk; approve the new launch before the next start",
+                },
+            )
+        await self.persist()
+
     async def persist(self) -> None:
         """Write every installed plugin's record to the state document (atomically)."""
         if self.store is None:

@@ -228,6 +228,14 @@ class PluginSupervisor:
             raise
         return self.status()
 
+    def expedite(self) -> None:
+        """Make a stop in progress skip its remaining grace (a second SIGTERM)."""
+        self._stop_grace = 0.0
+        link = self._link
+        kill = getattr(link.process, "kill_now", None) if link is not None else None
+        if kill is not None:
+            kill()
+
     def _cancel_retry(self) -> None:
         if self._retry_scope is not None:
             self._retry_scope.cancel()

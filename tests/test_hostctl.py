@@ -1,0 +1,254 @@
+"""hostctl end to end: the real console entry point, a real hostd, real plugin processes."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from hostd.hostctl import (
+    Trace,
+    content_text,
+    demo_real,
+    example_arguments,
+    format_table,
+    open_hostd,
+)
+from tests.conftest import ECHO, ROOT, MakePlugin
+
+
+async def hostctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m hostd.hostctl *args`` from the repository root; capture both streams."""
+    with trio.fail_after(timeout):
+        done = await trio.run_process(
+            [sys.executable, "-m", "hostd.hostctl", *args],
+            cwd=ROOT,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def assert_in_order(text: str, fragments: list[str]) -> None:
+    """Each fragment occurs in ``text``, after the previous one."""
+    position = 0
+    for fragment in fragments:
+        found = text.find(fragment, position)
+        assert found >= 0, f"{fragment!r} missing after offset {position} in:\n{text}"
+        position = found + len(fragment)
+
+
+# -- call ----------------------------------------------------------------------------
+
+
+async def test_call_prints_the_text_content() -> None:
+    done = await hostctl("call", str(ECHO), "echo", '{"text":"hi"}')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hi\n"
+    assert "approving the launch of mcp-echo: python3 server.py" in done.stderr
+
+
+async def test_call_json_prints_the_whole_result_by_host_name(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    done = await hostctl("call", str(ECHO), "mcp-echo.echo", '{"text":"hi"}', "--json", "--state-dir", str(state))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["structuredContent"] == {"text": "hi", "length": 2}
+    assert result["content"] == [{"type": "text", "text": "hi"}]
+
+
+async def test_call_of_a_failing_tool_exits_1() -> None:
+    done = await hostctl("call", str(ECHO), "fail", '{"message": "nope"}')
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "error: MCP_TOOL_CALL_FAILED: mcp-echo.fail reported an error: nope" in done.stderr
+
+
+async def test_call_timeout_is_the_tool_timeout() -> None:
+    done = await hostctl("call", str(ECHO), "sleep", '{"seconds": 20}', "--timeout", "0.3")
+    assert done.returncode == 1
+    assert "error: TOOL_TIMEOUT: " in done.stderr
+
+
+async def test_call_of_an_unknown_tool_lists_the_tools() -> None:
+    done = await hostctl("call", str(ECHO), "nope")
+    assert done.returncode == 1
+    assert "error: TOOL_NOT_FOUND: plugin mcp-echo has no tool 'nope'" in done.stderr
+    assert "echo, environment, exit, fail, large, seen, sleep" in done.stderr
+
+
+async def test_call_start_failure_shows_the_stderr_tail(make_plugin: MakePlugin) -> None:
+    done = await hostctl("call", str(make_plugin(variant="exit-at-start")), "echo", '{"text": "x"}')
+    assert done.returncode == 1
+    assert "error: PLUGIN_START_FAILED: " in done.stderr
+    assert_in_order(done.stderr, ["stderr tail:", "API key missing"])
+
+
+async def test_call_of_a_missing_folder_is_a_manifest_error(tmp_path: Path) -> None:
+    done = await hostctl("call", str(tmp_path / "missing"), "echo")
+    assert done.returncode == 1
+    assert "error: MANIFEST_INVALID: " in done.stderr
+
+
+@pytest.mark.parametrize("bad", ["{text: hi}", "[1]", '"hi"'])
+async def test_call_with_bad_json_arguments_is_a_usage_error(bad: str) -> None:
+    done = await hostctl("call", str(ECHO), "echo", bad)
+    assert done.returncode == 2
+    assert "JSON_ARGS" in done.stderr
+    assert done.stdout == ""
+
+
+async def test_call_with_a_bad_timeout_is_a_usage_error() -> None:
+    done = await hostctl("call", str(ECHO), "echo", "{}", "--timeout", "-1")
+    assert done.returncode == 2
+
+
+# -- status, help ------------------------------------------------------------------
+
+
+async def test_status_shows_ready() -> None:
+    done = await hostctl("status", str(ECHO))
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert header.split() == ["PLUGIN", "STATUS", "TOOLS", "SERVER", "PROTOCOL", "ERROR"]
+    assert len(rows) == 1
+    assert re.fullmatch(r"mcp-echo\s+ready\s+7\s+mcp-echo 1\.0\.0\s+2025-11-25", rows[0])
+
+
+async def test_status_reports_a_plugin_that_failed_to_start(make_plugin: MakePlugin) -> None:
+    broken = make_plugin("broken-echo", variant="exit-at-start")
+    done = await hostctl("status", str(ECHO), str(broken))
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(r"broken-echo\s+error\s+0\s+-\s+-\s+exited with code 1", lines[1])
+    assert re.match(r"mcp-echo\s+ready\s+7\s", lines[2])
+
+
+async def test_status_without_plugins() -> None:
+    done = await hostctl("status")
+    assert done.returncode == 0
+    assert done.stdout.endswith(": no plugins\n")
+
+
+async def test_help_lists_the_commands() -> None:
+    done = await hostctl("--help")
+    assert done.returncode == 0
+    for command in ("call", "status", "demo"):
+        assert re.search(rf"^\s+{command}\s", done.stdout, re.MULTILINE), done.stdout
+    assert (await hostctl("frobnicate")).returncode == 2
+
+
+# -- demo --------------------------------------------------------------------------
+
+
+async def test_demo_without_the_real_server_walks_every_step() -> None:
+    done = await hostctl("demo", "--no-real")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_in_order(
+        done.stdout,
+        [
+            "== echo fixture: ",
+            '-> plugins/install {"path": ',
+            "<- installed mcp-echo 1.0.0",
+            "launch: python3 server.py",
+            '-> plugins/grant {"id": "mcp-echo", "permissions": ["echo.use", "echo.inspect"]}',
+            '-> plugins/approve {"id": "mcp-echo", "digest": "sha256:',
+            "<- approved sha256:",
+            '-> plugins/enable {"id": "mcp-echo"}',
+            "<= plugins/statusChanged starting",
+            "<= plugins/statusChanged ready",
+            "<- ready, 7 tools, mcp-echo 1.0.0, protocol 2025-11-25",
+            '-> tools/list {"plugin": "mcp-echo"}',
+            "<- 7 tools, revision 1",
+            "mcp-echo.sleep",
+            '-> tools/call {"name": "mcp-echo.echo", "arguments": {"text": "hello from hostd"}}',
+            "<- hello from hostd",
+            '-> tools/call {"name": "mcp-echo.sleep", "arguments": {"seconds": 30}}',
+            "-> $/cancelRequest {",
+            "<- error -32800 REQUEST_CANCELLED",
+            '-> plugins/restart {"id": "mcp-echo"}',
+            "<- ready, 7 tools, mcp-echo 1.0.0, protocol 2025-11-25, restarts 1",
+            '-> plugins/disable {"id": "mcp-echo"}',
+            "<= plugins/statusChanged stopped",
+            "<- stopped, 0 tools",
+            "-> shutdown",
+            "hostd exited with code 0",
+            "demo: echo fixture ok; real server not run (--no-real)",
+        ],
+    )
+    assert "== real server" not in done.stdout
+
+
+async def test_demo_real_part_reports_a_missing_or_failing_server(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    out = io.StringIO()
+    async with open_hostd() as client:
+        trace = Trace(client, out)
+        assert await demo_real(trace, tmp_path / "missing") == "skipped (no missing folder)"
+        outcome = await demo_real(trace, make_plugin("real-echo", variant="exit-at-start"))
+    assert outcome == "failed (PLUGIN_START_FAILED)"
+    assert_in_order(
+        out.getvalue(),
+        [
+            "skipped: no plugin folder at ",
+            '-> plugins/enable {"id": "real-echo"}',
+            "<- error -32017 PLUGIN_START_FAILED",
+            "API key missing",
+            "real server FAILED: PLUGIN_START_FAILED",
+        ],
+    )
+
+
+@pytest.mark.real_server
+@pytest.mark.skipif(shutil.which("npx") is None, reason="needs node's npx")
+async def test_demo_with_the_real_server() -> None:
+    done = await hostctl("demo", timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_in_order(
+        done.stdout,
+        [
+            "<- error -32800",
+            "== real server: manifests/server-everything",
+            '-> plugins/enable {"id": "server-everything"}',
+            "<- ready, ",
+            '-> tools/call {"name": "server-everything.echo", "arguments": {"message": "hello from hostd"}}',
+            "<- Echo: hello from hostd",
+            '-> plugins/disable {"id": "server-everything"}',
+            "demo: echo fixture ok; real server ok",
+        ],
+    )
+
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def test_example_arguments_follow_the_required_properties() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}, "note": {"type": "string"}},
+        "required": ["a", "b"],
+    }
+    assert example_arguments({"inputSchema": schema}) == {"a": 2, "b": 3}
+    assert example_arguments({"inputSchema": {**schema, "required": ["note"]}}) == {"note": "hello from hostd"}
+    nested = {"type": "object", "properties": {"x": {"type": "object"}}, "required": ["x"]}
+    assert example_arguments({"inputSchema": nested}) is None
+
+
+def test_content_text_and_table() -> None:
+    result = {
+        "content": [
+            {"type": "text", "text": "one"},
+            {"type": "image", "mimeType": "image/png", "data": "AAAA"},
+            {"type": "resource_link", "uri": "file:///x"},
+        ]
+    }
+    assert content_text(result) == "one\n[image image/png, 4 base64 chars]\n[link file:///x]"
+    assert content_text({"content": [], "structuredContent": {"a": 1}}) == '{"a": 1}'
+    assert format_table(["A", "BB"], [["xyz", "1"], ["q", ""]]) == "A    BB\nxyz  1\nq"
