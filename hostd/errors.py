@@ -48,6 +48,10 @@ class ErrorKind(Enum):
     SHUTTING_DOWN = (-32026, "hostd is shutting down and takes no new work.")
     STATE_LOCKED = (-32027, "Another hostd uses the state directory; this one exits with code 75.")
     STATE_UNUSABLE = (-32028, "The state directory or document cannot be used; this hostd exits with code 78.")
+    TOOL_DEFINITION_CHANGED = (
+        -32030,
+        "The tool's definition changed since approval; it is withheld until approved again.",
+    )
     MANIFEST_CHANGED = (-32029, "The manifest changed on disk since it was approved; approve it again.")
 
     @property

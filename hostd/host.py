@@ -85,6 +85,7 @@ class InstalledPlugin:
             approved_digest=self.approved_digest,
             enabled=self.enabled,
             restarts=self.supervisor.restarts,
+            pinned_tools=self.supervisor.pinned,
         )
 
 
@@ -172,6 +173,7 @@ class Host:
             plugin.approved_digest = record.approved_digest
             plugin.enabled = record.enabled
             plugin.supervisor.restarts = record.restarts
+            plugin.supervisor.pinned = record.pinned_tools
             with contextlib.suppress(LaunchError):
                 self._resolve(plugin)
             if not record.enabled:
@@ -348,6 +350,7 @@ class Host:
         if existing is not None:
             plugin.granted = existing.granted & set(manifest.permissions)
             plugin.approved_digest = existing.approved_digest
+            plugin.supervisor.pinned = existing.supervisor.pinned
         with contextlib.suppress(LaunchError):
             self._resolve(plugin)  # a failure is shown in launch.error; enable fails with it
         await self.persist()
@@ -416,7 +419,9 @@ class Host:
                 plugin=args.id,
                 launch=self._launch_info(plugin, launch),
             )
-        plugin.approved_digest = digest
+        if plugin.approved_digest != digest or plugin.supervisor.withheld:
+            plugin.approved_digest = digest
+            await plugin.supervisor.repin()
         await self.persist()
         return self.info(plugin)
 
@@ -505,7 +510,14 @@ class Host:
     async def tools_call(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``tools/call {name, arguments, timeoutMs?}`` -> ``{content, structuredContent?}``."""
         args = p.parse_params(p.ToolsCallParams, params)
-        tool = self.registry.lookup(args.name)
+        try:
+            tool = self.registry.lookup(args.name)
+        except HostError as missing:
+            for candidate in self.plugins.values():
+                withheld = candidate.supervisor.withheld_error(args.name)
+                if withheld is not None:
+                    raise withheld from None
+            raise missing from None
         plugin = self._plugin(tool.plugin)
         if tool.permission is not None and tool.permission not in plugin.granted:
             raise HostError(

@@ -69,6 +69,7 @@ class PluginRecord:
     approved_digest: str | None = None
     enabled: bool = False
     restarts: int = 0
+    pinned_tools: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -79,6 +80,7 @@ class PluginRecord:
             "approvedDigest": self.approved_digest,
             "enabled": self.enabled,
             "restarts": self.restarts,
+            "pinnedTools": self.pinned_tools,
         }
 
     @classmethod
@@ -93,6 +95,9 @@ class PluginRecord:
                 raise ValueError(f"plugin record field {name!r} has the wrong type")
             return item
 
+        pinned = typed("pinnedTools", (dict, type(None)))
+        if pinned is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in pinned.items()):
+            raise ValueError("plugin record field 'pinnedTools' must map strings to strings")
         granted = typed("granted", list, [])
         if not all(isinstance(g, str) for g in granted):
             raise ValueError("plugin record field 'granted' must hold strings")
@@ -103,6 +108,7 @@ class PluginRecord:
             approved_digest=typed("approvedDigest", (str, type(None))),
             enabled=typed("enabled", bool, False),
             restarts=typed("restarts", int, 0),
+            pinned_tools=dict(pinned) if pinned is not None else None,
         )
 
 

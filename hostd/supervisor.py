@@ -122,6 +122,12 @@ class PluginSupervisor:
         self.server_name: str | None = None
         self.server_version: str | None = None
         self.last_exit: str | None = None
+        #: Tool definition digests pinned by the user's approval (remote name -> digest);
+        #: None until the first discovery after an approval records them.
+        self.pinned: dict[str, str] | None = None
+        #: Tools withheld because their definition changed since approval: name -> digests.
+        self.withheld: dict[str, dict[str, str]] = {}
+        self._current_tools: list[HostTool] = []
         self._registry = registry
         self._notify = notify
         self._nursery = nursery
@@ -163,6 +169,7 @@ class PluginSupervisor:
             "restarts": self.restarts,
             "last_exit": self.last_exit,
             "next_retry_at": _iso(self.next_retry_at),
+            "withheld": sorted(self.withheld),
         }
 
     async def _set_state(self, state: State, error: HostError | None = None) -> None:
@@ -359,7 +366,7 @@ class PluginSupervisor:
             self.protocol_version = discovery.protocol_version
             self.server_name = discovery.server_name
             self.server_version = discovery.server_version
-            self._registry.register(self.plugin_id, tools)
+            await self._publish(tools)
             self.started_at = time.time()
             self._ready_since = time.monotonic()
             self._pacer = RefreshPacer()
@@ -384,6 +391,56 @@ class PluginSupervisor:
         await self._set_state(State.UNHEALTHY, error)
         link.failure_handled.set()
         return True
+
+    async def _publish(self, tools: list[HostTool]) -> None:
+        """Register the tools whose definitions match the pins; withhold the others.
+
+        The first discovery after an approval pins every definition (issue:
+        tool pinning). Raises ``TOOL_CONFLICT`` from the registry.
+        """
+        self._current_tools = list(tools)
+        if self.pinned is None:
+            self.pinned = {t.remote_name: t.definition_digest for t in tools}
+            if self._on_change is not None:
+                await self._on_change()
+        allowed: list[HostTool] = []
+        withheld: dict[str, dict[str, str]] = {}
+        for tool in tools:
+            pinned = self.pinned.get(tool.remote_name)
+            if pinned is None or pinned == tool.definition_digest:
+                allowed.append(tool)
+            else:
+                withheld[tool.name] = {"approvedDigest": pinned, "currentDigest": tool.definition_digest}
+        if withheld != self.withheld and withheld:
+            await self._log(
+                "warning",
+                "host",
+                "tool definitions changed since approval, withheld until approved again: "
+                + ", ".join(sorted(withheld)),
+            )
+        self.withheld = withheld
+        self._registry.register(self.plugin_id, allowed)
+
+    async def repin(self) -> None:
+        """The user approved again: pin the current definitions and release withheld tools."""
+        self.pinned = None
+        if self.state is State.READY and self._current_tools:
+            await self._publish(self._current_tools)
+            await self._tools_changed()
+            await self._notify("plugins/statusChanged", self.status())
+
+    def withheld_error(self, name: str) -> HostError | None:
+        """``TOOL_DEFINITION_CHANGED`` for a withheld tool ``name`` (host name), else None."""
+        digests = self.withheld.get(name)
+        if digests is None:
+            return None
+        return HostError(
+            ErrorKind.TOOL_DEFINITION_CHANGED,
+            f"{name} changed its definition since it was approved; approve the plugin again to use it",
+            plugin=self.plugin_id,
+            tool=name,
+            **digests,
+        )
 
     async def _convert(self, raw: list[dict[str, Any]], protocol_version: str | None) -> list[HostTool]:
         """Validate a listing against the manifest (in a worker thread: schema checks cost)."""
@@ -427,7 +484,7 @@ class PluginSupervisor:
                 new_digests = [t.definition_digest for t in tools]
                 changed = new_digests != digests
                 if changed:
-                    self._registry.register(self.plugin_id, tools)
+                    await self._publish(tools)
                     digests = new_digests
                     await self._tools_changed()
                     await self._notify("plugins/statusChanged", self.status())

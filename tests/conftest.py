@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -19,15 +20,24 @@ ECHO = FIXTURES / "mcp-echo"
 ECHO_TOOLS = ["echo", "fail", "sleep", "large", "environment", "exit", "seen"]
 
 
-def sandboxed_pids(roots: tuple[Path, ...] = ()) -> list[psutil.Process]:
-    """Live processes carrying a sandbox token (plugin processes), optionally only
-    those whose working folder is under one of ``roots``."""
+def _ours(token: str, mine: set[int]) -> bool:
+    """A token ``hs1.<host pid>.…`` belongs to this test run if its host is one of
+    our descendants, or is gone (an orphan is a leak whoever made it)."""
+    try:
+        host = int(token.split(".")[1])
+    except (IndexError, ValueError):
+        return True
+    return host in mine or not psutil.pid_exists(host)
+
+
+def sandboxed_pids() -> list[psutil.Process]:
+    """Live plugin processes (they carry a sandbox token) started by this test run."""
+    mine = {p.pid for p in psutil.Process().children(recursive=True)} | {os.getpid()}
     found = []
     for proc in psutil.process_iter(["pid"]):
         try:
-            if "HOSTD_SANDBOX_TOKEN" not in proc.environ() or proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if roots and not any(Path(proc.cwd()).is_relative_to(root) for root in roots):
+            token = proc.environ().get("HOSTD_SANDBOX_TOKEN")
+            if token is None or proc.status() == psutil.STATUS_ZOMBIE or not _ours(token, mine):
                 continue
             found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -36,19 +46,13 @@ def sandboxed_pids(roots: tuple[Path, ...] = ()) -> list[psutil.Process]:
 
 
 @pytest.fixture(autouse=True)
-def no_plugin_left_behind(tmp_path: Path) -> Iterator[None]:
-    """Fail any test that leaves a plugin process alive (and clean it up).
-
-    Plugins run in their plugin folder: this test's ``tmp_path`` or the
-    repository (bundled fixtures and manifests), which tells them apart from
-    plugins of other test sessions running on the same machine.
-    """
-    roots = (tmp_path, ROOT)
-    before = {p.pid for p in sandboxed_pids(roots)}
+def no_plugin_left_behind() -> Iterator[None]:
+    """Fail any test that leaves a plugin process alive (and clean it up)."""
+    before = {p.pid for p in sandboxed_pids()}
     yield
     leaked: list[psutil.Process] = []
     for _ in range(40):
-        leaked = [p for p in sandboxed_pids(roots) if p.pid not in before]
+        leaked = [p for p in sandboxed_pids() if p.pid not in before]
         if not leaked:
             return
         psutil.wait_procs(leaked, timeout=0.05)

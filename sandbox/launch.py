@@ -1,0 +1,271 @@
+"""Launch resolution: from a manifest's command to an exact, approvable launch.
+
+Theory of operation. :func:`resolve_launch` turns ``command`` + ``args`` +
+the manifest's ``env`` into a :class:`Launch` value: the absolute executable,
+the complete child environment, the working folder and the isolation layers.
+Nothing is run and there is never a shell: the argument vector goes to
+``execve`` as it is.
+
+- A bare name (no ``/``) is looked up with :func:`shutil.which` on the
+  child's trimmed ``PATH`` (absolute entries only), so the plugin's own
+  folder is never searched implicitly.
+- A command containing ``/`` is relative to the plugin folder (or absolute)
+  and must, after resolving symlinks, lie inside the plugin folder and be an
+  executable regular file.
+
+:attr:`Launch.digest` identifies the launch for trust approval. It covers
+what the plugin author controls (executable, command, args, cwd, the names of
+the environment variables, the manifest's env items, the isolation layers)
+but not host-dependent values such as the value of ``PATH`` or ``HOME``, so
+an approval survives a change of the user's shell profile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandbox.environment import EnvironmentPolicyError, EnvPolicy, build_environment, trim_path
+
+__all__ = [
+    "DEFAULT_ISOLATION",
+    "Launch",
+    "LaunchError",
+    "plugin_tmpdir",
+    "resolve_launch",
+]
+
+#: Layers :func:`resolve_launch` puts in force: the supervisor shim (subreaper,
+#: lifeline, parent-death signal, whole-tree kill), safe rlimits (``CORE=0``,
+#: bounded ``NOFILE``) and ``PR_SET_NO_NEW_PRIVS``.
+DEFAULT_ISOLATION: tuple[str, ...] = ("shim", "rlimits", "no_new_privs")
+
+_KINDS = frozenset({"COMMAND_NOT_FOUND", "COMMAND_OUTSIDE_PLUGIN", "ENV_POLICY", "EXEC_FAILED"})
+
+
+class LaunchError(Exception):
+    """A plugin cannot be launched.
+
+    ``kind`` is one of ``"COMMAND_NOT_FOUND"`` (no such command on the PATH,
+    or the path does not exist / is not an executable file),
+    ``"COMMAND_OUTSIDE_PLUGIN"`` (a path command resolves outside the plugin
+    folder), ``"ENV_POLICY"`` (the manifest env breaks the
+    :class:`~sandbox.environment.EnvPolicy`) or ``"EXEC_FAILED"`` (the
+    process could not be started; the message carries the errno text).
+    ``command`` is the command as the manifest wrote it. The message always
+    names the command; for ``COMMAND_NOT_FOUND`` of a bare name it also gives
+    the ``PATH`` that was searched.
+    """
+
+    def __init__(self, kind: str, command: str, message: str) -> None:
+        if kind not in _KINDS:
+            raise ValueError(f"unknown LaunchError kind {kind!r}")
+        super().__init__(message)
+        self.kind = kind
+        self.command = command
+
+
+def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    return types.MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """An exact, resolved launch of one plugin.
+
+    ``command``: as the manifest wrote it (also used as ``argv[0]``).
+    ``executable``: absolute path handed to ``execve`` (symlinks resolved for
+    path commands; the ``PATH`` hit, unresolved, for bare names).
+    ``args``: the arguments after ``argv[0]``. ``cwd``: the plugin folder,
+    absolute. ``env``: the complete child environment (read-only mapping).
+    ``isolation``: the layers in force, e.g. ``("shim", "rlimits",
+    "no_new_privs")``; :func:`sandbox.process.spawn` uses the shim only when
+    ``"shim"`` is listed. ``manifest_env``: the manifest's env as given.
+    """
+
+    command: str
+    executable: str
+    args: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str] = field(hash=False)
+    isolation: tuple[str, ...]
+    manifest_env: Mapping[str, str] = field(hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "isolation", tuple(self.isolation))
+        object.__setattr__(self, "env", _frozen(self.env))
+        object.__setattr__(self, "manifest_env", _frozen(self.manifest_env))
+
+    @property
+    def argv(self) -> list[str]:
+        """The argument vector: ``[command, *args]``."""
+        return [self.command, *self.args]
+
+    @property
+    def env_keys(self) -> list[str]:
+        """The names of the child environment, sorted."""
+        return sorted(self.env)
+
+    @property
+    def digest(self) -> str:
+        """``"sha256:<64 hex>"`` over the author-controlled parts of the launch.
+
+        Covers executable, command, args, cwd, env_keys, the manifest env
+        items and isolation, serialised as canonical JSON; host-dependent
+        values (the value of ``PATH``, ``HOME``, ``TMPDIR`` ...) are left out.
+        """
+        payload = {
+            "args": list(self.args),
+            "command": self.command,
+            "cwd": self.cwd,
+            "envKeys": self.env_keys,
+            "executable": self.executable,
+            "isolation": list(self.isolation),
+            "manifestEnv": sorted([k, v] for k, v in self.manifest_env.items()),
+            "v": 1,
+        }
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def describe(self) -> dict[str, object]:
+        """A JSON-ready summary for approval prompts and logs.
+
+        Keys: ``command`` (str), ``executable`` (str), ``args`` (list of
+        str), ``cwd`` (str), ``envKeys`` (sorted list of str), ``isolation``
+        (list of str), ``digest`` (str). Values of the environment are left
+        out: they may hold secrets.
+        """
+        return {
+            "command": self.command,
+            "executable": self.executable,
+            "args": list(self.args),
+            "cwd": self.cwd,
+            "envKeys": self.env_keys,
+            "isolation": list(self.isolation),
+            "digest": self.digest,
+        }
+
+
+def plugin_tmpdir(plugin_dir: Path) -> str:
+    """Create (if needed) and return the plugin's private temporary folder.
+
+    The folder is ``<tempfile.gettempdir()>/hostd-<uid>-<12 hex of the plugin
+    folder's path hash>``, mode ``0700``. If that name exists but is not a
+    real folder owned by this user (a symlink or another user's folder planted
+    in a shared ``/tmp``), a fresh ``tempfile.mkdtemp`` folder is returned
+    instead. Raises ``OSError`` if no folder can be created.
+    """
+    key = hashlib.sha256(str(plugin_dir.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"hostd-{os.geteuid()}-{key}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(path, 0o700)
+        return path
+    return tempfile.mkdtemp(prefix=f"hostd-{os.geteuid()}-{key}-")
+
+
+def _is_inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _resolve_path_command(command: str, root: str) -> str:
+    candidate = command if os.path.isabs(command) else os.path.join(root, command)
+    resolved = os.path.realpath(candidate)
+    if not _is_inside(resolved, root):
+        raise LaunchError(
+            "COMMAND_OUTSIDE_PLUGIN",
+            command,
+            f"command {command!r} resolves to {resolved}, outside the plugin folder {root}",
+        )
+    try:
+        st = os.stat(resolved)
+    except OSError as exc:
+        raise LaunchError(
+            "COMMAND_NOT_FOUND",
+            command,
+            f"command {command!r} not found: {resolved}: {exc.strerror}",
+        ) from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise LaunchError("COMMAND_NOT_FOUND", command, f"command {command!r}: {resolved} is not a file")
+    if not os.access(resolved, os.X_OK):
+        raise LaunchError("COMMAND_NOT_FOUND", command, f"command {command!r}: {resolved} is not executable")
+    return resolved
+
+
+def resolve_launch(
+    command: str,
+    args: Sequence[str],
+    plugin_dir: Path,
+    manifest_env: Mapping[str, str],
+    policy: EnvPolicy,
+    *,
+    host_env: Mapping[str, str] | None = None,
+    tmpdir: str | None = None,
+) -> Launch:
+    """Resolve a manifest's launch into a :class:`Launch`; runs nothing.
+
+    ``command``: a bare name (looked up on the child's trimmed ``PATH``) or a
+    path (relative to ``plugin_dir`` or absolute) that must resolve, after
+    symlinks, inside ``plugin_dir``. ``args``: further arguments, passed as
+    they are (no shell). ``plugin_dir``: the plugin folder; it becomes
+    ``cwd``. ``host_env``: defaults to ``os.environ``. ``tmpdir``: the
+    child's ``TMPDIR``; default :func:`plugin_tmpdir` (created ``0700``).
+    The returned isolation is :data:`DEFAULT_ISOLATION`.
+
+    Raises :class:`LaunchError` with ``kind`` ``"COMMAND_NOT_FOUND"``
+    (message names the command and the ``PATH`` searched),
+    ``"COMMAND_OUTSIDE_PLUGIN"``, ``"ENV_POLICY"`` (wrapping an
+    :class:`~sandbox.environment.EnvironmentPolicyError`) or
+    ``"EXEC_FAILED"`` (the plugin folder is missing, or an argument contains
+    a NUL byte).
+    """
+    root = os.path.realpath(plugin_dir)
+    if not os.path.isdir(root):
+        raise LaunchError("EXEC_FAILED", command, f"plugin folder {root} of command {command!r} is missing")
+    for index, arg in enumerate([command, *args]):
+        if "\0" in arg:
+            raise LaunchError("EXEC_FAILED", command, f"argument {index} of {command!r} contains a NUL byte")
+    if tmpdir is None:
+        tmpdir = plugin_tmpdir(Path(root))
+    try:
+        env = build_environment(os.environ if host_env is None else host_env, manifest_env, policy, tmpdir=tmpdir)
+    except EnvironmentPolicyError as exc:
+        raise LaunchError("ENV_POLICY", command, f"command {command!r}: {exc}") from exc
+
+    if not command:
+        raise LaunchError("COMMAND_NOT_FOUND", command, "the command is empty")
+    if "/" in command:
+        executable = _resolve_path_command(command, root)
+    else:
+        search = trim_path(env.get("PATH", ""))
+        found = shutil.which(command, path=search) if search else None
+        if found is None:
+            raise LaunchError(
+                "COMMAND_NOT_FOUND",
+                command,
+                f"command {command!r} not found on PATH={search!r}",
+            )
+        executable = os.path.abspath(found)
+
+    return Launch(
+        command=command,
+        executable=executable,
+        args=tuple(args),
+        cwd=root,
+        env=env,
+        isolation=DEFAULT_ISOLATION,
+        manifest_env=manifest_env,
+    )

@@ -1,0 +1,635 @@
+"""Spawning a plugin and ending its whole process tree.
+
+Theory of operation. :func:`spawn` starts a resolved
+:class:`~sandbox.launch.Launch` with three pipes (stdin, stdout, stderr) and
+a fresh per-instance token, set as ``HOSTD_SANDBOX_TOKEN`` in the plugin's
+environment; every descendant inherits it unless it clears its environment.
+:meth:`SandboxedProcess.stop` ends the tree in the order the MCP stdio
+transport prescribes (close stdin, wait, SIGTERM, wait, SIGKILL), then sweeps
+by token, so nothing of the tree is alive when it returns.
+
+Two ways to run a plugin, chosen by ``launch.isolation``:
+
+- ``"shim"`` listed (the default from :func:`~sandbox.launch.resolve_launch`):
+  hostd starts ``sys.executable -I -S sandbox/shim.py`` in a new session and
+  the shim starts the plugin (see ``shim.py`` for the protocol). The shim is
+  a child subreaper, holds a lifeline pipe whose write end only hostd holds
+  (so hostd's death, SIGKILL included, ends the tree), and sets the
+  plugin's parent-death signal from its single thread. hostd uses no
+  ``preexec_fn`` (it forces ``fork`` and is not thread-safe) and never sets
+  ``PR_SET_PDEATHSIG`` itself: trio forks from worker threads that retire
+  after 10 s idle, and the kernel ties that signal to the forking thread.
+- otherwise, the direct variant: the plugin is a child of hostd in a new
+  session; ``stop`` finds the tree through the token, the session and
+  psutil. It does not survive hostd's death; it exists as a fallback and
+  to compare.
+
+Where this differs from the mcp SDK's stdio client (new session +
+``killpg``): a ``setsid`` grandchild or a double-forked daemon leaves the
+process group, so the SDK misses it; here the subreaper and the token find it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import trio
+
+from sandbox.launch import Launch, LaunchError
+
+__all__ = [
+    "NOFILE_LIMIT",
+    "SHIM_PATH",
+    "TOKEN_VAR",
+    "SandboxedProcess",
+    "StopReport",
+    "spawn",
+    "sweep_leftovers",
+    "sweep_orphans",
+]
+
+#: The environment variable that carries the per-instance token.
+TOKEN_VAR = "HOSTD_SANDBOX_TOKEN"
+_TOKEN_PREFIX = "hs1."
+_POLL = 0.02  # seconds between liveness checks while waiting for a tree to end
+
+#: The supervisor shim, run by path (never imported by hostd).
+SHIM_PATH = str(Path(__file__).resolve().with_name("shim.py"))
+#: ``RLIMIT_NOFILE`` cap (soft and hard) applied under the ``"rlimits"`` layer.
+NOFILE_LIMIT = 65536
+#: Seconds the shim gets to start and report the plugin's pid.
+SPAWN_TIMEOUT = 10.0
+#: Seconds allowed, beyond a grace, for the shim to finish its kill sweep.
+_SHIM_SLACK = 3.0
+#: Seconds a sweep waits for SIGKILLed processes to become zombies.
+_DEATH_WAIT = 2.0
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """How :meth:`SandboxedProcess.stop` ended a plugin.
+
+    ``step``: what ended the plugin's main process: ``"already-exited"``
+    (it had exited before ``stop`` was called), ``"stdin-eof"`` (it exited
+    within the grace after stdin was closed), ``"sigterm"`` or ``"sigkill"``.
+    ``returncode``: its exit status (negative = killed by that signal), or
+    ``None`` if it could not be learnt. ``seconds``: wall time ``stop`` took.
+    """
+
+    step: str
+    returncode: int | None
+    seconds: float
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def _new_token() -> str:
+    """``hs1.<host pid>.<host start ticks>.<16 hex>``: names the issuing host, so orphans can be told apart."""
+    return f"{_TOKEN_PREFIX}{os.getpid()}.{_start_ticks(os.getpid()) or 0}.{secrets.token_hex(8)}"
+
+
+def _read_tokens(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    needle = (TOKEN_VAR + "=").encode()
+    for item in data.split(b"\0"):
+        if item.startswith(needle):
+            return item[len(needle) :].decode("utf-8", "replace")
+    return None
+
+
+def _pids_with_token(token: str | None) -> list[int]:
+    """Pids of live processes of this user whose environment carries the token.
+
+    ``token=None`` matches any ``HOSTD_SANDBOX_TOKEN``. Reads
+    ``/proc/<pid>/environ``; processes we may not read are skipped. Our own
+    pid is never listed.
+    """
+    return [pid for pid, value in _token_carriers() if token is None or value == token]
+
+
+def _token_carriers() -> list[tuple[int, str]]:
+    """``(pid, token)`` for every readable process of this user carrying a token, except ourselves."""
+    me = os.getpid()
+    uid = os.geteuid()
+    found: list[tuple[int, str]] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            if uid != 0 and os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+        except OSError:
+            continue
+        value = _read_tokens(int(name))
+        if value is not None:
+            found.append((int(name), value))
+    return found
+
+
+def _kill_all(pids_of_pass: Callable[[], list[int]]) -> int:
+    """SIGSTOP + SIGKILL what each pass lists until a pass lists nothing; then wait for the deaths."""
+    killed: set[int] = set()
+    for _ in range(50):
+        pids = [pid for pid in pids_of_pass() if not _is_zombie(pid)]
+        if not pids:
+            break
+        _signal_all(set(pids), signal.SIGSTOP)
+        _signal_all(set(pids), signal.SIGKILL)
+        killed.update(pids)
+        time.sleep(0.002)
+    # SIGKILL is asynchronous, and a dying process stops showing its environment before it is a
+    # zombie: wait (bounded) until every signalled process is a zombie or gone.
+    deadline = time.monotonic() + _DEATH_WAIT
+    pending = set(killed)
+    while pending and time.monotonic() < deadline:
+        pending = {pid for pid in pending if not _is_zombie(pid)}
+        if pending:
+            time.sleep(0.002)
+    return len(killed)
+
+
+def sweep_leftovers(token: str | None = None) -> int:
+    """Kill (SIGSTOP, then SIGKILL) every process carrying ``HOSTD_SANDBOX_TOKEN``.
+
+    ``token``: kill only processes whose ``HOSTD_SANDBOX_TOKEN`` equals it;
+    ``None`` kills every process of this user that carries any token, which
+    includes the plugins of this and of any other running hostd of the same
+    user (at startup prefer :func:`sweep_orphans`). Repeats until a pass finds
+    nothing (a forking process cannot outrun it: its children inherit the
+    token). The calling process is never killed; zombies are skipped (they
+    are dead). Returns once every signalled process is dead (a zombie or
+    gone), or after 2 s for one stuck in the kernel. Blocking (about 12 microseconds per process on the system):
+    call it from a thread in async code. Returns the number of distinct
+    processes signalled. Never raises for vanished processes.
+    """
+    return _kill_all(lambda: _pids_with_token(token))
+
+
+def _issuer_alive(token: str) -> bool:
+    parts = token.split(".")
+    if len(parts) != 4 or parts[0] + "." != _TOKEN_PREFIX or not parts[1].isdigit():
+        return False
+    return _start_ticks(int(parts[1])) == parts[2]
+
+
+def sweep_orphans() -> int:
+    """Kill every token carrier of this user whose issuing host process is gone.
+
+    A token names the hostd process that issued it (pid and start time), so
+    this ends what a crashed or killed hostd (or a killed shim) left behind
+    without touching plugins of a hostd that is still running. Tokens of an
+    unknown shape count as orphaned. Blocking, like :func:`sweep_leftovers`;
+    returns the number of processes signalled.
+    """
+    return _kill_all(lambda: [pid for pid, value in _token_carriers() if not _issuer_alive(value)])
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return True
+    # The state letter follows the last ')' (the command name may hold spaces or parens).
+    return data[data.rfind(b")") + 2 : data.rfind(b")") + 3] in (b"Z", b"X")
+
+
+def _tree(root: int, token: str) -> set[int]:
+    """Live members of a plugin tree: token carriers, the session and descendants of ``root``."""
+    pids = set(_pids_with_token(token))
+    with contextlib.suppress(psutil.Error):
+        pids.update(child.pid for child in psutil.Process(root).children(recursive=True))
+    with contextlib.suppress(OSError):
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, OSError):
+                if os.getsid(proc.pid) == root:
+                    pids.add(proc.pid)
+    pids.add(root)
+    pids.discard(os.getpid())
+    return {pid for pid in pids if not _is_zombie(pid)}
+
+
+def _signal_all(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+class SandboxedProcess:
+    """A running plugin tree (returned by :func:`spawn`; do not construct).
+
+    ``pid``: the plugin's main process (never the shim). ``stdin``
+    (``trio.abc.SendStream``), ``stdout``, ``stderr``
+    (``trio.abc.ReceiveStream``): its pipes; ``stop`` closes ``stdin`` only,
+    so drain and close ``stdout``/``stderr`` yourself (they reach EOF once the
+    tree is gone). ``token``: the per-instance token, in every plugin
+    process's environment as ``HOSTD_SANDBOX_TOKEN``. ``returncode``: the
+    main process's exit status once known (negative = killed by that
+    signal), else ``None``. ``shim_pid``: the supervisor's pid, or ``None``
+    without the ``"shim"`` layer.
+
+    Always call :meth:`stop`, also after the plugin exited by itself: it ends
+    the rest of the tree and reaps what hostd started.
+    """
+
+    pid: int
+    stdin: trio.abc.SendStream
+    stdout: trio.abc.ReceiveStream
+    stderr: trio.abc.ReceiveStream
+    token: str
+    shim_pid: int | None
+
+    def __init__(self, proc: trio.Process, pid: int, token: str) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._proc = proc
+        self.pid = pid
+        self.stdin = proc.stdin
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.token = token
+        self.shim_pid = None
+        self._report: StopReport | None = None
+        self._stop_lock = trio.Lock()
+
+    @property
+    def returncode(self) -> int | None:
+        """The main process's exit status once known, else ``None``."""
+        raise NotImplementedError
+
+    async def wait(self) -> int:
+        """Wait until the plugin's main process exits; return its status.
+
+        Waits for the process, not for pipe EOF (a grandchild can hold the
+        pipes open). Negative = killed by that signal. Cancellable; the
+        process is left running if cancelled. If the shim itself is killed
+        before reporting, the main process dies of its parent-death signal
+        and the result is ``-9`` (SIGKILL).
+        """
+        raise NotImplementedError
+
+    async def stop(self, grace: float = 2.0) -> StopReport:
+        """End the whole tree; idempotent, shielded from cancellation.
+
+        ``grace`` in seconds. Steps, per the MCP stdio transport: close stdin
+        and wait ``grace`` for the main process; else SIGTERM every member
+        of the tree and wait ``grace``; else SIGSTOP and SIGKILL every member.
+        Whatever ended the main process, the rest of the tree is then killed,
+        everything hostd started is reaped and a token sweep follows, so
+        nothing of the tree is alive when this returns. Takes at most
+        ``2 * grace`` plus a few tens of milliseconds (plus 3 s per step if
+        the shim itself hangs). A second call returns the first call's
+        report. Never raises for an already-dead tree.
+        """
+        with trio.CancelScope(shield=True):
+            async with self._stop_lock:
+                if self._report is None:
+                    self._report = await self._stop(grace)
+        assert self._report is not None
+        return self._report
+
+    async def _close_stdin(self) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await self.stdin.aclose()
+
+    async def _stop(self, grace: float) -> StopReport:
+        raise NotImplementedError
+
+
+class _DirectProcess(SandboxedProcess):
+    """The plugin is hostd's child in a new session (no ``"shim"`` layer)."""
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    async def wait(self) -> int:
+        return await self._proc.wait()
+
+    async def _stop(self, grace: float) -> StopReport:
+        started = time.monotonic()
+        step = "already-exited" if self._proc.poll() is not None else ""
+        await self._close_stdin()
+        if not step:
+            with trio.move_on_after(grace):
+                await self._proc.wait()
+                step = "stdin-eof"
+        if not step:
+            _signal_all(_tree(self.pid, self.token), signal.SIGTERM)
+            with trio.move_on_after(grace):
+                await self._proc.wait()
+                step = "sigterm"
+        if not step:
+            step = "sigkill"
+        await self._kill_tree()
+        return StopReport(step=step, returncode=self._proc.returncode, seconds=time.monotonic() - started)
+
+    async def _kill_tree(self) -> None:
+        signalled: set[int] = set()
+        for _ in range(50):
+            members = await trio.to_thread.run_sync(_tree, self.pid, self.token)
+            if self._proc.poll() is not None:
+                members.discard(self.pid)
+            if not members:
+                break
+            _signal_all(members, signal.SIGSTOP)
+            _signal_all(members, signal.SIGKILL)
+            signalled |= members
+            await trio.sleep(_POLL / 4)
+        await self._proc.wait()
+        # A dying process hides its environment before it is a zombie: wait for the deaths.
+        for _ in range(int(_DEATH_WAIT / (_POLL / 4))):
+            signalled = {pid for pid in signalled if not _is_zombie(pid)}
+            if not signalled:
+                break
+            await trio.sleep(_POLL / 4)
+
+
+class _ControlReader:
+    """Line reader over the shim's control pipe; keeps partial lines across cancellation."""
+
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+
+    async def line(self) -> str | None:
+        """The next line without its newline, or ``None`` at EOF (or if closed)."""
+        while b"\n" not in self.buffer:
+            try:
+                chunk = await self.stream.receive_some(4096)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                chunk = b""
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer[:] = rest
+        return line.decode("utf-8", "replace")
+
+
+_PHASE_STEP = {"term": "sigterm", "kill": "sigkill", "lost": "sigkill"}
+
+
+class _ShimProcess(SandboxedProcess):
+    """The plugin runs under a supervisor shim (the ``"shim"`` layer)."""
+
+    def __init__(
+        self,
+        shim: trio.Process,
+        pid: int,
+        token: str,
+        lifeline: trio.lowlevel.FdStream,
+        control: _ControlReader,
+    ) -> None:
+        super().__init__(shim, pid, token)
+        self.shim_pid = shim.pid
+        self._lifeline = lifeline
+        self._control = control
+        self._wait_lock = trio.Lock()
+        self._returncode: int | None = None
+        self._exit_phase = ""
+        self._exit_time = 0.0
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    async def wait(self) -> int:
+        async with self._wait_lock:
+            while self._returncode is None:
+                line = await self._control.line()
+                if line is None:
+                    await self._lost()
+                    break
+                words = line.split()
+                if len(words) == 4 and words[0] == "exit":
+                    self._returncode = int(words[1])
+                    self._exit_phase = words[2]
+                    self._exit_time = float(words[3])
+        assert self._returncode is not None
+        return self._returncode
+
+    async def _lost(self) -> None:
+        """The control pipe ended without an ``exit`` line: the shim died."""
+        noticed = time.monotonic()
+        await self._proc.wait()
+        # Its child had PR_SET_PDEATHSIG(SIGKILL); wait until the kernel has delivered it.
+        for _ in range(int(_SHIM_SLACK / (_POLL / 4))):
+            if not _alive(self.pid):
+                break
+            await trio.sleep(_POLL / 4)
+        self._returncode = -signal.SIGKILL
+        self._exit_phase = "lost"
+        self._exit_time = noticed
+
+    async def _ask_stop(self, grace: float) -> None:
+        try:
+            await self._lifeline.send_all(f"stop {grace:.3f}\n".encode())
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError):
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.terminate()
+
+    async def _stop(self, grace: float) -> StopReport:
+        started = time.monotonic()
+        await self._close_stdin()
+        if self._returncode is None:
+            with trio.move_on_after(grace):
+                await self.wait()
+        if self._returncode is None:
+            await self._ask_stop(grace)
+            with trio.move_on_after(grace + _SHIM_SLACK):
+                await self.wait()
+        if self._returncode is None:  # the shim does not answer: end it; PDEATHSIG ends the plugin
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            with trio.move_on_after(_SHIM_SLACK):
+                await self.wait()
+        # The shim exits by itself once waitpid says ECHILD.
+        with trio.move_on_after(_SHIM_SLACK):
+            await self._proc.wait()
+        if self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            await self._proc.wait()
+        # Belt and braces: anything that escaped the shim (or outlived a killed shim).
+        await trio.to_thread.run_sync(sweep_leftovers, self.token)
+        await self._lifeline.aclose()
+        await self._control.stream.aclose()
+
+        if self._returncode is not None and self._exit_time < started:
+            step = "already-exited"
+        else:
+            step = _PHASE_STEP.get(self._exit_phase, "stdin-eof" if self._exit_phase == "run" else "sigkill")
+        return StopReport(step=step, returncode=self._returncode, seconds=time.monotonic() - started)
+
+
+def _exec_failed(launch: Launch, detail: str) -> LaunchError:
+    return LaunchError(
+        "EXEC_FAILED", launch.command, f"cannot start {launch.command!r} ({launch.executable}): {detail}"
+    )
+
+
+def _spec(launch: Launch, env: dict[str, str]) -> bytes:
+    spec = {
+        "executable": launch.executable,
+        "argv": launch.argv,
+        "cwd": launch.cwd,
+        "env": env,
+        "rlimits": "rlimits" in launch.isolation,
+        "nofile": NOFILE_LIMIT,
+        "no_new_privs": "no_new_privs" in launch.isolation,
+        "grace": 2.0,
+    }
+    return json.dumps(spec).encode("ascii") + b"\n"
+
+
+async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> SandboxedProcess:
+    if not sys.executable:
+        raise _exec_failed(launch, "no Python interpreter for the supervisor shim (sys.executable is empty)")
+    lifeline_r, lifeline_w = os.pipe()
+    control_r, control_w = os.pipe()
+    try:
+        shim = await trio.lowlevel.open_process(
+            [sys.executable, "-I", "-S", SHIM_PATH, str(lifeline_r), str(control_w)],
+            env={TOKEN_VAR: token},
+            cwd="/",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=(lifeline_r, control_w),
+        )
+    except BaseException as exc:
+        os.close(lifeline_w)
+        os.close(control_r)
+        if isinstance(exc, OSError):
+            raise _exec_failed(launch, f"supervisor shim: {exc.strerror or exc}") from exc
+        raise
+    finally:
+        os.close(lifeline_r)
+        os.close(control_w)
+    lifeline = trio.lowlevel.FdStream(lifeline_w)
+    control = _ControlReader(trio.lowlevel.FdStream(control_r))
+    line: str | None = None
+    try:
+        with trio.move_on_after(SPAWN_TIMEOUT):
+            await lifeline.send_all(_spec(launch, env))
+            line = await control.line()
+        if line is not None and line.startswith("pid "):
+            return _ShimProcess(shim, int(line.split()[1]), token, lifeline, control)
+    except BaseException:
+        line = None
+        with trio.CancelScope(shield=True):
+            await _abandon(shim, lifeline, control, token)
+        raise
+    with trio.CancelScope(shield=True):
+        await _abandon(shim, lifeline, control, token)
+        if line is not None and line.startswith("error "):
+            _, stage, code, *text = [*line.split(" ", 3), ""]
+            detail = f"{text[0]} (errno {code}, at {stage})"
+        else:
+            tail = b""
+            with (
+                trio.move_on_after(0.5),
+                contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError),
+            ):
+                assert shim.stderr is not None
+                tail = bytes(await shim.stderr.receive_some(4096))
+            detail = f"supervisor shim exited with status {shim.returncode}: {tail.decode(errors='replace')}"
+        for stream in (shim.stdin, shim.stdout, shim.stderr):
+            if stream is not None:
+                await stream.aclose()
+    raise _exec_failed(launch, detail)
+
+
+async def _abandon(shim: trio.Process, lifeline: trio.lowlevel.FdStream, control: _ControlReader, token: str) -> None:
+    """End a shim whose spawn did not complete: lifeline EOF, then SIGKILL, then a sweep."""
+    await lifeline.aclose()
+    with trio.move_on_after(_SHIM_SLACK):
+        await shim.wait()
+    if shim.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            shim.kill()
+        await shim.wait()
+    await control.stream.aclose()
+    await trio.to_thread.run_sync(sweep_leftovers, token)
+
+
+async def spawn(launch: Launch) -> SandboxedProcess:
+    """Start ``launch`` and return the running :class:`SandboxedProcess`.
+
+    The plugin gets ``launch.env`` plus ``HOSTD_SANDBOX_TOKEN`` (a fresh
+    token), ``cwd=launch.cwd``, ``argv = [launch.command, *launch.args]``
+    executed from ``launch.executable``, three pipes, its own session and no
+    other file descriptors. Never a shell. With ``"shim"`` in
+    ``launch.isolation`` it runs under the supervisor shim (about 40 ms
+    more), with ``"rlimits"`` it gets ``RLIMIT_CORE=0`` and ``RLIMIT_NOFILE``
+    capped at :data:`NOFILE_LIMIT`, with ``"no_new_privs"`` it gets
+    ``PR_SET_NO_NEW_PRIVS``; these two need the shim. Returns once the
+    plugin's executable is running (exec succeeded).
+
+    Raises :class:`~sandbox.launch.LaunchError` with ``kind="EXEC_FAILED"``
+    when the process cannot be started; the message names the command and
+    carries the errno text (e.g. ``"No such file or directory"``). If
+    cancelled midway, whatever was started is ended before the
+    cancellation propagates.
+    """
+    token = _new_token()
+    env = dict(launch.env)
+    env[TOKEN_VAR] = token
+    if "shim" in launch.isolation:
+        return await _spawn_shim(launch, token, env)
+    try:
+        proc = await trio.lowlevel.open_process(
+            launch.argv,
+            executable=launch.executable,
+            cwd=launch.cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        raise _exec_failed(launch, exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))) from exc
+    return _DirectProcess(proc, proc.pid, token)
