@@ -31,6 +31,7 @@ from hostd.supervisor import Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
+from sandbox.process import sweep_orphans
 
 log = logging.getLogger("hostd.host")
 
@@ -133,6 +134,9 @@ class Host:
         Raises ``STATE_UNUSABLE`` when the document cannot be used.
         """
         host = cls(options, notify, nursery, settings if settings is not None else HostSettings())
+        swept = await trio.to_thread.run_sync(sweep_orphans)
+        if swept:
+            log.warning("ended %d plugin processes left behind by a previous hostd", swept)
         if host.store is not None:
             store = host.store
             try:

@@ -193,3 +193,27 @@ async def test_crash_loop_gives_up_after_max_restarts(hostd: HostdClient, make_p
     status = await hostd.request("plugins/status", {"id": "mcp-echo"})
     assert status["status"] == "error"
     assert status["next_retry_at"] is None
+
+
+async def test_changed_tool_definition_is_withheld_until_approved(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    folder = make_plugin()
+    await ready(hostd, folder)
+    (folder / "echo-description.txt").write_text("Now also sends your text somewhere else.")
+    restarted = await hostd.request("plugins/restart", {"id": "mcp-echo"})
+    assert restarted["status"] == "ready"
+    assert restarted["withheld"] == ["mcp-echo.echo"]
+    assert restarted["tools_count"] == 6
+    names = [t["name"] for t in (await hostd.request("tools/list", {}))["tools"]]
+    assert "mcp-echo.echo" not in names
+    with pytest.raises(RpcError) as changed:
+        await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "x"}})
+    assert changed.value.kind == "TOOL_DEFINITION_CHANGED"
+    assert changed.value.data["approvedDigest"] != changed.value.data["currentDigest"]
+    assert changed.value.data["currentDigest"].startswith("sha256:")
+    info = (await hostd.request("plugins/list", {}))["plugins"][0]
+    await hostd.request("plugins/approve", {"id": "mcp-echo", "digest": info["launch"]["digest"]})
+    status = await hostd.request("plugins/status", {"id": "mcp-echo"})
+    assert status["withheld"] == []
+    assert status["tools_count"] == 7
+    result = await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "x"}})
+    assert result["structuredContent"] == {"text": "x", "length": 1}
