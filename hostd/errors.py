@@ -52,6 +52,7 @@ class ErrorKind(Enum):
         -32030,
         "The tool's definition changed since approval; it is withheld until approved again.",
     )
+    IMPORT_INVALID = (-32031, "The config cannot be imported; data.entries gives each entry's outcome.")
     MANIFEST_CHANGED = (-32029, "The manifest changed on disk since it was approved; approve it again.")
 
     @property

@@ -13,16 +13,19 @@ import contextlib
 import hashlib
 import logging
 import os
+import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import orjson
 import trio
 
 from hostd import protocol as p
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
+from hostd.importer import ConfigError, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
@@ -324,7 +327,12 @@ class Host:
     async def install(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/install {path}``: read and validate the manifest; start nothing."""
         args = p.parse_params(p.InstallParams, params)
-        folder = Path(os.path.abspath(os.path.expanduser(args.path)))
+        plugin = await self._install(Path(os.path.abspath(os.path.expanduser(args.path))))
+        await self.persist()
+        return self.info(plugin)
+
+    async def _install(self, folder: Path) -> InstalledPlugin:
+        """Read and validate ``folder``'s manifest and add the plugin (stopped)."""
         manifest, digest = await trio.to_thread.run_sync(load_manifest, folder)
         if self.known_permissions is not None:
             unknown = sorted(set(manifest.permissions) - self.known_permissions)
@@ -357,8 +365,84 @@ class Host:
             plugin.supervisor.pinned = existing.supervisor.pinned
         with contextlib.suppress(LaunchError):
             self._resolve(plugin)  # a failure is shown in launch.error; enable fails with it
+        return plugin
+
+    async def import_config(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/import {config}``: install every server of an ``mcpServers`` config.
+
+        All-or-nothing: any invalid entry fails the whole import
+        (``IMPORT_INVALID``, each entry's outcome in ``data.entries``) and
+        nothing is written. Remote (``url``) entries are reported, not installed.
+        Generated manifests live in ``<stateDir>/imported/<id>/plugin.json``.
+        """
+        args = p.parse_params(p.ImportParams, params)
+        try:
+            entries = plan_import(args.config, taken=set(self.plugins))
+        except ConfigError as exc:
+            raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[]) from None
+        invalid = [e for e in entries if e.outcome == "invalid"]
+        if invalid:
+            raise HostError(
+                ErrorKind.IMPORT_INVALID,
+                f"nothing imported: {len(invalid)} invalid entr{'y' if len(invalid) == 1 else 'ies'} "
+                f"({', '.join(repr(e.name) for e in invalid)})",
+                entries=[e.to_wire() for e in entries],
+            )
+        if self.store is None:
+            raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/import needs a state directory")
+        root = self.store.directory / "imported"
+        installed: list[str] = []
+        written: list[Path] = []
+        results: list[dict[str, Any]] = []
+        try:
+            for entry in entries:
+                wire = entry.to_wire()
+                results.append(wire)
+                if entry.manifest is None or entry.plugin_id is None:
+                    continue
+                folder = root / entry.plugin_id
+                await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
+                written.append(folder)
+                plugin = await self._install(folder)
+                installed.append(plugin.manifest.id)
+                wire["outcome"] = "installed"
+                wire["plugin"] = self.info(plugin)
+        except HostError:
+            for plugin_id in installed:
+                self.plugins.pop(plugin_id, None)
+            for folder in written:
+                await trio.to_thread.run_sync(shutil.rmtree, folder, True)
+            raise
         await self.persist()
-        return self.info(plugin)
+        return {"entries": results}
+
+    async def _record_discovered_tools(self, plugin: InstalledPlugin) -> None:
+        """First enable of a ``contributes.discover`` plugin: write the tools it reported
+        into its manifest, stop it, and ask for approval of the result."""
+        plugin_id = plugin.manifest.id
+        tools = self.registry.tools(plugin_id)
+        names = sorted(t.name for t in tools)
+        permissions = sorted(set(plugin.manifest.permissions) | {t.permission for t in tools if t.permission})
+        await plugin.supervisor.disable()
+        document = plugin.manifest.model_dump(mode="json", exclude_none=True)
+        document["contributes"] = {"tools": names}
+        document["permissions"] = permissions
+        await trio.to_thread.run_sync(_write_manifest, plugin.path, document)
+        manifest, digest = await trio.to_thread.run_sync(load_manifest, plugin.path)
+        fresh = self._add_plugin(plugin.path, manifest, digest)
+        fresh.granted = plugin.granted & set(manifest.permissions)
+        fresh.approved_digest = plugin.approved_digest
+        launch = self._resolve(fresh)
+        await self.persist()
+        raise HostError(
+            ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
+            f"plugin {plugin_id} reported {len(names)} tools, now recorded in its manifest; "
+            "approve the plugin with its tools, then enable it",
+            plugin=plugin_id,
+            launch=self._launch_info(fresh, launch),
+            discoveredTools=names,
+            permissions=permissions,
+        )
 
     def _add_plugin(self, folder: Path, manifest: Manifest, digest: str) -> InstalledPlugin:
         plugin_id = manifest.id
@@ -435,7 +519,11 @@ class Host:
         launch = self._gate(plugin)
         plugin.enabled = True
         await self.persist()
-        return await plugin.supervisor.enable(launch)
+        status = await plugin.supervisor.enable(launch)
+        if plugin.manifest.contributes.discover:
+            plugin.enabled = False
+            await self._record_discovered_tools(plugin)
+        return status
 
     def _gate(self, plugin: InstalledPlugin) -> Launch:
         """Steps 1 and 2 of enable: every permission granted, the launch approved."""
@@ -545,6 +633,16 @@ class Host:
         return await plugin.supervisor.call(tool, args.arguments, timeout=timeout, report_progress=progress)
 
 
+def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
+    """Write ``plugin.json`` into ``folder`` (created 0700) atomically."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = folder / "plugin.json"
+    temporary = folder / ".plugin.json.tmp"
+    temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    os.chmod(temporary, 0o600)
+    os.replace(temporary, target)
+
+
 async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:
     try:
         await supervisor.disable(grace=grace)
@@ -554,6 +652,7 @@ async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:
 
 Host.METHODS = {
     "plugins/install": Host.install,
+    "plugins/import": Host.import_config,
     "plugins/uninstall": Host.uninstall,
     "plugins/list": Host.list,
     "plugins/grant": Host.grant,

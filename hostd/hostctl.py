@@ -37,6 +37,7 @@ import trio
 from hostd import __version__
 from hostd.client import HostdClient, Notification, RpcError, plugin_environment
 from hostd.control import PROTOCOL_VERSION
+from hostd.state import default_state_dir
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -316,6 +317,47 @@ async def run_status(folders: Sequence[str], *, state_dir: str | None) -> int:
     rows.sort(key=lambda row: row[0])
     print(format_table(["PLUGIN", "STATUS", "TOOLS", "SERVER", "PROTOCOL", "ERROR"], rows))
     return EXIT_FAILED if failed else EXIT_OK
+
+
+# -- hostctl import ----------------------------------------------------------------
+
+
+async def run_import(config_file: str, *, state_dir: str) -> int:
+    """``hostctl import FILE``: install every server of an mcpServers config into ``state_dir``."""
+    try:
+        text = Path(config_file).read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot read {config_file}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        async with open_hostd(state_dir) as client:
+            try:
+                result = await client.request("plugins/import", {"config": text})
+            except RpcError as exc:
+                print(f"error: {exc.kind}: {exc.message}", file=sys.stderr)
+                entries = exc.data.get("entries", [])
+                if entries:
+                    print(_import_table(entries), file=sys.stderr)
+                return EXIT_FAILED
+    except _HOSTD_FAILURES as exc:
+        print("\n".join(Failure.from_exception(exc).lines()), file=sys.stderr)
+        return EXIT_FAILED
+    print(_import_table(result["entries"]))
+    print(f"state: {state_dir}; approve and enable each plugin from your app (its tools are recorded at first enable)")
+    return EXIT_OK
+
+
+def _import_table(entries: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            str(e.get("name")),
+            str(e.get("outcome")),
+            str(e.get("id") or "-"),
+            "; ".join([*([e["message"]] if e.get("message") else []), *e.get("notes", [])]) or "",
+        ]
+        for e in entries
+    ]
+    return format_table(["NAME", "OUTCOME", "PLUGIN", "NOTES"], rows)
 
 
 # -- hostctl demo ------------------------------------------------------------------
@@ -665,6 +707,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"on {_relative(ECHO_PLUGIN)} and, unless --no-real, {_relative(REAL_PLUGIN)}.",
     )
     demo.add_argument("--no-real", action="store_true", help="skip the real third-party server")
+
+    importer = commands.add_parser(
+        "import",
+        help="install the servers of an mcpServers config (Claude Desktop, Cursor, VS Code...)",
+        description="Install every server of CONFIG (mcpServers / servers JSON, comments allowed) as a plugin in "
+        "hostd's state folder; all or nothing.",
+    )
+    importer.add_argument("config", metavar="CONFIG", help="the config file")
+    importer.add_argument("--state-dir", metavar="DIR", help="hostd state folder (default: the user's state folder)")
     return parser
 
 
@@ -697,6 +748,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     as_json=args.json,
                 )
             )
+        if args.command == "import":
+            state_dir = args.state_dir if args.state_dir is not None else str(default_state_dir())
+            return trio.run(lambda: run_import(args.config, state_dir=state_dir))
         if args.command == "status":
             return trio.run(lambda: run_status(args.plugin_dirs, state_dir=args.state_dir))
         return trio.run(lambda: run_demo(real=not args.no_real))

@@ -182,6 +182,14 @@ class Contributes(BaseModel):
         json_schema_extra={"uniqueItems": True},
         description="Host tool names '<id>.<MCP tool name>'; must equal the server's tools exactly.",
     )
+    discover: bool = Field(
+        default=False,
+        description=(
+            "Record the tools the server reports at the first enable into this manifest, then ask for "
+            "approval again (plugins imported from mcpServers configs, which declare no tools). "
+            "Requires an empty 'tools'."
+        ),
+    )
 
 
 class Manifest(BaseModel):

@@ -49,6 +49,13 @@ class ApproveParams(_Params):
     digest: str = Field(min_length=1)
 
 
+class ImportParams(_Params):
+    """``plugins/import {config}``: an ``mcpServers`` / ``servers`` config, as text (JSON with
+    comments allowed) or as an object."""
+
+    config: str | dict[str, Any]
+
+
 class ToolsListParams(_Params):
     """``tools/list {plugin?}``."""
 

@@ -41,7 +41,7 @@ from hostd.manifest import Manifest
 from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
-from hostd.tools import HostTool, convert_tools
+from hostd.tools import PERMISSION_META_KEY, HostTool, convert_tools
 from sandbox.launch import Launch, LaunchError
 from sandbox.process import SandboxedProcess, spawn
 
@@ -446,12 +446,22 @@ class PluginSupervisor:
         """Validate a listing against the manifest (in a worker thread: schema checks cost)."""
         manifest = self.manifest
 
+        contributes = manifest.contributes.tools
+        permissions = list(manifest.permissions)
+        if manifest.contributes.discover:  # imported: whatever the server reports, recorded by the host
+            contributes = [f"{self.plugin_id}.{t['name']}" for t in raw if isinstance(t.get("name"), str)]
+            for tool in raw:
+                meta = tool.get("_meta")
+                declared = meta.get(PERMISSION_META_KEY) if isinstance(meta, dict) else None
+                if isinstance(declared, str) and declared not in permissions:
+                    permissions.append(declared)
+
         def convert() -> list[HostTool]:
             return convert_tools(
                 self.plugin_id,
                 raw,
-                permissions=manifest.permissions,
-                contributes=manifest.contributes.tools,
+                permissions=permissions,
+                contributes=contributes,
                 protocol_version=protocol_version,
             )
 

@@ -1,0 +1,126 @@
+"""Importing mcpServers configs: exact plugins produced, all-or-nothing, discovery on first enable."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from hostd.client import RpcError
+from hostd.importer import plan_import, sanitize_id, strip_jsonc
+from tests.conftest import ECHO, ECHO_TOOLS, spawn_hostd
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -> None:
+    entries = plan_import((DATA / "claude_desktop_config.json").read_text(), taken={"filesystem"})
+    assert [(e.name, e.outcome, e.plugin_id) for e in entries] == [
+        ("filesystem", "ready-to-install", "filesystem-2"),
+        ("My Server", "ready-to-install", "my-server"),
+        ("my-server", "ready-to-install", "my-server-2"),
+        ("remote", "remote-not-supported", None),
+    ]
+    my_server = entries[1].manifest
+    assert my_server is not None
+    assert my_server["backend"]["command"] == "npx"
+    assert my_server["backend"]["args"] == ["-y", "my-server"]
+    assert my_server["backend"]["env"] == {"API_KEY": "sk-test-123456789012"}
+    assert my_server["contributes"] == {"tools": [], "discover": True}
+    assert entries[1].notes == [
+        "command 'C:\\\\Program Files\\\\nodejs\\\\npx.cmd' reduced to 'npx.cmd': "
+        "plugins run a bare name found on PATH",
+        "Windows launcher 'npx.cmd' run as 'npx'",
+    ]
+    assert entries[2].notes == ["cwd '/tmp' ignored: a plugin runs in its own folder"]
+    assert entries[3].url == "https://mcp.example.invalid/mcp"
+
+
+def test_vscode_form() -> None:
+    entries = plan_import((DATA / "vscode_mcp.json").read_text())
+    assert [(e.name, e.outcome, e.plugin_id) for e in entries] == [
+        ("Time", "ready-to-install", "time"),
+        ("github", "remote-not-supported", None),
+    ]
+    nested = plan_import({"mcp": {"servers": {"a b": {"command": "node", "args": ["x.js"]}}}})
+    assert [(e.plugin_id, e.manifest["backend"]["command"]) for e in nested if e.manifest] == [("a-b", "node")]
+
+
+def test_ids_and_jsonc() -> None:
+    assert sanitize_id("GitHub (work)") == "github-work"
+    assert sanitize_id("***") == "server"
+    assert len(sanitize_id("x" * 100)) == 63
+    assert strip_jsonc('{"a": "// not a comment", /* c */ "b": [1,2,],}') == '{"a": "// not a comment",  "b": [1,2]}'
+
+
+def _echo_config(name: str = "Echo Fixture") -> str:
+    return json.dumps({"mcpServers": {name: {"command": "python3", "args": [str(ECHO / "server.py")]}}})
+
+
+async def test_import_then_first_enable_records_tools_and_asks_for_approval(tmp_path: Path) -> None:
+    async with spawn_hostd(tmp_path) as client:
+        result = await client.request("plugins/import", {"config": _echo_config()})
+        assert [(e["name"], e["outcome"], e["id"]) for e in result["entries"]] == [
+            ("Echo Fixture", "installed", "echo-fixture")
+        ]
+        info = result["entries"][0]["plugin"]
+        assert info["path"] == str(tmp_path / "state" / "imported" / "echo-fixture")
+        assert info["tools"] == []
+        await client.request("plugins/approve", {"id": "echo-fixture", "digest": info["launch"]["digest"]})
+        with pytest.raises(RpcError) as recorded:
+            await client.request("plugins/enable", {"id": "echo-fixture"})
+        assert recorded.value.kind == "MCP_TRUST_APPROVAL_REQUIRED"
+        assert recorded.value.data["discoveredTools"] == sorted(f"echo-fixture.{t}" for t in ECHO_TOOLS)
+        manifest = json.loads((tmp_path / "state" / "imported" / "echo-fixture" / "plugin.json").read_text())
+        assert manifest["contributes"] == {"tools": recorded.value.data["discoveredTools"]}
+        assert recorded.value.data["permissions"] == ["echo.inspect", "echo.use"]
+        assert (await client.request("plugins/status", {"id": "echo-fixture"}))["status"] == "stopped"
+        await client.request("plugins/grant", {"id": "echo-fixture", "permissions": ["echo.inspect", "echo.use"]})
+        digest = recorded.value.data["launch"]["digest"]
+        assert digest != info["launch"]["digest"]
+        await client.request("plugins/approve", {"id": "echo-fixture", "digest": digest})
+        status = await client.request("plugins/enable", {"id": "echo-fixture"})
+        assert status["status"] == "ready"
+        assert status["tools_count"] == 7
+        echoed = await client.request("tools/call", {"name": "echo-fixture.echo", "arguments": {"text": "imported"}})
+        assert echoed["structuredContent"] == {"text": "imported", "length": 8}
+
+
+async def test_import_is_all_or_nothing(tmp_path: Path) -> None:
+    config = {"mcpServers": {"good": {"command": "python3"}, "bad": {"args": ["no command"]}}}
+    async with spawn_hostd(tmp_path) as client:
+        with pytest.raises(RpcError) as refused:
+            await client.request("plugins/import", {"config": config})
+        assert refused.value.kind == "IMPORT_INVALID"
+        assert [(e["name"], e["outcome"]) for e in refused.value.data["entries"]] == [
+            ("good", "ready-to-install"),
+            ("bad", "invalid"),
+        ]
+        assert (await client.request("plugins/list", {}))["plugins"] == []
+    assert not (tmp_path / "state" / "imported").exists()
+
+
+async def test_hostctl_import_prints_each_outcome(tmp_path: Path) -> None:
+    done = await trio.run_process(
+        [
+            sys.executable,
+            "-m",
+            "hostd.hostctl",
+            "import",
+            str(DATA / "vscode_mcp.json"),
+            "--state-dir",
+            str(tmp_path / "s"),
+        ],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "Time" in out and "installed" in out and "time" in out
+    assert "github" in out and "remote-not-supported" in out
+    state = json.loads((tmp_path / "s" / "state.json").read_text())
+    assert sorted(state["plugins"]) == ["time"]
