@@ -190,6 +190,7 @@ class PluginLink:
         self._decoder = LineDecoder(max_frame_bytes)
         self._stdout_noise = stdout_noise
         self._log_limit = _RateLimit(_LOG_RATE_PER_SECOND, _LOG_BURST)
+        self._dropped_reported = 0
         self._noise_limit = _RateLimit(1.0, 3.0)
         self._write_lock = trio.Lock()
         self._closing = False
@@ -410,8 +411,7 @@ class PluginLink:
                 data = b""
             lines = self.stderr.feed(data) if data else self.stderr.flush()
             for line in lines:
-                if self._log_limit.allow():
-                    await self._on_log("info", "stderr", line)
+                await self._relay("info", "stderr", line)
             if not data:
                 return
 
@@ -425,9 +425,20 @@ class PluginLink:
     # -- session callbacks ------------------------------------------------------
 
     async def _mcp_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        if self._log_limit.allow():
-            data = params.data if isinstance(params.data, str) else encode(params.data).decode()
-            await self._on_log(str(params.level), "mcp", self._redact(data))
+        data = params.data if isinstance(params.data, str) else encode(params.data).decode()
+        await self._relay(str(params.level), "mcp", self._redact(data[:_STDERR_LINE_BYTES]))
+
+    async def _relay(self, level: str, source: str, message: str) -> None:
+        """Forward one log line as ``plugins/log`` within the rate limit (20/s, bursts of 50);
+        after a gap, say how many lines the limit dropped."""
+        limit = self._log_limit
+        if not limit.allow():
+            return
+        if limit.dropped > self._dropped_reported:
+            missed = limit.dropped - self._dropped_reported
+            self._dropped_reported = limit.dropped
+            await self._on_log("warning", "host", f"{missed} log lines dropped by the rate limit")
+        await self._on_log(level, source, message)
 
     async def _message(self, message: types.ServerNotification | Exception) -> None:
         if isinstance(message, Exception):

@@ -146,6 +146,17 @@ class Backend(BaseModel):
         allow_inf_nan=False,
         description="Default seconds a tools/call may take before TOOL_TIMEOUT.",
     )
+    tool_timeout_reset_on_progress: bool = Field(
+        default=False,
+        description="Restart a call's timeout whenever the tool reports progress (up to tool_timeout_max_seconds).",
+    )
+    tool_timeout_max_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=24 * 3600,
+        allow_inf_nan=False,
+        description="Absolute bound of one tools/call when its timeout resets on progress (default: 10x the timeout).",
+    )
     stdout_noise: Literal["strict", "drop"] = Field(
         default="strict",
         description=(

@@ -563,13 +563,19 @@ class PluginSupervisor:
         link = self._link
         if self.state is not State.READY or link is None or link.session is None:
             raise self._unavailable(tool, f"plugin {self.plugin_id} is {self.state.value}")
-        limit = timeout if timeout is not None else self.manifest.backend.tool_timeout_seconds
+        backend = self.manifest.backend
+        limit = timeout if timeout is not None else backend.tool_timeout_seconds
+        started = trio.current_time()
+        ceiling = started + (backend.tool_timeout_max_seconds or 10 * limit)
+        scope = trio.CancelScope(deadline=started + limit)
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if backend.tool_timeout_reset_on_progress:  # manifest: tool_timeout_reset_on_progress
+                scope.deadline = min(trio.current_time() + limit, ceiling)
             await report_progress(progress, total, message)
 
         result: types.CallToolResult | None = None
-        with trio.move_on_after(limit) as scope:
+        with scope:
             try:
                 raw = await link.session.call_tool(tool.remote_name, arguments, progress_callback=on_progress)
             except MCPError as exc:
@@ -597,7 +603,8 @@ class PluginSupervisor:
         if result is None or scope.cancelled_caught:
             raise HostError(
                 ErrorKind.TOOL_TIMEOUT,
-                f"{tool.name} did not answer within {limit:g} s; the plugin was sent notifications/cancelled",
+                f"{tool.name} did not answer within {trio.current_time() - started:.3g} s "
+                f"(timeout {limit:g} s); the plugin was sent notifications/cancelled",
                 plugin=self.plugin_id,
                 tool=tool.name,
                 timeoutSeconds=limit,

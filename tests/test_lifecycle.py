@@ -217,3 +217,17 @@ async def test_changed_tool_definition_is_withheld_until_approved(hostd: HostdCl
     assert status["tools_count"] == 7
     result = await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "x"}})
     assert result["structuredContent"] == {"text": "x", "length": 1}
+
+
+async def test_timeout_resets_on_progress_up_to_the_maximum(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    folder = make_plugin(
+        backend={"tool_timeout_seconds": 0.6, "tool_timeout_reset_on_progress": True, "tool_timeout_max_seconds": 5}
+    )
+    await ready(hostd, folder)
+    # 2 s in 8 steps: progress every 0.25 s keeps a 0.6 s timeout alive.
+    result = await hostd.request("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 2, "steps": 8}})
+    assert result["content"] == [{"type": "text", "text": "slept 2"}]
+    # 8 s in 32 steps would pass the 5 s ceiling.
+    with pytest.raises(RpcError) as capped:
+        await hostd.request("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 8, "steps": 32}})
+    assert capped.value.kind == "TOOL_TIMEOUT"
