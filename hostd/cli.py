@@ -49,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"bound of one message from the parent, in bytes (default {PARENT_FRAME_LIMIT})",
     )
     serve.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=256 * 1024,
+        help="bound of one tool result sent to the parent, in bytes (default 262144)",
+    )
+    serve.add_argument(
         "--restart",
         default="on-failure",
         choices=["on-failure", "never"],
@@ -85,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             restart=args.restart,
             ping_interval=args.ping_interval,
             ping_timeout=args.ping_timeout,
+            max_result_bytes=args.max_result_bytes,
         )
         host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host

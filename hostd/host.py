@@ -30,7 +30,7 @@ from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
 from hostd.state import PluginRecord, StateError, StateStore
-from hostd.supervisor import Liveness, PluginSupervisor, State
+from hostd.supervisor import RESULT_LIMIT, Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
@@ -48,6 +48,7 @@ class HostSettings:
     ``trust_development``: the trust gate only logs. ``pass_proxy``: proxy and
     CA variables reach plugins. ``restart``: the restart policy after a crash.
     ``ping_interval`` / ``ping_timeout``: liveness checks, in seconds.
+    ``max_result_bytes``: the bound of one tool result sent to the parent.
     """
 
     trust_development: bool = False
@@ -55,6 +56,7 @@ class HostSettings:
     restart: RestartMode = "on-failure"
     ping_interval: float = 30.0
     ping_timeout: float = 10.0
+    max_result_bytes: int = RESULT_LIMIT
 
 
 @dataclass
@@ -455,6 +457,7 @@ class Host:
             restart_policy=RestartPolicy(mode=self.settings.restart),
             liveness=Liveness(self.settings.ping_interval, self.settings.ping_timeout),
             on_change=self.persist,
+            result_limit=self.settings.max_result_bytes,
         )
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         self.plugins[plugin_id] = plugin

@@ -191,6 +191,10 @@ class PluginLink:
         self._stdout_noise = stdout_noise
         self._log_limit = _RateLimit(_LOG_RATE_PER_SECOND, _LOG_BURST)
         self._dropped_reported = 0
+        self._orphan_limit = _RateLimit(5.0, 10.0)
+        self.orphans = 0
+        self._outstanding: dict[types.RequestId, str] = {}
+        self._last_tools_page: dict[str, Any] | None = None
         self._noise_limit = _RateLimit(1.0, 3.0)
         self._write_lock = trio.Lock()
         self._closing = False
@@ -226,7 +230,7 @@ class PluginLink:
                         discovery = await self._discover(session, startup_timeout)
                     except HostError as exc:
                         error = exc
-                        self._fail("start failed")
+                        self._fail(str(exc.data.get("reason", exc.message)))
                     else:
                         task_status.started(discovery)
                         await self.done.wait()
@@ -248,11 +252,11 @@ class PluginLink:
             # Let a process that is exiting right now say so instead.
             with trio.move_on_after(0.2):
                 await self.done.wait()
-            reason = self.failure or f"startup timed out after {startup_timeout:g} s"
+            reason = self._during_start(self.failure) or f"startup timed out after {startup_timeout:g} s"
             raise self._start_error(reason, seconds=round(time.monotonic() - started, 3)) from None
         except MCPError as exc:
             if self.failure is not None:
-                raise self._start_error(self.failure) from None
+                raise self._start_error(self._during_start(self.failure) or "start failed") from None
             raise self._start_error(f"initialize failed: {exc.error.message}", upstream=_error_dict(exc)) from None
         except ValidationError as exc:
             raise self._start_error(f"invalid answer from the server: {_pydantic_summary(exc)}") from None
@@ -274,18 +278,48 @@ class PluginLink:
         """
         tools: list[dict[str, Any]] = []
         seen: set[str] = set()
+        names: set[str] = set()
         cursor: str | None = None
-        for _page in range(MAX_LIST_PAGES):
+        for page in range(1, MAX_LIST_PAGES + 1):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            result = await session.list_tools(params=params)
-            tools.extend(t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in result.tools)
-            cursor = result.next_cursor
-            if cursor is None:
+            self._last_tools_page = None
+            try:
+                await session.list_tools(params=params)
+            except ValidationError:
+                # The SDK's model refused the page; hostd.tools reports each tool's problem
+                # precisely, from the server's own JSON (kept by the transport).
+                if self._last_tools_page is None:
+                    raise
+            raw = self._last_tools_page
+            if raw is None or not isinstance(raw.get("tools"), list):
+                raise self._start_error(f"tools/list page {page} has no 'tools' array")
+            page_tools = raw["tools"]
+            if not all(isinstance(t, dict) for t in page_tools):
+                raise self._start_error(f"tools/list page {page}: every tool must be an object")
+            next_cursor = raw.get("nextCursor")
+            if next_cursor is not None and not isinstance(next_cursor, str):
+                raise self._start_error(f"tools/list page {page}: nextCursor must be a string or absent")
+            if next_cursor is not None and next_cursor in seen:
+                raise self._start_error(f"tools/list repeated the cursor {next_cursor[:80]!r}: the listing never ends")
+            page_names = {t["name"] for t in page_tools if isinstance(t.get("name"), str)}
+            repeated = sorted(page_names & names)
+            if repeated:
+                raise self._start_error(
+                    f"tools/list page {page} repeats {repeated[0]!r} from an earlier page (a duplicate): "
+                    "the listing never ends"
+                )
+            names |= page_names
+            tools.extend(page_tools)
+            if next_cursor is None:
                 return tools
-            if cursor in seen:
-                raise self._start_error(f"tools/list repeated the cursor {cursor[:80]!r}: the listing never ends")
-            seen.add(cursor)
+            seen.add(next_cursor)
+            cursor = next_cursor
         raise self._start_error(f"tools/list did not end within {MAX_LIST_PAGES} pages")
+
+    def _during_start(self, failure: str | None) -> str | None:
+        if failure is not None and (failure.startswith(("exited with", "was killed"))):
+            return f"{failure} during start"
+        return failure
 
     def _start_error(self, reason: str, **data: Any) -> HostError:
         return HostError(
@@ -346,6 +380,13 @@ class PluginLink:
                 if isinstance(message, types.JSONRPCRequest):
                     await self._answer_server_request(message)
                     continue
+                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                    method = self._outstanding.pop(message.id, None) if message.id is not None else None
+                    if method is None:
+                        await self._orphan(message)
+                        continue
+                    if method == "tools/list" and isinstance(message, types.JSONRPCResponse):
+                        self._last_tools_page = event.value.get("result")
                 try:
                     await self._read_send.send(SessionMessage(message))
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -361,6 +402,20 @@ class PluginLink:
             self._fail("closed its stdout")
         else:
             self._fail(_exit_reason(code))
+
+    async def _orphan(self, message: types.JSONRPCResponse | types.JSONRPCError) -> None:
+        """A response to no request in flight (unknown id, a duplicate, a late answer): dropped."""
+        self.orphans += 1
+        if self._orphan_limit.allow():
+            kind = "an error" if isinstance(message, types.JSONRPCError) else "a response"
+            await self._on_log(
+                "warning", "stdout", f"dropped {kind} for id {message.id!r}: no request in flight has that id"
+            )
+
+    @property
+    def pending_frame_bytes(self) -> int:
+        """Bytes of an unfinished stdout line held right now (a half-written message)."""
+        return self._decoder.pending_bytes
 
     async def _noise(self, head: bytes, why: str) -> bool:
         """Handle a non-JSON-RPC line; return False when it ended the link."""
@@ -388,7 +443,13 @@ class PluginLink:
 
     async def _pump_stdin(self) -> None:
         async for item in self._write_receive:
-            data = encode(item.message.model_dump(mode="json", by_alias=True, exclude_unset=True))
+            message = item.message
+            if isinstance(message, types.JSONRPCRequest):
+                self._outstanding[message.id] = message.method
+            elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+                # A late answer to a cancelled request is an orphan from now on.
+                self._outstanding.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]
+            data = encode(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
             if not await self._write(data):
                 return
 

@@ -128,6 +128,8 @@ class PluginSupervisor:
         #: Tools withheld because their definition changed since approval: name -> digests.
         self.withheld: dict[str, dict[str, str]] = {}
         self._current_tools: list[HostTool] = []
+        #: Tools the server listed but hostd rejected (invalid definitions), as problems.
+        self.rejected: list[dict[str, Any]] = []
         self._registry = registry
         self._notify = notify
         self._nursery = nursery
@@ -170,6 +172,7 @@ class PluginSupervisor:
             "last_exit": self.last_exit,
             "next_retry_at": _iso(self.next_retry_at),
             "withheld": sorted(self.withheld),
+            "rejected": self.rejected,
         }
 
     async def _set_state(self, state: State, error: HostError | None = None) -> None:
@@ -333,6 +336,9 @@ class PluginSupervisor:
             stdout_noise=backend.stdout_noise,
         )
         self._link, self._instance_done = link, done
+        # Before the handshake: a list_changed during the first walk must not be lost.
+        self._pacer = RefreshPacer()
+        self._refresh_wanted = trio.Event()
         try:
             with unwrap_host_error():
                 failed = await self._serve_instance(link, process, done, task_status)
@@ -340,6 +346,7 @@ class PluginSupervisor:
                 await self._stop_after_failure(process, link, done)
                 await self._after_failure()
         except HostError as error:
+            self._stop_grace = min(self._stop_grace, 0.5)  # a failed start has nothing worth flushing
             if "stderrTail" not in error.data:
                 error.data["stderrTail"] = link.stderr.tail(10)
                 error.data.setdefault("plugin", self.plugin_id)
@@ -369,8 +376,6 @@ class PluginSupervisor:
             await self._publish(tools)
             self.started_at = time.time()
             self._ready_since = time.monotonic()
-            self._pacer = RefreshPacer()
-            self._refresh_wanted = trio.Event()
             await self._set_state(State.READY)
             await self._tools_changed()
             task_status.started()
@@ -449,23 +454,43 @@ class PluginSupervisor:
         contributes = manifest.contributes.tools
         permissions = list(manifest.permissions)
         if manifest.contributes.discover:  # imported: whatever the server reports, recorded by the host
-            contributes = [f"{self.plugin_id}.{t['name']}" for t in raw if isinstance(t.get("name"), str)]
             for tool in raw:
                 meta = tool.get("_meta")
                 declared = meta.get(PERMISSION_META_KEY) if isinstance(meta, dict) else None
                 if isinstance(declared, str) and declared not in permissions:
                     permissions.append(declared)
 
-        def convert() -> list[HostTool]:
+        def convert(listing: list[dict[str, Any]]) -> list[HostTool]:
+            expected = contributes
+            if manifest.contributes.discover:
+                expected = [f"{self.plugin_id}.{t['name']}" for t in listing if isinstance(t.get("name"), str)]
             return convert_tools(
                 self.plugin_id,
-                raw,
+                listing,
                 permissions=permissions,
-                contributes=contributes,
+                contributes=expected,
                 protocol_version=protocol_version,
             )
 
-        return await trio.to_thread.run_sync(convert)
+        try:
+            tools = await trio.to_thread.run_sync(convert, raw)
+        except HostError as error:
+            # A tool with a broken definition is rejected on its own (case D2): if the
+            # rest still equals contributes.tools, the plugin runs without it.
+            problems = error.data.get("problems", [])
+            bad = {p["tool"] for p in problems if p.get("field") != "contributes.tools"}
+            if not bad or not all(isinstance(name, str) for name in bad):
+                raise
+            kept = [t for t in raw if t.get("name") not in bad]
+            try:
+                tools = await trio.to_thread.run_sync(convert, kept)
+            except HostError:
+                raise error from None
+            self.rejected = [p for p in problems if p.get("tool") in bad]
+            await self._log("warning", "host", f"tools rejected for invalid definitions: {', '.join(sorted(bad))}")
+        else:
+            self.rejected = []
+        return tools
 
     async def _stop_after_failure(self, process: SandboxedProcess, link: PluginLink, done: trio.Event) -> None:
         """End the tree of a failed instance before the restart policy looks at it."""
@@ -513,6 +538,7 @@ class PluginSupervisor:
                     f"tools/list_changed feedback loop: {self._pacer.walks} walks found nothing new; "
                     "automatic refresh stopped until the plugin restarts",
                 )
+                return
             if self._pacer.requested:
                 self._refresh_wanted.set()
 
@@ -601,13 +627,16 @@ class PluginSupervisor:
             assert isinstance(raw, types.CallToolResult)
             result = raw
         if result is None or scope.cancelled_caught:
+            pending = link.pending_frame_bytes
+            partial = f"; a partial frame of {pending} bytes was pending on stdout" if pending else ""
             raise HostError(
                 ErrorKind.TOOL_TIMEOUT,
                 f"{tool.name} did not answer within {trio.current_time() - started:.3g} s "
-                f"(timeout {limit:g} s); the plugin was sent notifications/cancelled",
+                f"(timeout {limit:g} s); the plugin was sent notifications/cancelled{partial}",
                 plugin=self.plugin_id,
                 tool=tool.name,
                 timeoutSeconds=limit,
+                pendingFrameBytes=pending,
             )
         out: dict[str, Any] = {
             "content": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]

@@ -188,7 +188,7 @@ async def test_crash_loop_gives_up_after_max_restarts(hostd: HostdClient, make_p
     with pytest.raises(RpcError) as failed:
         await ready(hostd, folder)
     assert failed.value.kind == "PLUGIN_START_FAILED"
-    assert failed.value.data["reason"] == "exited with code 1"
+    assert failed.value.data["reason"] == "exited with code 1 during start"
     assert failed.value.data["stderrTail"] == ["API key missing"]
     status = await hostd.request("plugins/status", {"id": "mcp-echo"})
     assert status["status"] == "error"
