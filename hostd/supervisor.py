@@ -232,7 +232,8 @@ class PluginSupervisor:
     async def _start(self, launch: Launch) -> dict[str, Any]:
         await self._set_state(State.STARTING)
         try:
-            await self._nursery.start(self._run_instance, launch)
+            with unwrap_host_error():
+                await self._nursery.start(self._run_instance, launch)
         except HostError as error:
             await self._set_state(State.ERROR, error)
             raise
