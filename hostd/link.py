@@ -351,12 +351,8 @@ class PluginLink:
     # -- transport tasks --------------------------------------------------------
 
     async def _pump_stdout(self) -> None:
-        stream = self.process.stdout
         while True:
-            try:
-                data = await stream.receive_some(_READ_BYTES)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
+            data = await _receive(self.process.stdout)
             if not data:
                 await self._stdout_closed()
                 return
@@ -464,12 +460,8 @@ class PluginLink:
         return True
 
     async def _pump_stderr(self) -> None:
-        stream = self.process.stderr
         while True:
-            try:
-                data = await stream.receive_some(_READ_BYTES)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
+            data = await _receive(self.process.stderr)
             lines = self.stderr.feed(data) if data else self.stderr.flush()
             for line in lines:
                 await self._relay("info", "stderr", line)
@@ -511,6 +503,14 @@ class PluginLink:
     def log_dropped(self) -> int:
         """How many stderr/mcp log lines the rate limit dropped."""
         return self._log_limit.dropped
+
+
+async def _receive(stream: trio.abc.ReceiveStream) -> bytes:
+    """One read of at most 64 KiB; ``b""`` at EOF or when the pipe is gone."""
+    try:
+        return bytes(await stream.receive_some(_READ_BYTES))
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return b""
 
 
 def _envelope(value: Any) -> types.JSONRPCMessage | None:
