@@ -12,6 +12,7 @@ import argparse
 import functools
 import importlib
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hostd", description="MCP plugin host daemon (JSON-RPC 2.0 on stdio).")
     parser.add_argument("--version", action="version", version=f"hostd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("doctor", help="print the isolation layers this machine offers")
     serve = commands.add_parser("serve", help="serve the control protocol on stdin/stdout")
     serve.add_argument("--state-dir", help="state folder (default: the platform's user state dir for hostd)")
     serve.add_argument(
@@ -55,6 +57,26 @@ def _parser() -> argparse.ArgumentParser:
         help="bound of one tool result sent to the parent, in bytes (default 262144)",
     )
     serve.add_argument(
+        "--sandbox",
+        default="standard",
+        choices=["basic", "standard", "strict"],
+        help="isolation of plugins: basic (shim, rlimits), standard (+ Landlock, seccomp where available; "
+        "network allowed), strict (+ no network, no shared package caches)",
+    )
+    serve.add_argument(
+        "--allow-write",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a further folder plugins may write under Landlock (repeatable)",
+    )
+    serve.add_argument("--max-rss-mb", type=float, help="end a plugin whose process tree uses more resident memory")
+    serve.add_argument(
+        "--max-cpu-percent",
+        type=float,
+        help="end a plugin whose tree uses more CPU (percent of one core, 30 s average)",
+    )
+    serve.add_argument(
         "--restart",
         default="on-failure",
         choices=["on-failure", "never"],
@@ -76,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code not in (0, None) else 0
+    if args.command == "doctor":
+        from sandbox.probe import probe, render_table  # noqa: PLC0415  (only this command needs it)
+
+        print(render_table(probe()))
+        return 0
     logging.basicConfig(
         stream=sys.stderr,
         level=getattr(logging, args.log_level.upper()),
@@ -92,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
             ping_interval=args.ping_interval,
             ping_timeout=args.ping_timeout,
             max_result_bytes=args.max_result_bytes,
+            sandbox=args.sandbox,
+            max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
+            max_cpu_percent=args.max_cpu_percent,
+            allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
         )
         host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host

@@ -14,10 +14,10 @@ import hashlib
 import logging
 import os
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import orjson
 import trio
@@ -34,11 +34,15 @@ from hostd.supervisor import RESULT_LIMIT, Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
+from sandbox.policy import IsolationPolicy
 from sandbox.process import sweep_orphans
 
 log = logging.getLogger("hostd.host")
 
 Handler = Callable[["Host", Any, RequestContext], Awaitable[Any]]
+
+
+SandboxLevel = Literal["basic", "standard", "strict"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,67 @@ class HostSettings:
     ping_interval: float = 30.0
     ping_timeout: float = 10.0
     max_result_bytes: int = RESULT_LIMIT
+    sandbox: SandboxLevel = "standard"
+    max_rss_bytes: int | None = None
+    max_cpu_percent: float | None = None
+    allow_write: tuple[str, ...] = ()
+
+    def isolation_policy(self, data_dir: Path | None, args: Sequence[str] = ()) -> IsolationPolicy:
+        """The per-plugin :class:`IsolationPolicy` for this host policy.
+
+        ``basic``: the shim, rlimits and no-new-privileges only. ``standard``
+        (default): plus Landlock (read the plugin folder, runtimes and system
+        paths; write the data folder, TMPDIR, the user's npm and uv caches and
+        ``allow_write``), signal scoping and seccomp, where the kernel offers
+        them; network allowed. ``strict``: as standard without the shared
+        caches, and no network.
+
+        Absolute paths in the approved ``args`` are part of what the user
+        approved: an existing folder named there is readable and writable (the
+        folders a filesystem server serves), an existing file readable with its
+        folder (a script and the modules beside it).
+        """
+        if self.sandbox == "basic":
+            return IsolationPolicy(
+                landlock=False,
+                seccomp=False,
+                max_rss_bytes=self.max_rss_bytes,
+                max_cpu_percent=self.max_cpu_percent,
+            )
+        caches: tuple[str, ...] = ()
+        home = Path.home()
+        if self.sandbox == "standard":
+            candidates = (home / ".npm", home / ".cache" / "uv", home / ".local" / "share" / "uv")
+            caches = tuple(str(c) for c in candidates if c.is_dir())
+        # Runtimes people install under their home (read and execute only).
+        runtimes = tuple(str(home / r) for r in _HOME_RUNTIMES if (home / r).is_dir())
+        named_dirs = tuple(a for a in args if os.path.isabs(a) and os.path.isdir(a))
+        named_files = tuple(p for a in args if os.path.isabs(a) and os.path.isfile(a) for p in (a, os.path.dirname(a)))
+        return IsolationPolicy(
+            landlock=True,
+            network="deny" if self.sandbox == "strict" else "allow",
+            seccomp=True,
+            max_rss_bytes=self.max_rss_bytes,
+            max_cpu_percent=self.max_cpu_percent,
+            data_dir=str(data_dir) if data_dir is not None else None,
+            extra_read_paths=tuple(dict.fromkeys((*runtimes, *named_files))),
+            extra_write_paths=tuple(dict.fromkeys((*caches, *named_dirs, *self.allow_write))),
+        )
+
+
+#: Runtime managers under the user's home that plugins' interpreters live in.
+_HOME_RUNTIMES = (
+    ".pyenv",
+    ".nvm",
+    ".volta",
+    ".asdf",
+    ".bun",
+    ".deno",
+    ".cargo/bin",
+    ".local/bin",
+    ".local/share/fnm",
+    ".local/share/uv/python",
+)
 
 
 @dataclass
@@ -285,7 +350,15 @@ class Host:
     def _resolve(self, plugin: InstalledPlugin) -> Launch:
         backend = plugin.manifest.backend
         try:
-            launch = resolve_launch(backend.command, backend.args, plugin.path, backend.env, self.env_policy)
+            data_dir = self.store.directory / "data" / plugin.manifest.id if self.store is not None else None
+            launch = resolve_launch(
+                backend.command,
+                backend.args,
+                plugin.path,
+                backend.env,
+                self.env_policy,
+                isolation_policy=self.settings.isolation_policy(data_dir, backend.args),
+            )
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
             raise
@@ -458,6 +531,7 @@ class Host:
             liveness=Liveness(self.settings.ping_interval, self.settings.ping_timeout),
             on_change=self.persist,
             result_limit=self.settings.max_result_bytes,
+            limits=self.settings.isolation_policy(None),
         )
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         self.plugins[plugin_id] = plugin

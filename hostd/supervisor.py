@@ -43,7 +43,9 @@ from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
 from hostd.tools import PERMISSION_META_KEY, HostTool, convert_tools
 from sandbox.launch import Launch, LaunchError
+from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
+from sandbox.watchdog import watch
 
 log = logging.getLogger("hostd.supervisor")
 
@@ -109,6 +111,7 @@ class PluginSupervisor:
         liveness: Liveness | None = None,
         result_limit: int = RESULT_LIMIT,
         on_change: Callable[[], Awaitable[None]] | None = None,
+        limits: IsolationPolicy | None = None,
     ) -> None:
         self.manifest = manifest
         self.policy = restart_policy if restart_policy is not None else RestartPolicy()
@@ -130,6 +133,8 @@ class PluginSupervisor:
         self._current_tools: list[HostTool] = []
         #: Tools the server listed but hostd rejected (invalid definitions), as problems.
         self.rejected: list[dict[str, Any]] = []
+        #: The resource limit the last instance was stopped for, if any.
+        self.limit_hit: dict[str, Any] | None = None
         self._registry = registry
         self._notify = notify
         self._nursery = nursery
@@ -139,6 +144,9 @@ class PluginSupervisor:
         self._op_lock = trio.Lock()
         self._last_seen_fallback: float | None = None
         self._relaunch = relaunch
+        self._limits = limits
+        #: The isolation layers the shim reported in force for the running instance.
+        self.isolation: list[str] = []
         self._on_change = on_change
         self._retry_scope: trio.CancelScope | None = None
         self._ready_since: float | None = None
@@ -173,6 +181,7 @@ class PluginSupervisor:
             "next_retry_at": _iso(self.next_retry_at),
             "withheld": sorted(self.withheld),
             "rejected": self.rejected,
+            "isolation": self.isolation,
         }
 
     async def _set_state(self, state: State, error: HostError | None = None) -> None:
@@ -327,6 +336,7 @@ class PluginSupervisor:
                 stderrTail=[],
             ) from None
         self._stop_grace = STOP_GRACE
+        self.isolation = list(process.isolation)
         done = trio.Event()
         link = PluginLink(
             self.plugin_id,
@@ -382,6 +392,8 @@ class PluginSupervisor:
             task_status.started()
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
+            if self._limits is not None and (self._limits.max_rss_bytes or self._limits.max_cpu_percent):
+                nursery.start_soon(self._watchdog, link, self._limits)
             await link.done.wait()
             nursery.cancel_scope.cancel()
         if link.failure is None:
@@ -393,7 +405,9 @@ class PluginSupervisor:
             plugin=self.plugin_id,
             reason=link.failure,
             stderrTail=link.stderr.tail(10),
+            **({"limit": self.limit_hit} if self.limit_hit is not None else {}),
         )
+        self.limit_hit = None
         await self._set_state(State.UNHEALTHY, error)
         link.failure_handled.set()
         return True
@@ -542,6 +556,12 @@ class PluginSupervisor:
                 return
             if self._pacer.requested:
                 self._refresh_wanted.set()
+
+    async def _watchdog(self, link: PluginLink, limits: IsolationPolicy) -> None:
+        """Resource limits (host policy): a plugin tree over its RSS or CPU limit is ended."""
+        hit = await watch(link.process, limits)
+        self.limit_hit = {"limit": hit.limit, "value": hit.value, "threshold": hit.threshold}
+        link.fail(f"was stopped for exceeding a limit: {hit.message}")
 
     async def _heartbeat(self, link: PluginLink) -> None:
         """Liveness: a plugin that stops answering ``ping`` is ended (then the restart policy applies)."""

@@ -2,29 +2,47 @@
 
 It never imports ``hostd``. It offers an environment policy, launch
 resolution (a value object with a stable digest), spawning through a
-per-plugin supervisor shim, resource limits and whole-tree termination.
+per-plugin supervisor shim, kernel isolation layers (Landlock, a user +
+network namespace, seccomp) applied inside the shim's child, a resource
+watchdog, and whole-tree termination. ``sandbox/README.md`` describes each
+layer, what is weaker on macOS, and the honest limits.
 
 - :mod:`sandbox.environment`: :class:`EnvPolicy`, :func:`build_environment`.
+- :mod:`sandbox.policy`: :class:`IsolationPolicy`, :class:`IsolationPlan`, :func:`plan_layers`.
+- :mod:`sandbox.probe`: :func:`probe`, :class:`Capability`, :func:`render_table`.
 - :mod:`sandbox.launch`: :class:`Launch`, :func:`resolve_launch`, :class:`LaunchError`.
 - :mod:`sandbox.process`: :func:`spawn`, :class:`SandboxedProcess`, :class:`StopReport`,
   :func:`sweep_leftovers`, :func:`sweep_orphans`.
-- ``sandbox/shim.py``: the supervisor, run by path, never imported.
+- :mod:`sandbox.watchdog`: :func:`watch`, :class:`LimitHit`.
+- ``sandbox/shim.py``: the supervisor, run by path, never imported; it loads
+  ``_landlock.py`` and ``_seccomp.py`` (stdlib only) by path.
 """
 
 from sandbox.environment import EnvironmentPolicyError, EnvPolicy, build_environment
 from sandbox.launch import Launch, LaunchError, resolve_launch
+from sandbox.policy import IsolationPlan, IsolationPolicy, IsolationUnavailable
+from sandbox.probe import Capability, probe, render_table
 from sandbox.process import SandboxedProcess, StopReport, spawn, sweep_leftovers, sweep_orphans
+from sandbox.watchdog import LimitHit, watch
 
 __all__ = [
+    "Capability",
     "EnvPolicy",
     "EnvironmentPolicyError",
+    "IsolationPlan",
+    "IsolationPolicy",
+    "IsolationUnavailable",
     "Launch",
     "LaunchError",
+    "LimitHit",
     "SandboxedProcess",
     "StopReport",
     "build_environment",
+    "probe",
+    "render_table",
     "resolve_launch",
     "spawn",
     "sweep_leftovers",
     "sweep_orphans",
+    "watch",
 ]

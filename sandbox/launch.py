@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.environment import EnvironmentPolicyError, EnvPolicy, build_environment, trim_path
+from sandbox.policy import IsolationPlan, IsolationPolicy, IsolationUnavailable, base_layers, plan_layers
+from sandbox.probe import probe
 
 __all__ = [
     "DEFAULT_ISOLATION",
@@ -44,12 +46,22 @@ __all__ = [
     "resolve_launch",
 ]
 
-#: Layers :func:`resolve_launch` puts in force: the supervisor shim (subreaper,
-#: lifeline, parent-death signal, whole-tree kill), safe rlimits (``CORE=0``,
-#: bounded ``NOFILE``) and ``PR_SET_NO_NEW_PRIVS``.
-DEFAULT_ISOLATION: tuple[str, ...] = ("shim", "rlimits", "no_new_privs")
+#: Layers :func:`resolve_launch` puts in force without an isolation policy: the
+#: supervisor shim (subreaper, lifeline, parent-death signal, whole-tree kill),
+#: safe rlimits (``CORE=0``, bounded ``NOFILE``) and ``PR_SET_NO_NEW_PRIVS``
+#: (Linux only).
+DEFAULT_ISOLATION: tuple[str, ...] = base_layers()
 
-_KINDS = frozenset({"COMMAND_NOT_FOUND", "COMMAND_OUTSIDE_PLUGIN", "ENV_POLICY", "EXEC_FAILED"})
+_KINDS = frozenset(
+    {
+        "COMMAND_NOT_FOUND",
+        "COMMAND_OUTSIDE_PLUGIN",
+        "ENV_POLICY",
+        "EXEC_FAILED",
+        "ISOLATION_FAILED",
+        "ISOLATION_UNAVAILABLE",
+    }
+)
 
 
 class LaunchError(Exception):
@@ -59,8 +71,13 @@ class LaunchError(Exception):
     or the path does not exist / is not an executable file),
     ``"COMMAND_OUTSIDE_PLUGIN"`` (a path command resolves outside the plugin
     folder), ``"ENV_POLICY"`` (the manifest env breaks the
-    :class:`~sandbox.environment.EnvPolicy`) or ``"EXEC_FAILED"`` (the
-    process could not be started; the message carries the errno text).
+    :class:`~sandbox.environment.EnvPolicy`), ``"EXEC_FAILED"`` (the
+    process could not be started; the message carries the errno text),
+    ``"ISOLATION_UNAVAILABLE"`` (at resolution: the isolation policy asks
+    for a protection this machine cannot give, e.g. network denial with
+    neither a network namespace nor Landlock TCP rules) or
+    ``"ISOLATION_FAILED"`` (at spawn: a layer of ``Launch.isolation`` could
+    not be applied; nothing runs, never a weaker plugin).
     ``command`` is the command as the manifest wrote it. The message always
     names the command; for ``COMMAND_NOT_FOUND`` of a bare name it also gives
     the ``PATH`` that was searched.
@@ -87,9 +104,15 @@ class Launch:
     path commands; the ``PATH`` hit, unresolved, for bare names).
     ``args``: the arguments after ``argv[0]``. ``cwd``: the plugin folder,
     absolute. ``env``: the complete child environment (read-only mapping).
-    ``isolation``: the layers in force, e.g. ``("shim", "rlimits",
-    "no_new_privs")``; :func:`sandbox.process.spawn` uses the shim only when
-    ``"shim"`` is listed. ``manifest_env``: the manifest's env as given.
+    ``isolation``: the layers that will be in force, in
+    :data:`~sandbox.policy.LAYER_ORDER`, e.g. ``("shim", "rlimits",
+    "no_new_privs", "landlock-fs", "landlock-net", "landlock-scope",
+    "netns", "seccomp")``; :func:`sandbox.process.spawn` uses the shim only
+    when ``"shim"`` is listed and fails rather than apply fewer.
+    ``manifest_env``: the manifest's env as given. ``plan``: the folders and
+    ports the layers need (``None`` without an isolation policy; then
+    :func:`~sandbox.process.spawn` refuses Landlock layers with
+    ``ISOLATION_FAILED`` rather than guess the writable folders).
     """
 
     command: str
@@ -99,6 +122,7 @@ class Launch:
     env: Mapping[str, str] = field(hash=False)
     isolation: tuple[str, ...]
     manifest_env: Mapping[str, str] = field(hash=False)
+    plan: IsolationPlan | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
@@ -121,8 +145,10 @@ class Launch:
         """``"sha256:<64 hex>"`` over the author-controlled parts of the launch.
 
         Covers executable, command, args, cwd, env_keys, the manifest env
-        items and isolation, serialised as canonical JSON; host-dependent
-        values (the value of ``PATH``, ``HOME``, ``TMPDIR`` ...) are left out.
+        items and isolation (plus the connectable TCP ports when
+        ``landlock-net`` is listed), serialised as canonical JSON;
+        host-dependent values (the value of ``PATH``, ``HOME``, ``TMPDIR``,
+        the data folder ...) are left out.
         """
         payload = {
             "args": list(self.args),
@@ -134,6 +160,8 @@ class Launch:
             "manifestEnv": sorted([k, v] for k, v in self.manifest_env.items()),
             "v": 1,
         }
+        if "landlock-net" in self.isolation:
+            payload["tcpPorts"] = list(self.plan.tcp_ports) if self.plan is not None else []
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -214,6 +242,7 @@ def resolve_launch(
     *,
     host_env: Mapping[str, str] | None = None,
     tmpdir: str | None = None,
+    isolation_policy: IsolationPolicy | None = None,
 ) -> Launch:
     """Resolve a manifest's launch into a :class:`Launch`; runs nothing.
 
@@ -223,14 +252,18 @@ def resolve_launch(
     they are (no shell). ``plugin_dir``: the plugin folder; it becomes
     ``cwd``. ``host_env``: defaults to ``os.environ``. ``tmpdir``: the
     child's ``TMPDIR``; default :func:`plugin_tmpdir` (created ``0700``).
-    The returned isolation is :data:`DEFAULT_ISOLATION`.
+    ``isolation_policy``: ``None`` gives :data:`DEFAULT_ISOLATION`; a policy
+    gives exactly the layers :func:`sandbox.policy.plan_layers` finds
+    enforceable here (from :func:`sandbox.probe.probe`, cached; the first
+    call costs ~50 ms) and creates its ``data_dir`` (``0700``).
 
     Raises :class:`LaunchError` with ``kind`` ``"COMMAND_NOT_FOUND"``
     (message names the command and the ``PATH`` searched),
     ``"COMMAND_OUTSIDE_PLUGIN"``, ``"ENV_POLICY"`` (wrapping an
     :class:`~sandbox.environment.EnvironmentPolicyError`) or
-    ``"EXEC_FAILED"`` (the plugin folder is missing, or an argument contains
-    a NUL byte).
+    ``"EXEC_FAILED"`` (the plugin folder is missing, an argument contains
+    a NUL byte, or the data folder cannot be created) or
+    ``"ISOLATION_UNAVAILABLE"`` (the policy cannot be enforced here).
     """
     root = os.path.realpath(plugin_dir)
     if not os.path.isdir(root):
@@ -260,12 +293,49 @@ def resolve_launch(
             )
         executable = os.path.abspath(found)
 
+    isolation = DEFAULT_ISOLATION
+    plan: IsolationPlan | None = None
+    if isolation_policy is not None:
+        try:
+            isolation = plan_layers(isolation_policy, probe())
+        except IsolationUnavailable as exc:
+            raise LaunchError("ISOLATION_UNAVAILABLE", command, f"command {command!r}: {exc}") from exc
+        data_dir = None
+        if isolation_policy.data_dir is not None:
+            try:
+                data_dir = _data_folder(isolation_policy.data_dir)
+            except OSError as exc:
+                raise LaunchError(
+                    "EXEC_FAILED", command, f"data folder {isolation_policy.data_dir} of {command!r}: {exc}"
+                ) from exc
+        plan = IsolationPlan(
+            tmpdir=tmpdir,
+            data_dir=data_dir,
+            tcp_ports=isolation_policy.allowed_tcp_ports if "landlock-net" in isolation else (),
+            deny_unix_sockets=isolation_policy.network == "deny",
+            extra_read=isolation_policy.extra_read_paths,
+            extra_write=isolation_policy.extra_write_paths,
+        )
+
     return Launch(
         command=command,
         executable=executable,
         args=tuple(args),
         cwd=root,
         env=env,
-        isolation=DEFAULT_ISOLATION,
+        isolation=isolation,
         manifest_env=manifest_env,
+        plan=plan,
     )
+
+
+def _data_folder(path: str) -> str:
+    """Create ``path`` (and parents) ``0700`` if missing; return its realpath. Tightens its mode if it is ours."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(20, "not a folder", real)
+    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(real, 0o700)
+    return real

@@ -48,6 +48,7 @@ import psutil
 import trio
 
 from sandbox.launch import Launch, LaunchError
+from sandbox.policy import IsolationPlan, landlock_rules, order_layers
 
 __all__ = [
     "NOFILE_LIMIT",
@@ -265,7 +266,10 @@ class SandboxedProcess:
     process's environment as ``HOSTD_SANDBOX_TOKEN``. ``returncode``: the
     main process's exit status once known (negative = killed by that
     signal), else ``None``. ``shim_pid``: the supervisor's pid, or ``None``
-    without the ``"shim"`` layer.
+    without the ``"shim"`` layer. ``isolation``: the layers in force for
+    this plugin as the shim reported them after applying them (in
+    :data:`~sandbox.policy.LAYER_ORDER`; ``()`` without the shim), never
+    merely what was requested.
 
     Always call :meth:`stop`, also after the plugin exited by itself: it ends
     the rest of the tree and reaps what hostd started.
@@ -277,6 +281,7 @@ class SandboxedProcess:
     stderr: trio.abc.ReceiveStream
     token: str
     shim_pid: int | None
+    isolation: tuple[str, ...]
 
     def __init__(self, proc: trio.Process, pid: int, token: str) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -287,6 +292,7 @@ class SandboxedProcess:
         self.stderr = proc.stderr
         self.token = token
         self.shim_pid = None
+        self.isolation = ()
         self._report: StopReport | None = None
         self._stop_lock = trio.Lock()
 
@@ -418,9 +424,12 @@ class _ShimProcess(SandboxedProcess):
         token: str,
         lifeline: trio.lowlevel.FdStream,
         control: _ControlReader,
+        *,
+        isolation: tuple[str, ...],
     ) -> None:
         super().__init__(shim, pid, token)
         self.shim_pid = shim.pid
+        self.isolation = isolation
         self._lifeline = lifeline
         self._control = control
         self._wait_lock = trio.Lock()
@@ -507,23 +516,55 @@ def _exec_failed(launch: Launch, detail: str) -> LaunchError:
     )
 
 
+#: Error stages of the shim that mean "a layer could not be applied".
+_LAYER_STAGES = frozenset(
+    {"rlimits", "no_new_privs", "netns", "userns", "landlock", "seccomp", "layers", "load", "pdeathsig", "setsid"}
+)
+
+
 def _spec(launch: Launch, env: dict[str, str]) -> bytes:
-    spec = {
+    layers = [layer for layer in launch.isolation if layer != "shim"]
+    spec: dict[str, object] = {
         "executable": launch.executable,
         "argv": launch.argv,
         "cwd": launch.cwd,
         "env": env,
-        "rlimits": "rlimits" in launch.isolation,
+        "layers": layers,
         "nofile": NOFILE_LIMIT,
-        "no_new_privs": "no_new_privs" in launch.isolation,
         "grace": 2.0,
     }
+    plan = launch.plan or IsolationPlan(tmpdir="")
+    if any(layer.startswith("landlock-") for layer in layers):
+        if launch.plan is None:
+            raise _isolation_failed(launch, "Landlock layers need launch.plan (from resolve_launch with a policy)")
+        rules: dict[str, object] = dict(
+            landlock_rules(
+                executable=launch.executable,
+                plugin_dir=launch.cwd,
+                path_env=launch.env.get("PATH", ""),
+                plan=plan,
+                home=launch.env.get("HOME"),
+            )
+        )
+        rules["tcp_connect"] = list(plan.tcp_ports)
+        spec["landlock"] = rules
+    if "seccomp" in layers:
+        spec["seccomp"] = {"deny_unix_sockets": plan.deny_unix_sockets}
     return json.dumps(spec).encode("ascii") + b"\n"
+
+
+def _isolation_failed(launch: Launch, detail: str) -> LaunchError:
+    return LaunchError(
+        "ISOLATION_FAILED",
+        launch.command,
+        f"cannot isolate {launch.command!r} ({launch.executable}) as {','.join(launch.isolation)}: {detail}",
+    )
 
 
 async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> SandboxedProcess:
     if not sys.executable:
         raise _exec_failed(launch, "no Python interpreter for the supervisor shim (sys.executable is empty)")
+    spec = _spec(launch, env)  # before anything starts: it may refuse the launch
     lifeline_r, lifeline_w = os.pipe()
     control_r, control_w = os.pipe()
     try:
@@ -552,10 +593,15 @@ async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> Sandbo
     line: str | None = None
     try:
         with trio.move_on_after(SPAWN_TIMEOUT):
-            await lifeline.send_all(_spec(launch, env))
+            await lifeline.send_all(spec)
             line = await control.line()
         if line is not None and line.startswith("pid "):
-            return _ShimProcess(shim, int(line.split()[1]), token, lifeline, control)
+            words = line.split()
+            applied = order_layers(words[2].split(",") if len(words) > 2 else ["shim"])
+            missing = [layer for layer in launch.isolation if layer not in applied]
+            if not missing:
+                return _ShimProcess(shim, int(words[1]), token, lifeline, control, isolation=applied)
+            line = f"error layers 0 the shim reports {','.join(applied)}; missing {','.join(missing)}"
     except BaseException:
         line = None
         with trio.CancelScope(shield=True):
@@ -563,6 +609,7 @@ async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> Sandbo
         raise
     with trio.CancelScope(shield=True):
         await _abandon(shim, lifeline, control, token)
+        stage = ""
         if line is not None and line.startswith("error "):
             _, stage, code, *text = [*line.split(" ", 3), ""]
             detail = f"{text[0]} (errno {code}, at {stage})"
@@ -578,6 +625,8 @@ async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> Sandbo
         for stream in (shim.stdin, shim.stdout, shim.stderr):
             if stream is not None:
                 await stream.aclose()
+    if stage in _LAYER_STAGES:
+        raise _isolation_failed(launch, detail)
     raise _exec_failed(launch, detail)
 
 
@@ -602,22 +651,30 @@ async def spawn(launch: Launch) -> SandboxedProcess:
     executed from ``launch.executable``, three pipes, its own session and no
     other file descriptors. Never a shell. With ``"shim"`` in
     ``launch.isolation`` it runs under the supervisor shim (about 40 ms
-    more), with ``"rlimits"`` it gets ``RLIMIT_CORE=0`` and ``RLIMIT_NOFILE``
-    capped at :data:`NOFILE_LIMIT`, with ``"no_new_privs"`` it gets
-    ``PR_SET_NO_NEW_PRIVS``; these two need the shim. Returns once the
-    plugin's executable is running (exec succeeded).
+    more), and the shim's child applies the other listed layers just before
+    ``execve``, single-threaded (never from a trio thread, never with
+    ``preexec_fn``): ``"rlimits"`` (``RLIMIT_CORE=0``, ``RLIMIT_NOFILE``
+    capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``,
+    ``"landlock-fs"`` / ``"landlock-net"`` / ``"landlock-scope"`` (paths from
+    :func:`sandbox.policy.landlock_rules`) and ``"seccomp"``; see
+    ``sandbox/README.md``. Every layer other than ``"shim"`` needs the shim.
+    Returns once the plugin's executable is running (exec succeeded), with
+    :attr:`SandboxedProcess.isolation` set to what the shim reported applied.
 
     Raises :class:`~sandbox.launch.LaunchError` with ``kind="EXEC_FAILED"``
-    when the process cannot be started; the message names the command and
-    carries the errno text (e.g. ``"No such file or directory"``). If
-    cancelled midway, whatever was started is ended before the
-    cancellation propagates.
+    when the process cannot be started (the message names the command and
+    carries the errno text, e.g. ``"No such file or directory"``), or
+    ``kind="ISOLATION_FAILED"`` when a listed layer could not be applied
+    (nothing keeps running). If cancelled midway, whatever was started is
+    ended before the cancellation propagates.
     """
     token = _new_token()
     env = dict(launch.env)
     env[TOKEN_VAR] = token
     if "shim" in launch.isolation:
         return await _spawn_shim(launch, token, env)
+    if launch.isolation:
+        raise _isolation_failed(launch, "these layers are applied by the supervisor shim, which is not listed")
     try:
         proc = await trio.lowlevel.open_process(
             launch.argv,

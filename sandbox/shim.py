@@ -22,14 +22,34 @@ Theory of operation.
   stderr are the pipes hostd gave the shim; the shim then points its own at
   ``/dev/null`` so only the plugin tree holds them. A failure before or at
   ``execve`` comes back over a close-on-exec pipe.
-- Control lines to hostd (CONTROL_FD): ``pid <pid>`` after a successful
-  exec; ``error <stage> <errno> <text>`` when setup or exec failed (the shim
+- Control lines to hostd (CONTROL_FD): ``pid <pid> <layers>`` after a
+  successful exec (``<layers>``: comma-separated, what is in force, ``shim``
+  first); ``error <stage> <errno> <text>`` when setup or exec failed (the shim
   then exits 127); ``exit <returncode> <phase> <monotonic seconds>`` when the
   plugin's main process has exited (``returncode`` negative = signal;
   ``phase`` is ``run``, ``term``, ``kill`` or ``lost``: whether it exited by
   itself, during the SIGTERM grace, by the final SIGKILL sweep, or after
   hostd vanished; the time is ``CLOCK_MONOTONIC``, comparable with hostd's
   ``time.monotonic()``).
+- Layers (the spec's ``layers`` list; see ``sandbox/README.md``), applied
+  by the child in this order, single-threaded, after ``setsid`` and the
+  parent-death signal: ``rlimits``; ``netns`` (``unshare(CLONE_NEWUSER |
+  CLONE_NEWNET)``, uid/gid mapped to themselves, loopback up) or ``userns``
+  (the user namespace alone: a root plugin keeps no capability over the
+  host); the parent-death signal is set again after either;
+  ``no_new_privs`` (also set whenever Landlock or seccomp is asked for:
+  both need it); ``landlock-fs``
+  / ``landlock-net`` / ``landlock-scope`` (``_landlock.py``, loaded by path);
+  ``seccomp`` (``_seccomp.py``, loaded by path). Right before ``execve`` the
+  child writes the layers it applied to the close-on-exec pipe; the shim
+  passes them on in its ``pid`` line. A layer that fails ends the launch
+  with ``error <layer> <errno> <text>``: never a weaker plugin.
+- ``python -I -S shim.py --probe`` prints one JSON line describing which
+  layers this kernel lets this user apply, each tried for real in a
+  throwaway child (used by ``sandbox.probe``).
+- Not on Linux (macOS): no subreaper, no parent-death signal, no layers but
+  ``rlimits``; the tree is found through ``ps`` and the plugin's process
+  group (see ``sandbox/README.md``).
 - Stop (``stop <grace>`` or SIGTERM/SIGHUP/SIGINT, which use the spec's
   grace): SIGTERM to every descendant, wait the grace for the main process,
   then a SIGSTOP sweep until no new process appears, a SIGKILL to all, and
@@ -42,6 +62,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import resource
@@ -49,28 +70,96 @@ import selectors
 import signal
 import sys
 import time
+import types
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
 
 EXIT_SETUP_FAILED = 127
 EXIT_SHIM_BUG = 70
 
+LINUX = sys.platform.startswith("linux")
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-_libc.prctl.restype = ctypes.c_int
+_prctl = getattr(_libc, "prctl", None) if LINUX else None
+if _prctl is not None:
+    _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    _prctl.restype = ctypes.c_int
+_unshare = getattr(_libc, "unshare", None) if LINUX else None
+if _unshare is not None:
+    _unshare.argtypes = [ctypes.c_int]
+    _unshare.restype = ctypes.c_int
 
 _HANDLED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+#: Layers that need the Landlock module, and the layer names the child may report.
+_LANDLOCK_LAYERS = ("landlock-fs", "landlock-net", "landlock-scope")
 
 
 def prctl(option: int, arg2: int = 0) -> None:
-    """Call prctl(2); raise OSError on failure."""
-    if _libc.prctl(option, arg2, 0, 0, 0) != 0:
+    """Call prctl(2); raise OSError on failure (ENOSYS when not on Linux)."""
+    if _prctl is None:
+        raise OSError(errno.ENOSYS, "prctl needs Linux")
+    ctypes.set_errno(0)
+    if _prctl(option, arg2, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def load_layer_module(name: str) -> types.ModuleType:
+    """Load ``sandbox/<name>.py`` by path (``-I -S`` puts nothing of ours on ``sys.path``)."""
+    import importlib.util  # noqa: PLC0415 - only when a layer needs it
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location("hostd_shim" + name, path)
+    if spec is None or spec.loader is None:
+        raise OSError(errno.ENOENT, f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_file(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def enter_namespaces(*, network: bool = True) -> None:
+    """A new user namespace and, with ``network``, a new network namespace (only ``lo``, brought up).
+
+    The user namespace maps this uid and gid to themselves (so files keep
+    their owners) and denies ``setgroups``; the caller keeps no capability
+    outside it (for root: no ``CAP_SYS_PTRACE``, ``CAP_SYS_ADMIN``... over
+    the host). Raises OSError (e.g. EPERM where unprivileged user
+    namespaces are disabled).
+    """
+    if _unshare is None:
+        raise OSError(errno.ENOSYS, "network namespaces need Linux")
+    import fcntl  # noqa: PLC0415 - only when this layer is asked for
+    import socket  # noqa: PLC0415
+    import struct  # noqa: PLC0415
+
+    uid, gid = os.geteuid(), os.getegid()
+    ctypes.set_errno(0)
+    if _unshare(CLONE_NEWUSER | (CLONE_NEWNET if network else 0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    _write_file("/proc/self/setgroups", "deny")
+    _write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+    if not network:
+        return
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH", b"lo", 0).ljust(40, b"\0")
+        flags = struct.unpack_from("16sH", fcntl.ioctl(sock.fileno(), siocgifflags, request))[1]
+        fcntl.ioctl(sock.fileno(), siocsifflags, struct.pack("16sH", b"lo", flags | iff_up).ljust(40, b"\0"))
 
 
 def write_line(fd: int, text: str) -> None:
@@ -83,9 +172,23 @@ def write_line(fd: int, text: str) -> None:
         pass
 
 
-def descendants(root: int) -> list[int]:
-    """Pids of every live process below ``root`` (from /proc's ppid links)."""
+def _ppid_links() -> dict[int, list[int]]:
+    """``{ppid: [pid, ...]}`` for every process: from /proc, or from ``ps`` where there is no /proc."""
     children: dict[int, list[int]] = {}
+    if not os.path.isdir("/proc/self"):
+        import subprocess  # noqa: PLC0415 - macOS and other systems without /proc
+
+        try:
+            out = subprocess.run(
+                ["ps", "-A", "-o", "pid=", "-o", "ppid="], capture_output=True, text=True, timeout=5, check=False
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return children
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                children.setdefault(int(parts[1]), []).append(int(parts[0]))
+        return children
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -98,6 +201,12 @@ def descendants(root: int) -> list[int]:
         if len(fields) < 2:
             continue
         children.setdefault(int(fields[1]), []).append(int(name))
+    return children
+
+
+def descendants(root: int) -> list[int]:
+    """Pids of every live process below ``root`` (from the ppid links)."""
+    children = _ppid_links()
     found: list[int] = []
     stack = [root]
     while stack:
@@ -122,20 +231,46 @@ def decode_status(status: int) -> int:
     return -1
 
 
-def child_main(spec: dict[str, Any], shim_pid: int, err_w: int) -> NoReturn:
-    """In the forked child: isolate, then exec the plugin. Never returns."""
+def requested_layers(spec: dict[str, Any]) -> list[str]:
+    """The layers the spec asks the child for (``shim`` is the supervisor's own)."""
+    if "layers" in spec:
+        return [str(layer) for layer in spec["layers"] if layer != "shim"]
+    # The spec of an older sandbox.process: two booleans.
+    return [name for name in ("rlimits", "no_new_privs") if spec.get(name, True)]
+
+
+def load_modules(layers: Iterable[str]) -> dict[str, types.ModuleType]:
+    """The layer modules the child will need, loaded before fork (and before Landlock forbids reading them)."""
+    wanted = set(layers)
+    modules: dict[str, types.ModuleType] = {}
+    if wanted.intersection(_LANDLOCK_LAYERS):
+        modules["landlock"] = load_layer_module("_landlock")
+    if "seccomp" in wanted:
+        modules["seccomp"] = load_layer_module("_seccomp")
+    return modules
+
+
+def child_main(spec: dict[str, Any], shim_pid: int, err_w: int, modules: dict[str, types.ModuleType]) -> NoReturn:
+    """In the forked child: isolate, then exec the plugin. Never returns.
+
+    Writes ``L<layer,layer,...>\\n`` to ``err_w`` just before ``execve`` and
+    ``E<stage>\\0<errno>\\0<text>\\n`` on any failure.
+    """
     stage = "signals"
+    layers = requested_layers(spec)
+    applied: list[str] = []
     try:
         signal.set_wakeup_fd(-1)
         for sig in (*_HANDLED, signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         stage = "setsid"
         os.setsid()
-        stage = "pdeathsig"
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != shim_pid:
-            os._exit(EXIT_SETUP_FAILED)
-        if spec.get("rlimits", True):
+        if LINUX:
+            stage = "pdeathsig"
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != shim_pid:
+                os._exit(EXIT_SETUP_FAILED)
+        if "rlimits" in layers:
             stage = "rlimits"
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             cap = int(spec.get("nofile", 65536))
@@ -143,21 +278,62 @@ def child_main(spec: dict[str, Any], shim_pid: int, err_w: int) -> NoReturn:
             hard = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
             soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        if spec.get("no_new_privs", True):
-            stage = "no_new_privs"
-            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            applied.append("rlimits")
+        namespace = "netns" if "netns" in layers else "userns" if "userns" in layers else None
+        if namespace is not None:
+            stage = namespace
+            enter_namespaces(network=namespace == "netns")
+            # A change of credentials may clear the parent-death signal: set it again.
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != shim_pid:
+                os._exit(EXIT_SETUP_FAILED)
+            applied.append(namespace)
+            if namespace == "netns" and "userns" in layers:
+                applied.append("userns")  # the network namespace came with a user namespace
         stage = "chdir"
         os.chdir(spec["cwd"])
+        landlock = [layer for layer in layers if layer in _LANDLOCK_LAYERS]
+        if "no_new_privs" in layers or landlock or "seccomp" in layers:
+            stage = "no_new_privs"
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            applied.append("no_new_privs")
+        if landlock:
+            stage = "landlock"
+            rules = spec.get("landlock") or {}
+            tcp = rules.get("tcp_connect")
+            got = modules["landlock"].restrict_self(
+                read=rules.get("read", ()),
+                write=rules.get("write", ()),
+                devices_rw=rules.get("devices_rw", ()),
+                devices_r=rules.get("devices_r", ()),
+                filesystem="landlock-fs" in landlock,
+                tcp_connect=(tcp or []) if "landlock-net" in landlock else None,
+                scope="landlock-scope" in landlock,
+            )
+            missing = [layer for layer in landlock if layer not in got]
+            if missing:
+                raise OSError(errno.EOPNOTSUPP, "not in force: " + ",".join(missing))
+            applied.extend(got)
+        if "seccomp" in layers:
+            stage = "seccomp"
+            modules["seccomp"].install(deny_unix_sockets=bool((spec.get("seccomp") or {}).get("deny_unix_sockets")))
+            applied.append("seccomp")
+        unknown = [layer for layer in layers if layer not in applied]
+        if unknown:
+            stage = "layers"
+            raise OSError(errno.EINVAL, "unknown layer " + ",".join(unknown))
         os.closerange(3, err_w)
         os.closerange(err_w + 1, 65536)
+        os.write(err_w, ("L" + ",".join(applied) + "\n").encode())
         stage = "exec"
         os.execve(spec["executable"], spec["argv"], spec["env"])
     except OSError as exc:
         code = exc.errno or 0
-        text = exc.strerror or str(exc)
-        os.write(err_w, f"{stage}\0{code}\0{text}".encode("utf-8", "replace"))
+        text = (exc.strerror or str(exc)).replace("\n", " ")
+        os.write(err_w, f"E{stage}\0{code}\0{text}\n".encode("utf-8", "replace"))
     except BaseException as exc:
-        os.write(err_w, f"{stage}\0{0}\0{exc!r}".encode("utf-8", "replace"))
+        text = repr(exc).replace("\n", " ")
+        os.write(err_w, f"E{stage}\0{0}\0{text}\n".encode("utf-8", "replace"))
     finally:
         os._exit(EXIT_SETUP_FAILED)
 
@@ -203,11 +379,16 @@ class Shim:
     def start(self, spec: dict[str, Any]) -> bool:
         """Fork and exec the plugin; report ``pid`` or ``error``. False on failure."""
         self.grace = float(spec.get("grace", 2.0))
+        try:
+            modules = load_modules(requested_layers(spec))
+        except OSError as exc:
+            write_line(self.control, f"error load {exc.errno or 0} {exc.strerror or exc}")
+            return False
         err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(err_r)
-            child_main(spec, self.me, err_w)
+            child_main(spec, self.me, err_w, modules)
         os.close(err_w)
         # Only the plugin tree holds the stdio pipes from now on.
         null = os.open(os.devnull, os.O_RDWR)
@@ -224,13 +405,20 @@ class Shim:
                 break
             report += chunk
         os.close(err_r)
-        if report:
-            stage, code, text = [*report.decode("utf-8", "replace").split("\0"), "", ""][:3]
+        applied: str | None = None
+        failure: str | None = None
+        for record in report.decode("utf-8", "replace").split("\n"):
+            if record.startswith("L"):
+                applied = record[1:]
+            elif record.startswith("E"):
+                failure = record[1:]
+        if failure is not None or applied is None:
+            stage, code, text = [*(failure or "exec\x000\x00no report from the child").split("\0"), "", ""][:3]
             self.reap_blocking(pid)
             write_line(self.control, f"error {stage or 'exec'} {code or '0'} {text}")
             return False
         self.main_pid = pid
-        write_line(self.control, f"pid {pid}")
+        write_line(self.control, f"pid {pid} {','.join(['shim', *filter(None, applied.split(','))])}")
         return True
 
     # -- stopping ---------------------------------------------------------
@@ -240,6 +428,9 @@ class Shim:
             return
         self.phase = "term"
         signal_all(descendants(self.me), signal.SIGTERM)
+        if not LINUX and self.main_pid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.main_pid, signal.SIGTERM)
         self.deadline = time.monotonic() + max(0.0, grace)
 
     def kill_everything(self) -> None:
@@ -253,6 +444,10 @@ class Shim:
             stopped.update(fresh)
         signal_all(stopped, signal.SIGKILL)
         signal_all(descendants(self.me), signal.SIGKILL)
+        if not LINUX and self.main_pid is not None:
+            # No subreaper: a double-forked member left our tree but not the plugin's process group.
+            with contextlib.suppress(OSError):
+                os.killpg(self.main_pid, signal.SIGKILL)
         while True:
             try:
                 pid, status = os.waitpid(-1, 0)
@@ -353,14 +548,103 @@ class Shim:
         return 128 - code if code < 0 else code
 
 
+def _trial(body: Any) -> list[object]:
+    """Run ``body()`` in a throwaway child; ``[ok, detail]`` (detail: its result or the error)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            message = "ok " + str(body())
+        except BaseException as exc:
+            message = "no " + (f"{exc.strerror} (errno {exc.errno})" if isinstance(exc, OSError) else repr(exc))
+        with contextlib.suppress(BaseException):
+            os.write(write_end, message.encode("utf-8", "replace"))
+        os._exit(0)
+    os.close(write_end)
+    data = b""
+    while chunk := os.read(read_end, 4096):
+        data += chunk
+    os.close(read_end)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    text = data.decode("utf-8", "replace")
+    return [text.startswith("ok "), text[3:] or "the trial died"]
+
+
+def _status_field(name: str) -> str:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(name + ":"):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+def _try_netns() -> str:
+    enter_namespaces(network=True)
+    with open("/proc/self/net/dev") as fh:
+        interfaces = sorted(line.split(":")[0].strip() for line in fh.readlines()[2:])
+    if interfaces != ["lo"]:
+        raise OSError(errno.EINVAL, f"unexpected interfaces {interfaces}")
+    return "unprivileged user + network namespace (loopback only)"
+
+
+def _try_landlock() -> str:
+    module = load_layer_module("_landlock")
+    abi = int(module.abi_version())
+    if abi <= 0:
+        raise OSError(errno.ENOSYS, "the kernel offers no Landlock")
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    module.restrict_self(read=["/usr"], tcp_connect=[] if abi >= 4 else None, scope=abi >= 6)
+    try:
+        os.close(os.open("/proc/self/status", os.O_RDONLY))
+    except PermissionError:
+        return f"ABI {abi}"
+    raise OSError(errno.EINVAL, "a Landlock ruleset was accepted but not enforced")
+
+
+def _try_seccomp() -> str:
+    module = load_layer_module("_seccomp")
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    module.install(deny_unix_sockets=True)
+    if _status_field("Seccomp") != "2":
+        raise OSError(errno.EINVAL, "the filter was accepted but is not in force")
+    return "classic BPF deny-list (no libseccomp needed)"
+
+
+def probe() -> dict[str, object]:
+    """What this kernel lets this user apply, each layer tried in a throwaway child."""
+    result: dict[str, object] = {"linux": LINUX}
+    if not LINUX:
+        for name in ("landlock", "netns", "seccomp", "subreaper"):
+            result[name] = [False, f"Linux only (this is {sys.platform})"]
+        result["landlock_abi"] = 0
+        return result
+    try:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        result["subreaper"] = [True, "PR_SET_CHILD_SUBREAPER + PR_SET_PDEATHSIG"]
+    except OSError as exc:
+        result["subreaper"] = [False, f"{exc.strerror} (errno {exc.errno})"]
+    result["landlock_abi"] = int(load_layer_module("_landlock").abi_version())
+    result["landlock"] = _trial(_try_landlock)
+    result["netns"] = _trial(_try_netns)
+    result["seccomp"] = _trial(_try_seccomp)
+    return result
+
+
 def main(argv: list[str]) -> int:
+    if argv[1:2] == ["--probe"]:
+        sys.stdout.write(json.dumps(probe()) + "\n")
+        sys.stdout.flush()
+        return 0
     lifeline, control = int(argv[1]), int(argv[2])
     for fd in (lifeline, control):
         os.set_inheritable(fd, False)
     shim = Shim(lifeline, control)
     try:
         shim.install_signals()
-        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        if LINUX:
+            prctl(PR_SET_CHILD_SUBREAPER, 1)
         spec = shim.read_spec()
         if spec is None:
             return 0

@@ -118,7 +118,11 @@ def make_plugin(tmp_path: Path) -> MakePlugin:
 
 def spawn_hostd(tmp_path: Path, *args: str) -> Any:
     """``HostdClient.spawn`` for tests: state under ``tmp_path``, ``python3`` = this interpreter."""
-    return HostdClient.spawn(["--state-dir", str(tmp_path / "state"), *args], env=plugin_environment())
+    # Fixture servers write records and markers under tmp_path: the parent grants that folder
+    # (Landlock would refuse it otherwise; tests/test_sandbox_* prove the refusal).
+    return HostdClient.spawn(
+        ["--state-dir", str(tmp_path / "state"), "--allow-write", str(tmp_path), *args], env=plugin_environment()
+    )
 
 
 @pytest.fixture

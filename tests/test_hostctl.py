@@ -128,7 +128,7 @@ async def test_status_reports_a_plugin_that_failed_to_start(make_plugin: MakePlu
     done = await hostctl("status", str(ECHO), str(broken))
     assert done.returncode == 1
     lines = done.stdout.splitlines()
-    assert re.fullmatch(r"broken-echo\s+error\s+0\s+-\s+-\s+exited with code 1", lines[1])
+    assert re.fullmatch(r"broken-echo\s+error\s+0\s+-\s+-\s+exited with code 1 during start", lines[1])
     assert re.match(r"mcp-echo\s+ready\s+7\s", lines[2])
 
 

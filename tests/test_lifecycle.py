@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from hostd.client import HostdClient, RpcError
+from sandbox.probe import probe
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 
 
@@ -231,3 +232,23 @@ async def test_timeout_resets_on_progress_up_to_the_maximum(hostd: HostdClient, 
     with pytest.raises(RpcError) as capped:
         await hostd.request("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 8, "steps": 32}})
     assert capped.value.kind == "TOOL_TIMEOUT"
+
+
+async def test_isolation_in_force_is_reported(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    status = await ready(hostd, make_plugin())
+    offered = {c.name for c in probe() if c.available}
+    expected = ["shim", "rlimits", "no_new_privs"]
+    expected += [layer for layer in ("landlock-fs", "landlock-scope") if layer in offered]
+    assert [layer for layer in status["isolation"] if layer in expected] == expected
+    info = (await hostd.request("plugins/list", {}))["plugins"][0]
+    assert info["launch"]["isolation"] == status["isolation"]
+
+
+async def test_memory_limit_stops_the_plugin_and_names_the_limit(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    async with spawn_hostd(tmp_path, "--max-rss-mb", "100", "--restart", "never") as hostd:
+        await ready(hostd, make_plugin(variant="hog"))
+        stopped = await hostd.wait_for("plugins/statusChanged", lambda s: s["status"] == "unhealthy", timeout=20)
+        assert stopped["error"]["limit"]["limit"] == "rss"
+        assert stopped["error"]["limit"]["threshold"] == 100 * 1024 * 1024
+        assert stopped["error"]["limit"]["value"] > 250 * 1024 * 1024
+        assert "exceeding a limit" in stopped["error"]["reason"]

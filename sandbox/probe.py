@@ -1,0 +1,202 @@
+"""What this machine lets hostd apply to a plugin, probed once and cached.
+
+Theory of operation. :func:`probe` runs the supervisor shim once as
+``python -I -S shim.py --probe``: it tries each kernel layer for real in a
+throwaway child (create and enforce a Landlock ruleset and check that a read
+is denied; enter a user + network namespace and check that only ``lo`` is
+left; install the seccomp filter and check ``Seccomp: 2``), as the user
+hostd runs as, so a distribution that disables unprivileged user namespaces
+(Ubuntu 24.04's AppArmor rule, Docker's default seccomp profile) or a kernel
+without Landlock shows up here and not at a plugin's spawn. The result is
+cached for the life of the process (about 50 ms on first call, then free;
+call it at startup, it blocks). It also looks, without trying, for
+bubblewrap and a delegated cgroup v2 (reported, not used by ``sandbox``).
+
+Capability names are the layer names of :class:`~sandbox.launch.Launch`
+(``shim``, ``landlock-fs``, ``landlock-net``, ``landlock-scope``,
+``netns``, ``seccomp``) plus ``bubblewrap`` and ``cgroup-v2``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CAPABILITY_NAMES", "Capability", "available", "landlock_abi", "probe", "render_table"]
+
+_SHIM = str(Path(__file__).resolve().with_name("shim.py"))
+_TIMEOUT = 10.0
+
+#: The rows of :func:`probe`, in order.
+CAPABILITY_NAMES: tuple[str, ...] = (
+    "shim",
+    "landlock-fs",
+    "landlock-net",
+    "landlock-scope",
+    "netns",
+    "seccomp",
+    "bubblewrap",
+    "cgroup-v2",
+)
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One probed capability: ``name`` (see :data:`CAPABILITY_NAMES`),
+    ``available`` (this process's user can apply it here) and ``detail`` (the
+    ABI, the reason it is missing, or what it covers)."""
+
+    name: str
+    available: bool
+    detail: str
+
+
+_lock = threading.Lock()
+_cache: dict[str, tuple[list[Capability], int]] = {}
+
+
+def _run_shim_probe() -> dict[str, object]:
+    if not sys.executable:
+        return {"error": "no Python interpreter to run the shim (sys.executable is empty)"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", _SHIM, "--probe"],
+            capture_output=True,
+            timeout=_TIMEOUT,
+            check=False,
+            env={},
+            cwd="/",
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"error": f"the shim probe did not run: {exc}"}
+    try:
+        result = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        return {"error": f"the shim probe failed (status {done.returncode}): {tail}"}
+    if not isinstance(result, dict):
+        return {"error": "the shim probe answered nonsense"}
+    return result
+
+
+def _pair(raw: dict[str, object], key: str) -> tuple[bool, str]:
+    value = raw.get(key)
+    if isinstance(value, list) and len(value) == 2:
+        return bool(value[0]), str(value[1])
+    return False, str(raw.get("error", "not probed"))
+
+
+def _bubblewrap() -> Capability:
+    found = shutil.which("bwrap") or next((p for p in ("/usr/bin/bwrap", "/bin/bwrap") if os.access(p, os.X_OK)), None)
+    if found is None:
+        return Capability("bubblewrap", False, "not installed; not needed: the shim applies its own layers")
+    return Capability("bubblewrap", True, f"{found}; not used by sandbox (the shim applies its own layers)")
+
+
+def _cgroup_v2() -> Capability:
+    """A cgroup v2 folder of ours where we could create per-plugin children with memory + pids."""
+    name = "cgroup-v2"
+    if not sys.platform.startswith("linux"):
+        return Capability(name, False, f"Linux only (this is {sys.platform})")
+    try:
+        own = next(
+            line.split("::", 1)[1].strip()
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if line.startswith("0::")
+        )
+    except (OSError, StopIteration):
+        return Capability(name, False, "no cgroup v2 membership in /proc/self/cgroup")
+    mount = None
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            if right.split()[:1] == ["cgroup2"]:
+                mount = left.split()[4]
+                break
+    except OSError:
+        pass
+    if mount is None:
+        return Capability(name, False, "no cgroup2 filesystem mounted")
+    folder = os.path.normpath(os.path.join(mount, own.lstrip("/")))
+    try:
+        controllers = set(Path(folder, "cgroup.controllers").read_text().split())
+    except OSError as exc:
+        return Capability(name, False, f"{folder}: {exc.strerror}")
+    writable = os.access(folder, os.W_OK) and os.access(os.path.join(folder, "cgroup.subtree_control"), os.W_OK)
+    if not writable:
+        return Capability(name, False, f"{folder} is not writable by this user (no delegation)")
+    missing = sorted({"memory", "pids"} - controllers)
+    if missing:
+        return Capability(
+            name, False, f"{folder} is writable but lacks the {', '.join(missing)} controller(s) (hybrid layout?)"
+        )
+    return Capability(name, True, f"{folder} (delegated); reported only: sandbox does not use it yet")
+
+
+def _build() -> tuple[list[Capability], int]:
+    raw = _run_shim_probe()
+    abi_value = raw.get("landlock_abi", 0)
+    abi = abi_value if isinstance(abi_value, int) else 0
+    landlock_ok, landlock_detail = _pair(raw, "landlock")
+    caps = [Capability("shim", *_pair(raw, "subreaper"))]
+    if raw.get("linux") is False:
+        caps[0] = Capability("shim", True, "supervisor without subreaper or parent-death signal (those are Linux only)")
+    if not landlock_ok:
+        caps += [Capability(n, False, landlock_detail) for n in ("landlock-fs", "landlock-net", "landlock-scope")]
+    else:
+        caps.append(Capability("landlock-fs", True, f"Landlock ABI {abi}: filesystem"))
+        caps.append(
+            Capability("landlock-net", True, f"Landlock ABI {abi}: TCP bind/connect by port (not UDP)")
+            if abi >= 4
+            else Capability("landlock-net", False, f"Landlock ABI {abi}: TCP rules need ABI 4 (Linux 6.7)")
+        )
+        caps.append(
+            Capability("landlock-scope", True, f"Landlock ABI {abi}: signals and abstract unix sockets")
+            if abi >= 6
+            else Capability("landlock-scope", False, f"Landlock ABI {abi}: scoping needs ABI 6 (Linux 6.12)")
+        )
+    caps.append(Capability("netns", *_pair(raw, "netns")))
+    caps.append(Capability("seccomp", *_pair(raw, "seccomp")))
+    caps.append(_bubblewrap())
+    caps.append(_cgroup_v2())
+    return caps, abi if landlock_ok else 0
+
+
+def probe(*, refresh: bool = False) -> list[Capability]:
+    """The capabilities of this machine for this user, in :data:`CAPABILITY_NAMES` order.
+
+    Cached after the first call (``refresh=True`` probes again). Blocking
+    (one short-lived ``python -I -S`` process, ~50 ms); thread-safe; safe to
+    call as any user (every trial runs in a throwaway child).
+    """
+    with _lock:
+        if "result" not in _cache or refresh:
+            _cache["result"] = _build()
+        return list(_cache["result"][0])
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI :func:`probe` found usable (0 = none)."""
+    probe()
+    return _cache["result"][1]
+
+
+def available(name: str) -> bool:
+    """Whether the probed capability ``name`` is available (False for unknown names)."""
+    return any(cap.name == name and cap.available for cap in probe())
+
+
+def render_table(caps: Iterable[Capability]) -> str:
+    """A plain-text table (``capability  available  detail``) for ``hostd doctor``."""
+    rows = [("capability", "available", "detail")]
+    rows += [(cap.name, "yes" if cap.available else "no", cap.detail) for cap in caps]
+    width0 = max(len(r[0]) for r in rows)
+    width1 = max(len(r[1]) for r in rows)
+    return "\n".join(f"{a:<{width0}}  {b:<{width1}}  {c}".rstrip() for a, b, c in rows) + "\n"

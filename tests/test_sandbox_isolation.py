@@ -1,0 +1,426 @@
+"""Kernel isolation layers with real plugin processes: Landlock, network namespace, seccomp.
+
+Every test that needs a layer skips with the probe's reason when this machine
+(or this user) cannot apply it. The fixture poke.py tries operations from
+inside the sandbox and reports "ok" or the errno name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psutil
+import pytest
+import trio
+
+from sandbox.environment import EnvPolicy
+from sandbox.launch import Launch, LaunchError, resolve_launch
+from sandbox.policy import IsolationPolicy, IsolationUnavailable, plan_layers
+from sandbox.probe import probe
+from sandbox.process import SandboxedProcess, spawn, sweep_leftovers
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
+PYTHON_DIR = os.path.dirname(os.path.realpath(sys.executable))
+HOST_ENV = {"PATH": f"{PYTHON_DIR}:/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "OPENAI_API_KEY": "sk-planted"}
+DENIED = {"EACCES", "EPERM"}
+NO_ROUTE = {"ECONNREFUSED", "EACCES", "ENETUNREACH", "EPERM"}
+
+
+def need(*names: str) -> None:
+    """Skip unless every named capability is available; the reason is the probe's."""
+    for cap in probe():
+        if cap.name in names and not cap.available:
+            pytest.skip(f"{cap.name} unavailable: {cap.detail}")
+
+
+def strict(**kwargs: object) -> IsolationPolicy:
+    """``network="deny"`` plus ``kwargs``; skips where this machine cannot enforce it."""
+    policy = IsolationPolicy(network="deny", **kwargs)  # type: ignore[arg-type]
+    try:
+        plan_layers(policy, probe())
+    except IsolationUnavailable as exc:
+        pytest.skip(str(exc))
+    return policy
+
+
+def launch_of(
+    command: str,
+    args: list[str],
+    policy: IsolationPolicy | None,
+    *,
+    tmpdir: str,
+    folder: Path = FIXTURES,
+) -> Launch:
+    return resolve_launch(
+        command, args, folder, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir=tmpdir, isolation_policy=policy
+    )
+
+
+async def drain(proc: SandboxedProcess) -> tuple[bytes, bytes]:
+    """Everything the plugin writes until its stdout and stderr close."""
+    out = bytearray()
+    err = bytearray()
+
+    async def pump(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+        while chunk := await stream.receive_some(65536):
+            into += chunk
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pump, proc.stdout, out)
+        nursery.start_soon(pump, proc.stderr, err)
+    return bytes(out), bytes(err)
+
+
+async def run_to_end(launch: Launch) -> tuple[SandboxedProcess, bytes, bytes]:
+    proc = await spawn(launch)
+    try:
+        out, err = await drain(proc)
+    finally:
+        await proc.stop(grace=0.5)
+    return proc, out, err
+
+
+async def poke(
+    ops: list[list[object]], policy: IsolationPolicy | None, tmpdir: str
+) -> tuple[list[str], SandboxedProcess]:
+    proc, out, err = await run_to_end(launch_of("python3", ["poke.py", json.dumps(ops)], policy, tmpdir=tmpdir))
+    assert out, err.decode()
+    results: list[str] = json.loads(out)
+    return results, proc
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> dict[str, Path]:
+    made = {name: tmp_path / name for name in ("data", "tmp", "outside")}
+    for folder in made.values():
+        folder.mkdir()
+    (made["outside"] / "secret.txt").write_text("outside\n")
+    return made
+
+
+# -- what is reported ------------------------------------------------------------------------
+
+
+async def test_reported_isolation_is_what_was_planned(folders: dict[str, Path]) -> None:
+    policy = strict(data_dir=str(folders["data"]))
+    launch = launch_of("python3", ["poke.py", "[]"], policy, tmpdir=str(folders["tmp"]))
+    with trio.fail_after(10):
+        proc, _, _ = await run_to_end(launch)
+    assert proc.isolation == launch.isolation
+    assert proc.isolation[:3] == ("shim", "rlimits", "no_new_privs")
+    assert launch.describe()["isolation"] == list(launch.isolation)
+
+
+async def test_a_layer_that_fails_to_apply_fails_the_spawn(folders: dict[str, Path]) -> None:
+    need("landlock-net")
+    policy = IsolationPolicy(network="deny", allowed_tcp_ports=(443,), seccomp=False)
+    launch = launch_of("python3", ["stubborn.py"], policy, tmpdir=str(folders["tmp"]))
+    assert "landlock-net" in launch.isolation
+    assert launch.plan is not None
+    # A port the kernel refuses (EINVAL): the layer cannot be applied, so nothing may run.
+    broken = dataclasses.replace(launch, plan=dataclasses.replace(launch.plan, tcp_ports=(70000,)))
+    with trio.fail_after(10), pytest.raises(LaunchError) as info:
+        await spawn(broken)
+    assert info.value.kind == "ISOLATION_FAILED"
+    assert "landlock" in str(info.value) and "errno 22" in str(info.value)
+
+    with trio.fail_after(10), pytest.raises(LaunchError) as info:
+        await spawn(dataclasses.replace(launch, isolation=(*launch.isolation, "made-up-layer")))
+    assert info.value.kind == "ISOLATION_FAILED"
+    assert "made-up-layer" in str(info.value)
+
+    with trio.fail_after(10), pytest.raises(LaunchError) as info:
+        await spawn(dataclasses.replace(launch, isolation=("rlimits",)))  # layers without the shim
+    assert info.value.kind == "ISOLATION_FAILED"
+
+    with trio.fail_after(10), pytest.raises(LaunchError) as info:
+        await spawn(dataclasses.replace(launch, plan=None))  # Landlock without resolved folders: no guessing
+    assert info.value.kind == "ISOLATION_FAILED"
+
+
+# -- Landlock filesystem -----------------------------------------------------------------------
+
+
+async def test_landlock_confines_reads_and_writes(folders: dict[str, Path]) -> None:
+    need("landlock-fs")
+    policy = IsolationPolicy(data_dir=str(folders["data"]))
+    ops: list[list[object]] = [
+        ["read", str(FIXTURES / "poke.py")],  # 0 its plugin folder
+        ["list", str(FIXTURES)],  # 1
+        ["write", str(folders["data"] / "state.json")],  # 2 its data folder
+        ["write", str(folders["tmp"] / "scratch")],  # 3 its TMPDIR
+        ["read", str(folders["outside"] / "secret.txt")],  # 4 another tmp folder
+        ["list", str(folders["outside"])],  # 5
+        ["write", str(folders["outside"] / "dropped")],  # 6
+        ["write", str(FIXTURES / "dropped-by-plugin")],  # 7 its own folder is read-only
+        ["read", "/etc/shadow"],  # 8 /etc beyond the runtime's needs
+        ["read", f"/proc/{os.getpid()}/environ"],  # 9 the host's environment (secrets)
+        ["read", "/etc/ssl/openssl.cnf"],  # 10 what runtimes need stays readable
+        ["write", "/dev/null"],  # 11
+    ]
+    with trio.fail_after(10):
+        results, proc = await poke(ops, policy, str(folders["tmp"]))
+    assert "landlock-fs" in proc.isolation
+    assert results[0:4] == ["ok", "ok", "ok", "ok"]
+    assert results[4] in DENIED and results[5] in DENIED and results[6] in DENIED and results[7] in DENIED
+    assert results[8] in DENIED
+    if os.geteuid() != 0 or "userns" in proc.isolation:
+        # Landlock's ptrace scoping; root also needs its user namespace (else CAP_SYS_PTRACE lets it read).
+        assert results[9] in DENIED
+    assert results[10] in ("ok", "ENOENT")
+    assert results[11] == "ok"
+    assert (folders["data"] / "state.json").read_text() == "written\n"
+    assert not (folders["outside"] / "dropped").exists()
+    assert not (FIXTURES / "dropped-by-plugin").exists()
+
+    # The same operations without Landlock: the denials above are Landlock's, not file modes.
+    with trio.fail_after(10):
+        results, proc = await poke(ops[4:7], IsolationPolicy(landlock=False), str(folders["tmp"]))
+    assert "landlock-fs" not in proc.isolation
+    assert results == ["ok", "ok", "ok"]
+
+
+async def test_a_manifest_tmpdir_does_not_widen_the_writable_set(tmp_path: Path, folders: dict[str, Path]) -> None:
+    need("landlock-fs")
+    launch = resolve_launch(
+        "python3",
+        ["poke.py", json.dumps([["write", str(folders["outside"] / "via-manifest")]])],
+        FIXTURES,
+        {"TMPDIR": str(folders["outside"])},
+        EnvPolicy(),
+        host_env=HOST_ENV,
+        tmpdir=str(folders["tmp"]),
+        isolation_policy=IsolationPolicy(),
+    )
+    assert launch.env["TMPDIR"] == str(folders["outside"])
+    with trio.fail_after(10):
+        _, out, _ = await run_to_end(launch)
+    assert json.loads(out) == ["EACCES"]
+
+
+async def test_python_and_node_run_under_landlock_and_netns(folders: dict[str, Path]) -> None:
+    need("landlock-fs", "netns")
+    policy = IsolationPolicy(network="deny", data_dir=str(folders["data"]))
+    script = "import json, ssl, asyncio, tempfile; tempfile.TemporaryFile().close(); print(json.dumps([1]))"
+    launch = launch_of("python3", ["-c", script], policy, tmpdir=str(folders["tmp"]))
+    with trio.fail_after(15):
+        proc, out, err = await run_to_end(launch)
+    assert {"landlock-fs", "netns"} <= set(proc.isolation)
+    assert proc.returncode == 0, err.decode()
+    assert out == b"[1]\n"
+
+    if shutil.which("node", path=HOST_ENV["PATH"]) is None:
+        pytest.skip("node is not installed")
+    launch = launch_of("node", ["-e", "console.log(1)"], policy, tmpdir=str(folders["tmp"]))
+    with trio.fail_after(15):
+        proc, out, err = await run_to_end(launch)
+    assert {"landlock-fs", "netns"} <= set(proc.isolation)
+    assert proc.returncode == 0, err.decode()
+    assert out == b"1\n"
+
+
+# -- network -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def listeners() -> AsyncIterator[list[int]]:
+    """Two TCP listeners on 127.0.0.1 in the test (the host side); yields their ports."""
+    async with trio.open_nursery() as nursery:
+        ports: list[int] = []
+        for _ in range(2):
+            found = await nursery.start(_serve)
+            ports.append(found)
+        yield ports
+        nursery.cancel_scope.cancel()
+
+
+async def _serve(task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    task_status.started(listener.socket.getsockname()[1])
+
+    async def hang_up(stream: trio.abc.Stream) -> None:
+        await stream.aclose()
+
+    await trio.serve_listeners(hang_up, [listener])
+
+
+async def test_network_deny_blocks_a_host_listener_and_allow_reaches_it(
+    listeners: list[int], folders: dict[str, Path]
+) -> None:
+    port = listeners[0]
+    ops: list[list[object]] = [["connect", "127.0.0.1", port]]
+    tmp = str(folders["tmp"])
+    with trio.fail_after(20):
+        allowed, proc = await poke(ops, IsolationPolicy(), tmp)
+        assert allowed == ["ok"]
+        assert not {"netns", "landlock-net"} & set(proc.isolation)
+
+        try:
+            denied, proc = await poke(ops, IsolationPolicy(network="deny"), tmp)
+        except LaunchError as exc:
+            assert exc.kind == "ISOLATION_UNAVAILABLE"
+            pytest.skip(str(exc))
+        assert {"netns", "landlock-net"} & set(proc.isolation)
+        assert denied[0] in NO_ROUTE
+
+
+async def test_network_namespace_alone_denies(listeners: list[int], folders: dict[str, Path]) -> None:
+    need("netns")
+    ops: list[list[object]] = [["connect", "127.0.0.1", listeners[0]]]
+    with trio.fail_after(10):
+        results, proc = await poke(ops, IsolationPolicy(network="deny", landlock=False), str(folders["tmp"]))
+    assert "netns" in proc.isolation and "landlock-net" not in proc.isolation
+    # Its own loopback is up, but nothing listens there: the host's listener is in another namespace.
+    assert results == ["ECONNREFUSED"]
+
+
+async def test_landlock_tcp_ports_allow_only_the_listed_port(listeners: list[int], folders: dict[str, Path]) -> None:
+    need("landlock-net")
+    granted, other = listeners
+    policy = IsolationPolicy(network="deny", allowed_tcp_ports=(granted,))
+    ops: list[list[object]] = [["connect", "127.0.0.1", granted], ["connect", "127.0.0.1", other]]
+    with trio.fail_after(10):
+        results, proc = await poke(ops, policy, str(folders["tmp"]))
+    assert "landlock-net" in proc.isolation and "netns" not in proc.isolation
+    assert results == ["ok", "EACCES"]
+
+
+# -- signals, seccomp ------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def victim() -> AsyncIterator[trio.Process]:
+    """A sacrificial process standing in for hostd (same user, outside the sandbox)."""
+    proc = await trio.lowlevel.open_process(["sleep", "60"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+async def test_signal_scoping_protects_the_host_and_the_shim(victim: trio.Process, folders: dict[str, Path]) -> None:
+    need("landlock-scope")
+    tmp = str(folders["tmp"])
+    with trio.fail_after(10):
+        # Control: without Landlock the plugin may signal it (signal 0: the permission check only).
+        results, proc = await poke([["kill", victim.pid, 0]], IsolationPolicy(landlock=False), tmp)
+        assert results == ["ok"]
+        results, proc = await poke(
+            [["kill", victim.pid, 0], ["kill", victim.pid, signal.SIGKILL], ["kill", "parent", signal.SIGKILL]],
+            IsolationPolicy(),
+            tmp,
+        )
+    assert "landlock-scope" in proc.isolation
+    assert results == ["EPERM", "EPERM", "EPERM"]
+    assert victim.poll() is None
+    assert proc.returncode == 0  # its shim was not killed: the plugin exited normally
+
+
+async def test_seccomp_denies_ptrace_and_unix_sockets_when_network_is_denied(
+    tmp_path: Path, folders: dict[str, Path]
+) -> None:
+    need("seccomp")
+    path = str(tmp_path / "daemon.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(8)
+    ops: list[list[object]] = [["ptrace"], ["unix", path], ["status", "Seccomp"], ["status", "NoNewPrivs"]]
+    tmp = str(folders["tmp"])
+    try:
+        with trio.fail_after(10):
+            open_results, proc = await poke(ops, IsolationPolicy(landlock=False), tmp)
+            assert "seccomp" in proc.isolation
+            assert open_results == ["EPERM", "ok", "2", "1"]  # a unix socket is reachable with network "allow"
+            denied, proc = await poke(ops, strict(landlock=False), tmp)
+            assert denied == ["EPERM", "EACCES", "2", "1"]
+            bare, proc = await poke(ops, IsolationPolicy(landlock=False, seccomp=False), tmp)
+            assert "seccomp" not in proc.isolation
+            assert bare[1:] == ["ok", "0", "1"]
+    finally:
+        server.close()
+
+
+# -- the tree still ends -----------------------------------------------------------------------
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def read_pids(proc: SandboxedProcess) -> list[int]:
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = await proc.stdout.receive_some(4096)
+        assert chunk
+        line += chunk
+    pids: list[int] = json.loads(line)["pids"]
+    return pids
+
+
+async def test_hostile_tree_ends_under_every_layer(folders: dict[str, Path]) -> None:
+    policy = strict(data_dir=str(folders["data"]))
+    with trio.fail_after(10):
+        proc = await spawn(launch_of("python3", ["tree.py", "stubborn"], policy, tmpdir=str(folders["tmp"])))
+        pids = await read_pids(proc)
+        assert all(alive(pid) for pid in pids)
+        report = await proc.stop(grace=0.2)
+    assert report.step == "sigkill"
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+async def test_parent_death_signal_survives_the_namespace_switch(folders: dict[str, Path]) -> None:
+    need("netns")
+    policy = IsolationPolicy(network="deny")
+    with trio.fail_after(10):
+        proc = await spawn(launch_of("python3", ["tree.py", "stubborn"], policy, tmpdir=str(folders["tmp"])))
+        try:
+            pids = await read_pids(proc)
+            assert "netns" in proc.isolation and proc.shim_pid is not None
+            os.kill(proc.shim_pid, signal.SIGKILL)
+            assert await proc.wait() == -signal.SIGKILL  # PR_SET_PDEATHSIG still fired
+            assert not alive(pids[0])
+            assert sweep_leftovers(proc.token) >= 1  # the token sweep reaches into the namespace
+            assert [pid for pid in pids if alive(pid)] == []
+        finally:
+            await proc.stop(grace=0.1)
+
+
+async def test_pdeathsig_is_not_lost_after_exec_in_a_user_namespace() -> None:
+    """PR_SET_PDEATHSIG is readable back with PR_GET_PDEATHSIG; check the plugin still has it."""
+    need("netns")
+    code = (
+        "import ctypes, sys; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); print(v.value)"
+    )
+    launch = launch_of("python3", ["-c", code], IsolationPolicy(network="deny"), tmpdir="/tmp")
+    with trio.fail_after(10):
+        _, out, err = await run_to_end(launch)
+    assert out.strip() == str(int(signal.SIGKILL)).encode(), err.decode()
+
+
+async def test_spawn_cost_per_layer(tmp_path: Path) -> None:
+    """Prints median spawn cost per layer set (full figures: python fixtures/sandbox/spawn_cost.py 31)."""
+    need("landlock-fs", "landlock-net", "landlock-scope", "netns", "seccomp")
+    spec = importlib.util.spec_from_file_location("spawn_cost", FIXTURES / "spawn_cost.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with trio.fail_after(60):
+        results = await module.measure(3, str(tmp_path))
+    print()
+    for name, row in results.items():
+        print(f"{name:10} spawn {row['spawn_ms']:6.1f} ms  first reply {row['reply_ms']:6.1f} ms  {row['layers']}")
+        assert row["spawn_ms"] < 2000 and row["reply_ms"] < 4000
+    assert {"direct", "shim"} <= set(results)

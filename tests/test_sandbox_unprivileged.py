@@ -1,0 +1,109 @@
+"""The key isolation checks again, as the unprivileged user nobody (65534), through setpriv.
+
+The test process must be root (to switch user). The driver fixtures/sandbox/unprivileged.py
+runs under the system Python (nobody cannot enter /root, where this venv's interpreter may
+live) with this checkout and the venv's site-packages on PYTHONPATH; its work folder is
+created for nobody. It proves, for an unprivileged user: the probe's layers apply; Landlock
+confines reads and writes; network "deny" blocks a listener on 127.0.0.1 that "allow"
+reaches; signal scoping protects another process of the same user; the shim ends a hostile
+tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = ROOT / "fixtures" / "sandbox" / "unprivileged.py"
+NOBODY = 65534
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _skip_reason() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "Linux only"
+    if os.geteuid() != 0:
+        return "needs root to switch to nobody"
+    if shutil.which("setpriv") is None:
+        return "setpriv is not installed"
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        return f"{SYSTEM_PYTHON} is missing"
+    version = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    if version != str(sys.version_info[:2]):
+        return f"{SYSTEM_PYTHON} is {version}, this venv's packages are for {sys.version_info[:2]}"
+    return None
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    folder = Path(tempfile.mkdtemp(prefix="hostd-nobody-"))
+    os.chown(folder, NOBODY, NOBODY)
+    folder.chmod(0o700)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+async def listener_port() -> AsyncIterator[int]:
+    async def hang_up(stream: trio.abc.Stream) -> None:
+        await stream.aclose()
+
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, hang_up, [listener])
+        yield listener.socket.getsockname()[1]
+        nursery.cancel_scope.cancel()
+
+
+async def test_layers_and_tree_kill_work_for_an_unprivileged_user(work: Path, listener_port: int) -> None:
+    site = sysconfig.get_paths()["purelib"]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site}", "LANG": "C.UTF-8", "HOME": str(work)}
+    command = [
+        "setpriv",
+        f"--reuid={NOBODY}",
+        f"--regid={NOBODY}",
+        "--clear-groups",
+        SYSTEM_PYTHON,
+        str(DRIVER),
+        str(work),
+        str(listener_port),
+    ]
+    with trio.fail_after(60):
+        done = await trio.run_process(command, env=env, capture_stdout=True, capture_stderr=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    result = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    print("\nas nobody:", json.dumps(result["isolation"]))
+
+    assert result["uid"] == NOBODY
+    assert result["capeff"] == "0000000000000000"  # truly unprivileged: no capability at all
+    available = {name for name, ok, _ in result["probe"] if ok}
+    if not {"landlock-fs", "landlock-scope", "netns"} <= available:
+        pytest.skip(f"as nobody: {[(n, d) for n, ok, d in result['probe'] if not ok]}")
+    assert {"landlock-fs", "landlock-net", "landlock-scope", "netns", "seccomp"} <= set(result["isolation"])
+    read_plugin, write_data, write_tmp, read_outside, write_outside, connect = result["fs"]
+    assert [read_plugin, write_data, write_tmp] == ["ok", "ok", "ok"]
+    assert read_outside == "EACCES" and write_outside == "EACCES"  # nobody's own files, outside the sandbox
+    assert connect in ("EACCES", "ECONNREFUSED", "ENETUNREACH")
+    assert result["net_allow"] == ["ok"]  # the same listener is reachable without "deny"
+    assert result["kill"] == ["EPERM"] and result["victim_alive"]  # nobody's own process, outside the domain
+    assert len(result["tree"]) == 4
+    assert result["tree_step"] == "sigkill"
+    assert result["tree_alive"] == []
