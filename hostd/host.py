@@ -216,20 +216,18 @@ class Host:
             for warning in opened.warnings:
                 log.warning("%s", warning)
             host._records = dict(opened.plugins)
-            nursery.start_soon(host._restore, opened.warnings)
+            to_enable = await host._restore(opened.warnings)
+            nursery.start_soon(host._restore_enabled, to_enable)
         return host
 
-    async def _restore(self, warnings: list[str]) -> None:
+    async def _restore(self, warnings: list[str]) -> list[tuple[InstalledPlugin, PluginRecord]]:
+        """Install every stored plugin again (before any request is served), so that
+        ``plugins/list`` right after ``initialize`` already shows them. Returns the
+        plugins to enable again, which :meth:`_restore_enabled` does in the background."""
         for warning in warnings:
             await self.notify("plugins/log", {"plugin": None, "level": "warning", "source": "host", "message": warning})
-        limiter = trio.CapacityLimiter(4)
-        async with trio.open_nursery() as nursery:
-            for plugin_id, record in sorted(self._records.items()):
-                nursery.start_soon(self._restore_one, plugin_id, record, limiter)
-
-    async def _restore_one(self, plugin_id: str, record: PluginRecord, limiter: trio.CapacityLimiter) -> None:
-        """Install one stored plugin again; enable it if it was enabled and nothing changed."""
-        async with limiter:
+        to_enable: list[tuple[InstalledPlugin, PluginRecord]] = []
+        for plugin_id, record in sorted(self._records.items()):
             try:
                 manifest, digest = await trio.to_thread.run_sync(load_manifest, Path(record.path))
             except HostError as error:
@@ -238,10 +236,10 @@ class Host:
                     "plugins/log",
                     {"plugin": plugin_id, "level": "error", "source": "host", "message": error.message},
                 )
-                return  # the record stays in the document: nothing the user set up is lost
+                continue  # the record stays in the document: nothing the user set up is lost
             if manifest.id != plugin_id:
                 log.warning("stored plugin %s now has id %s: not restored", plugin_id, manifest.id)
-                return
+                continue
             plugin = self._add_plugin(Path(record.path), manifest, digest)
             plugin.granted = set(record.granted) & set(manifest.permissions)
             plugin.approved_digest = record.approved_digest
@@ -250,9 +248,21 @@ class Host:
             plugin.supervisor.pinned = record.pinned_tools
             with contextlib.suppress(LaunchError):
                 self._resolve(plugin)
-            if not record.enabled:
-                return
-            if digest != record.manifest_digest:
+            if record.enabled:
+                to_enable.append((plugin, record))
+        return to_enable
+
+    async def _restore_enabled(self, plugins: list[tuple[InstalledPlugin, PluginRecord]]) -> None:
+        """Enable again what was enabled (4 at a time), unless it changed since approval."""
+        limiter = trio.CapacityLimiter(4)
+        async with trio.open_nursery() as nursery:
+            for plugin, record in plugins:
+                nursery.start_soon(self._restore_one, plugin, record, limiter)
+
+    async def _restore_one(self, plugin: InstalledPlugin, record: PluginRecord, limiter: trio.CapacityLimiter) -> None:
+        plugin_id = plugin.manifest.id
+        async with limiter:
+            if plugin.manifest_digest != record.manifest_digest:
                 await plugin.supervisor.refuse(
                     HostError(
                         ErrorKind.MANIFEST_CHANGED,
@@ -413,10 +423,11 @@ class Host:
             unknown = sorted(set(manifest.permissions) - self.known_permissions)
             if unknown:
                 raise HostError(
-                    ErrorKind.MANIFEST_INVALID,
+                    ErrorKind.PERMISSION_UNKNOWN,
                     f"permissions not among the parent's knownPermissions: {', '.join(unknown)}",
                     path=str(folder),
-                    errors=[{"field": "permissions", "message": f"unknown permission {u!r}"} for u in unknown],
+                    plugin=manifest.id,
+                    permissions=unknown,
                 )
         existing = self.plugins.get(manifest.id)
         if existing is not None:
@@ -495,7 +506,7 @@ class Host:
         """First enable of a ``contributes.discover`` plugin: write the tools it reported
         into its manifest, stop it, and ask for approval of the result."""
         plugin_id = plugin.manifest.id
-        tools = self.registry.tools(plugin_id)
+        tools = plugin.supervisor.discovered  # never registered: not approved yet
         names = sorted(t.name for t in tools)
         permissions = sorted(set(plugin.manifest.permissions) | {t.permission for t in tools if t.permission})
         await plugin.supervisor.disable()

@@ -40,6 +40,17 @@ class ToolRegistry:
                 tools=clashes,
             )
 
+    def check_names(self, plugin_id: str, names: Sequence[str]) -> None:
+        """Raise ``TOOL_CONFLICT`` if another plugin owns one of these host names (before a spawn)."""
+        clashes = sorted(n for n in names if (o := self._by_name.get(n)) is not None and o.plugin != plugin_id)
+        if clashes:
+            raise HostError(
+                ErrorKind.TOOL_CONFLICT,
+                f"tool names already registered by another plugin: {', '.join(clashes)}",
+                plugin=plugin_id,
+                tools=clashes,
+            )
+
     def register(self, plugin_id: str, tools: Sequence[HostTool]) -> int:
         """Replace ``plugin_id``'s tools with ``tools`` as one step; return the new revision.
 

@@ -131,8 +131,6 @@ class PluginSupervisor:
         #: Tools withheld because their definition changed since approval: name -> digests.
         self.withheld: dict[str, dict[str, str]] = {}
         self._current_tools: list[HostTool] = []
-        #: Tools the server listed but hostd rejected (invalid definitions), as problems.
-        self.rejected: list[dict[str, Any]] = []
         #: The resource limit the last instance was stopped for, if any.
         self.limit_hit: dict[str, Any] | None = None
         self._registry = registry
@@ -180,7 +178,6 @@ class PluginSupervisor:
             "last_exit": self.last_exit,
             "next_retry_at": _iso(self.next_retry_at),
             "withheld": sorted(self.withheld),
-            "rejected": self.rejected,
             "isolation": self.isolation,
         }
 
@@ -239,6 +236,8 @@ class PluginSupervisor:
             return self.status()
 
     async def _start(self, launch: Launch) -> dict[str, Any]:
+        # DESIGN "Plugin lifecycle": no tool-name conflict with the registry, before spawning.
+        self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
         await self._set_state(State.STARTING)
         try:
             with unwrap_host_error():
@@ -419,6 +418,8 @@ class PluginSupervisor:
         tool pinning). Raises ``TOOL_CONFLICT`` from the registry.
         """
         self._current_tools = list(tools)
+        if self.manifest.contributes.discover:
+            return  # imported and not yet approved with its tools: recorded by the host, never callable
         if self.pinned is None:
             self.pinned = {t.remote_name: t.definition_digest for t in tools}
             if self._on_change is not None:
@@ -440,6 +441,11 @@ class PluginSupervisor:
             )
         self.withheld = withheld
         self._registry.register(self.plugin_id, allowed)
+
+    @property
+    def discovered(self) -> list[HostTool]:
+        """The tools the running instance listed (registered or not)."""
+        return list(self._current_tools)
 
     async def repin(self) -> None:
         """The user approved again: pin the current definitions and release withheld tools."""
@@ -487,25 +493,7 @@ class PluginSupervisor:
                 protocol_version=protocol_version,
             )
 
-        try:
-            tools = await trio.to_thread.run_sync(convert, raw)
-        except HostError as error:
-            # A tool with a broken definition is rejected on its own (case D2): if the
-            # rest still equals contributes.tools, the plugin runs without it.
-            problems = error.data.get("problems", [])
-            bad = {p["tool"] for p in problems if p.get("field") != "contributes.tools"}
-            if not bad or not all(isinstance(name, str) for name in bad):
-                raise
-            kept = [t for t in raw if t.get("name") not in bad]
-            try:
-                tools = await trio.to_thread.run_sync(convert, kept)
-            except HostError:
-                raise error from None
-            self.rejected = [p for p in problems if p.get("tool") in bad]
-            await self._log("warning", "host", f"tools rejected for invalid definitions: {', '.join(sorted(bad))}")
-        else:
-            self.rejected = []
-        return tools
+        return await trio.to_thread.run_sync(convert, raw)
 
     async def _stop_after_failure(self, process: SandboxedProcess, link: PluginLink, done: trio.Event) -> None:
         """End the tree of a failed instance before the restart policy looks at it."""

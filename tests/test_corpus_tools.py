@@ -157,7 +157,7 @@ async def test_d2_local_ref_is_followed_by_argument_validation(hostd: HostdClien
     tools = [*ECHO_TOOLS, "refs"]
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        status = await ready(hostd, make_plugin(variant="schemas", tools=tools))
+        status = await ready(hostd, make_plugin(variant="refs", tools=tools))
         assert status["status"] == "ready"
         ok = await call_text(hostd, f"{HOSTILE}.refs", {"point": {"x": 1}})
         assert ok == {"arguments": {"point": {"x": 1}}, "tool": "refs"}
