@@ -252,3 +252,19 @@ async def test_memory_limit_stops_the_plugin_and_names_the_limit(tmp_path: Path,
         assert stopped["error"]["limit"]["threshold"] == 100 * 1024 * 1024
         assert stopped["error"]["limit"]["value"] > 250 * 1024 * 1024
         assert "exceeding a limit" in stopped["error"]["reason"]
+
+
+async def test_a_plugin_that_stops_answering_ping_is_ended_and_calls_fail(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    # half-then-silence stops writing anything after its first tools/call.
+    args = ("--ping-interval", "0.3", "--ping-timeout", "0.5", "--restart", "never")
+    async with spawn_hostd(tmp_path, *args) as hostd:
+        await ready(hostd, make_plugin(variant="half-then-silence"))
+        pending = await hostd.start("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "x"}})
+        with trio.fail_after(10), pytest.raises(RpcError) as gone:
+            await pending()
+        assert gone.value.kind == "PLUGIN_HOST_UNAVAILABLE"
+        status = await hostd.request("plugins/status", {"id": "mcp-echo"})
+        assert status["status"] == "unhealthy"
+        assert status["error"]["reason"] == "did not answer ping within 0.5 s"

@@ -151,3 +151,22 @@ async def test_sigkill_during_writes_never_corrupts_the_document(tmp_path: Path)
             generations = {r.restarts for r in opened.plugins.values()}
             assert len(generations) == 1  # one whole document, never a mix
             assert len(opened.plugins) == 20
+
+
+async def test_hostd_killed_with_sigkill_comes_back_with_the_same_plugins(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    folder = make_plugin()
+    async with spawn_hostd(tmp_path) as first:
+        await ready(first, folder)
+        before = await first.request("tools/list", {})
+        first.process.send_signal(signal.SIGKILL)
+        with trio.fail_after(10):
+            await first.process.wait()
+    async with spawn_hostd(tmp_path) as second:
+        status = await second.wait_for("plugins/statusChanged", lambda s: s["status"] == "ready")
+        assert status["plugin_id"] == "mcp-echo"
+        after = await second.request("tools/list", {})
+        assert [t["name"] for t in after["tools"]] == [t["name"] for t in before["tools"]]
+        result = await second.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "again"}})
+        assert result["structuredContent"] == {"text": "again", "length": 5}
