@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="a further folder plugins may write under Landlock (repeatable)",
     )
+    serve.add_argument(
+        "--no-login-path",
+        action="store_true",
+        help="do not add the login shell's PATH (nvm, volta, Homebrew...) to the PATH searched for commands",
+    )
     serve.add_argument("--max-rss-mb", type=float, help="end a plugin whose process tree uses more resident memory")
     serve.add_argument(
         "--max-cpu-percent",
@@ -123,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
             max_cpu_percent=args.max_cpu_percent,
             allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
+            login_path=not args.no_login_path,
         )
         host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host

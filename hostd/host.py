@@ -32,7 +32,7 @@ from hostd.registry import ToolRegistry
 from hostd.state import PluginRecord, StateError, StateStore
 from hostd.supervisor import RESULT_LIMIT, Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
-from sandbox.environment import EnvPolicy
+from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy
 from sandbox.process import sweep_orphans
@@ -65,6 +65,7 @@ class HostSettings:
     max_rss_bytes: int | None = None
     max_cpu_percent: float | None = None
     allow_write: tuple[str, ...] = ()
+    login_path: bool = True
 
     def isolation_policy(self, data_dir: Path | None, args: Sequence[str] = ()) -> IsolationPolicy:
         """The per-plugin :class:`IsolationPolicy` for this host policy.
@@ -187,6 +188,8 @@ class Host:
         self.store: StateStore | None = options.state_store
         self._records: dict[str, PluginRecord] = {}
         self._save_lock = trio.Lock()
+        #: The PATH of the user's login shell, appended to hostd's own for command lookup.
+        self.login_path: str | None = None
 
     @classmethod
     async def create(
@@ -204,6 +207,8 @@ class Host:
         Raises ``STATE_UNUSABLE`` when the document cannot be used.
         """
         host = cls(options, notify, nursery, settings if settings is not None else HostSettings())
+        if host.settings.login_path:
+            host.login_path = await trio.to_thread.run_sync(login_shell_path)
         swept = await trio.to_thread.run_sync(sweep_orphans)
         if swept:
             log.warning("ended %d plugin processes left behind by a previous hostd", swept)
@@ -367,6 +372,7 @@ class Host:
                 plugin.path,
                 backend.env,
                 self.env_policy,
+                host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
                 isolation_policy=self.settings.isolation_policy(data_dir, backend.args),
             )
         except LaunchError as exc:

@@ -25,6 +25,7 @@ loader group is refused by default because a manifest is untrusted input.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -248,3 +249,49 @@ def build_environment(
         if _is_function_value(value) or "\0" in value or "\0" in name or "=" in name or not name:
             del env[name]
     return env
+
+
+_PATH_MARK = "__HOSTD_LOGIN_PATH__"
+
+
+def login_shell_path(shell: str | None = None, timeout: float = 3.0) -> str | None:
+    """The ``PATH`` the user's login shell sets up, or ``None`` (blocking; bounded by ``timeout`` s).
+
+    Desktop launchers (the Dock, a ``.desktop`` file, systemd) start apps with
+    a minimal ``PATH`` that lacks nvm, volta, Homebrew or ``~/.local/bin``.
+    This runs ``$SHELL -l -c`` once (no ``-i``: nothing interactive, stdin is
+    ``/dev/null``) and reads the ``PATH`` it prints between markers, so a
+    chatty profile cannot confuse it. Only absolute entries are kept.
+    Failure, a time-out or a missing shell give ``None``. The caller caches
+    the result (hostd computes it once at start; ``hostd serve
+    --no-login-path`` turns it off).
+    """
+    import subprocess  # noqa: PLC0415  (only this helper runs a process)
+
+    program = shell or os.environ.get("SHELL") or "/bin/sh"
+    if not os.path.isabs(program) or not os.access(program, os.X_OK):
+        return None
+    script = f'printf "%s%s%s" "{_PATH_MARK}" "$PATH" "{_PATH_MARK}"'
+    try:
+        done = subprocess.run(
+            [program, "-l", "-c", script],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    parts = done.stdout.decode("utf-8", "replace").split(_PATH_MARK)
+    if len(parts) < 3:
+        return None
+    return trim_path(parts[-2]) or None
+
+
+def merge_paths(first: str, second: str | None) -> str:
+    """``first`` followed by the entries of ``second`` it lacks (``PATH`` syntax)."""
+    entries = [e for e in first.split(os.pathsep) if e]
+    for entry in (second or "").split(os.pathsep):
+        if entry and entry not in entries:
+            entries.append(entry)
+    return os.pathsep.join(entries)

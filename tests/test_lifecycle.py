@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError
+from hostd.client import HostdClient, RpcError, plugin_environment
 from sandbox.probe import probe
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 
@@ -268,3 +268,25 @@ async def test_a_plugin_that_stops_answering_ping_is_ended_and_calls_fail(
         status = await hostd.request("plugins/status", {"id": "mcp-echo"})
         assert status["status"] == "unhealthy"
         assert status["error"]["reason"] == "did not answer ping within 0.5 s"
+
+
+async def test_command_found_through_the_login_shell_path(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    # A desktop-launched parent has a minimal PATH; the user's profile adds the folder of the command.
+    tools = tmp_path / "user-tools"
+    tools.mkdir()
+    launcher = tools / "echo-server-xyz"
+    launcher.write_text('#!/bin/sh\nexec /usr/bin/python3 server.py "$@"\n')
+    launcher.chmod(0o755)
+    shell = tmp_path / "login-shell"
+    shell.write_text(f'#!/bin/sh\nPATH="{tools}:$PATH"\nshift\nexec /bin/sh "$@"\n')
+    shell.chmod(0o755)
+    folder = make_plugin(backend={"command": "echo-server-xyz", "args": []})
+    env = plugin_environment()
+    env["SHELL"] = str(shell)
+    async with HostdClient.spawn(["--state-dir", str(tmp_path / "s")], env=env) as hostd:
+        assert (await ready(hostd, folder))["status"] == "ready"
+    async with HostdClient.spawn(["--state-dir", str(tmp_path / "s2"), "--no-login-path"], env=env) as hostd:
+        info = await hostd.request("plugins/install", {"path": str(folder)})
+        assert info["launch"]["kind"] == "COMMAND_NOT_FOUND"
+        assert "echo-server-xyz" in info["launch"]["error"]
+        assert str(tools) not in info["launch"]["error"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sandbox.environment import (
@@ -10,6 +12,8 @@ from sandbox.environment import (
     EnvPolicy,
     build_environment,
     is_loader_var,
+    login_shell_path,
+    merge_paths,
     trim_path,
 )
 
@@ -162,3 +166,16 @@ def test_trim_path_and_is_loader_var() -> None:
     assert is_loader_var("LD_AUDIT")
     assert not is_loader_var("LDAP_URI")
     assert not is_loader_var("PYTHONUNBUFFERED")
+
+
+def test_login_shell_path_reads_the_profile_path_between_markers(tmp_path: Path) -> None:
+    shell = tmp_path / "fake-login-shell"
+    shell.write_text(
+        '#!/bin/sh\necho "welcome, a chatty profile"\nPATH="/opt/hostd-test/bin:$PATH"\nshift\nexec /bin/sh "$@"\n'
+    )
+    shell.chmod(0o755)
+    found = login_shell_path(str(shell))
+    assert found is not None
+    assert found.split(":")[0] == "/opt/hostd-test/bin"
+    assert login_shell_path(str(tmp_path / "missing-shell")) is None
+    assert merge_paths("/a:/b", "/b:/c") == "/a:/b:/c"
