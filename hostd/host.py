@@ -366,6 +366,10 @@ class Host:
         backend = plugin.manifest.backend
         try:
             data_dir = self.store.directory / "data" / plugin.manifest.id if self.store is not None else None
+            tmpdir = None
+            if data_dir is not None:  # private TMPDIR under the state folder, not in a shared /tmp
+                (data_dir / "tmp").mkdir(mode=0o700, parents=True, exist_ok=True)
+                tmpdir = str(data_dir / "tmp")
             launch = resolve_launch(
                 backend.command,
                 backend.args,
@@ -373,6 +377,7 @@ class Host:
                 backend.env,
                 self.env_policy,
                 host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
+                tmpdir=tmpdir,
                 isolation_policy=self.settings.isolation_policy(data_dir, backend.args),
             )
         except LaunchError as exc:

@@ -1,0 +1,1 @@
+"""hostd benchmarks: ``python -m bench`` (see docs/performance.md)."""
