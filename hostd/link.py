@@ -35,10 +35,11 @@ stream, so every pending request wakes at once with the SDK's
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -69,6 +70,21 @@ _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params", "result", "erro
 
 LogSink = Callable[[str, str, str], Awaitable[None]]  # (level, source, message)
 NotificationSink = Callable[[types.ServerNotification], Awaitable[None]]
+
+
+class LinkClosed(Exception):
+    """The link ended (crash, violation, stop) before the plugin answered."""
+
+
+ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass
+class _DirectCall:
+    on_progress: ProgressSink
+    done: trio.Event = field(default_factory=trio.Event)
+    reply: dict[str, Any] | None = None
+    size: int = 0
 
 
 class StderrTail:
@@ -195,6 +211,8 @@ class PluginLink:
         self.orphans = 0
         self._outstanding: dict[types.RequestId, str] = {}
         self._last_tools_page: dict[str, Any] | None = None
+        self._direct: dict[str, _DirectCall] = {}
+        self._direct_ids = itertools.count(1)
         self._noise_limit = _RateLimit(1.0, 3.0)
         self._write_lock = trio.Lock()
         self._closing = False
@@ -347,6 +365,81 @@ class PluginLink:
             log.warning("plugin %s: %s", self.plugin_id, reason)
         self.done.set()
         self._read_send.close()
+        for call in self._direct.values():
+            call.done.set()  # no reply: the caller raises LinkClosed
+
+    # -- tools/call, the hot path -------------------------------------------------
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], on_progress: ProgressSink
+    ) -> tuple[dict[str, Any], int]:
+        """Send ``tools/call`` and return the plugin's JSON-RPC response and its frame size (bytes).
+
+        The hot path bypasses the SDK session: the request is encoded once and
+        the response handed back as the server's JSON, with no model built
+        (the session still owns the handshake, listings and pings). The
+        request carries a progress token; ``notifications/progress`` for it
+        go to ``on_progress``. Cancelling the caller sends
+        ``notifications/cancelled`` (MCP "Cancellation") and a late answer is
+        dropped as an orphan. Raises :class:`LinkClosed` when the link ends first.
+        """
+        rid = f"hostd-{next(self._direct_ids)}"
+        call = _DirectCall(on_progress=on_progress)
+        self._direct[rid] = call
+        params = {"name": name, "arguments": arguments, "_meta": {"progressToken": rid}}
+        try:
+            if self.done.is_set() or not await self._write(
+                encode({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
+            ):
+                raise LinkClosed(self.failure or "the plugin is stopping")
+            await call.done.wait()
+        finally:
+            self._direct.pop(rid, None)
+            if not call.done.is_set() and not self.done.is_set():
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await self._write(
+                        encode(
+                            {
+                                "jsonrpc": "2.0",
+                                "method": "notifications/cancelled",
+                                "params": {"requestId": rid, "reason": "cancelled by the host"},
+                            }
+                        )
+                    )
+        if call.reply is None:
+            raise LinkClosed(self.failure or "the plugin stopped")
+        return call.reply, call.size
+
+    async def _direct_message(self, value: Any, size: int) -> bool:
+        """Deliver a response or progress of a hot-path call; False if ``value`` is not one."""
+        if not isinstance(value, dict) or value.get("jsonrpc") != "2.0":
+            return False
+        rid = value.get("id")
+        if isinstance(rid, str) and rid in self._direct:
+            if "method" in value or ("result" in value) == ("error" in value) or not _ENVELOPE_KEYS.issuperset(value):
+                return False
+            call = self._direct.pop(rid)
+            call.reply, call.size = value, size
+            self.last_seen_at = time.time()
+            call.done.set()
+            return True
+        if value.get("method") == "notifications/progress" and "id" not in value:
+            params = value.get("params")
+            token = params.get("progressToken") if isinstance(params, dict) else None
+            pending = self._direct.get(token) if isinstance(token, str) else None
+            if pending is None or not isinstance(params, dict):
+                return False
+            progress, total, message = params.get("progress"), params.get("total"), params.get("message")
+            if not isinstance(progress, int | float) or isinstance(progress, bool):
+                return False
+            self.last_seen_at = time.time()
+            await pending.on_progress(
+                float(progress) if isinstance(progress, float) else progress,
+                total if isinstance(total, int | float) and not isinstance(total, bool) else None,
+                message if isinstance(message, str) else None,
+            )
+            return True
+        return False
 
     # -- transport tasks --------------------------------------------------------
 
@@ -366,6 +459,8 @@ class PluginLink:
                 if isinstance(event, InvalidJSON):
                     if not await self._noise(event.head, f"not JSON ({event.reason})"):
                         return
+                    continue
+                if self._direct and await self._direct_message(event.value, event.size):
                     continue
                 message = _envelope(event.value)
                 if message is None:

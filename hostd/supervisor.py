@@ -30,18 +30,16 @@ from enum import Enum
 from typing import Any
 
 import mcp_types as types
-import orjson
 import trio
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
 
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
-from hostd.link import PluginLink, upstream_error
+from hostd.link import LinkClosed, PluginLink
 from hostd.manifest import Manifest
 from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
-from hostd.tools import PERMISSION_META_KEY, HostTool, convert_tools
+from hostd.tools import PERMISSION_META_KEY, HostTool, convert_tools, structured_content_problem
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
@@ -609,33 +607,17 @@ class PluginSupervisor:
                 scope.deadline = min(trio.current_time() + limit, ceiling)
             await report_progress(progress, total, message)
 
-        result: types.CallToolResult | None = None
+        reply: dict[str, Any] | None = None
+        size = 0
         with scope:
             try:
-                raw = await link.session.call_tool(tool.remote_name, arguments, progress_callback=on_progress)
-            except MCPError as exc:
-                if link.done.is_set():
-                    # Answer after the parent was told of the state change, not before.
-                    with trio.move_on_after(2):
-                        await link.failure_handled.wait()
-                    raise self._unavailable(tool, f"plugin {self.plugin_id} {link.failure or 'stopped'}") from None
-                raise HostError(
-                    ErrorKind.MCP_UPSTREAM_ERROR,
-                    f"{tool.name} failed: {exc.error.message}",
-                    plugin=self.plugin_id,
-                    tool=tool.name,
-                    upstream=upstream_error(exc),
-                ) from None
-            except (RuntimeError, ValidationError) as exc:
-                raise HostError(
-                    ErrorKind.MCP_UPSTREAM_ERROR,
-                    f"{tool.name} returned an invalid result: {exc}",
-                    plugin=self.plugin_id,
-                    tool=tool.name,
-                ) from None
-            assert isinstance(raw, types.CallToolResult)
-            result = raw
-        if result is None or scope.cancelled_caught:
+                reply, size = await link.call_tool(tool.remote_name, arguments, on_progress)
+            except LinkClosed:
+                # Answer after the parent was told of the state change, not before.
+                with trio.move_on_after(2):
+                    await link.failure_handled.wait()
+                raise self._unavailable(tool, f"plugin {self.plugin_id} {link.failure or 'stopped'}") from None
+        if reply is None or scope.cancelled_caught:
             pending = link.pending_frame_bytes
             partial = f"; a partial frame of {pending} bytes was pending on stdout" if pending else ""
             raise HostError(
@@ -647,22 +629,53 @@ class PluginSupervisor:
                 timeoutSeconds=limit,
                 pendingFrameBytes=pending,
             )
-        out: dict[str, Any] = {
-            "content": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
-        }
-        if result.structured_content is not None:
-            out["structuredContent"] = result.structured_content
-        size = len(orjson.dumps(out))
-        if result.is_error:
+        return self._tool_result(tool, reply, size)
+
+    def _tool_result(self, tool: HostTool, reply: dict[str, Any], size: int) -> dict[str, Any]:
+        """Turn the plugin's raw ``tools/call`` response into ``{content, structuredContent?}``.
+
+        The server's JSON is passed through as it came (no re-encoding); the
+        result bound applies to the response frame's size in bytes.
+        """
+        error = reply.get("error")
+        if error is not None:
+            upstream = error if isinstance(error, dict) else {"message": repr(error)}
+            raise HostError(
+                ErrorKind.MCP_UPSTREAM_ERROR,
+                f"{tool.name} failed: {str(upstream.get('message'))[:500]}",
+                plugin=self.plugin_id,
+                tool=tool.name,
+                upstream=upstream,
+            )
+        result = reply.get("result")
+        content = result.get("content") if isinstance(result, dict) else None
+        if (
+            not isinstance(result, dict)
+            or not isinstance(content, list)
+            or not all(isinstance(item, dict) and isinstance(item.get("type"), str) for item in content)
+        ):
+            raise self._invalid_result(tool, "the result needs a 'content' array of typed items")
+        is_error = result.get("isError", False)
+        if not isinstance(is_error, bool):
+            raise self._invalid_result(tool, "'isError' must be a boolean")
+        structured = result.get("structuredContent")
+        out: dict[str, Any] = {"content": content}
+        if structured is not None:
+            out["structuredContent"] = structured
+        if is_error:
             if size > self._result_limit:
                 out = {"content": [], "truncated": True}
+            text = next((c.get("text") for c in content if c.get("type") == "text"), None)
             raise HostError(
                 ErrorKind.MCP_TOOL_CALL_FAILED,
-                f"{tool.name} reported an error: {_first_text(result) or 'no text'}",
+                f"{tool.name} reported an error: {str(text)[:500] if text is not None else 'no text'}",
                 plugin=self.plugin_id,
                 tool=tool.name,
                 **out,
             )
+        problem = structured_content_problem(tool, structured)
+        if problem is not None:
+            raise self._invalid_result(tool, problem)
         if size > self._result_limit:
             raise HostError(
                 ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
@@ -674,6 +687,14 @@ class PluginSupervisor:
             )
         return out
 
+    def _invalid_result(self, tool: HostTool, why: str) -> HostError:
+        return HostError(
+            ErrorKind.MCP_UPSTREAM_ERROR,
+            f"{tool.name} returned an invalid result: {why}",
+            plugin=self.plugin_id,
+            tool=tool.name,
+        )
+
     def _unavailable(self, tool: HostTool, reason: str) -> HostError:
         link = self._link
         return HostError(
@@ -683,10 +704,3 @@ class PluginSupervisor:
             tool=tool.name,
             stderrTail=link.stderr.tail(10) if link is not None else [],
         )
-
-
-def _first_text(result: types.CallToolResult) -> str | None:
-    for item in result.content:
-        if isinstance(item, types.TextContent):
-            return item.text[:500]
-    return None

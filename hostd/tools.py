@@ -751,3 +751,35 @@ def _quote(value: str | int) -> str:
     if isinstance(value, int):
         return f"#{value}"
     return _trim(repr(value), _MAX_QUOTED)
+
+
+_OUTPUT_VALIDATORS: dict[str, Any] = {}
+
+
+def structured_content_problem(tool: HostTool, value: Any) -> str | None:
+    """Why ``value`` (a result's ``structuredContent``) breaks ``tool.output_schema``, or ``None``.
+
+    MCP "Tools / Output Schema": a tool that declares an output schema must
+    return conforming structured content. Validators are cached per
+    definition digest; remote references are never fetched.
+    """
+    schema = tool.output_schema
+    if schema is None:
+        return None
+    if value is None:
+        return "the tool declares an outputSchema but returned no structuredContent"
+    from jsonschema.exceptions import best_match  # noqa: PLC0415
+    from referencing import Registry  # noqa: PLC0415
+    from referencing.exceptions import Unresolvable  # noqa: PLC0415
+
+    validator = _OUTPUT_VALIDATORS.get(tool.definition_digest)
+    if validator is None:
+        validator = _validator_class(schema)(schema, registry=Registry())
+        _remember(_OUTPUT_VALIDATORS, tool.definition_digest, validator)
+    try:
+        error = best_match(validator.iter_errors(value))
+    except (Unresolvable, RecursionError) as exc:
+        return f"structuredContent cannot be checked: {exc}"
+    if error is None:
+        return None
+    return f"structuredContent at {_pointer(error.absolute_path) or '/'}: {error.message[:300]}"

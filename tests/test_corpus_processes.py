@@ -193,8 +193,9 @@ async def test_e5_npx_with_a_minimal_path_fails_at_once(tmp_path: Path, make_plu
     minimal.mkdir()
     (minimal / "python3").symlink_to(sys.executable)  # the healthy plugin still finds python3
     env = dict(os.environ, PATH=str(minimal))
+    # --no-login-path: with discovery on, the login shell's PATH would find npx (see test_lifecycle).
     with trio.fail_after(20):
-        async with HostdClient.spawn(["--state-dir", str(tmp_path / "state")], env=env) as hostd:
+        async with HostdClient.spawn(["--state-dir", str(tmp_path / "state"), "--no-login-path"], env=env) as hostd:
             await enable_healthy(hostd, make_plugin)
             folder = make_plugin(backend={"command": "npx", "args": ["-y", "some-mcp-server"]})
             await _assert_not_found(hostd, folder, "npx", str(minimal))
