@@ -1,4 +1,4 @@
-"""Failure corpus A (stdout framing and encoding): the failure-case corpus (shared/cases/README.md beside the project), cases A1-A8.
+"""Failure corpus A (stdout framing and encoding): shared/cases/README.md, cases A1-A8.
 
 Every test runs a hostile fixture variant (fixtures/README.md) beside a
 well-behaved plugin (id ``healthy``) and calls that one afterwards. The
