@@ -97,24 +97,16 @@ def unwrap_host_error() -> Iterator[None]:
     except BaseExceptionGroup as group:
         matched, rest = group.split(HostError)
         # Siblings cancelled because of the HostError are not news.
-        if rest is not None and all(type(e).__name__ == "Cancelled" for e in _all_leaves(rest)):
+        if rest is not None and all(type(e).__name__ == "Cancelled" for e in _leaves(rest)):
             rest = None
         if matched is not None and rest is None:
             leaves = list(_leaves(matched))
-            if len(leaves) == 1:
+            if len(leaves) == 1 and isinstance(leaves[0], HostError):
                 raise leaves[0] from None
         raise
 
 
-def _all_leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _all_leaves(exc)
-        else:
-            yield exc
-
-
-def _leaves(group: BaseExceptionGroup[HostError]) -> Iterator[HostError]:
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):
             yield from _leaves(exc)

@@ -26,30 +26,20 @@ class ToolRegistry:
 
     def check_conflicts(self, plugin_id: str, tools: Sequence[HostTool]) -> None:
         """Raise ``TOOL_CONFLICT`` if another plugin owns one of these names."""
-        clashes = sorted(
-            tool.name
-            for tool in tools
-            if (other := self._by_name.get(tool.name) or self._by_function.get(tool.function_name)) is not None
-            and other.plugin != plugin_id
+        _refuse_clashes(
+            plugin_id,
+            [
+                tool.name
+                for tool in tools
+                if (other := self._by_name.get(tool.name) or self._by_function.get(tool.function_name)) is not None
+                and other.plugin != plugin_id
+            ],
         )
-        if clashes:
-            raise HostError(
-                ErrorKind.TOOL_CONFLICT,
-                f"tool names already registered by another plugin: {', '.join(clashes)}",
-                plugin=plugin_id,
-                tools=clashes,
-            )
 
     def check_names(self, plugin_id: str, names: Sequence[str]) -> None:
         """Raise ``TOOL_CONFLICT`` if another plugin owns one of these host names (before a spawn)."""
-        clashes = sorted(n for n in names if (o := self._by_name.get(n)) is not None and o.plugin != plugin_id)
-        if clashes:
-            raise HostError(
-                ErrorKind.TOOL_CONFLICT,
-                f"tool names already registered by another plugin: {', '.join(clashes)}",
-                plugin=plugin_id,
-                tools=clashes,
-            )
+        owned = [n for n in names if (other := self._by_name.get(n)) is not None and other.plugin != plugin_id]
+        _refuse_clashes(plugin_id, owned)
 
     def register(self, plugin_id: str, tools: Sequence[HostTool]) -> int:
         """Replace ``plugin_id``'s tools with ``tools`` as one step; return the new revision.
@@ -94,3 +84,14 @@ class ToolRegistry:
     def count(self, plugin_id: str) -> int:
         """How many tools ``plugin_id`` has registered."""
         return len(self._by_plugin.get(plugin_id, ()))
+
+
+def _refuse_clashes(plugin_id: str, clashes: list[str]) -> None:
+    if clashes:
+        clashes = sorted(clashes)
+        raise HostError(
+            ErrorKind.TOOL_CONFLICT,
+            f"tool names already registered by another plugin: {', '.join(clashes)}",
+            plugin=plugin_id,
+            tools=clashes,
+        )
