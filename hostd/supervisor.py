@@ -249,9 +249,8 @@ class PluginSupervisor:
         """Make a stop in progress skip its remaining grace (a second SIGTERM)."""
         self._stop_grace = 0.0
         link = self._link
-        kill = getattr(link.process, "kill_now", None) if link is not None else None
-        if kill is not None:
-            kill()
+        if link is not None:
+            link.process.kill_now()
 
     def _cancel_retry(self) -> None:
         if self._retry_scope is not None:

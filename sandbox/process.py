@@ -332,6 +332,16 @@ class SandboxedProcess:
         assert self._report is not None
         return self._report
 
+    def kill_now(self) -> None:
+        """Skip the graces of a stop in progress: SIGKILL the plugin's main process now.
+
+        The stop then proceeds as if the main process had died: the rest of
+        the tree is killed and reaped. A no-op once the main process is gone.
+        """
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, signal.SIGKILL)
+
     async def _close_stdin(self) -> None:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             await self.stdin.aclose()

@@ -196,3 +196,16 @@ async def test_fuzzed_input_never_crashes_and_every_request_is_answered(tmp_path
                 assert await response() == {}
         assert client.process.returncode is None
         assert await client.request("plugins/list", {}) == {"plugins": []}
+
+
+async def test_second_sigterm_skips_the_graces(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    # ignore-term ignores stdin EOF and SIGTERM: a graceful stop waits 2 s + 2 s before SIGKILL.
+    async with spawn_hostd(tmp_path) as client:
+        await ready(client, make_plugin(variant="ignore-term"))
+        started = time.monotonic()
+        client.process.send_signal(signal.SIGTERM)
+        await trio.sleep(0.3)
+        client.process.send_signal(signal.SIGTERM)
+        with trio.fail_after(15):
+            assert await client.process.wait() == 0
+        assert time.monotonic() - started < 3.5  # well before the 4 s the graces take
