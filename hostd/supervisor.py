@@ -145,6 +145,7 @@ class PluginSupervisor:
         self.isolation: list[str] = []
         self._on_change = on_change
         self._retry_scope: trio.CancelScope | None = None
+        self._start_scope: trio.CancelScope | None = None
         self._ready_since: float | None = None
         self._pacer = RefreshPacer()
         self._refresh_wanted = trio.Event()
@@ -224,8 +225,14 @@ class PluginSupervisor:
             return await self._start(launch)
 
     async def disable(self, *, grace: float = STOP_GRACE) -> dict[str, Any]:
-        """Unregister the tools, end the whole process tree, and return the ``stopped`` status."""
+        """Unregister the tools, end the whole process tree, and return the ``stopped`` status.
+
+        A start in progress is abandoned at once (its tree is ended; the
+        enable answers ``PLUGIN_STATE_CONFLICT``) rather than waited for.
+        """
         self._cancel_retry()
+        if self._start_scope is not None:
+            self._start_scope.cancel()
         async with self._op_lock:
             self._cancel_retry()
             await self._stop_instance(grace=grace)
@@ -237,12 +244,24 @@ class PluginSupervisor:
         # DESIGN "Plugin lifecycle": no tool-name conflict with the registry, before spawning.
         self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
         await self._set_state(State.STARTING)
+        scope = trio.CancelScope()
+        self._start_scope = scope
         try:
-            with unwrap_host_error():
+            with scope, unwrap_host_error():
                 await self._nursery.start(self._run_instance, launch)
         except HostError as error:
             await self._set_state(State.ERROR, error)
             raise
+        finally:
+            self._start_scope = None
+        if scope.cancelled_caught:  # disable (or uninstall, or shutdown) came first
+            await self._set_state(State.STOPPED)
+            raise HostError(
+                ErrorKind.PLUGIN_STATE_CONFLICT,
+                f"plugin {self.plugin_id} was disabled while starting",
+                plugin=self.plugin_id,
+                status=State.STOPPED.value,
+            )
         return self.status()
 
     def expedite(self) -> None:
@@ -353,7 +372,6 @@ class PluginSupervisor:
                 await self._stop_after_failure(process, link, done)
                 await self._after_failure()
         except HostError as error:
-            self._stop_grace = min(self._stop_grace, 0.5)  # a failed start has nothing worth flushing
             if "stderrTail" not in error.data:
                 error.data["stderrTail"] = link.stderr.tail(10)
                 error.data.setdefault("plugin", self.plugin_id)
@@ -362,7 +380,9 @@ class PluginSupervisor:
             if not done.is_set():
                 with trio.CancelScope(shield=True):
                     await self._unregister()
-                    report = await process.stop(grace=self._stop_grace)
+                    # A plugin that never became ready has nothing worth flushing.
+                    grace = self._stop_grace if self.state is State.READY else min(self._stop_grace, 0.5)
+                    report = await process.stop(grace=grace)
                     self.last_exit = f"{report.step}, code {report.returncode}"
                     self._last_seen_fallback = link.last_seen_at
                     self._link = None

@@ -290,3 +290,20 @@ async def test_command_found_through_the_login_shell_path(tmp_path: Path, make_p
         assert info["launch"]["kind"] == "COMMAND_NOT_FOUND"
         assert "echo-server-xyz" in info["launch"]["error"]
         assert str(tools) not in info["launch"]["error"]
+
+
+async def test_disable_during_a_slow_start_abandons_it(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    folder = make_plugin(variant="slow-start", args=["--delay", "20"], backend={"startup_timeout_seconds": 30})
+    info = await hostd.request("plugins/install", {"path": str(folder)})
+    await hostd.request("plugins/grant", {"id": "mcp-echo", "permissions": info["permissions"]})
+    await hostd.request("plugins/approve", {"id": "mcp-echo", "digest": info["launch"]["digest"]})
+    enabling = await hostd.start("plugins/enable", {"id": "mcp-echo"})
+    await hostd.wait_for("plugins/statusChanged", lambda s: s["status"] == "starting")
+    await trio.sleep(0.5)
+    with trio.fail_after(5):
+        stopped = await hostd.request("plugins/disable", {"id": "mcp-echo"})
+    assert stopped["status"] == "stopped"
+    with pytest.raises(RpcError) as abandoned:
+        await enabling()
+    assert abandoned.value.kind == "PLUGIN_STATE_CONFLICT"
+    assert [s["status"] for s in hostd.seen("plugins/statusChanged")] == ["starting", "stopped"]
