@@ -411,12 +411,9 @@ async def test_pdeathsig_is_not_lost_after_exec_in_a_user_namespace() -> None:
 
 
 async def test_spawn_cost_per_layer(tmp_path: Path) -> None:
-    """Prints median spawn cost per layer set (full figures: python fixtures/sandbox/spawn_cost.py 31)."""
+    """Prints median spawn cost per layer set (full figures: python -m bench.spawn_cost 31)."""
     need("landlock-fs", "landlock-net", "landlock-scope", "netns", "seccomp")
-    spec = importlib.util.spec_from_file_location("spawn_cost", FIXTURES / "spawn_cost.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("bench.spawn_cost")
     with trio.fail_after(60):
         results = await module.measure(3, str(tmp_path))
     print()
