@@ -67,7 +67,15 @@ class HostSettings:
     allow_write: tuple[str, ...] = ()
     login_path: bool = True
 
-    def isolation_policy(self, data_dir: Path | None, args: Sequence[str] = ()) -> IsolationPolicy:
+    def isolation_policy(
+        self,
+        data_dir: Path | None,
+        args: Sequence[str] = (),
+        *,
+        tcp_ports: Sequence[int] = (),
+        max_rss_bytes: int | None = None,
+        max_cpu_percent: float | None = None,
+    ) -> IsolationPolicy:
         """The per-plugin :class:`IsolationPolicy` for this host policy.
 
         ``basic``: the shim, rlimits and no-new-privileges only. ``standard``
@@ -80,15 +88,14 @@ class HostSettings:
         Absolute paths in the approved ``args`` are part of what the user
         approved: an existing folder named there is readable and writable (the
         folders a filesystem server serves), an existing file readable with its
-        folder (a script and the modules beside it).
+        folder (a script and the modules beside it). ``tcp_ports`` (declared by the
+        manifest and granted by the parent) stay reachable under ``strict``;
+        the per-plugin limits override the host's.
         """
+        rss = max_rss_bytes if max_rss_bytes is not None else self.max_rss_bytes
+        cpu = max_cpu_percent if max_cpu_percent is not None else self.max_cpu_percent
         if self.sandbox == "basic":
-            return IsolationPolicy(
-                landlock=False,
-                seccomp=False,
-                max_rss_bytes=self.max_rss_bytes,
-                max_cpu_percent=self.max_cpu_percent,
-            )
+            return IsolationPolicy(landlock=False, seccomp=False, max_rss_bytes=rss, max_cpu_percent=cpu)
         caches: tuple[str, ...] = ()
         home = Path.home()
         if self.sandbox == "standard":
@@ -101,9 +108,10 @@ class HostSettings:
         return IsolationPolicy(
             landlock=True,
             network="deny" if self.sandbox == "strict" else "allow",
+            allowed_tcp_ports=tuple(tcp_ports) if self.sandbox == "strict" else (),
             seccomp=True,
-            max_rss_bytes=self.max_rss_bytes,
-            max_cpu_percent=self.max_cpu_percent,
+            max_rss_bytes=rss,
+            max_cpu_percent=cpu,
             data_dir=str(data_dir) if data_dir is not None else None,
             extra_read_paths=tuple(dict.fromkeys((*runtimes, *named_files))),
             extra_write_paths=tuple(dict.fromkeys((*caches, *named_dirs, *self.allow_write))),
@@ -138,6 +146,10 @@ class InstalledPlugin:
     enabled: bool = False
     launch: Launch | None = None
     launch_error: LaunchError | None = None
+    #: TCP ports the parent granted (each declared in backend.tcp_ports).
+    network_ports: set[int] = field(default_factory=set)
+    #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent.
+    limits: dict[str, Any] = field(default_factory=dict)
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves: the resolved launch and the manifest's bytes.
@@ -158,6 +170,8 @@ class InstalledPlugin:
             enabled=self.enabled,
             restarts=self.supervisor.restarts,
             pinned_tools=self.supervisor.pinned,
+            network_ports=sorted(self.network_ports),
+            limits=dict(self.limits),
         )
 
 
@@ -251,6 +265,8 @@ class Host:
             plugin.enabled = record.enabled
             plugin.supervisor.restarts = record.restarts
             plugin.supervisor.pinned = record.pinned_tools
+            plugin.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
+            plugin.limits = dict(record.limits)
             with contextlib.suppress(LaunchError):
                 self._resolve(plugin)
             if record.enabled:
@@ -378,13 +394,25 @@ class Host:
                 self.env_policy,
                 host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
                 tmpdir=tmpdir,
-                isolation_policy=self.settings.isolation_policy(data_dir, backend.args),
+                isolation_policy=self._policy(plugin, data_dir),
             )
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
             raise
         plugin.launch, plugin.launch_error = launch, None
         return launch
+
+    def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> IsolationPolicy:
+        """The plugin's isolation policy: host policy plus what the parent granted it."""
+        policy = self.settings.isolation_policy(
+            data_dir,
+            plugin.manifest.backend.args,
+            tcp_ports=sorted(plugin.network_ports),
+            max_rss_bytes=plugin.limits.get("max_rss_bytes"),
+            max_cpu_percent=plugin.limits.get("max_cpu_percent"),
+        )
+        plugin.supervisor.limits = policy
+        return policy
 
     @staticmethod
     def _launch_info(plugin: InstalledPlugin, launch: Launch) -> dict[str, Any]:
@@ -415,6 +443,13 @@ class Host:
             "enabled": plugin.enabled,
             "status": plugin.supervisor.state.value,
             "tools": list(manifest.contributes.tools),
+            "networkPorts": sorted(plugin.network_ports),
+            "limits": {
+                "maxRssMb": plugin.limits["max_rss_bytes"] / (1024 * 1024)
+                if "max_rss_bytes" in plugin.limits
+                else None,
+                "maxCpuPercent": plugin.limits.get("max_cpu_percent"),
+            },
             "launch": launch,
         }
 
@@ -584,7 +619,29 @@ class Host:
                 plugin=args.id,
                 permissions=undeclared,
             )
+        ports = set(args.network_ports or [])
+        undeclared_ports = sorted(ports - set(plugin.manifest.backend.tcp_ports))
+        if undeclared_ports:
+            raise HostError(
+                ErrorKind.INVALID_PARAMS,
+                f"plugin {args.id} does not declare the TCP ports: {', '.join(map(str, undeclared_ports))}",
+                plugin=args.id,
+                networkPorts=undeclared_ports,
+            )
         plugin.granted = set(args.permissions)
+        if args.network_ports is not None:
+            plugin.network_ports = ports
+        if args.limits is not None:
+            plugin.limits = {
+                k: v
+                for k, v in (
+                    ("max_rss_bytes", int(args.limits.max_rss_mb * 1024 * 1024) if args.limits.max_rss_mb else None),
+                    ("max_cpu_percent", args.limits.max_cpu_percent),
+                )
+                if v is not None
+            }
+        with contextlib.suppress(LaunchError):
+            self._resolve(plugin)  # ports and limits are part of the launch
         await self.persist()
         return self.info(plugin)
 

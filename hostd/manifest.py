@@ -164,6 +164,14 @@ class Backend(BaseModel):
             "'drop' drops them with a rate-limited warning."
         ),
     )
+    tcp_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        default=[],
+        json_schema_extra={"uniqueItems": True},
+        description=(
+            "TCP ports the server needs to connect to. Under hostd's strict sandbox, only the ports "
+            "declared here AND granted by the parent (plugins/grant networkPorts) are reachable."
+        ),
+    )
 
     @field_validator("command")
     @classmethod

@@ -35,11 +35,25 @@ class PluginRef(_Params):
     id: str = Field(min_length=1)
 
 
+class Limits(_Params):
+    """Per-plugin resource limits set by the parent (``plugins/grant``'s ``limits``)."""
+
+    max_rss_mb: float | None = Field(default=None, alias="maxRssMb", gt=0)
+    max_cpu_percent: float | None = Field(default=None, alias="maxCpuPercent", gt=0)
+
+
 class GrantParams(_Params):
-    """``plugins/grant {id, permissions}``: the full set of granted permissions (replaces)."""
+    """``plugins/grant {id, permissions, networkPorts?, limits?}``: what the user allows (replaces).
+
+    ``networkPorts``: TCP ports, each declared in the manifest's ``backend.tcp_ports``,
+    reachable under the strict sandbox. ``limits``: resource limits for this plugin
+    (override the host's ``--max-rss-mb`` / ``--max-cpu-percent``).
+    """
 
     id: str = Field(min_length=1)
     permissions: list[str]
+    network_ports: list[int] | None = Field(default=None, alias="networkPorts")
+    limits: Limits | None = None
 
 
 class ApproveParams(_Params):

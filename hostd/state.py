@@ -70,6 +70,8 @@ class PluginRecord:
     enabled: bool = False
     restarts: int = 0
     pinned_tools: dict[str, str] | None = None
+    network_ports: list[int] = field(default_factory=list)
+    limits: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -81,6 +83,8 @@ class PluginRecord:
             "enabled": self.enabled,
             "restarts": self.restarts,
             "pinnedTools": self.pinned_tools,
+            "networkPorts": sorted(self.network_ports),
+            "limits": dict(self.limits),
         }
 
     @classmethod
@@ -109,6 +113,12 @@ class PluginRecord:
             enabled=typed("enabled", bool, False),
             restarts=typed("restarts", int, 0),
             pinned_tools=dict(pinned) if pinned is not None else None,
+            network_ports=[p for p in typed("networkPorts", list, []) if isinstance(p, int)],
+            limits={
+                k: v
+                for k, v in typed("limits", dict, {}).items()
+                if k in ("max_rss_bytes", "max_cpu_percent") and isinstance(v, int | float)
+            },
         )
 
 

@@ -140,7 +140,8 @@ class PluginSupervisor:
         self._op_lock = trio.Lock()
         self._last_seen_fallback: float | None = None
         self._relaunch = relaunch
-        self._limits = limits
+        #: The isolation policy of the next start (the watchdog reads its limits).
+        self.limits = limits
         #: The isolation layers the shim reported in force for the running instance.
         self.isolation: list[str] = []
         self._on_change = on_change
@@ -408,8 +409,8 @@ class PluginSupervisor:
             task_status.started()
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
-            if self._limits is not None and (self._limits.max_rss_bytes or self._limits.max_cpu_percent):
-                nursery.start_soon(self._watchdog, link, self._limits)
+            if self.limits is not None and (self.limits.max_rss_bytes or self.limits.max_cpu_percent):
+                nursery.start_soon(self._watchdog, link, self.limits)
             await link.done.wait()
             nursery.cancel_scope.cancel()
         if link.failure is None:

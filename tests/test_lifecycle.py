@@ -307,3 +307,35 @@ async def test_disable_during_a_slow_start_abandons_it(hostd: HostdClient, make_
         await enabling()
     assert abandoned.value.kind == "PLUGIN_STATE_CONFLICT"
     assert [s["status"] for s in hostd.seen("plugins/statusChanged")] == ["starting", "stopped"]
+
+
+async def test_parent_grants_ports_and_per_plugin_limits(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    offered = {c.name for c in probe() if c.available}
+    if not {"landlock-net", "netns"} <= offered:
+        pytest.skip(f"needs landlock-net and netns; this machine offers {sorted(offered)}")
+    folder = make_plugin(variant="hog", backend={"tcp_ports": [443]})
+    async with spawn_hostd(tmp_path, "--sandbox", "strict", "--restart", "never") as hostd:
+        info = await hostd.request("plugins/install", {"path": str(folder)})
+        assert "netns" in info["launch"]["isolation"]  # no port granted: no network at all
+        with pytest.raises(RpcError) as undeclared:
+            await hostd.request("plugins/grant", {"id": "mcp-echo", "permissions": [], "networkPorts": [80]})
+        assert undeclared.value.kind == "INVALID_PARAMS"
+        granted = await hostd.request(
+            "plugins/grant",
+            {
+                "id": "mcp-echo",
+                "permissions": info["permissions"],
+                "networkPorts": [443],
+                "limits": {"maxRssMb": 100},
+            },
+        )
+        assert granted["networkPorts"] == [443]
+        assert granted["limits"] == {"maxRssMb": 100.0, "maxCpuPercent": None}
+        layers = granted["launch"]["isolation"]
+        assert "landlock-net" in layers and "netns" not in layers  # TCP 443 only, by Landlock
+        assert granted["launch"]["digest"] != info["launch"]["digest"]
+        await hostd.request("plugins/approve", {"id": "mcp-echo", "digest": granted["launch"]["digest"]})
+        await hostd.request("plugins/enable", {"id": "mcp-echo"})
+        stopped = await hostd.wait_for("plugins/statusChanged", lambda s: s["status"] == "unhealthy", timeout=20)
+        assert stopped["error"]["limit"]["limit"] == "rss"
+        assert stopped["error"]["limit"]["threshold"] == 100 * 1024 * 1024

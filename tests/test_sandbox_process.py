@@ -203,7 +203,10 @@ async def test_wait_returns_on_main_exit_although_grandchildren_hold_the_pipes(i
         await proc.stdin.aclose()
         assert await proc.wait() == 0
         assert proc.returncode == 0
-        assert alive(pids[1])  # still holds stdout; wait() did not need EOF
+        if "shim" not in isolation:
+            # Direct mode: the grandchild still holds stdout, so wait() did not need EOF. (Under the
+            # shim, the shim ends the rest of the tree as soon as the main process exits: a race.)
+            assert alive(pids[1])
         report = await proc.stop()
         assert report.step == "already-exited"
         assert report.returncode == 0
