@@ -75,6 +75,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not add the login shell's PATH (nvm, volta, Homebrew...) to the PATH searched for commands",
     )
+    serve.add_argument(
+        "--allow-read",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a further folder plugins may read and execute from under Landlock, e.g. a runtime "
+        "outside the usual places (repeatable)",
+    )
     serve.add_argument("--max-rss-mb", type=float, help="end a plugin whose process tree uses more resident memory")
     serve.add_argument(
         "--max-cpu-percent",
@@ -128,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
             max_cpu_percent=args.max_cpu_percent,
             allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
+            allow_read=tuple(os.path.abspath(p) for p in args.allow_read),
             login_path=not args.no_login_path,
         )
         host: HostApi = await module.Host.create(options, notify, nursery, settings)

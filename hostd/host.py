@@ -65,6 +65,7 @@ class HostSettings:
     max_rss_bytes: int | None = None
     max_cpu_percent: float | None = None
     allow_write: tuple[str, ...] = ()
+    allow_read: tuple[str, ...] = ()
     login_path: bool = True
 
     def isolation_policy(
@@ -113,7 +114,7 @@ class HostSettings:
             max_rss_bytes=rss,
             max_cpu_percent=cpu,
             data_dir=str(data_dir) if data_dir is not None else None,
-            extra_read_paths=tuple(dict.fromkeys((*runtimes, *named_files))),
+            extra_read_paths=tuple(dict.fromkeys((*runtimes, *named_files, *self.allow_read))),
             extra_write_paths=tuple(dict.fromkeys((*caches, *named_dirs, *self.allow_write))),
         )
 
