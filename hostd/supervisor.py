@@ -376,6 +376,12 @@ class PluginSupervisor:
             if "stderrTail" not in error.data:
                 error.data["stderrTail"] = link.stderr.tail(10)
                 error.data.setdefault("plugin", self.plugin_id)
+            tail = error.data.get("stderrTail") or []
+            if "landlock-fs" in process.isolation and any("ermission denied" in line for line in tail):
+                error.data["hint"] = (
+                    "the sandbox may have refused a file access: the plugin reads only its folder, its "
+                    "runtime and system paths; grant a folder with hostd serve --allow-read/--allow-write"
+                )
             raise
         finally:
             if not done.is_set():
