@@ -39,6 +39,19 @@ async def enable_healthy(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     assert status["status"] == "ready"
 
 
+async def failed_start(hostd: HostdClient, folder: Path, *, within: float) -> RpcError:
+    """Enable ``folder`` expecting ``PLUGIN_START_FAILED`` within ``within`` seconds (a verdict,
+    never a time-out), with nothing of the plugin left running when enable answers."""
+    before = plugin_pids(hostd)
+    started = time.monotonic()
+    with pytest.raises(RpcError) as failed:
+        await ready(hostd, folder)
+    assert time.monotonic() - started < within
+    assert failed.value.kind == "PLUGIN_START_FAILED"
+    assert plugin_pids(hostd) == before  # the process is gone when enable answers
+    return failed.value
+
+
 async def assert_healthy(hostd: HostdClient) -> None:
     """The well-behaved plugin still answers, still ready, never restarted."""
     result = await hostd.request(
@@ -101,18 +114,11 @@ async def echo(hostd: HostdClient, text: str) -> dict[str, Any]:
 async def test_a1_banner_strict_fails_fast_quoting_the_line(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        before = plugin_pids(hostd)
-        started = time.monotonic()
-        with pytest.raises(RpcError) as failed:
-            await ready(hostd, make_plugin(variant="banner"))
-        elapsed = time.monotonic() - started
-        assert failed.value.kind == "PLUGIN_START_FAILED"
-        reason = failed.value.data["reason"]
+        error = await failed_start(hostd, make_plugin(variant="banner"), within=3.0)
+        reason = error.data["reason"]
         assert "'demo server ready'" in reason
         assert "not JSON" in reason
         assert "timed out" not in reason
-        assert elapsed < 3.0  # startup_timeout_seconds is 10: this is the line, not a timeout
-        assert plugin_pids(hostd) == before  # the process is gone when enable answers
         status = await hostd.request("plugins/status", {"id": HOSTILE})
         assert status["status"] == "error"
         assert status["tools_count"] == 0
@@ -156,20 +162,13 @@ async def test_a2_glued_prefix_is_a_parse_error_naming_the_first_bytes(
 ) -> None:
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        before = plugin_pids(hostd)
-        started = time.monotonic()
-        with pytest.raises(RpcError) as failed:
-            await ready(hostd, make_plugin(variant="glued"))
-        elapsed = time.monotonic() - started
-        assert failed.value.kind == "PLUGIN_START_FAILED"
-        reason = failed.value.data["reason"]
+        error = await failed_start(hostd, make_plugin(variant="glued"), within=3.0)
+        reason = error.data["reason"]
         assert "not JSON" in reason
         assert '\'log: starting{"jsonrpc":"2.0"' in reason
         assert reason.endswith("...'")  # the quote is truncated, not the whole line
         assert len(reason) < 400
         assert "timed out" not in reason
-        assert elapsed < 3.0
-        assert plugin_pids(hostd) == before
         assert (await hostd.request("plugins/status", {"id": HOSTILE}))["status"] == "error"
         await assert_healthy(hostd)
 
@@ -222,17 +221,11 @@ async def test_a5_invalid_utf8_is_a_protocol_violation(hostd: HostdClient, make_
     # tools/list answer: the violation fails the start (hostd's `unhealthy` for a new instance).
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        before = plugin_pids(hostd)
-        started = time.monotonic()
-        with pytest.raises(RpcError) as failed:
-            await ready(hostd, make_plugin(variant="invalid-utf8"))
-        assert time.monotonic() - started < 3.0
-        assert failed.value.kind == "PLUGIN_START_FAILED"
-        reason = failed.value.data["reason"]
+        error = await failed_start(hostd, make_plugin(variant="invalid-utf8"), within=3.0)
+        reason = error.data["reason"]
         assert "not JSON" in reason
         assert "UTF-8" in reason
         assert "'\\\\xff\\\\xfe'" in reason  # the bytes, escaped, never decoded into the text
-        assert plugin_pids(hostd) == before
         status = await hostd.request("plugins/status", {"id": HOSTILE})
         assert status["status"] == "error"
         assert status["error"]["reason"] == reason
@@ -324,17 +317,11 @@ async def test_a7_endless_line_fails_fast_with_flat_memory(hostd: HostdClient, m
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         baseline = hostd_rss(hostd)
-        before = plugin_pids(hostd)
-        started = time.monotonic()
-        with pytest.raises(RpcError) as failed:
-            await ready(hostd, make_plugin(variant="endless-line"))
-        assert time.monotonic() - started < 5.0  # startup_timeout_seconds is 10
-        assert failed.value.kind == "PLUGIN_START_FAILED"
-        reason = failed.value.data["reason"]
+        error = await failed_start(hostd, make_plugin(variant="endless-line"), within=5.0)
+        reason = error.data["reason"]
         assert f"exceeded the {FRAME_BOUND}-byte frame bound" in reason
         assert "timed out" not in reason
         assert hostd_rss(hostd) - baseline < 8 * MIB  # the bound plus a read, never "forever"
-        assert plugin_pids(hostd) == before
         assert (await hostd.request("plugins/status", {"id": HOSTILE}))["status"] == "error"
         await assert_healthy(hostd)
 

@@ -14,7 +14,7 @@ import trio
 
 from hostd.client import HostdClient, RpcError
 from tests.conftest import MakePlugin, ready
-from tests.test_corpus_framing import HOSTILE, assert_healthy, echo, enable_healthy, plugin_pids, recorded
+from tests.test_corpus_framing import HOSTILE, assert_healthy, echo, enable_healthy, failed_start, plugin_pids, recorded
 
 
 def starts(hostd: HostdClient) -> int:
@@ -32,15 +32,9 @@ async def test_b1_exit_at_start_fails_within_a_second_with_the_stderr_tail(
 ) -> None:
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        before = plugin_pids(hostd)
-        started = time.monotonic()
-        with pytest.raises(RpcError) as failed:
-            await ready(hostd, make_plugin(variant="exit-at-start"))
-        assert time.monotonic() - started < 1.5
-        assert failed.value.kind == "PLUGIN_START_FAILED"
-        assert "exited with code 1" in failed.value.data["reason"]
-        assert failed.value.data["stderrTail"] == ["API key missing"]
-        assert plugin_pids(hostd) == before
+        error = await failed_start(hostd, make_plugin(variant="exit-at-start"), within=1.5)
+        assert "exited with code 1" in error.data["reason"]
+        assert error.data["stderrTail"] == ["API key missing"]
         status = await hostd.request("plugins/status", {"id": HOSTILE})
         assert status["status"] == "error"
         assert status["last_exit"] == "already-exited, code 1"
