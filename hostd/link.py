@@ -434,7 +434,7 @@ class PluginLink:
                 return False
             self.last_seen_at = time.time()
             await pending.on_progress(
-                float(progress) if isinstance(progress, float) else progress,
+                progress,
                 total if isinstance(total, int | float) and not isinstance(total, bool) else None,
                 message if isinstance(message, str) else None,
             )
@@ -594,11 +594,6 @@ class PluginLink:
             return
         await self._on_notification(message)
 
-    @property
-    def log_dropped(self) -> int:
-        """How many stderr/mcp log lines the rate limit dropped."""
-        return self._log_limit.dropped
-
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes:
     """One read of at most 64 KiB; ``b""`` at EOF or when the pipe is gone."""
@@ -653,8 +648,3 @@ def _pydantic_summary(exc: ValidationError) -> str:
         parts.append(f"{where}: {item['msg']}")
     more = len(exc.errors()) - 5
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
-def upstream_error(exc: MCPError) -> dict[str, Any]:
-    """A plugin's JSON-RPC error object, whole, for ``data.upstream``."""
-    return _error_dict(exc)
