@@ -76,34 +76,35 @@ class HostSettings:
         tcp_ports: Sequence[int] = (),
         max_rss_bytes: int | None = None,
         max_cpu_percent: float | None = None,
+        protected: Sequence[str] = (),
+        writable: Sequence[str] = (),
+        code: Sequence[str] = (),
     ) -> IsolationPolicy:
         """The per-plugin :class:`IsolationPolicy` for this host policy.
 
         ``basic``: the shim, rlimits and no-new-privileges only. ``standard``
-        (default): plus Landlock (read the plugin folder, runtimes and system
-        paths; write the data folder, TMPDIR, the user's npm and uv caches and
-        ``allow_write``), signal scoping and seccomp, where the kernel offers
-        them; network allowed. ``strict``: as standard without the shared
-        caches, and no network.
+        (default): plus Landlock (read the plugin folder, its runtime and
+        system paths; write its data folder, its TMPDIR and ``allow_write``),
+        signal scoping and seccomp, where the kernel offers them; network
+        allowed. ``strict``: as standard, and no network. No level lets a
+        plugin write a folder another plugin or the user runs code from: the
+        npm, uv and pip caches a plugin's runtime needs are its own, inside
+        its data folder (:func:`plugin_cache_env`).
 
         Absolute paths in the approved ``args`` are part of what the user
         approved: an existing folder named there is readable and writable (the
         folders a filesystem server serves), an existing file readable with its
         folder (a script and the modules beside it). ``tcp_ports`` (declared by the
         manifest and granted by the parent) stay reachable under ``strict``;
-        the per-plugin limits override the host's.
+        the per-plugin limits override the host's. ``protected``,
+        ``writable``, ``code``: what no rule may cover, the folders other
+        plugins may write, every plugin's folder (see
+        :func:`sandbox.policy.landlock_rules`).
         """
         rss = max_rss_bytes if max_rss_bytes is not None else self.max_rss_bytes
         cpu = max_cpu_percent if max_cpu_percent is not None else self.max_cpu_percent
         if self.sandbox == "basic":
             return IsolationPolicy(landlock=False, seccomp=False, max_rss_bytes=rss, max_cpu_percent=cpu)
-        caches: tuple[str, ...] = ()
-        home = Path.home()
-        if self.sandbox == "standard":
-            candidates = (home / ".npm", home / ".cache" / "uv", home / ".local" / "share" / "uv")
-            caches = tuple(str(c) for c in candidates if c.is_dir())
-        # Runtimes people install under their home (read and execute only).
-        runtimes = tuple(str(home / r) for r in _HOME_RUNTIMES if (home / r).is_dir())
         named_dirs = tuple(a for a in args if os.path.isabs(a) and os.path.isdir(a))
         named_files = tuple(p for a in args if os.path.isabs(a) and os.path.isfile(a) for p in (a, os.path.dirname(a)))
         return IsolationPolicy(
@@ -114,24 +115,33 @@ class HostSettings:
             max_rss_bytes=rss,
             max_cpu_percent=cpu,
             data_dir=str(data_dir) if data_dir is not None else None,
-            extra_read_paths=tuple(dict.fromkeys((*runtimes, *named_files, *self.allow_read))),
-            extra_write_paths=tuple(dict.fromkeys((*caches, *named_dirs, *self.allow_write))),
+            extra_read_paths=tuple(dict.fromkeys((*named_files, *self.allow_read))),
+            extra_write_paths=tuple(dict.fromkeys((*named_dirs, *self.allow_write))),
+            protected_paths=tuple(protected),
+            writable_paths=tuple(writable),
+            code_paths=tuple(code),
         )
 
 
-#: Runtime managers under the user's home that plugins' interpreters live in.
-_HOME_RUNTIMES = (
-    ".pyenv",
-    ".nvm",
-    ".volta",
-    ".asdf",
-    ".bun",
-    ".deno",
-    ".cargo/bin",
-    ".local/bin",
-    ".local/share/fnm",
-    ".local/share/uv/python",
-)
+def plugin_cache_env(data_dir: Path) -> dict[str, str]:
+    """Where a plugin's package tools keep their caches: inside its own data folder.
+
+    A cache shared between plugins (``~/.npm``, ``~/.cache/uv``,
+    ``~/.local/share/uv``) is a place where one plugin can plant code that
+    another plugin, or the user, later runs; so each plugin's ``npx``,
+    ``uvx``, ``pip`` and XDG-aware tools get caches of their own (created on
+    first use). The user's own caches stay readable where a runtime needs
+    them (a uv-managed Python), never writable.
+    """
+    cache = data_dir / "cache"
+    return {
+        "npm_config_cache": str(cache / "npm"),
+        "UV_CACHE_DIR": str(cache / "uv"),
+        "UV_TOOL_DIR": str(data_dir / "uv-tools"),
+        "UV_TOOL_BIN_DIR": str(data_dir / "uv-tools" / "bin"),
+        "PIP_CACHE_DIR": str(cache / "pip"),
+        "XDG_CACHE_HOME": str(cache),
+    }
 
 
 @dataclass
@@ -382,11 +392,14 @@ class Host:
     def _resolve(self, plugin: InstalledPlugin) -> Launch:
         backend = plugin.manifest.backend
         try:
-            data_dir = self.store.directory / "data" / plugin.manifest.id if self.store is not None else None
-            tmpdir = None
-            if data_dir is not None:  # private TMPDIR under the state folder, not in a shared /tmp
-                (data_dir / "tmp").mkdir(mode=0o700, parents=True, exist_ok=True)
-                tmpdir = str(data_dir / "tmp")
+            data_dir = tmpdir = None
+            host_vars: dict[str, str] = {}
+            if self.store is not None:
+                # Each plugin's writable folders are siblings under the state folder, never nested in one
+                # another: a plugin cannot swap its TMPDIR for a link through its data folder.
+                data_dir = self.store.directory / "data" / plugin.manifest.id
+                tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
+                host_vars = plugin_cache_env(data_dir)
             launch = resolve_launch(
                 backend.command,
                 backend.args,
@@ -396,6 +409,7 @@ class Host:
                 host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
                 tmpdir=tmpdir,
                 isolation_policy=self._policy(plugin, data_dir),
+                host_vars=host_vars,
             )
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
@@ -404,13 +418,31 @@ class Host:
         return launch
 
     def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> IsolationPolicy:
-        """The plugin's isolation policy: host policy plus what the parent granted it."""
+        """The plugin's isolation policy: host policy plus what the parent granted it.
+
+        What no rule may reach comes from the host's own layout: the state
+        folder and the user's home are never covered, other plugins'
+        writable folders hold no link a rule may follow, and no plugin
+        writes any plugin's folder.
+        """
+        others = [p for p in self.plugins.values() if p is not plugin]
+        protected = [os.path.realpath(Path.home()), *(os.path.realpath(p.path) for p in others)]
+        writable: list[str] = [*self.settings.allow_write]
+        if self.store is not None:
+            state = os.path.realpath(self.store.directory)
+            protected.append(state)
+            writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
+        for other in others:
+            writable += [a for a in other.manifest.backend.args if os.path.isabs(a) and os.path.isdir(a)]
         policy = self.settings.isolation_policy(
             data_dir,
             plugin.manifest.backend.args,
             tcp_ports=sorted(plugin.network_ports),
             max_rss_bytes=plugin.limits.get("max_rss_bytes"),
             max_cpu_percent=plugin.limits.get("max_cpu_percent"),
+            protected=protected,
+            writable=[os.path.realpath(w) for w in writable],
+            code=[os.path.realpath(p.path) for p in self.plugins.values()],
         )
         plugin.supervisor.limits = policy
         return policy

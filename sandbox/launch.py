@@ -23,9 +23,11 @@ an approval survives a change of the user's shell profile.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -35,7 +37,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.environment import EnvironmentPolicyError, EnvPolicy, build_environment, trim_path
-from sandbox.policy import IsolationPlan, IsolationPolicy, IsolationUnavailable, base_layers, plan_layers
+from sandbox.paths import PathRefused, ensure_private_dir
+from sandbox.policy import (
+    IsolationPlan,
+    IsolationPolicy,
+    IsolationUnavailable,
+    base_layers,
+    landlock_rules,
+    plan_layers,
+    runtime_chain,
+)
 from sandbox.probe import probe
 
 __all__ = [
@@ -60,6 +71,7 @@ _KINDS = frozenset(
         "EXEC_FAILED",
         "ISOLATION_FAILED",
         "ISOLATION_UNAVAILABLE",
+        "PATH_REFUSED",
     }
 )
 
@@ -77,7 +89,10 @@ class LaunchError(Exception):
     for a protection this machine cannot give, e.g. network denial with
     neither a network namespace nor Landlock TCP rules) or
     ``"ISOLATION_FAILED"`` (at spawn: a layer of ``Launch.isolation`` could
-    not be applied; nothing runs, never a weaker plugin).
+    not be applied; nothing runs, never a weaker plugin) or
+    ``"PATH_REFUSED"`` (a path a rule would name resolves through a link a
+    plugin can write, covers a protected folder, or a program of the runtime
+    lies where a plugin can write; see :mod:`sandbox.paths`).
     ``command`` is the command as the manifest wrote it. The message always
     names the command; for ``COMMAND_NOT_FOUND`` of a bare name it also gives
     the ``PATH`` that was searched.
@@ -89,6 +104,15 @@ class LaunchError(Exception):
         super().__init__(message)
         self.kind = kind
         self.command = command
+
+
+#: Names whose values are secrets: shown by name only in :meth:`Launch.describe` (the digest covers the value).
+_SECRET_NAME = re.compile(r"(?i)(token|secret|passw|pwd|key|credential|auth|cookie|session|private|cert|bearer)")
+
+
+def is_secret_name(name: str) -> bool:
+    """True when the variable ``name`` looks like it holds a secret (``API_KEY``, ``GITHUB_TOKEN``...)."""
+    return _SECRET_NAME.search(name) is not None
 
 
 def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
@@ -113,6 +137,13 @@ class Launch:
     ports the layers need (``None`` without an isolation policy; then
     :func:`~sandbox.process.spawn` refuses Landlock layers with
     ``ISOLATION_FAILED`` rather than guess the writable folders).
+    ``runtime``: the real paths of what runs, the executable first, then each
+    ``#!`` interpreter (:func:`sandbox.policy.runtime_chain`). ``files``:
+    ``(real path, "sha256:<hex>")`` of the content that runs: the executable
+    when it lies in the plugin folder or is a script, and every file inside
+    the plugin folder an argument names. ``folders``: ``(argument, real
+    path)`` for each argument naming an existing folder or a file outside the
+    plugin folder.
     """
 
     command: str
@@ -123,6 +154,9 @@ class Launch:
     isolation: tuple[str, ...]
     manifest_env: Mapping[str, str] = field(hash=False)
     plan: IsolationPlan | None = None
+    runtime: tuple[str, ...] = ()
+    files: tuple[tuple[str, str], ...] = ()
+    folders: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
@@ -142,12 +176,15 @@ class Launch:
 
     @property
     def digest(self) -> str:
-        """``"sha256:<64 hex>"`` over the author-controlled parts of the launch.
+        """``"sha256:<64 hex>"`` over what the user approves: what runs, with what, under which layers.
 
         Covers executable, command, args, cwd, env_keys, the manifest env
-        items and isolation (plus the connectable TCP ports when
-        ``landlock-net`` is listed), serialised as canonical JSON;
-        host-dependent values (the value of ``PATH``, ``HOME``, ``TMPDIR``,
+        items, isolation (plus the connectable TCP ports when
+        ``landlock-net`` is listed), the real paths of the runtime, the
+        content hashes of ``files`` and the real paths of ``folders``,
+        serialised as canonical JSON. So replacing a script after approval,
+        or a folder argument by a link elsewhere, voids the approval.
+        Host-dependent values (the value of ``PATH``, ``HOME``, ``TMPDIR``,
         the data folder ...) are left out.
         """
         payload = {
@@ -156,9 +193,12 @@ class Launch:
             "cwd": self.cwd,
             "envKeys": self.env_keys,
             "executable": self.executable,
+            "files": [list(item) for item in self.files],
+            "folders": [list(item) for item in self.folders],
             "isolation": list(self.isolation),
             "manifestEnv": sorted([k, v] for k, v in self.manifest_env.items()),
-            "v": 1,
+            "runtime": list(self.runtime),
+            "v": 2,
         }
         if "landlock-net" in self.isolation:
             payload["tcpPorts"] = list(self.plan.tcp_ports) if self.plan is not None else []
@@ -166,19 +206,27 @@ class Launch:
         return "sha256:" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
     def describe(self) -> dict[str, object]:
-        """A JSON-ready summary for approval prompts and logs.
+        """A JSON-ready summary for approval prompts and logs: everything the digest covers.
 
-        Keys: ``command`` (str), ``executable`` (str), ``args`` (list of
-        str), ``cwd`` (str), ``envKeys`` (sorted list of str), ``isolation``
-        (list of str), ``digest`` (str). Values of the environment are left
-        out: they may hold secrets.
+        Keys: ``command`` (str), ``executable`` (str), ``runtime`` (list of
+        real paths: executable, then interpreters), ``args`` (list of str),
+        ``files`` (``{real path: "sha256:<hex>"}``), ``folders`` (``{argument:
+        real path}``), ``cwd`` (str), ``envKeys`` (sorted list of str),
+        ``env`` (the manifest's variables: name -> value, or ``null`` for a
+        secret, whose value the digest still covers), ``isolation`` (list of
+        str), ``digest`` (str). Values the host supplies (``PATH``,
+        ``HOME``...) are left out.
         """
         return {
             "command": self.command,
             "executable": self.executable,
+            "runtime": list(self.runtime),
             "args": list(self.args),
+            "files": dict(self.files),
+            "folders": dict(self.folders),
             "cwd": self.cwd,
             "envKeys": self.env_keys,
+            "env": {k: (None if is_secret_name(k) else v) for k, v in sorted(self.manifest_env.items())},
             "isolation": list(self.isolation),
             "digest": self.digest,
         }
@@ -243,6 +291,7 @@ def resolve_launch(
     host_env: Mapping[str, str] | None = None,
     tmpdir: str | None = None,
     isolation_policy: IsolationPolicy | None = None,
+    host_vars: Mapping[str, str] | None = None,
 ) -> Launch:
     """Resolve a manifest's launch into a :class:`Launch`; runs nothing.
 
@@ -252,7 +301,9 @@ def resolve_launch(
     they are (no shell). ``plugin_dir``: the plugin folder; it becomes
     ``cwd``. ``host_env``: defaults to ``os.environ``. ``tmpdir``: the
     child's ``TMPDIR``; default :func:`plugin_tmpdir` (created ``0700``).
-    ``isolation_policy``: ``None`` gives :data:`DEFAULT_ISOLATION`; a policy
+    ``host_vars``: variables the host sets last, over the manifest's (the
+    plugin's own cache folders). ``isolation_policy``: ``None`` gives
+    :data:`DEFAULT_ISOLATION`; a policy
     gives exactly the layers :func:`sandbox.policy.plan_layers` finds
     enforceable here (from :func:`sandbox.probe.probe`, cached; the first
     call costs ~50 ms) and creates its ``data_dir`` (``0700``).
@@ -277,6 +328,7 @@ def resolve_launch(
         env = build_environment(os.environ if host_env is None else host_env, manifest_env, policy, tmpdir=tmpdir)
     except EnvironmentPolicyError as exc:
         raise LaunchError("ENV_POLICY", command, f"command {command!r}: {exc}") from exc
+    env.update(host_vars or {})
 
     if not command:
         raise LaunchError("COMMAND_NOT_FOUND", command, "the command is empty")
@@ -293,6 +345,16 @@ def resolve_launch(
             )
         executable = os.path.abspath(found)
 
+    runtime = runtime_chain(executable, env.get("PATH", ""))
+    files, folders = _named_paths(args, root)
+    try:
+        if _runs_as_content(runtime[0][1], root):
+            files.insert(0, (runtime[0][1], _content_digest(runtime[0][1])))
+    except OSError as exc:
+        raise LaunchError(
+            "COMMAND_NOT_FOUND", command, f"command {command!r}: cannot read {executable}: {exc}"
+        ) from exc
+
     isolation = DEFAULT_ISOLATION
     plan: IsolationPlan | None = None
     if isolation_policy is not None:
@@ -301,13 +363,12 @@ def resolve_launch(
         except IsolationUnavailable as exc:
             raise LaunchError("ISOLATION_UNAVAILABLE", command, f"command {command!r}: {exc}") from exc
         data_dir = None
-        if isolation_policy.data_dir is not None:
-            try:
-                data_dir = _data_folder(isolation_policy.data_dir)
-            except OSError as exc:
-                raise LaunchError(
-                    "EXEC_FAILED", command, f"data folder {isolation_policy.data_dir} of {command!r}: {exc}"
-                ) from exc
+        try:
+            ensure_private_dir(tmpdir)
+            if isolation_policy.data_dir is not None:
+                data_dir = ensure_private_dir(isolation_policy.data_dir)
+        except (OSError, PathRefused) as exc:
+            raise LaunchError("EXEC_FAILED", command, f"private folder of {command!r}: {exc}") from exc
         plan = IsolationPlan(
             tmpdir=tmpdir,
             data_dir=data_dir,
@@ -316,6 +377,21 @@ def resolve_launch(
             extra_read=isolation_policy.extra_read_paths,
             extra_write=isolation_policy.extra_write_paths,
         )
+        if "landlock-fs" in isolation:
+            try:
+                rules = landlock_rules(
+                    executable=executable,
+                    plugin_dir=root,
+                    path_env=env.get("PATH", ""),
+                    plan=plan,
+                    home=env.get("HOME"),
+                    protected=isolation_policy.protected_paths,
+                    writable=isolation_policy.writable_paths,
+                    code=isolation_policy.code_paths,
+                )
+            except PathRefused as exc:
+                raise LaunchError("PATH_REFUSED", command, f"command {command!r}: {exc}") from exc
+            plan = dataclasses.replace(plan, rules=tuple((k, tuple(v)) for k, v in rules.items()))
 
     return Launch(
         command=command,
@@ -326,16 +402,52 @@ def resolve_launch(
         isolation=isolation,
         manifest_env=manifest_env,
         plan=plan,
+        runtime=tuple(dict.fromkeys(real for _, real in runtime)),
+        files=tuple(dict.fromkeys(files)),
+        folders=tuple(dict.fromkeys(folders)),
     )
 
 
-def _data_folder(path: str) -> str:
-    """Create ``path`` (and parents) ``0700`` if missing; return its realpath. Tightens its mode if it is ours."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    real = os.path.realpath(path)
-    st = os.stat(real)
-    if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(20, "not a folder", real)
-    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(real, 0o700)
-    return real
+def _content_digest(path: str) -> str:
+    """``"sha256:<hex>"`` of the file at ``path`` (blocking; reads it whole)."""
+    with open(path, "rb") as fh:
+        return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _runs_as_content(real: str, root: str) -> bool:
+    """True when the approval must pin ``real``'s bytes: it lies in the plugin folder, or is a ``#!`` script."""
+    if _is_inside(real, root):
+        return True
+    with open(real, "rb") as fh:
+        return fh.read(2) == b"#!"
+
+
+def _named_paths(args: Sequence[str], root: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """What the arguments name: ``(files, folders)`` (see :attr:`Launch.files` / :attr:`Launch.folders`).
+
+    An argument names a path when it is absolute, or relative to the plugin
+    folder (the working folder) and exists there; ``--opt=value`` is read
+    for its value too. Files inside the plugin folder are hashed; a folder,
+    or a file outside the plugin folder, is pinned by its real path.
+    """
+    files: list[tuple[str, str]] = []
+    folders: list[tuple[str, str]] = []
+    for arg in args:
+        candidates = [arg]
+        if arg.startswith("-") and "=" in arg:
+            candidates.append(arg.split("=", 1)[1])
+        for word in candidates:
+            if not word or word.startswith("-"):
+                continue
+            path = word if os.path.isabs(word) else os.path.join(root, word)
+            if not os.path.lexists(path):
+                continue
+            real = os.path.realpath(path)
+            if os.path.isfile(real) and _is_inside(real, root):
+                try:
+                    files.append((real, _content_digest(real)))
+                except OSError:
+                    folders.append((word, real))
+            else:
+                folders.append((word, real))
+    return files, folders

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from sandbox.paths import PathRefused, check_rule_path, covers, is_inside
 from sandbox.probe import Capability
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "landlock_rules",
     "order_layers",
     "plan_layers",
+    "runtime_chain",
     "runtime_read_paths",
 ]
 
@@ -135,6 +137,9 @@ DEVICES_RW: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full")
 #: Character devices a plugin may read under ``landlock-fs``.
 DEVICES_R: tuple[str, ...] = ("/dev/random", "/dev/urandom")
 
+#: Interpreters a package runner starts for the code it fetches (their runtime is the plugin's runtime too).
+_RUNNER_INTERPRETERS: dict[str, tuple[str, ...]] = {"uv": ("python3",), "uvx": ("python3",), "pipx": ("python3",)}
+
 _PREFIX_PARTS = ("bin", "sbin", "lib", "lib32", "lib64", "libexec", "etc", "pyvenv.cfg")
 
 
@@ -162,7 +167,12 @@ class IsolationPolicy:
     (``None`` = no limit). ``data_dir``: the plugin's writable data folder
     (absolute; created ``0700`` by ``resolve_launch``). ``extra_read_paths``
     / ``extra_write_paths``: further absolute paths the host grants under
-    ``landlock-fs`` (e.g. an npm or uv cache, a Node from nvm).
+    ``landlock-fs`` (e.g. a folder the user approved in the arguments).
+    ``protected_paths``: what no rule may cover (the state folder, the
+    user's home, other plugins' folders). ``writable_paths``: folders other
+    plugins may write (a link there cannot redirect a rule; no runtime
+    program may live there). ``code_paths``: every plugin's folder (no
+    write rule may reach one). See :func:`landlock_rules`.
 
     Raises ``ValueError`` for an inconsistent policy (ports with
     ``"allow"``, a port outside 1..65535, a relative path, a limit <= 0).
@@ -178,6 +188,9 @@ class IsolationPolicy:
     data_dir: str | None = None
     extra_read_paths: tuple[str, ...] = ()
     extra_write_paths: tuple[str, ...] = ()
+    protected_paths: tuple[str, ...] = ()
+    writable_paths: tuple[str, ...] = ()
+    code_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.network not in ("allow", "deny"):
@@ -196,7 +209,7 @@ class IsolationPolicy:
             raise ValueError("cpu_window_seconds must be positive")
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", _check_path("data_dir", self.data_dir))
-        for name in ("extra_read_paths", "extra_write_paths"):
+        for name in ("extra_read_paths", "extra_write_paths", "protected_paths", "writable_paths", "code_paths"):
             paths = tuple(_check_path(name, p) for p in getattr(self, name))
             object.__setattr__(self, name, paths)
 
@@ -210,7 +223,7 @@ class IsolationPlan:
     created data folder (realpath) or ``None``. ``tcp_ports``: connectable
     TCP ports under ``landlock-net``. ``deny_unix_sockets``: seccomp refuses
     ``socket(AF_UNIX)``. ``extra_read`` / ``extra_write``: the policy's
-    extra paths.
+    extra paths. ``rules``: the checked Landlock path lists, real paths only.
     """
 
     tmpdir: str
@@ -219,6 +232,12 @@ class IsolationPlan:
     deny_unix_sockets: bool = False
     extra_read: tuple[str, ...] = ()
     extra_write: tuple[str, ...] = ()
+    #: The Landlock path lists from :func:`landlock_rules`, checked at resolution (empty without ``landlock-fs``).
+    rules: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def rule_lists(self) -> dict[str, list[str]]:
+        """``rules`` as the shim's spec wants them: ``{"read": [...], "write": [...], ...}``."""
+        return {name: list(paths) for name, paths in self.rules}
 
 
 def base_layers() -> tuple[str, ...]:
@@ -285,15 +304,26 @@ def plan_layers(
     return order_layers(layers)
 
 
-def _prefix_paths(binary: str, home: str | None) -> list[str]:
-    """The folders an executable at ``binary`` needs: its own, and its install prefix's parts."""
-    found: list[str] = []
-    for path in dict.fromkeys([binary, os.path.realpath(binary)]):
-        folder = os.path.dirname(path)
-        found.append(folder)
+def _is_broad(folder: str, guarded: Sequence[str]) -> bool:
+    """A folder no runtime heuristic may grant as a whole: ``/``, a top-level folder, or one covering a guarded path."""
+    return folder == "/" or folder.count("/") == 1 or any(covers(folder, g) for g in guarded)
+
+
+def _prefix_paths(found_at: str, real: str, guarded: Sequence[str]) -> list[str]:
+    """The folders a runtime found at ``found_at`` (real path ``real``) needs: its own and its prefix's parts.
+
+    Derived only from real paths: the real file, its real folder, and the
+    real folder it was found in (a virtual environment's ``bin`` whose
+    ``python`` links elsewhere). Never a broad folder (:func:`_is_broad`);
+    the prefix ``X`` of ``X/bin`` adds only ``X/{bin,lib,...}``.
+    """
+    found = [real]
+    for folder in dict.fromkeys([os.path.dirname(real), os.path.realpath(os.path.dirname(found_at))]):
+        if not _is_broad(folder, guarded):
+            found.append(folder)
         if os.path.basename(folder) in ("bin", "sbin"):
             prefix = os.path.dirname(folder)
-            if prefix not in ("/", home):
+            if prefix != "/" and not any(covers(prefix, g) for g in guarded):
                 found += [os.path.join(prefix, part) for part in _PREFIX_PARTS]
     return found
 
@@ -309,37 +339,66 @@ def _shebang(path: str) -> list[str]:
     return head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
 
 
-def runtime_read_paths(executable: str, path_env: str, home: str | None = None) -> list[str]:
-    """Folders the runtime of ``executable`` needs to read: its prefix, and its interpreter's.
+def runtime_chain(executable: str, path_env: str) -> list[tuple[str, str]]:
+    """The programs that run for ``executable``: ``[(as found, real path), ...]``, the executable first.
 
-    For ``/opt/node/bin/node`` that is ``/opt/node/{bin,lib,...}``; for a
-    script with ``#!/usr/bin/env node`` it adds the prefix of ``node`` found
-    on ``path_env`` (the child's ``PATH``); two levels of interpreters at
-    most. ``home`` (the user's home folder) is never taken as a prefix
-    (``~/bin/tool`` does not open all of ``~``).
+    A script's ``#!`` interpreter follows it (``#!/usr/bin/env node``:
+    ``/usr/bin/env``, then ``node`` looked up on ``path_env``, the child's
+    ``PATH``), three levels at most. Real paths come from
+    :func:`os.path.realpath`; a missing interpreter ends the chain.
     """
-    found: list[str] = []
+    chain: list[tuple[str, str]] = []
     current = [executable]
     for _ in range(3):
         following: list[str] = []
         for binary in current:
-            found += _prefix_paths(binary, home)
-            words = _shebang(os.path.realpath(binary))
+            real = os.path.realpath(binary)
+            chain.append((binary, real))
+            # A package runner picks its interpreter at run time: uv/uvx/pipx run ``python3`` from the PATH.
+            following += [
+                hit
+                for name in _RUNNER_INTERPRETERS.get(os.path.basename(real), ())
+                if (hit := shutil.which(name, path=path_env))
+            ]
+            words = _shebang(real)
             if not words:
                 continue
             interpreter = words[0]
             if os.path.basename(interpreter) == "env":
-                found += _prefix_paths(interpreter, home)
+                chain.append((interpreter, os.path.realpath(interpreter)))
                 names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
                 hit = shutil.which(names[0], path=path_env) if names and path_env else None
                 if hit:
-                    following.append(hit)
-            elif os.path.isabs(interpreter):
+                    following.append(os.path.abspath(hit))
+            elif os.path.isabs(interpreter) and os.path.exists(interpreter):
                 following.append(interpreter)
         current = following
         if not current:
             break
+    return list(dict.fromkeys(chain))
+
+
+def runtime_read_paths(
+    executable: str, path_env: str, home: str | None = None, guarded: Sequence[str] = ()
+) -> list[str]:
+    """Paths the runtime of ``executable`` needs to read: each program of :func:`runtime_chain` and its prefix.
+
+    For ``/opt/node/bin/node`` that is the file, ``/opt/node/bin`` and
+    ``/opt/node/{bin,lib,...}``; for a script with ``#!/usr/bin/env node``
+    also ``node``'s, found on ``path_env``. Everything is derived from real
+    paths, and no folder granted as a whole is ``/``, a top-level folder, the
+    ``home`` folder, or one covering a ``guarded`` path (``~/bin/tool`` adds
+    ``~/bin``, never ``~``).
+    """
+    guard = [*guarded, *([home] if home else [])]
+    found: list[str] = []
+    for found_at, real in runtime_chain(executable, path_env):
+        found += _prefix_paths(found_at, real, guard)
     return list(dict.fromkeys(found))
+
+
+def _checked(paths: Iterable[str], *, writable: Sequence[str], protected: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(check_rule_path(p, writable=writable, protected=protected) for p in paths))
 
 
 def landlock_rules(
@@ -349,21 +408,48 @@ def landlock_rules(
     path_env: str,
     plan: IsolationPlan,
     home: str | None = None,
+    protected: Sequence[str] = (),
+    writable: Sequence[str] = (),
+    code: Sequence[str] = (),
 ) -> dict[str, list[str]]:
-    """The Landlock path lists for one launch (``read``, ``write``, ``devices_rw``, ``devices_r``).
+    """The Landlock path lists for one launch (``read``, ``write``, ``devices_rw``, ``devices_r``), as real paths.
 
     Read (and execute): :data:`SYSTEM_READ`, :data:`ETC_READ`, the plugin
-    folder, :func:`runtime_read_paths` of the executable and the policy's
+    folder, :func:`runtime_read_paths` of the executable and the plan's
     extra read paths. Read and write: the plan's ``TMPDIR``, data folder
     and extra write paths. Devices: :data:`DEVICES_RW`, :data:`DEVICES_R`.
-    Nothing else is reachable. Paths that do not exist are skipped by the
-    shim.
+    Nothing else is reachable.
+
+    Every path is resolved by :func:`sandbox.paths.check_rule_path`:
+    ``writable`` (every folder any plugin may write) must hold no link on the
+    way, no rule may cover a ``protected`` path (the state folder, the home
+    folder, other plugins' folders), no write rule may cover or lie in a
+    ``code`` folder (every plugin's folder), and no program of the runtime
+    may lie in a plugin-writable folder (it would run code a plugin wrote).
+    Raises :class:`~sandbox.paths.PathRefused` naming the path and why.
+    Blocking (``lstat`` and a read of the first line of each script).
     """
-    read = [*SYSTEM_READ, *ETC_READ, plugin_dir, *runtime_read_paths(executable, path_env, home), *plan.extra_read]
-    write = [plan.tmpdir, *([plan.data_dir] if plan.data_dir else []), *plan.extra_write]
+    own = [plan.tmpdir, *([plan.data_dir] if plan.data_dir else []), *plan.extra_write]
+    writable = list(dict.fromkeys(os.path.realpath(p) for p in (*writable, *own)))
+    for program in dict.fromkeys(real for _, real in runtime_chain(executable, path_env)):
+        for root in writable:
+            if is_inside(program, root):
+                raise PathRefused(program, f"is a program of the runtime, inside {root}, which a plugin can write")
+    runtime = runtime_read_paths(executable, path_env, home, protected)
+    system = [p for p in (*SYSTEM_READ, *ETC_READ) if os.path.lexists(p)]
+    read = _checked([*system, plugin_dir, *runtime, *plan.extra_read], writable=writable, protected=protected)
+    write = _checked(
+        [plan.tmpdir, *([plan.data_dir] if plan.data_dir else []), *plan.extra_write],
+        writable=writable,
+        protected=[*protected, *code],
+    )
+    for path in write:
+        for folder in code:
+            if is_inside(path, folder):
+                raise PathRefused(path, f"lies in the plugin folder {folder}: no plugin may write plugin code")
     return {
-        "read": list(dict.fromkeys(read)),
-        "write": list(dict.fromkeys(write)),
+        "read": read,
+        "write": write,
         "devices_rw": list(DEVICES_RW),
         "devices_r": list(DEVICES_R),
     }

@@ -48,7 +48,8 @@ import psutil
 import trio
 
 from sandbox.launch import Launch, LaunchError
-from sandbox.policy import IsolationPlan, landlock_rules, order_layers
+from sandbox.paths import PathRefused, ensure_private_dir
+from sandbox.policy import IsolationPlan, order_layers
 
 __all__ = [
     "NOFILE_LIMIT",
@@ -547,15 +548,13 @@ def _spec(launch: Launch, env: dict[str, str]) -> bytes:
     if any(layer.startswith("landlock-") for layer in layers):
         if launch.plan is None:
             raise _isolation_failed(launch, "Landlock layers need launch.plan (from resolve_launch with a policy)")
-        rules: dict[str, object] = dict(
-            landlock_rules(
-                executable=launch.executable,
-                plugin_dir=launch.cwd,
-                path_env=launch.env.get("PATH", ""),
-                plan=plan,
-                home=launch.env.get("HOME"),
-            )
-        )
+        try:  # at every start: a plugin may have swapped its TMPDIR or data folder for a link since the last
+            for folder in (plan.tmpdir, plan.data_dir):
+                if folder:
+                    ensure_private_dir(folder)
+        except (OSError, PathRefused) as exc:
+            raise _isolation_failed(launch, f"private folder: {exc}") from exc
+        rules: dict[str, object] = dict(plan.rule_lists())
         rules["tcp_connect"] = list(plan.tcp_ports)
         spec["landlock"] = rules
     if "seccomp" in layers:
@@ -665,8 +664,10 @@ async def spawn(launch: Launch) -> SandboxedProcess:
     ``execve``, single-threaded (never from a trio thread, never with
     ``preexec_fn``): ``"rlimits"`` (``RLIMIT_CORE=0``, ``RLIMIT_NOFILE``
     capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``,
-    ``"landlock-fs"`` / ``"landlock-net"`` / ``"landlock-scope"`` (paths from
-    :func:`sandbox.policy.landlock_rules`) and ``"seccomp"``; see
+    ``"landlock-fs"`` / ``"landlock-net"`` / ``"landlock-scope"`` (the real
+    paths ``launch.plan.rules`` pinned at resolution; the plan's ``TMPDIR``
+    and data folder are checked again first, see
+    :func:`sandbox.paths.ensure_private_dir`) and ``"seccomp"``; see
     ``sandbox/README.md``. Every layer other than ``"shim"`` needs the shim.
     Returns once the plugin's executable is running (exec succeeded), with
     :attr:`SandboxedProcess.isolation` set to what the shim reported applied.

@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -27,6 +28,9 @@ from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy, IsolationUnavailable, plan_layers
 from sandbox.probe import probe
 from sandbox.process import SandboxedProcess, spawn, sweep_leftovers
+
+#: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
+PRIVATE_TMP = os.path.realpath(tempfile.mkdtemp(prefix="hostd-tests-"))
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
 PYTHON_DIR = os.path.dirname(os.path.realpath(sys.executable))
@@ -404,7 +408,7 @@ async def test_pdeathsig_is_not_lost_after_exec_in_a_user_namespace() -> None:
     code = (
         "import ctypes, sys; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); print(v.value)"
     )
-    launch = launch_of("python3", ["-c", code], IsolationPolicy(network="deny"), tmpdir="/tmp")
+    launch = launch_of("python3", ["-c", code], IsolationPolicy(network="deny"), tmpdir=PRIVATE_TMP)
     with trio.fail_after(10):
         _, out, err = await run_to_end(launch)
     assert out.strip() == str(int(signal.SIGKILL)).encode(), err.decode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import stat
 import tempfile
@@ -175,18 +176,26 @@ def test_digest_changes_with_args_env_keys_manifest_env_and_executable(plugin: P
 
 
 def test_describe_shape(plugin: Path, host: dict[str, str]) -> None:
-    launch = resolve(plugin, host, "mytool", ["x"], {"MODE": "secret-value"})
+    """The approval shows every value the user approves; a secret by name only (its value is in the digest)."""
+    launch = resolve(plugin, host, "mytool", ["x"], {"MODE": "fast", "API_TOKEN": "secret-value"})
     described = launch.describe()
+    tool = str(Path(host["PATH"].split(":")[1]) / "mytool")
     assert described == {
         "command": "mytool",
         "executable": launch.executable,
+        "runtime": [tool, os.path.realpath("/bin/sh")],
         "args": ["x"],
+        "files": {tool: "sha256:" + hashlib.sha256(b"#!/bin/sh\nexit 0\n").hexdigest()},
+        "folders": {},
         "cwd": launch.cwd,
-        "envKeys": ["HOME", "MODE", "PATH", "PYTHONUNBUFFERED", "PYTHONUTF8", "TMPDIR"],
+        "envKeys": ["API_TOKEN", "HOME", "MODE", "PATH", "PYTHONUNBUFFERED", "PYTHONUTF8", "TMPDIR"],
+        "env": {"API_TOKEN": None, "MODE": "fast"},
         "isolation": list(DEFAULT_ISOLATION),
         "digest": launch.digest,
     }
     assert "secret-value" not in repr(described)
+    other = resolve(plugin, host, "mytool", ["x"], {"MODE": "fast", "API_TOKEN": "other-value"})
+    assert other.digest != launch.digest
     hash(launch)  # usable as a dict key despite the mappings
 
 
