@@ -77,9 +77,12 @@ def test_not_found_names_command_and_searched_path(plugin: Path, host: dict[str,
     )
 
 
-def test_manifest_path_is_the_one_searched(plugin: Path, host: dict[str, str]) -> None:
-    with pytest.raises(LaunchError, match=r"npx.*PATH='/nonexistent'") as info:
+def test_manifest_path_is_refused_unless_loader_vars_are_allowed(plugin: Path, host: dict[str, str]) -> None:
+    with pytest.raises(LaunchError, match=r"manifest env sets PATH, a variable of the executable search path") as info:
         resolve(plugin, host, "npx", env={"PATH": "/nonexistent:rel"})
+    assert info.value.kind == "ENV_POLICY"
+    with pytest.raises(LaunchError, match=r"npx.*PATH='/nonexistent'") as info:
+        resolve(plugin, host, "npx", env={"PATH": "/nonexistent:rel"}, policy=EnvPolicy(allow_loader_vars=True))
     assert info.value.kind == "COMMAND_NOT_FOUND"
 
 
