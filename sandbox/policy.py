@@ -30,6 +30,17 @@ With ``"deny"`` (either form) the seccomp layer also refuses
 ``socket(AF_UNIX)``: no connection to local daemons through pathname unix
 sockets (D-Bus, ``docker.sock``, an ssh-agent), which neither a network
 namespace nor Landlock ABI 7 covers.
+
+With ``"deny"`` (either form, and whatever ``IsolationPolicy.seccomp`` says:
+it is part of the network denial) ``seccomp-net`` is planned where seccomp
+works: ``socket(2)`` becomes an allowlist of the kinds the rules above were
+written for (TCP and UDP over IPv4/IPv6, route netlink, ``socketpair`` of
+``AF_UNIX``); MPTCP, SCTP, ICMP, raw and packet sockets, vsock and every
+other family fail (``sandbox/_seccomp.py`` has the list and the errnos).
+Landlock's TCP rules do not cover MPTCP, and a namespace does not cover
+vsock, so granted ports open plain TCP only. It stays optional like the
+other seccomp layer: on a machine without seccomp it is left out (and
+``hostd doctor`` says so).
 """
 
 from __future__ import annotations
@@ -74,6 +85,7 @@ LAYER_ORDER: tuple[str, ...] = (
     "userns",
     "netns",
     "seccomp",
+    "seccomp-net",
 )
 
 #: System folders a plugin may read and execute from under ``landlock-fs``.
@@ -161,7 +173,8 @@ class IsolationPolicy:
     TCP ports, signal scoping). ``network``: ``"allow"`` or ``"deny"`` (see
     the module text). ``allowed_tcp_ports``: with ``"deny"``, connect to
     these TCP ports only (Landlock ABI 4; sorted and de-duplicated). ``seccomp``:
-    apply the seccomp deny-list where available. ``max_rss_bytes`` /
+    apply the seccomp deny-list where available (the ``seccomp-net`` socket
+    allowlist of ``"deny"`` does not depend on it). ``max_rss_bytes`` /
     ``max_cpu_percent`` (percent of one CPU, averaged over
     ``cpu_window_seconds``): limits for :func:`sandbox.watchdog.watch`
     (``None`` = no limit). ``data_dir``: the plugin's writable data folder
@@ -301,6 +314,8 @@ def plan_layers(
         layers.append("userns")
     if policy.seccomp and "seccomp" in have:
         layers.append("seccomp")
+    if policy.network == "deny" and "seccomp-net" in have:
+        layers.append("seccomp-net")  # socket kinds the network rules do not cover (module text)
     return order_layers(layers)
 
 

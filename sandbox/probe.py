@@ -14,7 +14,9 @@ bubblewrap and a delegated cgroup v2 (reported, not used by ``sandbox``).
 
 Capability names are the layer names of :class:`~sandbox.launch.Launch`
 (``shim``, ``landlock-fs``, ``landlock-net``, ``landlock-scope``,
-``netns``, ``seccomp``) plus ``bubblewrap`` and ``cgroup-v2``.
+``netns``, ``seccomp``, ``seccomp-net``) plus ``bubblewrap`` and ``cgroup-v2``.
+``seccomp-net`` (the socket allowlist planned under network ``"deny"``) is
+tried on its own: an MPTCP socket must be refused, a TCP socket not.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ CAPABILITY_NAMES: tuple[str, ...] = (
     "landlock-scope",
     "netns",
     "seccomp",
+    "seccomp-net",
     "bubblewrap",
     "cgroup-v2",
 )
@@ -164,6 +167,7 @@ def _build() -> tuple[list[Capability], int]:
         )
     caps.append(Capability("netns", *_pair(raw, "netns")))
     caps.append(Capability("seccomp", *_pair(raw, "seccomp")))
+    caps.append(Capability("seccomp-net", *_pair(raw, "seccomp-net")))
     caps.append(_bubblewrap())
     caps.append(_cgroup_v2())
     return caps, abi if landlock_ok else 0

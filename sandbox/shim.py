@@ -40,8 +40,8 @@ Theory of operation.
   ``no_new_privs`` (also set whenever Landlock or seccomp is asked for:
   both need it); ``landlock-fs``
   / ``landlock-net`` / ``landlock-scope`` (``_landlock.py``, loaded by path);
-  ``seccomp`` (``_seccomp.py``, loaded by path). Right before ``execve`` the
-  child writes the layers it applied to the close-on-exec pipe; the shim
+  ``seccomp`` / ``seccomp-net`` (one filter, ``_seccomp.py``, loaded by
+  path). Right before ``execve`` the child writes the layers it applied to the close-on-exec pipe; the shim
   passes them on in its ``pid`` line. A layer that fails ends the launch
   with ``error <layer> <errno> <text>``: never a weaker plugin.
 - ``python -I -S shim.py --probe`` prints one JSON line describing which
@@ -97,6 +97,7 @@ if _unshare is not None:
 _HANDLED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 #: Layers that need the Landlock module, and the layer names the child may report.
 _LANDLOCK_LAYERS = ("landlock-fs", "landlock-net", "landlock-scope")
+_SECCOMP_LAYERS = ("seccomp", "seccomp-net")  # one filter: the deny-list and/or the socket allowlist
 
 
 def prctl(option: int, arg2: int = 0) -> None:
@@ -245,7 +246,7 @@ def load_modules(layers: Iterable[str]) -> dict[str, types.ModuleType]:
     modules: dict[str, types.ModuleType] = {}
     if wanted.intersection(_LANDLOCK_LAYERS):
         modules["landlock"] = load_layer_module("_landlock")
-    if "seccomp" in wanted:
+    if wanted.intersection(_SECCOMP_LAYERS):
         modules["seccomp"] = load_layer_module("_seccomp")
     return modules
 
@@ -293,7 +294,8 @@ def child_main(spec: dict[str, Any], shim_pid: int, err_w: int, modules: dict[st
         stage = "chdir"
         os.chdir(spec["cwd"])
         landlock = [layer for layer in layers if layer in _LANDLOCK_LAYERS]
-        if "no_new_privs" in layers or landlock or "seccomp" in layers:
+        seccomp = [layer for layer in layers if layer in _SECCOMP_LAYERS]
+        if "no_new_privs" in layers or landlock or seccomp:
             stage = "no_new_privs"
             prctl(PR_SET_NO_NEW_PRIVS, 1)
             applied.append("no_new_privs")
@@ -314,10 +316,14 @@ def child_main(spec: dict[str, Any], shim_pid: int, err_w: int, modules: dict[st
             if missing:
                 raise OSError(errno.EOPNOTSUPP, "not in force: " + ",".join(missing))
             applied.extend(got)
-        if "seccomp" in layers:
+        if seccomp:
             stage = "seccomp"
-            modules["seccomp"].install(deny_unix_sockets=bool((spec.get("seccomp") or {}).get("deny_unix_sockets")))
-            applied.append("seccomp")
+            modules["seccomp"].install(
+                deny_calls="seccomp" in seccomp,
+                deny_unix_sockets=bool((spec.get("seccomp") or {}).get("deny_unix_sockets")),
+                socket_allowlist="seccomp-net" in seccomp,
+            )
+            applied.extend(seccomp)
         unknown = [layer for layer in layers if layer not in applied]
         if unknown:
             stage = "layers"
@@ -612,11 +618,27 @@ def _try_seccomp() -> str:
     return "classic BPF deny-list (no libseccomp needed)"
 
 
+def _try_seccomp_net() -> str:
+    import socket  # noqa: PLC0415 - the probe only, not on a plugin's spawn path
+
+    module = load_layer_module("_seccomp")
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    module.install(deny_calls=False, socket_allowlist=True)
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close()  # IPPROTO_MPTCP
+        raise OSError(errno.EINVAL, "the socket allowlist let an MPTCP socket through")
+    except OSError as exc:
+        if exc.errno != errno.EPROTONOSUPPORT:
+            raise
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+    return str(module.SOCKET_ALLOWLIST)
+
+
 def probe() -> dict[str, object]:
     """What this kernel lets this user apply, each layer tried in a throwaway child."""
     result: dict[str, object] = {"linux": LINUX}
     if not LINUX:
-        for name in ("landlock", "netns", "seccomp", "subreaper"):
+        for name in ("landlock", "netns", "seccomp", "seccomp-net", "subreaper"):
             result[name] = [False, f"Linux only (this is {sys.platform})"]
         result["landlock_abi"] = 0
         return result
@@ -629,6 +651,7 @@ def probe() -> dict[str, object]:
     result["landlock"] = _trial(_try_landlock)
     result["netns"] = _trial(_try_netns)
     result["seccomp"] = _trial(_try_seccomp)
+    result["seccomp-net"] = _trial(_try_seccomp_net)
     return result
 
 
