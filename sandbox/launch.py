@@ -27,7 +27,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -36,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.environment import EnvironmentPolicyError, EnvPolicy, build_environment, trim_path
+from sandbox.environment import EnvironmentPolicyError, EnvPolicy, build_environment, is_secret_name, trim_path
 from sandbox.paths import PathRefused, ensure_private_dir
 from sandbox.policy import (
     IsolationPlan,
@@ -104,15 +103,6 @@ class LaunchError(Exception):
         super().__init__(message)
         self.kind = kind
         self.command = command
-
-
-#: Names whose values are secrets: shown by name only in :meth:`Launch.describe` (the digest covers the value).
-_SECRET_NAME = re.compile(r"(?i)(token|secret|passw|pwd|key|credential|auth|cookie|session|private|cert|bearer)")
-
-
-def is_secret_name(name: str) -> bool:
-    """True when the variable ``name`` looks like it holds a secret (``API_KEY``, ``GITHUB_TOKEN``...)."""
-    return _SECRET_NAME.search(name) is not None
 
 
 def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
