@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--pass-proxy-env",
         action="store_true",
-        help="pass proxy and CA variables (HTTPS_PROXY, SSL_CERT_FILE, ...) to plugins",
+        help="pass proxy variables (HTTPS_PROXY, ...) to plugins (CA settings such as SSL_CERT_FILE always pass)",
     )
     return parser
 

@@ -71,7 +71,6 @@ class HostSettings:
     def isolation_policy(
         self,
         data_dir: Path | None,
-        args: Sequence[str] = (),
         *,
         tcp_ports: Sequence[int] = (),
         max_rss_bytes: int | None = None,
@@ -91,10 +90,9 @@ class HostSettings:
         npm, uv and pip caches a plugin's runtime needs are its own, inside
         its data folder (:func:`plugin_cache_env`).
 
-        Absolute paths in the approved ``args`` are part of what the user
-        approved: an existing folder named there is readable and writable (the
-        folders a filesystem server serves), an existing file readable with its
-        folder (a script and the modules beside it). ``tcp_ports`` (declared by the
+        Paths in the approved ``args`` and the manifest's ``env`` values
+        (absolute or ``~``) are part of what the user approved and become
+        grants (:func:`sandbox.launch.named_grants`). ``tcp_ports`` (declared by the
         manifest and granted by the parent) stay reachable under ``strict``;
         the per-plugin limits override the host's. ``protected``,
         ``writable``, ``code``: what no rule may cover, the folders other
@@ -105,8 +103,6 @@ class HostSettings:
         cpu = max_cpu_percent if max_cpu_percent is not None else self.max_cpu_percent
         if self.sandbox == "basic":
             return IsolationPolicy(landlock=False, seccomp=False, max_rss_bytes=rss, max_cpu_percent=cpu)
-        named_dirs = tuple(a for a in args if os.path.isabs(a) and os.path.isdir(a))
-        named_files = tuple(p for a in args if os.path.isabs(a) and os.path.isfile(a) for p in (a, os.path.dirname(a)))
         return IsolationPolicy(
             landlock=True,
             network="deny" if self.sandbox == "strict" else "allow",
@@ -115,8 +111,9 @@ class HostSettings:
             max_rss_bytes=rss,
             max_cpu_percent=cpu,
             data_dir=str(data_dir) if data_dir is not None else None,
-            extra_read_paths=tuple(dict.fromkeys((*named_files, *self.allow_read))),
-            extra_write_paths=tuple(dict.fromkeys((*named_dirs, *self.allow_write))),
+            extra_read_paths=tuple(self.allow_read),
+            extra_write_paths=tuple(self.allow_write),
+            grant_named_paths=True,
             protected_paths=tuple(protected),
             writable_paths=tuple(writable),
             code_paths=tuple(code),
@@ -432,11 +429,13 @@ class Host:
             state = os.path.realpath(self.store.directory)
             protected.append(state)
             writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
-        for other in others:
-            writable += [a for a in other.manifest.backend.args if os.path.isabs(a) and os.path.isdir(a)]
+        for other in others:  # what each other plugin may write: its grants, as last resolved
+            if other.launch is not None and other.launch.plan is not None:
+                writable += other.launch.plan.extra_write
+            else:
+                writable += [a for a in other.manifest.backend.args if os.path.isabs(a) and os.path.isdir(a)]
         policy = self.settings.isolation_policy(
             data_dir,
-            plugin.manifest.backend.args,
             tcp_ports=sorted(plugin.network_ports),
             max_rss_bytes=plugin.limits.get("max_rss_bytes"),
             max_cpu_percent=plugin.limits.get("max_cpu_percent"),

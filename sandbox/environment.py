@@ -8,8 +8,10 @@ hands it:
 2. ``TMPDIR`` pointing at the plugin's own temporary folder, and
    ``PYTHONUNBUFFERED=1`` / ``PYTHONUTF8=1`` (a stdio MCP server must not
    block-buffer its replies);
-3. the proxy/CA group, only when :attr:`EnvPolicy.pass_proxy` is set, and any
-   names the user listed in :attr:`EnvPolicy.extra_passthrough`;
+3. the user's TLS trust settings (:data:`CA_VARS`: ``SSL_CERT_FILE``,
+   ``NODE_EXTRA_CA_CERTS`` ...) always; the proxy group only when
+   :attr:`EnvPolicy.pass_proxy` is set; and any names the user listed in
+   :attr:`EnvPolicy.extra_passthrough`;
 4. the manifest's ``env``, applied last so it wins.
 
 Variables that change what code a runtime loads or executes are refused in
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 __all__ = [
     "ALLOWED_ENV",
     "ALLOWLIST",
+    "CA_VARS",
     "DEFAULT_PATH",
     "ENV_FAMILIES",
     "LOADER_VARS",
@@ -61,7 +64,18 @@ __all__ = [
 #: Names copied from the host environment when present (plus every ``LC_*``).
 ALLOWLIST: frozenset[str] = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ"})
 
-#: The proxy and CA group; passed from the host only with ``pass_proxy=True``.
+#: The user's TLS trust settings: always passed from the host (they are paths, not secrets, and a
+#: network with a TLS-inspecting proxy needs them: without them ``uvx`` fails with ``UnknownIssuer``).
+#: The files they name become read rules (:func:`host_trust_paths`).
+CA_VARS: tuple[str, ...] = (
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+)
+
+#: The proxy group; passed from the host only with ``pass_proxy=True`` (a proxy URL may carry credentials).
 PROXY_VARS: tuple[str, ...] = (
     "HTTPS_PROXY",
     "https_proxy",
@@ -71,11 +85,7 @@ PROXY_VARS: tuple[str, ...] = (
     "no_proxy",
     "ALL_PROXY",
     "all_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "NODE_EXTRA_CA_CERTS",
+    *CA_VARS,
 )
 
 # The class this module guards against (issue 9, class 6): a variable in the
@@ -252,7 +262,7 @@ ENV_FAMILIES: tuple[EnvFamily, ...] = (
         ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED"),
         "make downloads trust another certificate authority (or load OpenSSL engines), so a package "
         "can come from someone other than its registry",
-        advice="remove it from the manifest's env: hostd passes the user's CA settings with --pass-proxy-env",
+        advice="remove it from the manifest's env: hostd passes the user's own CA settings",
     ),
     _family(
         "git",
@@ -686,7 +696,8 @@ def build_environment(
     only: the allowlist (``PATH`` trimmed by :func:`trim_path`, falling back
     to :data:`DEFAULT_PATH`; ``HOME``, ``USER``, ``LOGNAME``, ``LANG``,
     ``LC_*``, ``TZ``), ``TMPDIR``, ``PYTHONUNBUFFERED=1``, ``PYTHONUTF8=1``,
-    the proxy group when ``policy.pass_proxy``, ``policy.extra_passthrough``
+    the TLS trust group (:data:`CA_VARS`), the proxy group when
+    ``policy.pass_proxy``, ``policy.extra_passthrough``
     names, then ``manifest_env`` over all of them. Any value starting with
     ``"()"`` is dropped.
 
@@ -701,10 +712,9 @@ def build_environment(
     for name, value in host_env.items():
         if name in ALLOWLIST or name.startswith("LC_"):
             env[name] = value
-    if policy.pass_proxy:
-        for name in PROXY_VARS:
-            if name in host_env:
-                env[name] = host_env[name]
+    for name in PROXY_VARS if policy.pass_proxy else CA_VARS:
+        if name in host_env:
+            env[name] = host_env[name]
     for name in sorted(policy.extra_passthrough):
         family = env_family(name)
         if family is not None and not policy.allow_loader_vars:

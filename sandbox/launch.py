@@ -35,7 +35,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.environment import EnvironmentPolicyError, EnvPolicy, build_environment, is_secret_name, trim_path
+from sandbox.environment import (
+    CA_VARS,
+    EnvironmentPolicyError,
+    EnvPolicy,
+    build_environment,
+    is_secret_name,
+    trim_path,
+)
 from sandbox.paths import PathRefused, ensure_private_dir
 from sandbox.policy import (
     IsolationPlan,
@@ -131,9 +138,11 @@ class Launch:
     ``#!`` interpreter (:func:`sandbox.policy.runtime_chain`). ``files``:
     ``(real path, "sha256:<hex>")`` of the content that runs: the executable
     when it lies in the plugin folder or is a script, and every file inside
-    the plugin folder an argument names. ``folders``: ``(argument, real
-    path)`` for each argument naming an existing folder or a file outside the
-    plugin folder.
+    the plugin folder an argument names. ``folders``: ``(argument or
+    "$NAME", real path)`` for each argument or manifest env value naming a
+    folder, a file outside the plugin folder, or a path still to be created
+    (``~`` expanded); with ``IsolationPolicy.grant_named_paths`` they become
+    grants (:func:`named_grants`).
     """
 
     command: str
@@ -336,7 +345,7 @@ def resolve_launch(
         executable = os.path.abspath(found)
 
     runtime = runtime_chain(executable, env.get("PATH", ""))
-    files, folders = _named_paths(args, root)
+    files, folders = _named_paths(args, root, manifest_env, env.get("HOME"))
     try:
         if _runs_as_content(runtime[0][1], root):
             files.insert(0, (runtime[0][1], _content_digest(runtime[0][1])))
@@ -359,13 +368,16 @@ def resolve_launch(
                 data_dir = ensure_private_dir(isolation_policy.data_dir)
         except (OSError, PathRefused) as exc:
             raise LaunchError("EXEC_FAILED", command, f"private folder of {command!r}: {exc}") from exc
+        grant_read, grant_write = named_grants(folders) if isolation_policy.grant_named_paths else ([], [])
+        # The user's CA files (passed from the host environment) must be readable to be of use.
+        trust = [env[n] for n in CA_VARS if n in env and os.path.isabs(env[n]) and n not in manifest_env]
         plan = IsolationPlan(
             tmpdir=tmpdir,
             data_dir=data_dir,
             tcp_ports=isolation_policy.allowed_tcp_ports if "landlock-net" in isolation else (),
             deny_unix_sockets=isolation_policy.network == "deny",
-            extra_read=isolation_policy.extra_read_paths,
-            extra_write=isolation_policy.extra_write_paths,
+            extra_read=(*isolation_policy.extra_read_paths, *grant_read, *trust),
+            extra_write=(*isolation_policy.extra_write_paths, *grant_write),
         )
         if "landlock-fs" in isolation:
             try:
@@ -394,7 +406,7 @@ def resolve_launch(
         plan=plan,
         runtime=tuple(dict.fromkeys(real for _, real in runtime)),
         files=tuple(dict.fromkeys(files)),
-        folders=tuple(dict.fromkeys(folders)),
+        folders=tuple(dict.fromkeys((label, real) for label, _, real in folders)),
     )
 
 
@@ -412,16 +424,37 @@ def _runs_as_content(real: str, root: str) -> bool:
         return fh.read(2) == b"#!"
 
 
-def _named_paths(args: Sequence[str], root: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """What the arguments name: ``(files, folders)`` (see :attr:`Launch.files` / :attr:`Launch.folders`).
+def expand_home(word: str, home: str | None) -> str | None:
+    """``word`` with a leading ``~`` or ``${HOME}``/``$HOME`` replaced by ``home``; ``None`` if it names no path.
 
-    An argument names a path when it is absolute, or relative to the plugin
-    folder (the working folder) and exists there; ``--opt=value`` is read
-    for its value too. Files inside the plugin folder are hashed; a folder,
-    or a file outside the plugin folder, is pinned by its real path.
+    ``"~/docs"`` -> ``"/home/ada/docs"``; ``"/srv/x"`` stays; ``"stdio"`` or
+    ``"~bob/x"`` (another user's home) -> ``None``. Users write ``~`` in the
+    configs they already have; servers expand it themselves, so the
+    argument is passed as written and only the grant uses the expansion.
+    """
+    for prefix in ("~", "${HOME}", "$HOME"):
+        if home and (word == prefix or word.startswith(prefix + "/")):
+            return os.path.normpath(home + word[len(prefix) :])
+    return word if os.path.isabs(word) else None
+
+
+def _named_paths(
+    args: Sequence[str], root: str, env: Mapping[str, str], home: str | None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """What the arguments and the manifest's env values name: ``(files, folders)``.
+
+    ``folders`` items are ``(label, path as named, real path)``.
+    See :attr:`Launch.files` / :attr:`Launch.folders`. An argument names a
+    path when it is absolute, starts with ``~`` (expanded with ``home``), or
+    is relative to the plugin folder (the working folder) and exists there;
+    ``--opt=value`` is read for its value too. An env value names a path when
+    it is absolute or starts with ``~``; it is listed as ``$NAME``. Files
+    inside the plugin folder are hashed; anything else is pinned by its real
+    path (a path that does not exist yet too: where it would be created).
     """
     files: list[tuple[str, str]] = []
-    folders: list[tuple[str, str]] = []
+    folders: list[tuple[str, str, str]] = []
+    named: list[tuple[str, str]] = []
     for arg in args:
         candidates = [arg]
         if arg.startswith("-") and "=" in arg:
@@ -429,15 +462,49 @@ def _named_paths(args: Sequence[str], root: str) -> tuple[list[tuple[str, str]],
         for word in candidates:
             if not word or word.startswith("-"):
                 continue
-            path = word if os.path.isabs(word) else os.path.join(root, word)
-            if not os.path.lexists(path):
+            path = expand_home(word, home)
+            if path is None:
+                path = os.path.join(root, word)
+                if not os.path.lexists(path):
+                    continue
+            named.append((word, path))
+    named += [(f"${name}", path) for name, value in env.items() if (path := expand_home(value, home)) is not None]
+    for label, path in named:
+        real = os.path.realpath(path)
+        if os.path.isfile(real) and _is_inside(real, root):
+            try:
+                files.append((real, _content_digest(real)))
                 continue
-            real = os.path.realpath(path)
-            if os.path.isfile(real) and _is_inside(real, root):
-                try:
-                    files.append((real, _content_digest(real)))
-                except OSError:
-                    folders.append((word, real))
-            else:
-                folders.append((word, real))
+            except OSError:
+                pass
+        folders.append((label, path, real))
     return files, folders
+
+
+def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
+    """The Landlock grants that named paths bring: ``(read, write)``, paths as named (not yet resolved).
+
+    ``folders``: ``(label, path as named, real path)`` from the arguments
+    and env values. A folder is readable and writable: the folders a
+    filesystem server serves, a data folder. A file named by an argument is
+    readable with its folder (a script and the modules beside it); a file
+    named by an env value (label ``$NAME``) is readable and writable
+    (``MEMORY_FILE_PATH``). A path that does not exist yet makes its folder
+    readable and writable, so the server can create it. The paths come back
+    as named so that :func:`sandbox.policy.landlock_rules` checks every link
+    on the way; every grant is shown in ``launch.folders`` and covered by the
+    digest.
+    """
+    read: list[str] = []
+    write: list[str] = []
+    for label, path, real in folders:
+        if os.path.isdir(real):
+            write.append(path)
+        elif os.path.isfile(real):
+            if label.startswith("$"):
+                write.append(path)
+            else:
+                read += [path, os.path.dirname(path)]
+        elif os.path.isdir(os.path.dirname(real)):
+            write.append(os.path.dirname(path))
+    return list(dict.fromkeys(read)), list(dict.fromkeys(write))

@@ -186,6 +186,9 @@ class IsolationPolicy:
     plugins may write (a link there cannot redirect a rule; no runtime
     program may live there). ``code_paths``: every plugin's folder (no
     write rule may reach one). See :func:`landlock_rules`.
+    ``grant_named_paths``: the paths the approved arguments and the
+    manifest's env values name become grants
+    (:func:`sandbox.launch.named_grants`).
 
     Raises ``ValueError`` for an inconsistent policy (ports with
     ``"allow"``, a port outside 1..65535, a relative path, a limit <= 0).
@@ -204,6 +207,7 @@ class IsolationPolicy:
     protected_paths: tuple[str, ...] = ()
     writable_paths: tuple[str, ...] = ()
     code_paths: tuple[str, ...] = ()
+    grant_named_paths: bool = False
 
     def __post_init__(self) -> None:
         if self.network not in ("allow", "deny"):

@@ -62,6 +62,9 @@ BASE = {
     "TMPDIR": "/tmp/plugin-x",
     "PYTHONUNBUFFERED": "1",
     "PYTHONUTF8": "1",
+    # The user's TLS trust settings always pass (paths, not secrets; a TLS-inspecting proxy needs them).
+    "SSL_CERT_FILE": "/etc/ssl/custom.pem",
+    "NODE_EXTRA_CA_CERTS": "/etc/ssl/extra.pem",
 }
 
 

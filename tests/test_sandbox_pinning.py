@@ -317,3 +317,63 @@ async def test_pinned_rules_hold_for_an_unprivileged_user(nobody_work: Path) -> 
         "prefix": ["EACCES", "EACCES"],
     }
     assert not (work / "outside" / "planted").exists()
+
+
+# -- named paths: `~` and env values become grants; the user's CA files are readable ------------------
+
+
+async def test_home_paths_and_env_paths_become_shown_grants(tmp_path: Path) -> None:
+    """Users write ``~/docs`` and ``MEMORY_FILE_PATH=~/mem/memory.json``; both become grants, shown and
+    digested; ``~`` itself (it holds hostd's state folder and every secret) is refused."""
+    _need_landlock()
+    home = tmp_path / "home"
+    (home / "docs").mkdir(parents=True)
+    (home / "mem").mkdir()
+    (home / "other").mkdir()
+    (home / "other" / "secret.txt").write_text("secret")
+    env = {**_env(), "HOME": str(home)}
+    folder = probe_plugin(tmp_path, args=["~/docs"])
+    manifest = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["backend"]["env"] = {"MEMORY_FILE_PATH": "~/mem/memory.json"}
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest))
+    async with HostdClient.spawn(["--state-dir", str(tmp_path / "state")], env=env) as hostd:
+        status = await ready(hostd, folder)
+        assert status["status"] == "ready"
+        [plugin] = (await hostd.request("plugins/list", {}))["plugins"]
+        assert plugin["launch"]["folders"] == {
+            "~/docs": str(home / "docs"),
+            "$MEMORY_FILE_PATH": str(home / "mem" / "memory.json"),
+        }
+        assert plugin["launch"]["env"] == {"MEMORY_FILE_PATH": "~/mem/memory.json"}
+        assert await run(
+            hostd,
+            ["write", str(home / "docs" / "note.txt"), "n"],
+            ["write", str(home / "mem" / "memory.json"), "{}"],
+            ["read", str(home / "other" / "secret.txt")],
+            ["write", str(home / "planted"), "x"],
+        ) == ["ok", "ok", "EACCES", "EACCES"]
+
+        whole = probe_plugin(tmp_path, "probe-home", args=["~"])
+        info = await hostd.request("plugins/install", {"path": str(whole)})
+        assert info["launch"]["kind"] == "PATH_REFUSED"
+        assert f"{home}: is {home}, which no plugin may reach" in info["launch"]["error"]
+
+
+async def test_the_users_ca_file_passes_and_is_readable(tmp_path: Path) -> None:
+    """Behind a TLS-inspecting proxy every download needs the user's CA: it passes by default and its
+    file (only it) is readable."""
+    _need_landlock()
+    ca = tmp_path / "corp-ca"
+    ca.mkdir()
+    (ca / "root.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    (ca / "key.pem").write_text("private")
+    env = {**_env(), "SSL_CERT_FILE": str(ca / "root.pem"), "NODE_EXTRA_CA_CERTS": str(ca / "root.pem")}
+    async with HostdClient.spawn(["--state-dir", str(tmp_path / "state")], env=env) as hostd:
+        await ready(hostd, probe_plugin(tmp_path))
+        assert await run(
+            hostd,
+            ["env", "SSL_CERT_FILE"],
+            ["env", "NODE_EXTRA_CA_CERTS"],
+            ["read", str(ca / "root.pem")],
+            ["read", str(ca / "key.pem")],
+        ) == [str(ca / "root.pem"), str(ca / "root.pem"), "-----BEGIN CERTIFICATE-----\n", "EACCES"]
