@@ -505,12 +505,17 @@ class Host:
 
         All-or-nothing: any invalid entry fails the whole import
         (``IMPORT_INVALID``, each entry's outcome in ``data.entries``) and
-        nothing is written. Remote (``url``) entries are reported, not installed.
-        Generated manifests live in ``<stateDir>/imported/<id>/plugin.json``.
+        nothing is written; a failure or cancellation while installing removes
+        what was written. Remote (``url``) entries are reported, not installed.
+        At most ``MAX_IMPORT_ENTRIES`` servers and ``MAX_IMPORT_BYTES`` of text
+        (``IMPORT_INVALID`` otherwise). Generated manifests live in
+        ``<stateDir>/imported/<id>/plugin.json``; uninstall removes that folder.
         """
         args = p.parse_params(p.ImportParams, params)
         try:
-            entries = plan_import(args.config, taken=set(self.plugins))
+            # Off the event loop: parsing and planning are CPU work on parent-sized input.
+            taken = set(self.plugins)
+            entries = await trio.to_thread.run_sync(lambda: plan_import(args.config, taken=taken))
         except ConfigError as exc:
             raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[]) from None
         invalid = [e for e in entries if e.outcome == "invalid"]
@@ -540,11 +545,13 @@ class Host:
                 installed.append(plugin.manifest.id)
                 wire["outcome"] = "installed"
                 wire["plugin"] = self.info(plugin)
-        except HostError:
-            for plugin_id in installed:
-                self.plugins.pop(plugin_id, None)
-            for folder in written:
-                await trio.to_thread.run_sync(shutil.rmtree, folder, True)
+        except BaseException:
+            # Any failure, cancellation included, leaves nothing: no plugin, no folder.
+            with trio.CancelScope(shield=True):
+                for plugin_id in installed:
+                    self.plugins.pop(plugin_id, None)
+                for folder in written:
+                    await trio.to_thread.run_sync(shutil.rmtree, folder, True)
             raise
         await self.persist()
         return {"entries": results}
@@ -596,12 +603,16 @@ class Host:
         return plugin
 
     async def uninstall(self, params: Any, ctx: RequestContext) -> None:
-        """``plugins/uninstall {id}``: disable first, then forget the plugin."""
+        """``plugins/uninstall {id}``: disable first, then forget the plugin (and delete
+        its folder if ``plugins/import`` generated it, under ``<stateDir>/imported``)."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         await plugin.supervisor.disable()
         self.plugins.pop(plugin.manifest.id, None)
         self._records.pop(plugin.manifest.id, None)
         await self.persist()
+        if self.store is not None and plugin.path.parent == self.store.directory / "imported":
+            # The folder plugins/import generated belongs to hostd: it goes with the plugin.
+            await trio.to_thread.run_sync(shutil.rmtree, plugin.path, True)
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
