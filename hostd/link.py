@@ -280,6 +280,8 @@ class PluginLink:
             raise self._start_error(f"initialize failed: {exc.error.message}", upstream=_error_dict(exc)) from None
         except ValidationError as exc:
             raise self._start_error(f"invalid answer from the server: {_pydantic_summary(exc)}") from None
+        except ValueError as exc:  # pydantic's "Maximum serialization depth exceeded" (issue 10)
+            raise self._start_error(f"invalid answer from the server: {exc}") from None
         except RuntimeError as exc:  # the SDK's "Unsupported protocol version"
             raise self._start_error(str(exc)) from None
         info = init.server_info

@@ -111,6 +111,15 @@ async def test_tools_over_a_bound_are_refused_at_discovery_with_name_and_pointer
         await assert_healthy(hostd)
 
 
+async def test_a_deep_initialize_answer_is_a_start_failure(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    with trio.fail_after(30):
+        await enable_healthy(hostd, make_plugin)
+        failure = await failed_start(hostd, make_plugin(variant="deep-initialize"), within=20)
+        assert failure.data["reason"] == "invalid answer from the server: Maximum serialization depth exceeded"
+        await assert_everyone_listed(hostd)
+        await assert_healthy(hostd)
+
+
 # -- arguments from the parent --------------------------------------------------------
 
 
