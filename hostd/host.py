@@ -539,6 +539,9 @@ class Host:
                 if entry.manifest is None or entry.plugin_id is None:
                     continue
                 folder = root / entry.plugin_id
+                data_dir = self.store.directory / "data" / entry.plugin_id  # install creates it (TMPDIR)
+                if not data_dir.exists():
+                    written.append(data_dir)
                 await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
                 written.append(folder)
                 plugin = await self._install(folder)
@@ -603,16 +606,15 @@ class Host:
         return plugin
 
     async def uninstall(self, params: Any, ctx: RequestContext) -> None:
-        """``plugins/uninstall {id}``: disable first, then forget the plugin (and delete
-        its folder if ``plugins/import`` generated it, under ``<stateDir>/imported``)."""
+        """``plugins/uninstall {id}``: disable first, then forget the plugin and delete what
+        hostd generated for it (see :func:`_remove_generated`)."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         await plugin.supervisor.disable()
         self.plugins.pop(plugin.manifest.id, None)
         self._records.pop(plugin.manifest.id, None)
         await self.persist()
-        if self.store is not None and plugin.path.parent == self.store.directory / "imported":
-            # The folder plugins/import generated belongs to hostd: it goes with the plugin.
-            await trio.to_thread.run_sync(shutil.rmtree, plugin.path, True)
+        if self.store is not None:
+            await trio.to_thread.run_sync(_remove_generated, self.store.directory, plugin.path, plugin.manifest.id)
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
@@ -809,6 +811,19 @@ def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
     temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     os.chmod(temporary, 0o600)
     os.replace(temporary, target)
+
+
+def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
+    """Delete what hostd generated for an uninstalled plugin: its folder when
+    ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
+    (``<state>/data/<id>/tmp``), and its data folder if that is then empty (the
+    plugin's own data is kept)."""
+    if folder.parent == state_dir / "imported":
+        shutil.rmtree(folder, ignore_errors=True)
+    data_dir = state_dir / "data" / plugin_id
+    shutil.rmtree(data_dir / "tmp", ignore_errors=True)
+    with contextlib.suppress(OSError):
+        data_dir.rmdir()  # only when empty
 
 
 async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:

@@ -167,6 +167,23 @@ async def test_oversized_import_leaves_nothing_and_uninstall_removes_what_import
         result = await client.request("plugins/import", {"config": _echo_config()})
         assert [e["id"] for e in result["entries"]] == ["echo-fixture"]
         assert sorted(p.name for p in imported.iterdir()) == ["echo-fixture"]
+        assert (tmp_path / "state" / "data" / "echo-fixture" / "tmp").is_dir()
         await client.request("plugins/uninstall", {"id": "echo-fixture"})
         assert list(imported.iterdir()) == []
+        assert not (tmp_path / "state" / "data" / "echo-fixture").exists()
         assert (await client.request("plugins/list", {}))["plugins"] == []
+
+
+async def test_an_import_that_fails_while_installing_leaves_nothing(tmp_path: Path) -> None:
+    # The second entry passes the importer's checks but not the manifest's (a NUL in an
+    # argument), so the first is already installed when the import fails.
+    config = {"mcpServers": {"first": {"command": "python3"}, "second": {"command": "python3", "args": ["a\u0000b"]}}}
+    async with spawn_hostd(tmp_path) as client:
+        with pytest.raises(RpcError) as failed:
+            await client.request("plugins/import", {"config": config})
+        assert failed.value.kind == "MANIFEST_INVALID"
+        assert (await client.request("plugins/list", {}))["plugins"] == []
+        assert list((tmp_path / "state" / "imported").iterdir()) == []
+        assert not (tmp_path / "state" / "data" / "first").exists()
+        again = await client.request("plugins/import", {"config": {"mcpServers": {"first": {"command": "python3"}}}})
+        assert [e["id"] for e in again["entries"]] == ["first"]
