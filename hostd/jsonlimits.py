@@ -79,33 +79,59 @@ def check_json(value: Any, *, max_depth: int = MAX_JSON_DEPTH, max_bytes: int | 
     """The first bound ``value`` (a parsed JSON value) passes, or ``None`` when within all.
 
     Args:
-        value: dicts, lists and scalars as a JSON parser returns them.
+        value: dicts, lists and scalars as a JSON parser returns them (exact ``dict``
+            and ``list``; subclasses are not looked into).
         max_depth: deepest nesting of arrays/objects allowed (``[]`` is 1).
         max_bytes: largest compact UTF-8 JSON encoding allowed, or ``None``.
 
-    Depth is found without recursion, in document order, stopping at the first
-    container that is too deep; its pointer is reported. Work is linear in the
-    number of nodes. Raises nothing for JSON values.
+    Depth is found without recursion, level by level; only when it is over the
+    limit is the pointer of the first container too deep (document order) looked
+    for. Work is linear in the number of nodes. Raises nothing for JSON values.
     """
-    stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 0, ())]
-    while stack:
-        node, depth, path = stack.pop()
-        if isinstance(node, dict):
-            items: list[tuple[str, Any]] = list(node.items())
-        elif isinstance(node, list):
-            items = [(str(index), item) for index, item in enumerate(node)]
-        else:
-            continue
-        if depth + 1 > max_depth:
-            return LimitExceeded("depth", _pointer(path), max_depth)
-        for key, child in reversed(items):
-            if isinstance(child, dict | list):
-                stack.append((child, depth + 1, (*path, key)))
+    if _deeper_than(value, max_depth):
+        return LimitExceeded("depth", _first_too_deep(value, max_depth), max_depth)
     if max_bytes is not None:
         size = _encoded_size(value)
         if size > max_bytes:
             return LimitExceeded("size", "", max_bytes, size)
     return None
+
+
+def _deeper_than(value: Any, max_depth: int) -> bool:
+    """Whether ``value`` nests more than ``max_depth`` containers: level by level, no paths.
+
+    This runs on every ``tools/call`` result, so it is the cheap part: one list
+    comprehension per container, about 0.5 microseconds a node.
+    """
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            return True
+        below: list[Any] = []
+        for node in level:
+            children = node.values() if type(node) is dict else node
+            below += [child for child in children if type(child) is dict or type(child) is list]
+        level = below
+    return False
+
+
+def _first_too_deep(value: Any, max_depth: int) -> str:
+    """The pointer of the first container (document order) nested deeper than ``max_depth``.
+
+    Only called once :func:`_deeper_than` said there is one; depth-first with an
+    explicit stack, never deeper than ``max_depth + 1``.
+    """
+    stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 0, ())]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth >= max_depth:
+            return _pointer(path)
+        children = node.items() if type(node) is dict else enumerate(node)
+        nested = [(child, depth + 1, (*path, str(key))) for key, child in children if type(child) in (dict, list)]
+        stack.extend(reversed(nested))  # reversed: the first child is popped first
+    return ""
 
 
 def _encoded_size(value: Any) -> int:
