@@ -536,12 +536,17 @@ class Host:
 
         All-or-nothing: any invalid entry fails the whole import
         (``IMPORT_INVALID``, each entry's outcome in ``data.entries``) and
-        nothing is written. Remote (``url``) entries are reported, not installed.
-        Generated manifests live in ``<stateDir>/imported/<id>/plugin.json``.
+        nothing is written; a failure or cancellation while installing removes
+        what was written. Remote (``url``) entries are reported, not installed.
+        At most ``MAX_IMPORT_ENTRIES`` servers and ``MAX_IMPORT_BYTES`` of text
+        (``IMPORT_INVALID`` otherwise). Generated manifests live in
+        ``<stateDir>/imported/<id>/plugin.json``; uninstall removes that folder.
         """
         args = p.parse_params(p.ImportParams, params)
         try:
-            entries = plan_import(args.config, taken=set(self.plugins))
+            # Off the event loop: parsing and planning are CPU work on parent-sized input.
+            taken = set(self.plugins)
+            entries = await trio.to_thread.run_sync(lambda: plan_import(args.config, taken=taken))
         except ConfigError as exc:
             raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[]) from None
         invalid = [e for e in entries if e.outcome == "invalid"]
@@ -565,17 +570,22 @@ class Host:
                 if entry.manifest is None or entry.plugin_id is None:
                     continue
                 folder = root / entry.plugin_id
+                data_dir = self.store.directory / "data" / entry.plugin_id  # install creates it (TMPDIR)
+                if not data_dir.exists():
+                    written.append(data_dir)
                 await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
                 written.append(folder)
                 plugin = await self._install(folder)
                 installed.append(plugin.manifest.id)
                 wire["outcome"] = "installed"
                 wire["plugin"] = self.info(plugin)
-        except HostError:
-            for plugin_id in installed:
-                self.plugins.pop(plugin_id, None)
-            for folder in written:
-                await trio.to_thread.run_sync(shutil.rmtree, folder, True)
+        except BaseException:
+            # Any failure, cancellation included, leaves nothing: no plugin, no folder.
+            with trio.CancelScope(shield=True):
+                for plugin_id in installed:
+                    self.plugins.pop(plugin_id, None)
+                for folder in written:
+                    await trio.to_thread.run_sync(shutil.rmtree, folder, True)
             raise
         await self.persist()
         return {"entries": results}
@@ -627,12 +637,15 @@ class Host:
         return plugin
 
     async def uninstall(self, params: Any, ctx: RequestContext) -> None:
-        """``plugins/uninstall {id}``: disable first, then forget the plugin."""
+        """``plugins/uninstall {id}``: disable first, then forget the plugin and delete what
+        hostd generated for it (see :func:`_remove_generated`)."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         await plugin.supervisor.disable()
         self.plugins.pop(plugin.manifest.id, None)
         self._records.pop(plugin.manifest.id, None)
         await self.persist()
+        if self.store is not None:
+            await trio.to_thread.run_sync(_remove_generated, self.store.directory, plugin.path, plugin.manifest.id)
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
@@ -829,6 +842,19 @@ def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
     temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     os.chmod(temporary, 0o600)
     os.replace(temporary, target)
+
+
+def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
+    """Delete what hostd generated for an uninstalled plugin: its folder when
+    ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
+    (``<state>/data/<id>/tmp``), and its data folder if that is then empty (the
+    plugin's own data is kept)."""
+    if folder.parent == state_dir / "imported":
+        shutil.rmtree(folder, ignore_errors=True)
+    data_dir = state_dir / "data" / plugin_id
+    shutil.rmtree(data_dir / "tmp", ignore_errors=True)
+    with contextlib.suppress(OSError):
+        data_dir.rmdir()  # only when empty
 
 
 async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:

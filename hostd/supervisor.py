@@ -30,10 +30,12 @@ from enum import Enum
 from typing import Any
 
 import mcp_types as types
+import orjson
 import trio
 from mcp.shared.exceptions import MCPError
 
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
+from hostd.jsonlimits import check_json, object_members
 from hostd.link import LinkClosed, PluginLink
 from hostd.manifest import Manifest
 from hostd.policy import RefreshPacer, RestartPolicy
@@ -615,9 +617,10 @@ class PluginSupervisor:
         ``timeout`` (seconds) defaults to the manifest's ``tool_timeout_seconds``.
         Raises ``TOOL_TIMEOUT`` (the plugin gets ``notifications/cancelled``),
         ``MCP_TOOL_CALL_FAILED`` (``isError: true``), ``MCP_UPSTREAM_ERROR``
-        (a JSON-RPC error, whole in ``data.upstream``), ``PLUGIN_HOST_UNAVAILABLE``
-        and ``MCP_TOOL_RESULT_TOO_LARGE``. Cancelling the caller abandons the
-        request, which sends ``notifications/cancelled`` to the plugin.
+        (a JSON-RPC error in ``data.upstream``; its ``data`` replaced by a marker
+        over the result bound), ``PLUGIN_HOST_UNAVAILABLE`` and
+        ``MCP_TOOL_RESULT_TOO_LARGE``. Cancelling the caller abandons the request,
+        which sends ``notifications/cancelled`` to the plugin.
         """
         link = self._link
         if self.state is not State.READY or link is None or link.session is None:
@@ -635,9 +638,10 @@ class PluginSupervisor:
 
         reply: dict[str, Any] | None = None
         size = 0
+        raw = b""
         with scope:
             try:
-                reply, size = await link.call_tool(tool.remote_name, arguments, on_progress)
+                reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
             except LinkClosed:
                 # Answer after the parent was told of the state change, not before.
                 with trio.move_on_after(2):
@@ -655,17 +659,21 @@ class PluginSupervisor:
                 timeoutSeconds=limit,
                 pendingFrameBytes=pending,
             )
-        return self._tool_result(tool, reply, size)
+        return self._tool_result(tool, reply, size, raw)
 
-    def _tool_result(self, tool: HostTool, reply: dict[str, Any], size: int) -> dict[str, Any]:
+    def _tool_result(self, tool: HostTool, reply: dict[str, Any], size: int, raw: bytes = b"") -> dict[str, Any]:
         """Turn the plugin's raw ``tools/call`` response into ``{content, structuredContent?}``.
 
-        The server's JSON is passed through as it came (no re-encoding); the
-        result bound applies to the response frame's size in bytes.
+        The server's JSON is passed through as it came: ``content`` and
+        ``structuredContent`` are the frame's own bytes (``orjson.Fragment``), so
+        big integers, key order and number forms reach the parent unchanged. The
+        result bound applies to the response frame's size in bytes, whatever it
+        carries (a result, ``isError`` content or a JSON-RPC error's ``data``),
+        and every value is held to ``hostd.jsonlimits.MAX_JSON_DEPTH``.
         """
         error = reply.get("error")
         if error is not None:
-            upstream = error if isinstance(error, dict) else {"message": repr(error)}
+            upstream = self._bounded_upstream(error, size)
             raise HostError(
                 ErrorKind.MCP_UPSTREAM_ERROR,
                 f"{tool.name} failed: {str(upstream.get('message'))[:500]}",
@@ -684,6 +692,9 @@ class PluginSupervisor:
         is_error = result.get("isError", False)
         if not isinstance(is_error, bool):
             raise self._invalid_result(tool, "'isError' must be a boolean")
+        exceeded = check_json(result)
+        if exceeded is not None:
+            raise self._invalid_result(tool, f"the result is {exceeded.message}", pointer=exceeded.pointer)
         structured = result.get("structuredContent")
         out: dict[str, Any] = {"content": content}
         if structured is not None:
@@ -711,14 +722,42 @@ class PluginSupervisor:
                 size=size,
                 limit=self._result_limit,
             )
-        return out
+        return _as_sent(out, raw)
 
-    def _invalid_result(self, tool: HostTool, why: str) -> HostError:
+    def _bounded_upstream(self, error: Any, size: int) -> dict[str, Any]:
+        """A plugin's JSON-RPC ``error`` as forwarded in ``data.upstream``, within the result bound.
+
+        Within the bound (frame size) and ``MAX_JSON_DEPTH``: the error object as sent.
+        Otherwise ``code``, ``message`` (cut to 1000 characters with a trailing "…")
+        and, in place of ``data``, the marker ``{"truncated": true, "size": <bytes of
+        the plugin's response>, "limit": <result bound>}`` (or ``"reason"`` for depth).
+        """
+        if not isinstance(error, dict):
+            # Not repr(): a value 1000 levels deep would exhaust the stack.
+            error = {"message": f"the plugin sent a JSON-RPC error that is {type(error).__name__}, not an object"}
+        bounded: dict[str, Any] = error
+        exceeded = check_json(bounded)
+        if exceeded is None and size <= self._result_limit:
+            return bounded
+        message = bounded.get("message")
+        text = message if isinstance(message, str) else "(not a string)"
+        upstream: dict[str, Any] = {
+            "code": bounded.get("code") if isinstance(bounded.get("code"), int) else None,
+            "message": text if len(text) <= _UPSTREAM_MESSAGE else text[: _UPSTREAM_MESSAGE - 1] + "…",
+        }
+        marker: dict[str, Any] = {"truncated": True, "size": size, "limit": self._result_limit}
+        if exceeded is not None:
+            marker["reason"] = f"the error is {exceeded.message}"
+        upstream["data"] = marker
+        return upstream
+
+    def _invalid_result(self, tool: HostTool, why: str, **data: Any) -> HostError:
         return HostError(
             ErrorKind.MCP_UPSTREAM_ERROR,
             f"{tool.name} returned an invalid result: {why}",
             plugin=self.plugin_id,
             tool=tool.name,
+            **data,
         )
 
     def _unavailable(self, tool: HostTool, reason: str) -> HostError:
@@ -730,3 +769,21 @@ class PluginSupervisor:
             tool=tool.name,
             stderrTail=link.stderr.tail(10) if link is not None else [],
         )
+
+
+_UPSTREAM_MESSAGE = 1000
+
+
+def _as_sent(out: dict[str, Any], raw: bytes) -> dict[str, Any]:
+    """``out`` with each member replaced by the plugin's own bytes for it, when they can be found.
+
+    ``raw`` is the response frame; its ``result`` member's ``content`` and
+    ``structuredContent`` become ``orjson.Fragment`` values, which serialise as
+    exactly those bytes. Without ``raw`` (or if a member is missing) ``out`` is
+    returned as parsed.
+    """
+    envelope = object_members(raw) if raw else None
+    result = object_members(envelope["result"]) if envelope is not None and "result" in envelope else None
+    if result is None or not all(key in result for key in out):
+        return out
+    return {key: orjson.Fragment(result[key]) for key in out}

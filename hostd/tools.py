@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 
 from hostd.errors import ErrorKind, HostError
+from hostd.jsonlimits import MAX_TOOL_BYTES, check_json
 
 if TYPE_CHECKING:
     from referencing import Registry
@@ -220,7 +221,10 @@ def convert_tools(
             ``None``) an ``outputSchema`` must be ``type: object`` like ``inputSchema``;
             from that version on any JSON Schema root is allowed.
 
-    Each tool is checked for: a name that is a non-empty string of at most 128
+    Each tool is first held to the bounds of ``hostd.jsonlimits``: every field at most
+    ``MAX_JSON_DEPTH`` (64) levels deep, the whole definition at most ``MAX_TOOL_BYTES``
+    (128 KiB) as JSON; a tool over one gets that problem only (field and pointer named).
+    Then it is checked for: a name that is a non-empty string of at most 128
     characters without control characters, unique in the listing; an ``inputSchema``
     that is present, an object with ``"type": "object"``, valid for the draft its
     ``$schema`` names (2020-12 by default), whose every ``$ref`` is local (``#...``,
@@ -268,6 +272,11 @@ def convert_tools(
             else:
                 first_index[name] = index
 
+        limit_problems = _limit_problems(label, raw)
+        if limit_problems:
+            # Nothing else is checked: the other checks (metaschema, digest) recurse.
+            problems.extend(limit_problems)
+            continue
         tool_problems, fields = _check_tool_fields(label, raw, permitted, output_any_root)
         problems.extend(tool_problems)
         if isinstance(label, str) and fields is not None and first_index[label] == index:
@@ -347,6 +356,23 @@ def _name_problem(name: object) -> str | None:
             code = f"U+{ord(character):04X}"
             return f"the tool name {_quote(name)} contains control character {code} at {position}"
     return None
+
+
+def _limit_problems(label: str | int, raw: Mapping[str, Any]) -> list[ToolProblem]:
+    """Depth and size bounds of one tool (``hostd.jsonlimits``): each field's value at most
+    ``MAX_JSON_DEPTH`` deep (the problem names the field and the pointer inside it), then
+    the whole definition at most ``MAX_TOOL_BYTES`` as JSON. A tool over a bound would
+    otherwise be registered and break every unfiltered ``tools/list`` (issue 10)."""
+    problems: list[ToolProblem] = []
+    for field, value in raw.items():
+        exceeded = check_json(value)
+        if exceeded is not None:
+            problems.append(ToolProblem(label, str(field), exceeded.message, pointer=exceeded.pointer))
+    if not problems:
+        exceeded = check_json(dict(raw), max_bytes=MAX_TOOL_BYTES)
+        if exceeded is not None:
+            problems.append(ToolProblem(label, "", f"the tool definition is {exceeded.message}"))
+    return problems
 
 
 def _check_tool_fields(
@@ -664,6 +690,9 @@ def validate_arguments(tool: HostTool, arguments: Any) -> None:
     (the 2020-12 default). ``arguments`` is validated as given: pass ``{}`` for a call
     without arguments.
 
+    Arguments nested deeper than ``MAX_JSON_DEPTH`` are refused before validation,
+    with the pointer of the first container too deep and ``keyword: null``.
+
     Raises:
         HostError: ``INVALID_ARGUMENTS`` with ``data = {"tool": tool.name, "pointer":
             JSON pointer of the offending value in ``arguments`` ("" for the whole
@@ -673,6 +702,18 @@ def validate_arguments(tool: HostTool, arguments: Any) -> None:
         HostError: ``INTERNAL_ERROR`` if the schema has a reference that does not resolve
             (:func:`convert_tools` rejects such tools, so this means a bypassed check).
     """
+    exceeded = check_json(arguments)
+    if exceeded is not None:
+        # Deeper than a plugin may be sent: orjson would refuse to encode it (over 255
+        # levels) and jsonschema recurses; either way the caller gets the pointer.
+        raise HostError(
+            ErrorKind.INVALID_ARGUMENTS,
+            f"invalid arguments for tool {tool.name!r}: {exceeded.message}",
+            tool=tool.name,
+            pointer=exceeded.pointer,
+            reason=exceeded.message,
+            keyword=None,
+        )
     from jsonschema.exceptions import best_match  # noqa: PLC0415
     from referencing.exceptions import Unresolvable  # noqa: PLC0415
 
