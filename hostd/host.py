@@ -847,12 +847,13 @@ def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
 def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
     """Delete what hostd generated for an uninstalled plugin: its folder when
     ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
-    (``<state>/data/<id>/tmp``), and its data folder if that is then empty (the
-    plugin's own data is kept)."""
+    (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), and its
+    data folder if that is then empty (the plugin's own data is kept)."""
     if folder.parent == state_dir / "imported":
         shutil.rmtree(folder, ignore_errors=True)
     data_dir = state_dir / "data" / plugin_id
-    shutil.rmtree(data_dir / "tmp", ignore_errors=True)
+    for generated in (state_dir / "tmp" / plugin_id, data_dir / "cache", data_dir / "uv-tools"):
+        shutil.rmtree(generated, ignore_errors=True)
     with contextlib.suppress(OSError):
         data_dir.rmdir()  # only when empty
 

@@ -167,10 +167,11 @@ async def test_oversized_import_leaves_nothing_and_uninstall_removes_what_import
         result = await client.request("plugins/import", {"config": _echo_config()})
         assert [e["id"] for e in result["entries"]] == ["echo-fixture"]
         assert sorted(p.name for p in imported.iterdir()) == ["echo-fixture"]
-        assert (tmp_path / "state" / "data" / "echo-fixture" / "tmp").is_dir()
+        assert (tmp_path / "state" / "tmp" / "echo-fixture").is_dir()
         await client.request("plugins/uninstall", {"id": "echo-fixture"})
         assert list(imported.iterdir()) == []
         assert not (tmp_path / "state" / "data" / "echo-fixture").exists()
+        assert not (tmp_path / "state" / "tmp" / "echo-fixture").exists()
         assert (await client.request("plugins/list", {}))["plugins"] == []
 
 

@@ -168,7 +168,7 @@ def frame_size(rid: str, member: str, text: str) -> int:
 async def test_error_data_is_held_to_the_result_bound_with_a_marker_and_the_size(
     hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path
 ) -> None:
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "shared" / "record.jsonl"
     with trio.fail_after(30):
         await enable_healthy(hostd, make_plugin)
         await ready(
