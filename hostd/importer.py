@@ -168,11 +168,19 @@ def _suffixed(base: str, counter: int) -> str:
 
 
 def _command(raw: str, notes: list[str]) -> str:
-    """A bare command name for a config's command (Windows suffixes and absolute paths reduced)."""
+    """The command a plugin runs for a config's command.
+
+    An absolute POSIX path stays as written (a virtual environment's
+    ``python``: shortening it to ``python`` would run hostd's own interpreter
+    without the server's packages). A Windows path (``C:\\...\\npx.cmd``) is
+    reduced to its bare name and its launcher suffix dropped.
+    """
     command = raw.strip()
+    if command.startswith("/"):
+        return command
     base = re.split(r"[\\/]", command)[-1]
     if base != command:
-        notes.append(f"command {raw!r} reduced to {base!r}: plugins run a bare name found on PATH")
+        notes.append(f"command {raw!r} reduced to {base!r}: a Windows path; the bare name is found on PATH")
         command = base
     lowered = command.lower()
     for suffix in _WINDOWS_SUFFIXES:

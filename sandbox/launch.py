@@ -9,9 +9,12 @@ Nothing is run and there is never a shell: the argument vector goes to
 - A bare name (no ``/``) is looked up with :func:`shutil.which` on the
   child's trimmed ``PATH`` (absolute entries only), so the plugin's own
   folder is never searched implicitly.
-- A command containing ``/`` is relative to the plugin folder (or absolute)
-  and must, after resolving symlinks, lie inside the plugin folder and be an
-  executable regular file.
+- A relative command containing ``/`` (``./server``) must, after resolving
+  symlinks, lie inside the plugin folder and be an executable regular file.
+- An absolute command is the user's own program (a virtual environment's
+  ``python``, ``/opt/homebrew/bin/npx``): any executable regular file, kept
+  unresolved so a venv interpreter still finds its ``pyvenv.cfg``; what it
+  really runs is shown in ``Launch.runtime`` and covered by the digest.
 
 :attr:`Launch.digest` identifies the launch for trust approval. It covers
 what the plugin author controls (executable, command, args, cwd, the names of
@@ -257,9 +260,20 @@ def _is_inside(path: str, folder: str) -> bool:
 
 
 def _resolve_path_command(command: str, root: str) -> str:
-    candidate = command if os.path.isabs(command) else os.path.join(root, command)
-    resolved = os.path.realpath(candidate)
-    if not _is_inside(resolved, root):
+    """The executable for a command with a ``/``.
+
+    Absolute: the user's own program (``/home/ada/proj/.venv/bin/python``,
+    ``/opt/homebrew/bin/npx``), shown and approved like a ``PATH`` hit; it is
+    kept unresolved, so a virtual environment's ``python`` (a link to its
+    base interpreter) still finds its ``pyvenv.cfg``. Relative: the plugin's
+    own program, which must resolve inside the plugin folder.
+    """
+    if os.path.isabs(command):
+        resolved = os.path.realpath(command)
+        executable = os.path.normpath(command)
+    else:
+        resolved = executable = os.path.realpath(os.path.join(root, command))
+    if not os.path.isabs(command) and not _is_inside(resolved, root):
         raise LaunchError(
             "COMMAND_OUTSIDE_PLUGIN",
             command,
@@ -277,7 +291,7 @@ def _resolve_path_command(command: str, root: str) -> str:
         raise LaunchError("COMMAND_NOT_FOUND", command, f"command {command!r}: {resolved} is not a file")
     if not os.access(resolved, os.X_OK):
         raise LaunchError("COMMAND_NOT_FOUND", command, f"command {command!r}: {resolved} is not executable")
-    return resolved
+    return executable
 
 
 def resolve_launch(

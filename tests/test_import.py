@@ -32,7 +32,7 @@ def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -
     assert my_server["contributes"] == {"tools": [], "discover": True}
     assert entries[1].notes == [
         "command 'C:\\\\Program Files\\\\nodejs\\\\npx.cmd' reduced to 'npx.cmd': "
-        "plugins run a bare name found on PATH",
+        "a Windows path; the bare name is found on PATH",
         "Windows launcher 'npx.cmd' run as 'npx'",
     ]
     assert entries[2].notes == ["cwd '/tmp' ignored: a plugin runs in its own folder"]
@@ -46,6 +46,9 @@ def test_vscode_form() -> None:
         ("github", "remote-not-supported", None),
     ]
     nested = plan_import({"mcp": {"servers": {"a b": {"command": "node", "args": ["x.js"]}}}})
+    venv = plan_import({"mcpServers": {"v": {"command": "/home/ada/proj/.venv/bin/python", "args": ["s.py"]}}})
+    assert venv[0].manifest is not None and venv[0].notes == []
+    assert venv[0].manifest["backend"]["command"] == "/home/ada/proj/.venv/bin/python"  # never shortened
     assert [(e.plugin_id, e.manifest["backend"]["command"]) for e in nested if e.manifest] == [("a-b", "node")]
 
 

@@ -98,13 +98,26 @@ def test_symlink_inside_plugin_is_resolved(plugin: Path, host: dict[str, str]) -
     assert resolve(plugin, host, "./run").executable == os.path.realpath(plugin / "bin" / "server")
 
 
-@pytest.mark.parametrize("command", ["../outside", "./bin/../../outside", "/usr/bin/env"])
+@pytest.mark.parametrize("command", ["../outside", "./bin/../../outside"])
 def test_path_escaping_plugin_is_rejected(plugin: Path, host: dict[str, str], command: str) -> None:
     make_exe(plugin.parent / "outside")
     with pytest.raises(LaunchError, match="outside the plugin folder") as info:
         resolve(plugin, host, command)
     assert info.value.kind == "COMMAND_OUTSIDE_PLUGIN"
     assert command in str(info.value)
+
+
+def test_absolute_command_is_the_users_own_program_kept_unresolved(plugin: Path, host: dict[str, str]) -> None:
+    """A venv's ``python`` links to its base interpreter; run unresolved, it still finds ``pyvenv.cfg``."""
+    venv = plugin.parent / "project" / ".venv"
+    make_exe(venv / "base" / "python3.11", "#!/bin/sh\nexit 0\n")
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(venv / "base" / "python3.11")
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    launch = resolve(plugin, host, str(venv / "bin" / "python"), ["server.py"])
+    assert launch.executable == str(venv / "bin" / "python")
+    assert launch.runtime == (str(venv / "base" / "python3.11"), os.path.realpath("/bin/sh"))
+    assert resolve(plugin, host, "/usr/bin/env").executable == "/usr/bin/env"
 
 
 def test_symlink_escaping_plugin_is_rejected(plugin: Path, host: dict[str, str]) -> None:
