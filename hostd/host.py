@@ -407,6 +407,7 @@ class Host:
                 tmpdir=tmpdir,
                 isolation_policy=self._policy(plugin, data_dir),
                 host_vars=host_vars,
+                needs=(plugin.manifest.sandbox.read, plugin.manifest.sandbox.write),
             )
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc

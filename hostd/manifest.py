@@ -189,6 +189,41 @@ class Backend(BaseModel):
         return command
 
 
+def _declared_path(value: str) -> str:
+    # Where a declared need may point: an absolute path or one under the home (``~``, ``${HOME}``)
+    # or the plugin's data folder (``${data}``); nothing relative (to what?), no NUL.
+    _no_nul(value)
+    if not value.startswith(("/", "~/", "${HOME}/", "${data}")) and value not in ("~", "${HOME}"):
+        raise ValueError(f"{value!r} must be absolute or start with '~/', '${{HOME}}/' or '${{data}}'")
+    return value
+
+
+_DeclaredPath = Annotated[str, AfterValidator(_declared_path)]
+
+
+class SandboxNeeds(BaseModel):
+    """What the server needs from the filesystem beyond its own folders (manifest field ``sandbox``).
+
+    Paths are absolute or start with ``~/``, ``${HOME}/`` (the user's home) or
+    ``${data}`` (the plugin's data folder). They are shown in ``launch.folders``
+    (as ``sandbox.read[i]`` / ``sandbox.write[i]``), covered by the approval
+    digest and granted only once approved; a path that does not exist is
+    skipped; the usual checks refuse what would cover the home or state
+    folder or lead through a link a plugin can write.
+    """
+
+    model_config = _model_config("Filesystem needs of the server, granted once the user approves the launch.")
+
+    read: list[_DeclaredPath] = Field(
+        default=[],
+        description="Paths the server reads (e.g. '~/.gitconfig' for git). '~', '${HOME}' and '${data}' are expanded.",
+    )
+    write: list[_DeclaredPath] = Field(
+        default=[],
+        description="Paths the server reads and writes (e.g. '${data}/memory'). '~', '${HOME}', '${data}' expanded.",
+    )
+
+
 class Contributes(BaseModel):
     """What the plugin adds to the host (manifest field ``contributes``).
 
@@ -245,6 +280,10 @@ class Manifest(BaseModel):
     )
     contributes: Contributes = Field(description="What the plugin adds to the host.")
     backend: Backend = Field(description="How to start the plugin's MCP server.")
+    sandbox: SandboxNeeds = Field(
+        default=SandboxNeeds(),
+        description="Filesystem needs of the server (read and write), granted once the user approves the launch.",
+    )
 
     @field_validator("permissions")
     @classmethod

@@ -305,6 +305,7 @@ def resolve_launch(
     tmpdir: str | None = None,
     isolation_policy: IsolationPolicy | None = None,
     host_vars: Mapping[str, str] | None = None,
+    needs: tuple[Sequence[str], Sequence[str]] = ((), ()),
 ) -> Launch:
     """Resolve a manifest's launch into a :class:`Launch`; runs nothing.
 
@@ -315,7 +316,10 @@ def resolve_launch(
     ``cwd``. ``host_env``: defaults to ``os.environ``. ``tmpdir``: the
     child's ``TMPDIR``; default :func:`plugin_tmpdir` (created ``0700``).
     ``host_vars``: variables the host sets last, over the manifest's (the
-    plugin's own cache folders). ``isolation_policy``: ``None`` gives
+    plugin's own cache folders). ``needs``: the manifest's declared
+    ``(sandbox.read, sandbox.write)`` paths (``~``, ``${HOME}``, ``${data}``
+    expanded), listed in ``folders`` and granted under a policy with
+    ``grant_named_paths``. ``isolation_policy``: ``None`` gives
     :data:`DEFAULT_ISOLATION`; a policy
     gives exactly the layers :func:`sandbox.policy.plan_layers` finds
     enforceable here (from :func:`sandbox.probe.probe`, cached; the first
@@ -360,6 +364,9 @@ def resolve_launch(
 
     runtime = runtime_chain(executable, env.get("PATH", ""))
     files, folders = _named_paths(args, root, manifest_env, env.get("HOME"))
+    data_dir = isolation_policy.data_dir if isolation_policy is not None else None
+    declared = _declared_paths(needs, env.get("HOME"), data_dir)
+    folders += declared
     try:
         if _runs_as_content(runtime[0][1], root):
             files.insert(0, (runtime[0][1], _content_digest(runtime[0][1])))
@@ -382,7 +389,11 @@ def resolve_launch(
                 data_dir = ensure_private_dir(isolation_policy.data_dir)
         except (OSError, PathRefused) as exc:
             raise LaunchError("EXEC_FAILED", command, f"private folder of {command!r}: {exc}") from exc
-        grant_read, grant_write = named_grants(folders) if isolation_policy.grant_named_paths else ([], [])
+        named = [item for item in folders if not item[0].startswith("sandbox.")]
+        grant_read, grant_write = named_grants(named) if isolation_policy.grant_named_paths else ([], [])
+        if isolation_policy.grant_named_paths:
+            grant_read += [path for label, path, _ in declared if label.startswith("sandbox.read")]
+            grant_write += [path for label, path, _ in declared if label.startswith("sandbox.write")]
         # The user's CA files (passed from the host environment) must be readable to be of use.
         trust = [env[n] for n in CA_VARS if n in env and os.path.isabs(env[n]) and n not in manifest_env]
         plan = IsolationPlan(
@@ -493,6 +504,27 @@ def _named_paths(
                 pass
         folders.append((label, path, real))
     return files, folders
+
+
+def _declared_paths(
+    needs: tuple[Sequence[str], Sequence[str]], home: str | None, data_dir: str | None
+) -> list[tuple[str, str, str]]:
+    """The manifest's ``sandbox.read`` / ``sandbox.write`` as ``(label, path, real path)``.
+
+    ``~`` and ``${HOME}`` expand to ``home``, ``${data}`` to the plugin's data
+    folder; a path that cannot be expanded (no home, no data folder) is left
+    out. Labels are ``sandbox.read[0]``, ``sandbox.write[1]`` ...
+    """
+    found: list[tuple[str, str, str]] = []
+    for kind, paths in zip(("read", "write"), needs, strict=True):
+        for index, raw in enumerate(paths):
+            if raw.startswith("${data}"):
+                path = os.path.normpath(data_dir + raw[len("${data}") :]) if data_dir else None
+            else:
+                path = expand_home(raw, home)
+            if path is not None:
+                found.append((f"sandbox.{kind}[{index}]", path, os.path.realpath(path)))
+    return found
 
 
 def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], list[str]]:

@@ -377,3 +377,35 @@ async def test_the_users_ca_file_passes_and_is_readable(tmp_path: Path) -> None:
             ["read", str(ca / "root.pem")],
             ["read", str(ca / "key.pem")],
         ) == [str(ca / "root.pem"), str(ca / "root.pem"), "-----BEGIN CERTIFICATE-----\n", "EACCES"]
+
+
+async def test_declared_needs_are_shown_and_granted_once_approved(tmp_path: Path) -> None:
+    """``sandbox: {read, write}`` in the manifest: git's global config by name, a notes folder, a data
+    sub-folder; shown in ``launch.folders``, granted, nothing else of the home."""
+    _need_landlock()
+    home = tmp_path / "home"
+    (home / "notes").mkdir(parents=True)
+    (home / ".gitconfig").write_text("[user]\n\tname = Ada\n")
+    (home / ".netrc").write_text("machine x password y")
+    folder = probe_plugin(tmp_path)
+    manifest = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["sandbox"] = {"read": ["~/.gitconfig", "~/.config/git"], "write": ["~/notes", "${data}"]}
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest))
+    env = {**_env(), "HOME": str(home)}
+    async with HostdClient.spawn(["--state-dir", str(tmp_path / "state")], env=env) as hostd:
+        await ready(hostd, folder)
+        [plugin] = (await hostd.request("plugins/list", {}))["plugins"]
+        data = os.path.realpath(tmp_path / "state" / "data" / "mcp-probe")
+        assert plugin["launch"]["folders"] == {
+            "sandbox.read[0]": str(home / ".gitconfig"),
+            "sandbox.read[1]": str(home / ".config" / "git"),
+            "sandbox.write[0]": str(home / "notes"),
+            "sandbox.write[1]": data,
+        }
+        assert await run(
+            hostd,
+            ["read", str(home / ".gitconfig")],
+            ["write", str(home / ".gitconfig"), "x"],
+            ["write", str(home / "notes" / "n.txt"), "n"],
+            ["read", str(home / ".netrc")],
+        ) == ["[user]\n\tname = Ada\n", "EACCES", "ok", "EACCES"]
