@@ -721,7 +721,11 @@ class Host:
         launch = self._gate(plugin)
         plugin.enabled = True
         await self.persist()
-        status = await plugin.supervisor.enable(launch)
+        try:
+            status = await plugin.supervisor.enable(launch)
+        except trio.Cancelled:
+            await self._abandoned(plugin)
+            raise
         if plugin.manifest.contributes.discover:
             plugin.enabled = False
             await self._record_discovered_tools(plugin)
@@ -782,7 +786,22 @@ class Host:
         launch = self._gate(plugin)
         try:
             return await plugin.supervisor.restart(launch)
+        except trio.Cancelled:
+            await self._abandoned(plugin)
+            raise
         finally:
+            with trio.CancelScope(shield=True):
+                await self.persist()
+
+    async def _abandoned(self, plugin: InstalledPlugin) -> None:
+        """A start the parent cancelled (``$/cancelRequest`` of enable or restart): the plugin stays off.
+
+        The supervisor has already stopped the instance and said ``stopped``;
+        ``enabled`` becomes false and is saved (shielded), so a restart of
+        hostd does not start what the parent gave up on.
+        """
+        plugin.enabled = False
+        with trio.CancelScope(shield=True):
             await self.persist()
 
     async def status(self, params: Any, ctx: RequestContext) -> dict[str, Any]:

@@ -255,6 +255,14 @@ class PluginSupervisor:
         except HostError as error:
             await self._set_state(State.ERROR, error)
             raise
+        except BaseException:
+            # Cancelled from outside: the parent's $/cancelRequest of enable or restart, or shutdown.
+            # The new instance is already stopped (nursery.start ends a task cancelled before it
+            # started); the state must not stay "starting".
+            with trio.CancelScope(shield=True):
+                if self.state is State.STARTING:
+                    await self._set_state(State.STOPPED)
+            raise
         finally:
             self._start_scope = None
         if scope.cancelled_caught:  # disable (or uninstall, or shutdown) came first
