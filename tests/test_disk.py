@@ -8,8 +8,11 @@ running hostd (``prlimit``) makes every write of a regular file past one byte fa
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -299,3 +302,55 @@ async def test_a_failed_write_of_enable_starts_nothing(tmp_path: Path, make_plug
         _fail_file_writes(hostd, False)
         assert (await hostd.request("plugins/enable", {"id": "mcp-echo"}))["status"] == "ready"
         assert _document(state)["plugins"]["mcp-echo"]["enabled"] is True
+
+
+def _fill(path: Path) -> int | None:
+    """Write into ``path`` until the file system refuses; return the errno."""
+    with open(path, "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"x" * 4096)
+        except OSError as exc:
+            return exc.errno
+
+
+@pytest.fixture
+def tiny_state_fs(tmp_path: Path) -> Iterator[Path]:
+    """``tmp_path/state`` on a 1 MiB tmpfs of its own (root only), unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(state)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        yield state
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)
+
+
+async def test_a_full_state_filesystem_fails_the_request_with_enospc(
+    tmp_path: Path, make_plugin: MakePlugin, tiny_state_fs: Path
+) -> None:
+    state = tiny_state_fs
+    async with spawn_hostd(tmp_path) as hostd:
+        await hostd.request("plugins/install", {"path": str(make_plugin())})
+        await hostd.request("plugins/grant", {"id": "mcp-echo", "permissions": ["echo.use"]})
+        listed = await hostd.request("plugins/list", {})
+        document = (state / "state.json").read_bytes()
+        filler = state / "filler"
+        assert _fill(filler) == errno.ENOSPC  # what a plugin filling its TMPDIR there would do
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("plugins/grant", {"id": "mcp-echo", "permissions": ["echo.use", "echo.inspect"]})
+        assert failed.value.kind == "STATE_WRITE_FAILED"
+        assert failed.value.data["errno"] == "ENOSPC"
+        assert await hostd.request("plugins/list", {}) == listed
+        assert (state / "state.json").read_bytes() == document
+        assert [p.name for p in state.iterdir() if p.name.endswith(".tmp")] == []
+        filler.unlink()
+        granted = await hostd.request("plugins/grant", {"id": "mcp-echo", "permissions": ["echo.use", "echo.inspect"]})
+        assert granted["granted"] == ["echo.inspect", "echo.use"]
+        assert _document(state)["plugins"]["mcp-echo"]["granted"] == ["echo.inspect", "echo.use"]
