@@ -354,3 +354,29 @@ async def test_a_full_state_filesystem_fails_the_request_with_enospc(
         granted = await hostd.request("plugins/grant", {"id": "mcp-echo", "permissions": ["echo.use", "echo.inspect"]})
         assert granted["granted"] == ["echo.inspect", "echo.use"]
         assert _document(state)["plugins"]["mcp-echo"]["granted"] == ["echo.inspect", "echo.use"]
+
+
+async def test_tool_pins_that_cannot_be_written_fail_the_start(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    # The supervisor records the first discovery's tool digests itself: not in memory unless on disk.
+    state = tmp_path / "state"
+    folder = make_plugin(variant="wait-go")
+    async with spawn_hostd(tmp_path, "--restart", "never") as hostd:
+        info = await hostd.request("plugins/install", {"path": str(folder)})
+        await hostd.request("plugins/grant", {"id": "mcp-echo", "permissions": info["permissions"]})
+        await hostd.request("plugins/approve", {"id": "mcp-echo", "digest": info["launch"]["digest"]})
+        enabling = await hostd.start("plugins/enable", {"id": "mcp-echo"})
+        await hostd.wait_for("plugins/log", lambda m: m["message"] == "waiting for ./go")  # enabled=true written
+        _fail_file_writes(hostd, True)
+        (folder / "go").write_text("")
+        with pytest.raises(RpcError) as failed:
+            await enabling()
+        assert failed.value.kind == "STATE_WRITE_FAILED"
+        status = await hostd.request("plugins/status", {"id": "mcp-echo"})
+        assert (status["status"], status["error"]["kind"]) == ("error", "STATE_WRITE_FAILED")
+        assert (await hostd.request("tools/list", {}))["tools"] == []
+        assert _document(state)["plugins"]["mcp-echo"]["pinnedTools"] is None
+        _fail_file_writes(hostd, False)
+        assert (await hostd.request("plugins/enable", {"id": "mcp-echo"}))["status"] == "ready"
+        assert sorted(_document(state)["plugins"]["mcp-echo"]["pinnedTools"]) == sorted(
+            ["echo", "fail", "sleep", "large", "environment", "exit", "seen"]
+        )
