@@ -54,6 +54,10 @@ class ErrorKind(Enum):
     )
     IMPORT_INVALID = (-32031, "The config cannot be imported; data.entries gives each entry's outcome.")
     MANIFEST_CHANGED = (-32029, "The manifest changed on disk since it was approved; approve it again.")
+    STATE_WRITE_FAILED = (
+        -32032,
+        "The state document could not be written (data.errno: ENOSPC...); nothing of the request was applied.",
+    )
 
     @property
     def code(self) -> int:

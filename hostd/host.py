@@ -10,11 +10,13 @@ models in :mod:`hostd.protocol`.
 from __future__ import annotations
 
 import contextlib
+import copy
+import errno
 import hashlib
 import logging
 import os
 import shutil
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -29,13 +31,14 @@ from hostd.importer import ConfigError, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
-from hostd.state import PluginRecord, StateError, StateStore
+from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
 from hostd.supervisor import RESULT_LIMIT, Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy
 from sandbox.process import sweep_orphans
+from sandbox.watchdog import DEFAULT_MAX_DISK_BYTES
 
 log = logging.getLogger("hostd.host")
 
@@ -67,6 +70,8 @@ class HostSettings:
     allow_write: tuple[str, ...] = ()
     allow_read: tuple[str, ...] = ()
     login_path: bool = True
+    #: Bound of each plugin's data folder and TMPDIR together, in bytes (``--max-disk-mb``; None: no bound).
+    max_disk_bytes: int | None = DEFAULT_MAX_DISK_BYTES
 
     def isolation_policy(
         self,
@@ -156,7 +161,7 @@ class InstalledPlugin:
     launch_error: LaunchError | None = None
     #: TCP ports the parent granted (each declared in backend.tcp_ports).
     network_ports: set[int] = field(default_factory=set)
-    #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent.
+    #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes.
     limits: dict[str, Any] = field(default_factory=dict)
 
     def approval_digest(self, launch: Launch) -> str:
@@ -210,6 +215,8 @@ class Host:
         self.store: StateStore | None = options.state_store
         self._records: dict[str, PluginRecord] = {}
         self._save_lock = trio.Lock()
+        #: Held by every request that changes what the state document records (see :meth:`_change`).
+        self._change_lock = trio.Lock()
         #: The PATH of the user's login shell, appended to hostd's own for command lookup.
         self.login_path: str | None = None
 
@@ -320,8 +327,16 @@ class Host:
 
         A changed manifest replaces the stored one for the next start; since
         the approval digest covers the manifest, the next enable or restart
-        needs a new ``plugins/approve``. A running plugin keeps running.
+        needs a new ``plugins/approve``. A running plugin keeps running. When
+        the state document cannot be written, nothing is reloaded (logged).
         """
+        try:
+            async with self._change():
+                await self._reload_manifests()
+        except HostError as error:
+            log.error("re-reading manifests: %s", error.message)
+
+    async def _reload_manifests(self) -> None:
         for plugin_id, plugin in sorted(self.plugins.items()):
             try:
                 manifest, digest = await trio.to_thread.run_sync(load_manifest, plugin.path)
@@ -346,18 +361,88 @@ class Host:
                     "message": "manifest changed on disk; approve the new launch before the next start",
                 },
             )
-        await self.persist()
 
     async def persist(self) -> None:
-        """Write every installed plugin's record to the state document (atomically)."""
+        """Write every installed plugin's record to the state document (atomically).
+
+        Raises ``STATE_WRITE_FAILED`` (``data.errno``, e.g. ``"ENOSPC"``;
+        ``data.path``) when the document cannot be written: the document
+        on disk is then the previous one. Writes are serialised; each records
+        memory as it is when its turn comes.
+        """
         if self.store is None:
             return
-        for plugin_id, plugin in self.plugins.items():
-            self._records[plugin_id] = plugin.record()
-        records = dict(self._records)
         store = self.store
         async with self._save_lock:
-            await trio.to_thread.run_sync(store.save, records)
+            records = dict(self._records)
+            for plugin_id, plugin in self.plugins.items():
+                records[plugin_id] = plugin.record()
+            try:
+                await trio.to_thread.run_sync(store.save, records)
+            except OSError as exc:
+                raise _write_failed(exc, store.path) from None
+            self._records = records
+
+    # State changes. The class: a request (install, import, uninstall, grant, approve,
+    # enable, disable, a SIGHUP reload, the tools a first enable of an imported plugin
+    # records) changes what the state document records, in memory, and then writes
+    # the document. If the write fails (ENOSPC, EFBIG, EIO...), memory must not keep
+    # what disk does not have (lost at the next restart, or half there): each such
+    # change runs in ``async with self._change():``, which undoes the change in
+    # memory when the write (or the change itself) fails, and the request answers
+    # STATE_WRITE_FAILED. Side effects that cannot be undone (stopping a plugin,
+    # releasing withheld tools) come after the write succeeded. What the supervisor
+    # records on its own: pinned tool digests are undone with a failed start; the
+    # restart counter is a statistic, written best-effort (``_persist_quietly``).
+
+    @contextlib.asynccontextmanager
+    async def _change(self) -> AsyncIterator[None]:
+        """Apply the body's changes to memory and the state document together, or to neither.
+
+        Runs the body under :attr:`_change_lock`, then :meth:`persist`. If
+        either raises, every recorded field the body changed (and nobody
+        changed since) is put back, and the exception propagates
+        (``STATE_WRITE_FAILED`` from the write). Cancellation undoes the same way.
+        """
+        async with self._change_lock:
+            before = self._snapshot()
+            after: _Snapshot | None = None
+            try:
+                yield
+                after = self._snapshot()
+                await self.persist()
+            except BaseException:
+                self._undo(before, after if after is not None else self._snapshot())
+                raise
+
+    def _snapshot(self) -> _Snapshot:
+        fields: dict[tuple[int, str], tuple[Any, Any]] = {}
+        for plugin in self.plugins.values():
+            for name in _PLUGIN_FIELDS:
+                fields[(id(plugin), name)] = (plugin, _copied(getattr(plugin, name)))
+            for name in _SUPERVISOR_FIELDS:
+                fields[(id(plugin.supervisor), name)] = (plugin.supervisor, _copied(getattr(plugin.supervisor, name)))
+        return _Snapshot(plugins=dict(self.plugins), records=dict(self._records), fields=fields)
+
+    def _undo(self, before: _Snapshot, after: _Snapshot) -> None:
+        """Put back what changed from ``before`` to ``after``, where it is still as ``after`` left it."""
+        now = self._snapshot()
+        _undo_table(self.plugins, before.plugins, after.plugins)
+        _undo_table(self._records, before.records, after.records)
+        for field_key, (owner, was) in before.fields.items():
+            if field_key not in after.fields:
+                continue
+            became = after.fields[field_key][1]
+            current = now.fields.get(field_key, (owner, became))[1]
+            if was != became and current == became:
+                setattr(owner, field_key[1], was)
+
+    async def _persist_quietly(self) -> None:
+        """:meth:`persist` for counters (restarts): a failed write is logged, not raised."""
+        try:
+            await self.persist()
+        except HostError as error:
+            log.warning("%s", error.message)
 
     async def handle(self, method: str, params: Any, ctx: RequestContext) -> Any:
         """Serve one request; ``KeyError(method)`` when no such method."""
@@ -373,8 +458,8 @@ class Host:
                 nursery.start_soon(_disable_quietly, plugin.supervisor, grace)
         try:
             await self.persist()
-        except OSError:
-            log.exception("saving the state failed")
+        except HostError as error:
+            log.error("saving the state failed: %s", error.message)
         if self.store is not None:
             self.store.close()
 
@@ -482,6 +567,9 @@ class Host:
                 if "max_rss_bytes" in plugin.limits
                 else None,
                 "maxCpuPercent": plugin.limits.get("max_cpu_percent"),
+                "maxDiskMb": plugin.limits["max_disk_bytes"] / (1024 * 1024)
+                if "max_disk_bytes" in plugin.limits
+                else None,
             },
             "launch": launch,
         }
@@ -491,8 +579,8 @@ class Host:
     async def install(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/install {path}``: read and validate the manifest; start nothing."""
         args = p.parse_params(p.InstallParams, params)
-        plugin = await self._install(Path(os.path.abspath(os.path.expanduser(args.path))))
-        await self.persist()
+        async with self._change():
+            plugin = await self._install(Path(os.path.abspath(os.path.expanduser(args.path))))
         return self.info(plugin)
 
     async def _install(self, folder: Path) -> InstalledPlugin:
@@ -561,34 +649,36 @@ class Host:
         if self.store is None:
             raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/import needs a state directory")
         root = self.store.directory / "imported"
-        installed: list[str] = []
         written: list[Path] = []
         results: list[dict[str, Any]] = []
         try:
-            for entry in entries:
-                wire = entry.to_wire()
-                results.append(wire)
-                if entry.manifest is None or entry.plugin_id is None:
-                    continue
-                folder = root / entry.plugin_id
-                data_dir = self.store.directory / "data" / entry.plugin_id  # install creates it (TMPDIR)
-                if not data_dir.exists():
-                    written.append(data_dir)
-                await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
-                written.append(folder)
-                plugin = await self._install(folder)
-                installed.append(plugin.manifest.id)
-                wire["outcome"] = "installed"
-                wire["plugin"] = self.info(plugin)
+            async with self._change():  # a failure undoes every install of this import
+                for entry in entries:
+                    wire = entry.to_wire()
+                    results.append(wire)
+                    if entry.manifest is None or entry.plugin_id is None:
+                        continue
+                    folder = root / entry.plugin_id
+                    for made in (  # install creates them (data folder, TMPDIR)
+                        self.store.directory / "data" / entry.plugin_id,
+                        self.store.directory / "tmp" / entry.plugin_id,
+                    ):
+                        if not made.exists():
+                            written.append(made)
+                    written.append(folder)
+                    try:
+                        await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
+                    except OSError as exc:
+                        raise _write_failed(exc, folder / "plugin.json") from None
+                    plugin = await self._install(folder)
+                    wire["outcome"] = "installed"
+                    wire["plugin"] = self.info(plugin)
         except BaseException:
-            # Any failure, cancellation included, leaves nothing: no plugin, no folder.
+            # Any failure, cancellation included, leaves nothing: no plugin (undone above), no folder.
             with trio.CancelScope(shield=True):
-                for plugin_id in installed:
-                    self.plugins.pop(plugin_id, None)
                 for folder in written:
                     await trio.to_thread.run_sync(shutil.rmtree, folder, True)
             raise
-        await self.persist()
         return {"entries": results}
 
     async def _record_discovered_tools(self, plugin: InstalledPlugin) -> None:
@@ -602,13 +692,17 @@ class Host:
         document = plugin.manifest.model_dump(mode="json", exclude_none=True)
         document["contributes"] = {"tools": names}
         document["permissions"] = permissions
-        await trio.to_thread.run_sync(_write_manifest, plugin.path, document)
+        try:
+            await trio.to_thread.run_sync(_write_manifest, plugin.path, document)
+        except OSError as exc:
+            raise _write_failed(exc, plugin.path / "plugin.json") from None
         manifest, digest = await trio.to_thread.run_sync(load_manifest, plugin.path)
-        fresh = self._add_plugin(plugin.path, manifest, digest)
-        fresh.granted = plugin.granted & set(manifest.permissions)
-        fresh.approved_digest = plugin.approved_digest
-        launch = self._resolve(fresh)
-        await self.persist()
+        async with self._change():
+            plugin.enabled = False
+            fresh = self._add_plugin(plugin.path, manifest, digest)
+            fresh.granted = plugin.granted & set(manifest.permissions)
+            fresh.approved_digest = plugin.approved_digest
+            launch = self._resolve(fresh)
         raise HostError(
             ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
             f"plugin {plugin_id} reported {len(names)} tools, now recorded in its manifest; "
@@ -632,19 +726,29 @@ class Host:
             on_change=self.persist,
             result_limit=self.settings.max_result_bytes,
             limits=self.settings.isolation_policy(None),
+            disk_limit=lambda: self._disk_limit(plugin_id),
         )
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         self.plugins[plugin_id] = plugin
         return plugin
 
+    def _disk_limit(self, plugin_id: str) -> int | None:
+        """The disk bound of ``plugin_id``'s next start: its own (``plugins/grant``) or the host's, in bytes."""
+        plugin = self.plugins.get(plugin_id)
+        own = plugin.limits.get("max_disk_bytes") if plugin is not None else None
+        return int(own) if own is not None else self.settings.max_disk_bytes
+
     async def uninstall(self, params: Any, ctx: RequestContext) -> None:
-        """``plugins/uninstall {id}``: disable first, then forget the plugin and delete what
-        hostd generated for it (see :func:`_remove_generated`)."""
+        """``plugins/uninstall {id}``: forget the plugin (written first), then disable it and
+        delete what hostd generated for it (see :func:`_remove_generated`).
+
+        ``STATE_WRITE_FAILED``: still installed, still running.
+        """
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
+        async with self._change():
+            self.plugins.pop(plugin.manifest.id, None)
+            self._records.pop(plugin.manifest.id, None)
         await plugin.supervisor.disable()
-        self.plugins.pop(plugin.manifest.id, None)
-        self._records.pop(plugin.manifest.id, None)
-        await self.persist()
         if self.store is not None:
             await trio.to_thread.run_sync(_remove_generated, self.store.directory, plugin.path, plugin.manifest.id)
 
@@ -674,21 +778,22 @@ class Host:
                 plugin=args.id,
                 networkPorts=undeclared_ports,
             )
-        plugin.granted = set(args.permissions)
-        if args.network_ports is not None:
-            plugin.network_ports = ports
-        if args.limits is not None:
-            plugin.limits = {
-                k: v
-                for k, v in (
-                    ("max_rss_bytes", int(args.limits.max_rss_mb * 1024 * 1024) if args.limits.max_rss_mb else None),
-                    ("max_cpu_percent", args.limits.max_cpu_percent),
-                )
-                if v is not None
-            }
-        with contextlib.suppress(LaunchError):
-            self._resolve(plugin)  # ports and limits are part of the launch
-        await self.persist()
+        async with self._change():
+            plugin.granted = set(args.permissions)
+            if args.network_ports is not None:
+                plugin.network_ports = ports
+            if args.limits is not None:
+                plugin.limits = {
+                    k: v
+                    for k, v in (
+                        ("max_rss_bytes", _mib(args.limits.max_rss_mb)),
+                        ("max_cpu_percent", args.limits.max_cpu_percent),
+                        ("max_disk_bytes", _mib(args.limits.max_disk_mb)),
+                    )
+                    if v is not None
+                }
+            with contextlib.suppress(LaunchError):
+                self._resolve(plugin)  # ports and limits are part of the launch
         return self.info(plugin)
 
     async def approve(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -709,25 +814,27 @@ class Host:
                 plugin=args.id,
                 launch=self._launch_info(plugin, launch),
             )
-        if plugin.approved_digest != digest or plugin.supervisor.withheld:
-            plugin.approved_digest = digest
+        repin = plugin.approved_digest != digest or bool(plugin.supervisor.withheld)
+        async with self._change():
+            if repin:
+                plugin.approved_digest = digest
+                plugin.supervisor.pinned = plugin.supervisor.approval_pins()
+        if repin:  # written: now release the withheld tools
             await plugin.supervisor.repin()
-        await self.persist()
         return self.info(plugin)
 
     async def enable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/enable {id}`` -> ``PluginStatus`` once ready (DESIGN.md "Plugin lifecycle")."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         launch = self._gate(plugin)
-        plugin.enabled = True
-        await self.persist()
+        async with self._change():
+            plugin.enabled = True
         try:
             status = await plugin.supervisor.enable(launch)
         except trio.Cancelled:
             await self._abandoned(plugin)
             raise
         if plugin.manifest.contributes.discover:
-            plugin.enabled = False
             await self._record_discovered_tools(plugin)
         return status
 
@@ -769,8 +876,8 @@ class Host:
     async def disable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``)."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
-        plugin.enabled = False
-        await self.persist()
+        async with self._change():
+            plugin.enabled = False
         return await plugin.supervisor.disable()
 
     async def restart(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -791,18 +898,18 @@ class Host:
             raise
         finally:
             with trio.CancelScope(shield=True):
-                await self.persist()
+                await self._persist_quietly()
 
     async def _abandoned(self, plugin: InstalledPlugin) -> None:
         """A start the parent cancelled (``$/cancelRequest`` of enable or restart): the plugin stays off.
 
         The supervisor has already stopped the instance and said ``stopped``;
-        ``enabled`` becomes false and is saved (shielded), so a restart of
-        hostd does not start what the parent gave up on.
+        ``enabled`` becomes false and is saved (shielded; a failed write is
+        logged), so a restart of hostd does not start what the parent gave up on.
         """
         plugin.enabled = False
         with trio.CancelScope(shield=True):
-            await self.persist()
+            await self._persist_quietly()
 
     async def status(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/status {id}`` -> ``PluginStatus``."""
@@ -855,13 +962,81 @@ class Host:
 
 
 def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
-    """Write ``plugin.json`` into ``folder`` (created 0700) atomically."""
+    """Write ``plugin.json`` into ``folder`` (created 0700) atomically.
+
+    Raises ``OSError``; the temporary file is then removed and any previous
+    ``plugin.json`` left as it was.
+    """
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = folder / "plugin.json"
-    temporary = folder / ".plugin.json.tmp"
-    temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-    os.chmod(temporary, 0o600)
-    os.replace(temporary, target)
+    temporary = folder / MANIFEST_TEMPORARY
+    try:
+        temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+
+
+def _write_failed(exc: OSError, path: Path) -> HostError:
+    """``STATE_WRITE_FAILED`` for a failed write of ``path``, with the errno name and text."""
+    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    return HostError(
+        ErrorKind.STATE_WRITE_FAILED,
+        f"{path} could not be written ({name}: {exc.strerror or exc}); nothing of the request was applied",
+        errno=name,
+        path=str(path),
+    )
+
+
+def _mib(value: float | None) -> int | None:
+    """MiB from the wire to bytes (None stays None)."""
+    return int(value * 1024 * 1024) if value else None
+
+
+def _copied(value: Any) -> Any:
+    """A shallow copy of a mutable container (set, dict, list); anything else as it is."""
+    return copy.copy(value) if isinstance(value, set | dict | list) else value
+
+
+def _undo_table(table: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Put back ``old``'s entries (by identity) where ``new`` changed them and ``table`` still has ``new``'s."""
+    for key in set(old) | set(new):
+        was, became = old.get(key), new.get(key)
+        if was is became or table.get(key) is not became:
+            continue
+        if was is None:
+            table.pop(key, None)
+        else:
+            table[key] = was
+
+
+@dataclass
+class _Snapshot:
+    """What :meth:`Host._change` can undo: the plugin and record tables and each plugin's recorded fields."""
+
+    plugins: dict[str, InstalledPlugin]
+    records: dict[str, PluginRecord]
+    #: (id of the owner, field name) -> (owner, a shallow copy of the value)
+    fields: dict[tuple[int, str], tuple[Any, Any]]
+
+
+#: What a request may change on an InstalledPlugin / its supervisor that the state document records or derives from.
+_PLUGIN_FIELDS = (
+    "path",
+    "manifest",
+    "manifest_digest",
+    "granted",
+    "approved_digest",
+    "enabled",
+    "launch",
+    "launch_error",
+    "network_ports",
+    "limits",
+)
+_SUPERVISOR_FIELDS = ("pinned", "limits", "manifest")
 
 
 def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:

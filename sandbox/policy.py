@@ -177,7 +177,10 @@ class IsolationPolicy:
     allowlist of ``"deny"`` does not depend on it). ``max_rss_bytes`` /
     ``max_cpu_percent`` (percent of one CPU, averaged over
     ``cpu_window_seconds``): limits for :func:`sandbox.watchdog.watch`
-    (``None`` = no limit). ``data_dir``: the plugin's writable data folder
+    (``None`` = no limit). ``max_disk_bytes``: bound of the bytes allocated
+    beneath the plugin's data folder and ``TMPDIR`` together, measured by
+    the watchdog every ``disk_interval_seconds`` (``None`` = no bound; hostd
+    sets :data:`sandbox.watchdog.DEFAULT_MAX_DISK_BYTES`). ``data_dir``: the plugin's writable data folder
     (absolute; created ``0700`` by ``resolve_launch``). ``extra_read_paths``
     / ``extra_write_paths``: further absolute paths the host grants under
     ``landlock-fs`` (e.g. a folder the user approved in the arguments).
@@ -201,6 +204,8 @@ class IsolationPolicy:
     max_rss_bytes: int | None = None
     max_cpu_percent: float | None = None
     cpu_window_seconds: float = 30.0
+    max_disk_bytes: int | None = None
+    disk_interval_seconds: float = 5.0
     data_dir: str | None = None
     extra_read_paths: tuple[str, ...] = ()
     extra_write_paths: tuple[str, ...] = ()
@@ -224,6 +229,10 @@ class IsolationPolicy:
             raise ValueError("max_cpu_percent must be positive")
         if self.cpu_window_seconds <= 0:
             raise ValueError("cpu_window_seconds must be positive")
+        if self.max_disk_bytes is not None and self.max_disk_bytes <= 0:
+            raise ValueError("max_disk_bytes must be positive")
+        if self.disk_interval_seconds <= 0:
+            raise ValueError("disk_interval_seconds must be positive")
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", _check_path("data_dir", self.data_dir))
         for name in ("extra_read_paths", "extra_write_paths", "protected_paths", "writable_paths", "code_paths"):
