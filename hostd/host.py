@@ -874,11 +874,26 @@ class Host:
         return launch
 
     async def disable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``)."""
+        """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``).
+
+        The plugin is stopped first, whatever the disk says: disabling is how a
+        user ends a plugin that fills the disk. Then ``enabled: false`` is
+        written; if that write fails the answer is ``STATE_WRITE_FAILED``, the
+        plugin stays stopped, and memory keeps what the disk has (``enabled:
+        true``: the next start of hostd would start it again, which the
+        message says).
+        """
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
-        async with self._change():
-            plugin.enabled = False
-        return await plugin.supervisor.disable()
+        status = await plugin.supervisor.disable()
+        try:
+            async with self._change():
+                plugin.enabled = False
+        except HostError as error:
+            if error.kind is ErrorKind.STATE_WRITE_FAILED:
+                error.message += "; the plugin is stopped, but hostd's next start will start it again"
+                error.data["status"] = status
+            raise
+        return status
 
     async def restart(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/restart {id}``: only for an enabled plugin, else ``PLUGIN_STATE_CONFLICT``."""

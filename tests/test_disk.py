@@ -257,7 +257,6 @@ async def test_a_failed_state_write_applies_nothing(tmp_path: Path, make_plugin:
             ("plugins/grant", {"id": "running", "permissions": ["echo.use"], "limits": {"maxDiskMb": 5}}),
             ("plugins/grant", {"id": "waiting", "permissions": ["echo.use", "echo.inspect"]}),
             ("plugins/approve", {"id": "waiting", "digest": info["launch"]["digest"]}),
-            ("plugins/disable", {"id": "running"}),
             ("plugins/uninstall", {"id": "running"}),
             ("plugins/install", {"path": str(newcomer)}),
             ("plugins/import", {"config": {"mcpServers": {"imp": {"command": "python3", "args": ["x.py"]}}}}),
@@ -275,6 +274,17 @@ async def test_a_failed_state_write_applies_nothing(tmp_path: Path, make_plugin:
         # Nothing was stopped either: the running plugin still serves.
         result = await hostd.request("tools/call", {"name": "running.echo", "arguments": {"text": "up"}})
         assert result["structuredContent"] == {"text": "up", "length": 2}
+
+        # Disable is how a user ends a plugin that fills the disk: it stops the plugin even when the
+        # write fails, and says what the state document still holds.
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("plugins/disable", {"id": "running"})
+        assert failed.value.kind == "STATE_WRITE_FAILED"
+        assert failed.value.message.endswith("; the plugin is stopped, but hostd's next start will start it again")
+        assert failed.value.data["status"]["status"] == "stopped"
+        [still] = [p for p in (await hostd.request("plugins/list", {}))["plugins"] if p["id"] == "running"]
+        assert (still["enabled"], still["status"]) == (True, "stopped")
+        assert (state / "state.json").read_bytes() == document
 
         # The same requests go through once the disk takes writes again.
         _fail_file_writes(hostd, False)
