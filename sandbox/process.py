@@ -693,7 +693,8 @@ async def spawn(launch: Launch) -> SandboxedProcess:
     more), and the shim's child applies the other listed layers just before
     ``execve``, single-threaded (never from a trio thread, never with
     ``preexec_fn``): ``"rlimits"`` (``RLIMIT_CORE=0``, ``RLIMIT_NOFILE``
-    capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``,
+    capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``, ``"pidns"``
+    (the tree in a pid namespace of its own: nothing of it outlives the stop),
     ``"landlock-fs"`` / ``"landlock-net"`` / ``"landlock-scope"`` (the real
     paths ``launch.plan.rules`` pinned at resolution; the plan's ``TMPDIR``
     and data folder are checked again first, see

@@ -44,6 +44,20 @@ Theory of operation.
   path). Right before ``execve`` the child writes the layers it applied to the close-on-exec pipe; the shim
   passes them on in its ``pid`` line. A layer that fails ends the launch
   with ``error <layer> <errno> <text>``: never a weaker plugin.
+- ``pidns`` (containment by construction): the shim itself enters one user
+  namespace with a pid namespace (plus the network namespace when ``netns``
+  is asked for) before it forks, so its child is pid 1 of the new pid
+  namespace: :func:`init_main`, a forked copy of this script (no exec) that
+  forks the plugin's main process (:func:`plugin_main`, which applies the
+  remaining layers and execs), forwards SIGTERM/SIGINT/SIGHUP to the whole
+  namespace, reaps, and reports the main process's wait status on a pipe.
+  The kernel kills every process of the namespace when that pid 1 exits,
+  and the shim's ``waitpid`` of it returns only after that: so the shim's
+  stop is SIGTERM to pid 1, the grace, SIGKILL to pid 1, with no sweep to
+  race a fast-forking tree, and the ``pid`` line carries the main
+  process's pid in the host's namespace (it reports it, as ``P<pid>``,
+  before it confines itself). The shim's own namespaces cost it nothing:
+  it needs no privilege over the host.
 - ``python -I -S shim.py --probe`` prints one JSON line describing which
   layers this kernel lets this user apply, each tried for real in a
   throwaway child (used by ``sandbox.probe``).
@@ -51,7 +65,7 @@ Theory of operation.
   ``rlimits``; the tree is found through ``ps`` and the plugin's process
   group (see ``sandbox/README.md``).
 - Stop (``stop <grace>`` or SIGTERM/SIGHUP/SIGINT, which use the spec's
-  grace): SIGTERM to every descendant, wait the grace for the main process,
+  grace), without ``pidns``: SIGTERM to every descendant, wait the grace for the main process,
   then a SIGSTOP sweep until no new process appears, a SIGKILL to all, and
   ``waitpid`` until ``ECHILD`` proves nothing is left. When the main process
   exits by itself the rest is killed the same way without grace. The shim
