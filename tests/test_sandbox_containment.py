@@ -74,13 +74,13 @@ def run_driver(mode: str, rounds: int, budget: float, *, prefix: list[str] | Non
 
 
 def check(result: Any, *, min_rounds: int) -> None:
-    assert "pidns" in result["isolation"]
+    assert result["at_end"] == []  # nothing alive when stop() returned / when the shim was gone
+    assert result["escaped"] == []  # [[round, survivors], ...] a second later
     assert result["rounds"] >= min_rounds  # enough races were run (the rest of the count is the time budget's)
     assert result["members"] >= 24  # the race was on: the tree was growing and hopping when it was ended
+    assert "pidns" in result["isolation"]
     assert result["foreign_ns"] == 0  # every member found was in the plugin's pid namespace ...
     assert result["own_ns"] == 0  # ... and that was not ours
-    assert result["at_end"] == []  # nothing alive when stop() returned / when the shim was gone
-    assert result["escaped"] == []
 
 
 def test_a_tree_racing_the_stop_never_outlives_it(busy: None) -> None:
