@@ -84,6 +84,7 @@ LAYER_ORDER: tuple[str, ...] = (
     "landlock-scope",
     "userns",
     "netns",
+    "pidns",
     "seccomp",
     "seccomp-net",
 )
@@ -287,7 +288,9 @@ def plan_layers(
 
     ``euid`` (default: ours): for root, ``userns`` is added where user
     namespaces work and ``netns`` is not already planned, so a root plugin
-    holds no capability over the host.
+    holds no capability over the host. ``pidns`` is added wherever the
+    probe found it works, whatever the policy: it is how a plugin's process
+    tree is ended for sure (without it, the shim's sweep races the tree).
 
     Raises :class:`IsolationUnavailable` when ``network="deny"`` cannot be
     enforced (no network namespace and no Landlock ABI 4; or ports asked for
@@ -321,6 +324,10 @@ def plan_layers(
                 )
     if landlock and "landlock-scope" in have:
         layers.append("landlock-scope")
+    if "pidns" in have:
+        # Containment by construction: the plugin's tree lives in a pid namespace whose pid 1 the shim
+        # owns; when that ends, the kernel ends every process of it, however fast it forks or hides.
+        layers.append("pidns")
     if euid == 0 and "netns" in have and "netns" not in layers:
         # Root in its own user namespace keeps no capability over the host (measured: without it,
         # a Landlocked root plugin still reads other root processes' /proc/<pid>/environ).

@@ -27,6 +27,17 @@ Two ways to run a plugin, chosen by ``launch.isolation``:
 Where this differs from the mcp SDK's stdio client (new session +
 ``killpg``): a ``setsid`` grandchild or a double-forked daemon leaves the
 process group, so the SDK misses it; here the subreaper and the token find it.
+
+The class of bug this guards against: any way for a process of the plugin
+to outlive its stop or hostd (double fork, ``setsid``, a cleared
+environment, forking faster than a sweep walks ``/proc``, a killed shim).
+A sweep (the shim's, or the token sweep here) races the tree and trusts
+what the tree can erase; so where the probe finds user namespaces work the
+plan has ``pidns``: the tree lives in a pid namespace whose pid 1 is the
+shim's child, the kernel kills every process of the namespace when that
+pid 1 goes (stop, the main process's exit, the shim's death through its
+parent-death signal, hostd's death through the lifeline), and no process
+can leave a pid namespace. The sweeps stay for launches without it.
 """
 
 from __future__ import annotations
@@ -509,8 +520,13 @@ class _ShimProcess(SandboxedProcess):
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
             await self._proc.wait()
-        # Belt and braces: anything that escaped the shim (or outlived a killed shim).
-        await trio.to_thread.run_sync(sweep_leftovers, self.token)
+        # With "pidns" a shim that exited by itself has reaped the namespace's pid 1, and the kernel
+        # returns that only once every process of the namespace is gone: nothing can be left to sweep.
+        # Otherwise (no pid namespace, or a shim that had to be killed) sweep by token: belt and braces
+        # for what escaped the shim's own sweep; a tree that clears its environment escapes this too.
+        contained = "pidns" in self.isolation and self._proc.returncode is not None and self._proc.returncode >= 0
+        if not contained:
+            await trio.to_thread.run_sync(sweep_leftovers, self.token)
         await self._lifeline.aclose()
         await self._control.stream.aclose()
 
@@ -529,7 +545,21 @@ def _exec_failed(launch: Launch, detail: str) -> LaunchError:
 
 #: Error stages of the shim that mean "a layer could not be applied".
 _LAYER_STAGES = frozenset(
-    {"rlimits", "no_new_privs", "netns", "userns", "landlock", "seccomp", "layers", "load", "pdeathsig", "setsid"}
+    {
+        "rlimits",
+        "no_new_privs",
+        "netns",
+        "userns",
+        "pidns",
+        "landlock",
+        "seccomp",
+        "layers",
+        "load",
+        "pdeathsig",
+        "setsid",
+        "init",
+        "pid",
+    }
 )
 
 
@@ -663,7 +693,8 @@ async def spawn(launch: Launch) -> SandboxedProcess:
     more), and the shim's child applies the other listed layers just before
     ``execve``, single-threaded (never from a trio thread, never with
     ``preexec_fn``): ``"rlimits"`` (``RLIMIT_CORE=0``, ``RLIMIT_NOFILE``
-    capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``,
+    capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``, ``"pidns"``
+    (the tree in a pid namespace of its own: nothing of it outlives the stop),
     ``"landlock-fs"`` / ``"landlock-net"`` / ``"landlock-scope"`` (the real
     paths ``launch.plan.rules`` pinned at resolution; the plan's ``TMPDIR``
     and data folder are checked again first, see

@@ -103,7 +103,20 @@ def test_plan_lists_exactly_the_enforceable_layers() -> None:
     # Root gets a user namespace of its own where possible (no capability over the host).
     assert "userns" in plan_layers(IsolationPolicy(), everything, euid=0)
     assert "userns" not in plan_layers(IsolationPolicy(network="deny"), everything, euid=0)
-    for layers in (plan_layers(IsolationPolicy(network="deny"), everything, euid=0),):
+    # The pid namespace, wherever it works, whatever the policy (it is how a tree is ended for sure).
+    with_pidns = caps(*ALL, "pidns")
+    assert plan_layers(IsolationPolicy(landlock=False, seccomp=False), with_pidns, euid=1000) == (
+        "shim",
+        "rlimits",
+        "no_new_privs",
+        "pidns",
+    )
+    assert plan_layers(IsolationPolicy(network="deny"), with_pidns, euid=1000)[-3:] == ("netns", "pidns", "seccomp")
+    assert "pidns" not in plan_layers(IsolationPolicy(), everything, euid=1000)
+    for layers in (
+        plan_layers(IsolationPolicy(network="deny"), everything, euid=0),
+        plan_layers(IsolationPolicy(), with_pidns, euid=0),
+    ):
         assert list(layers) == [layer for layer in LAYER_ORDER if layer in layers]
 
 
