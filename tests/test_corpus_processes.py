@@ -209,6 +209,9 @@ PROXY = {
     "HTTPS_PROXY": "http://proxy.invalid:3128",
     "https_proxy": "http://proxy.invalid:3128",
     "NO_PROXY": "localhost",
+}
+#: The user's TLS trust settings: paths, not secrets; they always pass (a TLS-inspecting proxy needs them).
+TRUST = {
     "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
     "NODE_EXTRA_CA_CERTS": "/etc/ssl/certs/ca-certificates.crt",
 }
@@ -216,7 +219,7 @@ PROXY = {
 
 @pytest.mark.parametrize("pass_proxy", [False, True], ids=["default", "pass-proxy-env"])
 async def test_e6_secrets_never_reach_a_plugin(tmp_path: Path, make_plugin: MakePlugin, pass_proxy: bool) -> None:
-    env = {**plugin_environment(), **SECRETS, **PROXY}
+    env = {**plugin_environment(), **SECRETS, **PROXY, **TRUST}
     args = ["--state-dir", str(tmp_path / "state"), *(["--pass-proxy-env"] if pass_proxy else [])]
     with trio.fail_after(20):
         async with HostdClient.spawn(args, env=env) as hostd:
@@ -229,6 +232,7 @@ async def test_e6_secrets_never_reach_a_plugin(tmp_path: Path, make_plugin: Make
                 assert set(PROXY) <= names
             else:
                 assert names.isdisjoint(PROXY)
+            assert set(TRUST) <= names
             assert "PATH" in names
             await assert_healthy(hostd)
 
