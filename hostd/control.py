@@ -39,6 +39,7 @@ from typing import Any, Protocol, TypeGuard
 import trio
 
 from hostd import __version__
+from hostd.content import ContentLimits
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PARENT_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, describe_head, encode
 from hostd.state import StateError, StateStore, default_state_dir
@@ -69,6 +70,8 @@ class InitializeOptions:
     state_dir: str | None
     #: The locked state store for ``state_dir`` (set by the control channel).
     state_store: StateStore | None = None
+    #: ``contentLimits``: aggregate bounds on each tool result's images, audio and blobs.
+    content_limits: ContentLimits = field(default_factory=ContentLimits)
 
 
 @dataclass
@@ -366,6 +369,7 @@ class ControlServer:
                         "tools": {"listChanged": True, "progress": True},
                         "cancelRequest": True,
                     },
+                    "contentLimits": options.content_limits.to_wire(),
                 },
             }
         )
@@ -525,12 +529,17 @@ def _parse_initialize(params: Any, default_state_dir: str | None) -> InitializeO
             raise bad("stateDir must be a non-empty string", "stateDir")
         if os.path.exists(state_dir) and not os.path.isdir(state_dir):
             raise bad(f"stateDir {state_dir!r} exists and is not a folder", "stateDir")
+    try:
+        content_limits = ContentLimits.from_wire(params.get("contentLimits"))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise bad(f"contentLimits: {exc}", "contentLimits") from None
     return InitializeOptions(
         client_name=name,
         client_version=version,
         protocol_version=protocol,
         known_permissions=known,
         state_dir=state_dir,
+        content_limits=content_limits,
     )
 
 

@@ -973,7 +973,13 @@ class Host:
             await ctx.notify("$/progress", note)
 
         timeout = args.timeout_ms / 1000 if args.timeout_ms is not None else None
-        return await plugin.supervisor.call(tool, args.arguments, timeout=timeout, report_progress=progress)
+        return await plugin.supervisor.call(
+            tool,
+            args.arguments,
+            timeout=timeout,
+            report_progress=progress,
+            content_limits=self.options.content_limits,
+        )
 
 
 def _write_manifest(folder: Path, document: dict[str, Any]) -> None:

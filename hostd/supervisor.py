@@ -41,6 +41,7 @@ import orjson
 import trio
 from mcp.shared.exceptions import MCPError
 
+from hostd.content import ContentLimits, bound_content
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
 from hostd.jsonlimits import check_json, object_members
 from hostd.link import LinkClosed, PluginLink
@@ -667,9 +668,19 @@ class PluginSupervisor:
     # -- tools/call ---------------------------------------------------------------
 
     async def call(
-        self, tool: HostTool, arguments: dict[str, Any], *, timeout: float | None, report_progress: ProgressSink
+        self,
+        tool: HostTool,
+        arguments: dict[str, Any],
+        *,
+        timeout: float | None,
+        report_progress: ProgressSink,
+        content_limits: ContentLimits | None = None,
     ) -> dict[str, Any]:
         """Call ``tool`` on the plugin; return ``{content, structuredContent?}``.
+
+        ``content_limits`` (the parent's ``contentLimits``, default
+        :class:`~hostd.content.ContentLimits`): images, audio or blobs over them
+        are replaced by markers (:func:`hostd.content.bound_content`).
 
         ``timeout`` (seconds) defaults to the manifest's ``tool_timeout_seconds``.
         Raises ``TOOL_TIMEOUT`` (the plugin gets ``notifications/cancelled``),
@@ -716,9 +727,16 @@ class PluginSupervisor:
                 timeoutSeconds=limit,
                 pendingFrameBytes=pending,
             )
-        return self._tool_result(tool, reply, size, raw)
+        return self._tool_result(tool, reply, size, raw, content_limits or ContentLimits())
 
-    def _tool_result(self, tool: HostTool, reply: dict[str, Any], size: int, raw: bytes = b"") -> dict[str, Any]:
+    def _tool_result(
+        self,
+        tool: HostTool,
+        reply: dict[str, Any],
+        size: int,
+        raw: bytes = b"",
+        content_limits: ContentLimits | None = None,
+    ) -> dict[str, Any]:
         """Turn the plugin's raw ``tools/call`` response into ``{content, structuredContent?}``.
 
         The server's JSON is passed through as it came: ``content`` and
@@ -779,7 +797,7 @@ class PluginSupervisor:
                 size=size,
                 limit=self._result_limit,
             )
-        return _as_sent(out, raw)
+        return _as_sent(out, raw, content_limits or ContentLimits())
 
     def _bounded_upstream(self, error: Any, size: int) -> dict[str, Any]:
         """A plugin's JSON-RPC ``error`` as forwarded in ``data.upstream``, within the result bound.
@@ -831,14 +849,27 @@ class PluginSupervisor:
 _UPSTREAM_MESSAGE = 1000
 
 
-def _as_sent(out: dict[str, Any], raw: bytes) -> dict[str, Any]:
+#: Bytes that can only be in a result when it holds an item a ContentLimits bound counts.
+_RICH_MARKERS = (b'"image"', b'"audio"', b'"blob"')
+
+
+def _as_sent(out: dict[str, Any], raw: bytes, content_limits: ContentLimits) -> dict[str, Any]:
     """``out`` with each member replaced by the plugin's own bytes for it, when they can be found.
 
     ``raw`` is the response frame; its ``result`` member's ``content`` and
     ``structuredContent`` become ``orjson.Fragment`` values, which serialise as
     exactly those bytes. Without ``raw`` (or if a member is missing) ``out`` is
-    returned as parsed.
+    returned as parsed. ``content`` over ``content_limits`` is sent as bounded
+    (parsed) instead; the check costs a byte search unless the frame may hold
+    an image, audio or blob item.
     """
+    if "content" in out and any(marker in raw for marker in _RICH_MARKERS):
+        bounded = bound_content(out["content"], content_limits)
+        if bounded is not None:
+            return {
+                **_as_sent({k: v for k, v in out.items() if k != "content"}, raw, content_limits),
+                "content": bounded,
+            }
     envelope = object_members(raw) if raw else None
     result = object_members(envelope["result"]) if envelope is not None and "result" in envelope else None
     if result is None or not all(key in result for key in out):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+import json
+from pathlib import Path
 
 import pytest
 
+from hostd.client import HostdClient, RpcError, plugin_environment
 from hostd.content import ContentLimits, bound_content, decoded_size
+from tests.conftest import ECHO_TOOLS, MakePlugin, ready
 
 
 def image(size: int, mime: str = "image/png") -> dict[str, object]:
@@ -91,3 +95,45 @@ def test_wire_form_round_trips_and_refuses_unknown_or_bad_keys() -> None:
         ContentLimits.from_wire({"maxVideos": 1})
     with pytest.raises(ValueError, match="max_audio must be a whole number >= 0"):
         ContentLimits.from_wire({"maxAudio": -1})
+
+
+# -- end to end: the parent sets the bounds at initialize, hostd holds every result to them -----------
+
+
+async def test_the_parents_content_limits_hold_a_plugins_result(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    from tests.test_limits import raw_call  # noqa: PLC0415  (the raw-replies helper)
+
+    pixel = base64.b64encode(b"\x89PNG" + b"\x00" * 96).decode()
+    result = {
+        "content": [
+            {"type": "text", "text": "three shots"},
+            *({"type": "image", "data": pixel, "mimeType": "image/png"} for _ in range(3)),
+        ]
+    }
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    initialize = {"clientInfo": {"name": "t", "version": "0"}, "contentLimits": {"maxImages": 2}}
+    async with HostdClient.spawn(
+        ["--state-dir", str(tmp_path / "state"), "--allow-write", str(shared)],
+        env=plugin_environment(),
+        initialize=initialize,
+    ) as hostd:
+        await ready(hostd, make_plugin("mcp-echo", variant="raw-replies", tools=[*ECHO_TOOLS, "raw"]))
+        answer = await raw_call(hostd, result=json.dumps(result))
+    assert answer["content"][:3] == result["content"][:3]
+    assert answer["content"][3] == {
+        "type": "text",
+        "text": "[hostd: image (image/png) of 100 bytes omitted: over this result's maxImages of 2 items]",
+        "_meta": {
+            "hostd/omitted": {"type": "image", "mimeType": "image/png", "bytes": 100, "bound": "maxImages", "limit": 2}
+        },
+    }
+
+
+async def test_bad_content_limits_are_refused_at_initialize(tmp_path: Path) -> None:
+    initialize = {"clientInfo": {"name": "t", "version": "0"}, "contentLimits": {"maxImages": -1}}
+    async with HostdClient.spawn(["--state-dir", str(tmp_path / "s")], handshake=False) as hostd:
+        with pytest.raises(RpcError) as refused:
+            await hostd.request("initialize", initialize)
+    assert refused.value.kind == "INVALID_PARAMS"
+    assert refused.value.message == "contentLimits: max_images must be a whole number >= 0, not -1"
