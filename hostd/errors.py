@@ -54,6 +54,10 @@ class ErrorKind(Enum):
     )
     IMPORT_INVALID = (-32031, "The config cannot be imported; data.entries gives each entry's outcome.")
     MANIFEST_CHANGED = (-32029, "The manifest changed on disk since it was approved; approve it again.")
+    HOST_OVERLOADED = (
+        -32032,
+        "Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later.",
+    )
 
     @property
     def code(self) -> int:
