@@ -172,7 +172,8 @@ async def until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
 
 async def two_plugins(parent: Parent, make_plugin: MakePlugin, **healthy: Any) -> None:
     """``flood`` (the flooding variant) and ``mcp-echo`` (healthy), both ready."""
-    await ready(parent.client, make_plugin("flood", "flood", tools=FLOOD_TOOLS))
+    # A generous tool timeout: a flood under a loaded machine must not end as TOOL_TIMEOUT.
+    await ready(parent.client, make_plugin("flood", "flood", tools=FLOOD_TOOLS, backend={"tool_timeout_seconds": 120}))
     await ready(parent.client, make_plugin("mcp-echo", **healthy))
 
 
@@ -320,7 +321,7 @@ async def test_cancel_shutdown_and_exit_get_through_while_the_parent_does_not_re
     record = tmp_path / "healthy.jsonl"
     async with hostile_parent(tmp_path) as parent:
         client = parent.client
-        await two_plugins(parent, make_plugin, args=["--record", str(record)])
+        await two_plugins(parent, make_plugin, args=["--record", str(record)], backend={"tool_timeout_seconds": 120})
         parent.stop_reading()
         await client.start("tools/call", {"name": "flood.progress-flood", "arguments": {"count": 100_000}})
         slow = await client.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 60, "steps": 0}})
