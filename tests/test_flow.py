@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 import pytest
 import trio
+import trio.testing
 
 from hostd.client import HostdClient, RpcError, plugin_environment
 from hostd.control import PROGRESS_BURST, PROGRESS_MESSAGE_BYTES, PROGRESS_RATE, Outbox, cut_utf8
@@ -490,3 +491,44 @@ def test_cut_utf8_bounds_bytes_on_a_character_boundary() -> None:
     assert cut_utf8("short", 10) == "short"
     cut = cut_utf8("é" * 1000, 1024)
     assert len(cut.encode()) <= 1024 and cut.endswith("…") and set(cut[:-1]) == {"é"}
+
+
+async def test_the_in_flight_bound_counts_bytes_too(tmp_path: Path) -> None:
+    # In process: the control channel over in-memory streams, a host whose requests never end.
+    from hostd.control import ControlServer  # noqa: PLC0415
+
+    class Stuck:
+        async def handle(self, method: str, params: Any, ctx: Any) -> Any:
+            await trio.sleep_forever()
+
+        async def shutdown(self, *, fast: bool) -> None:
+            return None
+
+    async def factory(options: Any, notify: Any, nursery: Any) -> Stuck:
+        return Stuck()
+
+    to_host, host_in = trio.testing.memory_stream_one_way_pair()
+    host_out, from_host = trio.testing.memory_stream_one_way_pair()
+    server = ControlServer(
+        host_in, host_out, factory, state_dir=str(tmp_path / "s"), handle_signals=False, max_inflight_bytes=1000
+    )
+
+    def request(rid: int, pad: int) -> bytes:
+        return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": "x/y", "params": {"pad": "p" * pad}}) + b"\n"
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server.serve)
+        await to_host.send_all(orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize"}) + b"\n")
+        await to_host.send_all(request(1, 400) + request(2, 400) + request(3, 400) + request(4, 10))
+        decoder = LineDecoder(PARENT_FRAME_LIMIT)
+        replies: list[dict[str, Any]] = []
+        with trio.fail_after(10):
+            while len(replies) < 2:
+                replies += [e.value for e in decoder.feed(await from_host.receive_some()) if isinstance(e, Message)]
+        assert replies[0]["id"] == 0 and "result" in replies[0]
+        refused = replies[1]
+        assert refused["id"] == 3  # 1 and 2 (2 x 450 bytes) are in flight; 3 would pass 1000; 4 fits
+        assert refused["error"]["data"]["kind"] == "HOST_OVERLOADED"
+        assert refused["error"]["data"]["maxInFlightBytes"] == 1000
+        assert refused["error"]["data"]["inFlight"] == 2
+        await to_host.send_all(b'{"jsonrpc":"2.0","method":"exit"}\n')
