@@ -24,6 +24,10 @@ from hostd.control import EXIT_SOFTWARE, EXIT_USAGE, OUTBOX_BYTES, InitializeOpt
 from hostd.framing import PARENT_FRAME_LIMIT
 from hostd.state import StateError, StateStore
 
+#: ``--max-disk-mb``'s default: ``sandbox.watchdog.DEFAULT_MAX_DISK_BYTES`` in MiB (not imported:
+#: the CLI stays light until ``initialize`` is answered).
+DEFAULT_MAX_DISK_MB = 1024
+
 if TYPE_CHECKING:
     from hostd.control import HostApi
 
@@ -104,6 +108,13 @@ def _parser() -> argparse.ArgumentParser:
         help="end a plugin whose tree uses more CPU (percent of one core, 30 s average)",
     )
     serve.add_argument(
+        "--max-disk-mb",
+        type=float,
+        default=float(DEFAULT_MAX_DISK_MB),
+        help="end a plugin whose data folder and TMPDIR together hold more, in MiB allocated "
+        f"(default {DEFAULT_MAX_DISK_MB}; 0: no bound)",
+    )
+    serve.add_argument(
         "--restart",
         default="on-failure",
         choices=["on-failure", "never"],
@@ -114,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--pass-proxy-env",
         action="store_true",
-        help="pass proxy and CA variables (HTTPS_PROXY, SSL_CERT_FILE, ...) to plugins",
+        help="pass proxy variables (HTTPS_PROXY, ...) to plugins (CA settings such as SSL_CERT_FILE always pass)",
     )
     return parser
 
@@ -149,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             sandbox=args.sandbox,
             max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
             max_cpu_percent=args.max_cpu_percent,
+            max_disk_bytes=int(args.max_disk_mb * 1024 * 1024) if args.max_disk_mb else None,
             allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
             allow_read=tuple(os.path.abspath(p) for p in args.allow_read),
             login_path=not args.no_login_path,

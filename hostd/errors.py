@@ -44,7 +44,7 @@ class ErrorKind(Enum):
     TOOL_TIMEOUT = (-32022, "The tool did not answer in time; the plugin was sent notifications/cancelled.")
     MCP_TOOL_CALL_FAILED = (-32023, "The tool answered with isError: true; data.content carries its content.")
     MCP_TOOL_RESULT_TOO_LARGE = (-32024, "The tool's result exceeded the result bound.")
-    MCP_UPSTREAM_ERROR = (-32025, "The plugin answered with a JSON-RPC error; data.upstream carries it whole.")
+    MCP_UPSTREAM_ERROR = (-32025, "The plugin answered with a JSON-RPC error (in data.upstream) or an invalid result.")
     SHUTTING_DOWN = (-32026, "hostd is shutting down and takes no new work.")
     STATE_LOCKED = (-32027, "Another hostd uses the state directory; this one exits with code 75.")
     STATE_UNUSABLE = (-32028, "The state directory or document cannot be used; this hostd exits with code 78.")
@@ -54,8 +54,12 @@ class ErrorKind(Enum):
     )
     IMPORT_INVALID = (-32031, "The config cannot be imported; data.entries gives each entry's outcome.")
     MANIFEST_CHANGED = (-32029, "The manifest changed on disk since it was approved; approve it again.")
-    HOST_OVERLOADED = (
+    STATE_WRITE_FAILED = (
         -32032,
+        "The state document could not be written (data.errno: ENOSPC...); nothing of the request was applied.",
+    )
+    HOST_OVERLOADED = (
+        -32033,
         "Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later.",
     )
 

@@ -31,7 +31,7 @@ Blank lines are skipped; a leading UTF-8 byte-order mark is dropped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -47,10 +47,12 @@ _HEAD_BYTES = 80
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One complete line that parsed as JSON; ``value`` is the decoded value."""
+    """One complete line that parsed as JSON; ``value`` is the decoded value, ``raw`` the
+    line's bytes (for passing the peer's own JSON on unchanged, ``hostd.jsonlimits``)."""
 
     value: Any
     size: int
+    raw: bytes = field(default=b"", compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +165,7 @@ class LineDecoder:
         except ValueError as exc:
             events.append(InvalidJSON(head=line[:_HEAD_BYTES], reason=str(exc), size=len(line)))
             return
-        events.append(Message(value=value, size=len(line)))
+        events.append(Message(value=value, size=len(line), raw=line))
 
 
 def encode(value: Any) -> bytes:

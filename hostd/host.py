@@ -10,11 +10,13 @@ models in :mod:`hostd.protocol`.
 from __future__ import annotations
 
 import contextlib
+import copy
+import errno
 import hashlib
 import logging
 import os
 import shutil
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -29,13 +31,14 @@ from hostd.importer import ConfigError, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
-from hostd.state import PluginRecord, StateError, StateStore
+from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
 from hostd.supervisor import RESULT_LIMIT, Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy
 from sandbox.process import sweep_orphans
+from sandbox.watchdog import DEFAULT_MAX_DISK_BYTES
 
 log = logging.getLogger("hostd.host")
 
@@ -67,45 +70,44 @@ class HostSettings:
     allow_write: tuple[str, ...] = ()
     allow_read: tuple[str, ...] = ()
     login_path: bool = True
+    #: Bound of each plugin's data folder and TMPDIR together, in bytes (``--max-disk-mb``; None: no bound).
+    max_disk_bytes: int | None = DEFAULT_MAX_DISK_BYTES
 
     def isolation_policy(
         self,
         data_dir: Path | None,
-        args: Sequence[str] = (),
         *,
         tcp_ports: Sequence[int] = (),
         max_rss_bytes: int | None = None,
         max_cpu_percent: float | None = None,
+        protected: Sequence[str] = (),
+        writable: Sequence[str] = (),
+        code: Sequence[str] = (),
     ) -> IsolationPolicy:
         """The per-plugin :class:`IsolationPolicy` for this host policy.
 
         ``basic``: the shim, rlimits and no-new-privileges only. ``standard``
-        (default): plus Landlock (read the plugin folder, runtimes and system
-        paths; write the data folder, TMPDIR, the user's npm and uv caches and
-        ``allow_write``), signal scoping and seccomp, where the kernel offers
-        them; network allowed. ``strict``: as standard without the shared
-        caches, and no network.
+        (default): plus Landlock (read the plugin folder, its runtime and
+        system paths; write its data folder, its TMPDIR and ``allow_write``),
+        signal scoping and seccomp, where the kernel offers them; network
+        allowed. ``strict``: as standard, and no network. No level lets a
+        plugin write a folder another plugin or the user runs code from: the
+        npm, uv and pip caches a plugin's runtime needs are its own, inside
+        its data folder (:func:`plugin_cache_env`).
 
-        Absolute paths in the approved ``args`` are part of what the user
-        approved: an existing folder named there is readable and writable (the
-        folders a filesystem server serves), an existing file readable with its
-        folder (a script and the modules beside it). ``tcp_ports`` (declared by the
+        Paths in the approved ``args`` and the manifest's ``env`` values
+        (absolute or ``~``) are part of what the user approved and become
+        grants (:func:`sandbox.launch.named_grants`). ``tcp_ports`` (declared by the
         manifest and granted by the parent) stay reachable under ``strict``;
-        the per-plugin limits override the host's.
+        the per-plugin limits override the host's. ``protected``,
+        ``writable``, ``code``: what no rule may cover, the folders other
+        plugins may write, every plugin's folder (see
+        :func:`sandbox.policy.landlock_rules`).
         """
         rss = max_rss_bytes if max_rss_bytes is not None else self.max_rss_bytes
         cpu = max_cpu_percent if max_cpu_percent is not None else self.max_cpu_percent
         if self.sandbox == "basic":
             return IsolationPolicy(landlock=False, seccomp=False, max_rss_bytes=rss, max_cpu_percent=cpu)
-        caches: tuple[str, ...] = ()
-        home = Path.home()
-        if self.sandbox == "standard":
-            candidates = (home / ".npm", home / ".cache" / "uv", home / ".local" / "share" / "uv")
-            caches = tuple(str(c) for c in candidates if c.is_dir())
-        # Runtimes people install under their home (read and execute only).
-        runtimes = tuple(str(home / r) for r in _HOME_RUNTIMES if (home / r).is_dir())
-        named_dirs = tuple(a for a in args if os.path.isabs(a) and os.path.isdir(a))
-        named_files = tuple(p for a in args if os.path.isabs(a) and os.path.isfile(a) for p in (a, os.path.dirname(a)))
         return IsolationPolicy(
             landlock=True,
             network="deny" if self.sandbox == "strict" else "allow",
@@ -114,24 +116,34 @@ class HostSettings:
             max_rss_bytes=rss,
             max_cpu_percent=cpu,
             data_dir=str(data_dir) if data_dir is not None else None,
-            extra_read_paths=tuple(dict.fromkeys((*runtimes, *named_files, *self.allow_read))),
-            extra_write_paths=tuple(dict.fromkeys((*caches, *named_dirs, *self.allow_write))),
+            extra_read_paths=tuple(self.allow_read),
+            extra_write_paths=tuple(self.allow_write),
+            grant_named_paths=True,
+            protected_paths=tuple(protected),
+            writable_paths=tuple(writable),
+            code_paths=tuple(code),
         )
 
 
-#: Runtime managers under the user's home that plugins' interpreters live in.
-_HOME_RUNTIMES = (
-    ".pyenv",
-    ".nvm",
-    ".volta",
-    ".asdf",
-    ".bun",
-    ".deno",
-    ".cargo/bin",
-    ".local/bin",
-    ".local/share/fnm",
-    ".local/share/uv/python",
-)
+def plugin_cache_env(data_dir: Path) -> dict[str, str]:
+    """Where a plugin's package tools keep their caches: inside its own data folder.
+
+    A cache shared between plugins (``~/.npm``, ``~/.cache/uv``,
+    ``~/.local/share/uv``) is a place where one plugin can plant code that
+    another plugin, or the user, later runs; so each plugin's ``npx``,
+    ``uvx``, ``pip`` and XDG-aware tools get caches of their own (created on
+    first use). The user's own caches stay readable where a runtime needs
+    them (a uv-managed Python), never writable.
+    """
+    cache = data_dir / "cache"
+    return {
+        "npm_config_cache": str(cache / "npm"),
+        "UV_CACHE_DIR": str(cache / "uv"),
+        "UV_TOOL_DIR": str(data_dir / "uv-tools"),
+        "UV_TOOL_BIN_DIR": str(data_dir / "uv-tools" / "bin"),
+        "PIP_CACHE_DIR": str(cache / "pip"),
+        "XDG_CACHE_HOME": str(cache),
+    }
 
 
 @dataclass
@@ -149,7 +161,7 @@ class InstalledPlugin:
     launch_error: LaunchError | None = None
     #: TCP ports the parent granted (each declared in backend.tcp_ports).
     network_ports: set[int] = field(default_factory=set)
-    #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent.
+    #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes.
     limits: dict[str, Any] = field(default_factory=dict)
 
     def approval_digest(self, launch: Launch) -> str:
@@ -203,6 +215,8 @@ class Host:
         self.store: StateStore | None = options.state_store
         self._records: dict[str, PluginRecord] = {}
         self._save_lock = trio.Lock()
+        #: Held by every request that changes what the state document records (see :meth:`_change`).
+        self._change_lock = trio.Lock()
         #: The PATH of the user's login shell, appended to hostd's own for command lookup.
         self.login_path: str | None = None
 
@@ -313,8 +327,16 @@ class Host:
 
         A changed manifest replaces the stored one for the next start; since
         the approval digest covers the manifest, the next enable or restart
-        needs a new ``plugins/approve``. A running plugin keeps running.
+        needs a new ``plugins/approve``. A running plugin keeps running. When
+        the state document cannot be written, nothing is reloaded (logged).
         """
+        try:
+            async with self._change():
+                await self._reload_manifests()
+        except HostError as error:
+            log.error("re-reading manifests: %s", error.message)
+
+    async def _reload_manifests(self) -> None:
         for plugin_id, plugin in sorted(self.plugins.items()):
             try:
                 manifest, digest = await trio.to_thread.run_sync(load_manifest, plugin.path)
@@ -339,18 +361,88 @@ class Host:
                     "message": "manifest changed on disk; approve the new launch before the next start",
                 },
             )
-        await self.persist()
 
     async def persist(self) -> None:
-        """Write every installed plugin's record to the state document (atomically)."""
+        """Write every installed plugin's record to the state document (atomically).
+
+        Raises ``STATE_WRITE_FAILED`` (``data.errno``, e.g. ``"ENOSPC"``;
+        ``data.path``) when the document cannot be written: the document
+        on disk is then the previous one. Writes are serialised; each records
+        memory as it is when its turn comes.
+        """
         if self.store is None:
             return
-        for plugin_id, plugin in self.plugins.items():
-            self._records[plugin_id] = plugin.record()
-        records = dict(self._records)
         store = self.store
         async with self._save_lock:
-            await trio.to_thread.run_sync(store.save, records)
+            records = dict(self._records)
+            for plugin_id, plugin in self.plugins.items():
+                records[plugin_id] = plugin.record()
+            try:
+                await trio.to_thread.run_sync(store.save, records)
+            except OSError as exc:
+                raise _write_failed(exc, store.path) from None
+            self._records = records
+
+    # State changes. The class: a request (install, import, uninstall, grant, approve,
+    # enable, disable, a SIGHUP reload, the tools a first enable of an imported plugin
+    # records) changes what the state document records, in memory, and then writes
+    # the document. If the write fails (ENOSPC, EFBIG, EIO...), memory must not keep
+    # what disk does not have (lost at the next restart, or half there): each such
+    # change runs in ``async with self._change():``, which undoes the change in
+    # memory when the write (or the change itself) fails, and the request answers
+    # STATE_WRITE_FAILED. Side effects that cannot be undone (stopping a plugin,
+    # releasing withheld tools) come after the write succeeded. What the supervisor
+    # records on its own: pinned tool digests are undone with a failed start; the
+    # restart counter is a statistic, written best-effort (``_persist_quietly``).
+
+    @contextlib.asynccontextmanager
+    async def _change(self) -> AsyncIterator[None]:
+        """Apply the body's changes to memory and the state document together, or to neither.
+
+        Runs the body under :attr:`_change_lock`, then :meth:`persist`. If
+        either raises, every recorded field the body changed (and nobody
+        changed since) is put back, and the exception propagates
+        (``STATE_WRITE_FAILED`` from the write). Cancellation undoes the same way.
+        """
+        async with self._change_lock:
+            before = self._snapshot()
+            after: _Snapshot | None = None
+            try:
+                yield
+                after = self._snapshot()
+                await self.persist()
+            except BaseException:
+                self._undo(before, after if after is not None else self._snapshot())
+                raise
+
+    def _snapshot(self) -> _Snapshot:
+        fields: dict[tuple[int, str], tuple[Any, Any]] = {}
+        for plugin in self.plugins.values():
+            for name in _PLUGIN_FIELDS:
+                fields[(id(plugin), name)] = (plugin, _copied(getattr(plugin, name)))
+            for name in _SUPERVISOR_FIELDS:
+                fields[(id(plugin.supervisor), name)] = (plugin.supervisor, _copied(getattr(plugin.supervisor, name)))
+        return _Snapshot(plugins=dict(self.plugins), records=dict(self._records), fields=fields)
+
+    def _undo(self, before: _Snapshot, after: _Snapshot) -> None:
+        """Put back what changed from ``before`` to ``after``, where it is still as ``after`` left it."""
+        now = self._snapshot()
+        _undo_table(self.plugins, before.plugins, after.plugins)
+        _undo_table(self._records, before.records, after.records)
+        for field_key, (owner, was) in before.fields.items():
+            if field_key not in after.fields:
+                continue
+            became = after.fields[field_key][1]
+            current = now.fields.get(field_key, (owner, became))[1]
+            if was != became and current == became:
+                setattr(owner, field_key[1], was)
+
+    async def _persist_quietly(self) -> None:
+        """:meth:`persist` for counters (restarts): a failed write is logged, not raised."""
+        try:
+            await self.persist()
+        except HostError as error:
+            log.warning("%s", error.message)
 
     async def handle(self, method: str, params: Any, ctx: RequestContext) -> Any:
         """Serve one request; ``KeyError(method)`` when no such method."""
@@ -366,8 +458,8 @@ class Host:
                 nursery.start_soon(_disable_quietly, plugin.supervisor, grace)
         try:
             await self.persist()
-        except OSError:
-            log.exception("saving the state failed")
+        except HostError as error:
+            log.error("saving the state failed: %s", error.message)
         if self.store is not None:
             self.store.close()
 
@@ -382,11 +474,14 @@ class Host:
     def _resolve(self, plugin: InstalledPlugin) -> Launch:
         backend = plugin.manifest.backend
         try:
-            data_dir = self.store.directory / "data" / plugin.manifest.id if self.store is not None else None
-            tmpdir = None
-            if data_dir is not None:  # private TMPDIR under the state folder, not in a shared /tmp
-                (data_dir / "tmp").mkdir(mode=0o700, parents=True, exist_ok=True)
-                tmpdir = str(data_dir / "tmp")
+            data_dir = tmpdir = None
+            host_vars: dict[str, str] = {}
+            if self.store is not None:
+                # Each plugin's writable folders are siblings under the state folder, never nested in one
+                # another: a plugin cannot swap its TMPDIR for a link through its data folder.
+                data_dir = self.store.directory / "data" / plugin.manifest.id
+                tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
+                host_vars = plugin_cache_env(data_dir)
             launch = resolve_launch(
                 backend.command,
                 backend.args,
@@ -396,6 +491,8 @@ class Host:
                 host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
                 tmpdir=tmpdir,
                 isolation_policy=self._policy(plugin, data_dir),
+                host_vars=host_vars,
+                needs=(plugin.manifest.sandbox.read, plugin.manifest.sandbox.write),
             )
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
@@ -404,13 +501,33 @@ class Host:
         return launch
 
     def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> IsolationPolicy:
-        """The plugin's isolation policy: host policy plus what the parent granted it."""
+        """The plugin's isolation policy: host policy plus what the parent granted it.
+
+        What no rule may reach comes from the host's own layout: the state
+        folder and the user's home are never covered, other plugins'
+        writable folders hold no link a rule may follow, and no plugin
+        writes any plugin's folder.
+        """
+        others = [p for p in self.plugins.values() if p is not plugin]
+        protected = [os.path.realpath(Path.home()), *(os.path.realpath(p.path) for p in others)]
+        writable: list[str] = [*self.settings.allow_write]
+        if self.store is not None:
+            state = os.path.realpath(self.store.directory)
+            protected.append(state)
+            writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
+        for other in others:  # what each other plugin may write: its grants, as last resolved
+            if other.launch is not None and other.launch.plan is not None:
+                writable += other.launch.plan.extra_write
+            else:
+                writable += [a for a in other.manifest.backend.args if os.path.isabs(a) and os.path.isdir(a)]
         policy = self.settings.isolation_policy(
             data_dir,
-            plugin.manifest.backend.args,
             tcp_ports=sorted(plugin.network_ports),
             max_rss_bytes=plugin.limits.get("max_rss_bytes"),
             max_cpu_percent=plugin.limits.get("max_cpu_percent"),
+            protected=protected,
+            writable=[os.path.realpath(w) for w in writable],
+            code=[os.path.realpath(p.path) for p in self.plugins.values()],
         )
         plugin.supervisor.limits = policy
         return policy
@@ -450,6 +567,9 @@ class Host:
                 if "max_rss_bytes" in plugin.limits
                 else None,
                 "maxCpuPercent": plugin.limits.get("max_cpu_percent"),
+                "maxDiskMb": plugin.limits["max_disk_bytes"] / (1024 * 1024)
+                if "max_disk_bytes" in plugin.limits
+                else None,
             },
             "launch": launch,
         }
@@ -459,8 +579,8 @@ class Host:
     async def install(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/install {path}``: read and validate the manifest; start nothing."""
         args = p.parse_params(p.InstallParams, params)
-        plugin = await self._install(Path(os.path.abspath(os.path.expanduser(args.path))))
-        await self.persist()
+        async with self._change():
+            plugin = await self._install(Path(os.path.abspath(os.path.expanduser(args.path))))
         return self.info(plugin)
 
     async def _install(self, folder: Path) -> InstalledPlugin:
@@ -505,12 +625,17 @@ class Host:
 
         All-or-nothing: any invalid entry fails the whole import
         (``IMPORT_INVALID``, each entry's outcome in ``data.entries``) and
-        nothing is written. Remote (``url``) entries are reported, not installed.
-        Generated manifests live in ``<stateDir>/imported/<id>/plugin.json``.
+        nothing is written; a failure or cancellation while installing removes
+        what was written. Remote (``url``) entries are reported, not installed.
+        At most ``MAX_IMPORT_ENTRIES`` servers and ``MAX_IMPORT_BYTES`` of text
+        (``IMPORT_INVALID`` otherwise). Generated manifests live in
+        ``<stateDir>/imported/<id>/plugin.json``; uninstall removes that folder.
         """
         args = p.parse_params(p.ImportParams, params)
         try:
-            entries = plan_import(args.config, taken=set(self.plugins))
+            # Off the event loop: parsing and planning are CPU work on parent-sized input.
+            taken = set(self.plugins)
+            entries = await trio.to_thread.run_sync(lambda: plan_import(args.config, taken=taken))
         except ConfigError as exc:
             raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[]) from None
         invalid = [e for e in entries if e.outcome == "invalid"]
@@ -524,29 +649,36 @@ class Host:
         if self.store is None:
             raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/import needs a state directory")
         root = self.store.directory / "imported"
-        installed: list[str] = []
         written: list[Path] = []
         results: list[dict[str, Any]] = []
         try:
-            for entry in entries:
-                wire = entry.to_wire()
-                results.append(wire)
-                if entry.manifest is None or entry.plugin_id is None:
-                    continue
-                folder = root / entry.plugin_id
-                await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
-                written.append(folder)
-                plugin = await self._install(folder)
-                installed.append(plugin.manifest.id)
-                wire["outcome"] = "installed"
-                wire["plugin"] = self.info(plugin)
-        except HostError:
-            for plugin_id in installed:
-                self.plugins.pop(plugin_id, None)
-            for folder in written:
-                await trio.to_thread.run_sync(shutil.rmtree, folder, True)
+            async with self._change():  # a failure undoes every install of this import
+                for entry in entries:
+                    wire = entry.to_wire()
+                    results.append(wire)
+                    if entry.manifest is None or entry.plugin_id is None:
+                        continue
+                    folder = root / entry.plugin_id
+                    for made in (  # install creates them (data folder, TMPDIR)
+                        self.store.directory / "data" / entry.plugin_id,
+                        self.store.directory / "tmp" / entry.plugin_id,
+                    ):
+                        if not made.exists():
+                            written.append(made)
+                    written.append(folder)
+                    try:
+                        await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
+                    except OSError as exc:
+                        raise _write_failed(exc, folder / "plugin.json") from None
+                    plugin = await self._install(folder)
+                    wire["outcome"] = "installed"
+                    wire["plugin"] = self.info(plugin)
+        except BaseException:
+            # Any failure, cancellation included, leaves nothing: no plugin (undone above), no folder.
+            with trio.CancelScope(shield=True):
+                for folder in written:
+                    await trio.to_thread.run_sync(shutil.rmtree, folder, True)
             raise
-        await self.persist()
         return {"entries": results}
 
     async def _record_discovered_tools(self, plugin: InstalledPlugin) -> None:
@@ -560,13 +692,17 @@ class Host:
         document = plugin.manifest.model_dump(mode="json", exclude_none=True)
         document["contributes"] = {"tools": names}
         document["permissions"] = permissions
-        await trio.to_thread.run_sync(_write_manifest, plugin.path, document)
+        try:
+            await trio.to_thread.run_sync(_write_manifest, plugin.path, document)
+        except OSError as exc:
+            raise _write_failed(exc, plugin.path / "plugin.json") from None
         manifest, digest = await trio.to_thread.run_sync(load_manifest, plugin.path)
-        fresh = self._add_plugin(plugin.path, manifest, digest)
-        fresh.granted = plugin.granted & set(manifest.permissions)
-        fresh.approved_digest = plugin.approved_digest
-        launch = self._resolve(fresh)
-        await self.persist()
+        async with self._change():
+            plugin.enabled = False
+            fresh = self._add_plugin(plugin.path, manifest, digest)
+            fresh.granted = plugin.granted & set(manifest.permissions)
+            fresh.approved_digest = plugin.approved_digest
+            launch = self._resolve(fresh)
         raise HostError(
             ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
             f"plugin {plugin_id} reported {len(names)} tools, now recorded in its manifest; "
@@ -590,18 +726,31 @@ class Host:
             on_change=self.persist,
             result_limit=self.settings.max_result_bytes,
             limits=self.settings.isolation_policy(None),
+            disk_limit=lambda: self._disk_limit(plugin_id),
         )
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         self.plugins[plugin_id] = plugin
         return plugin
 
+    def _disk_limit(self, plugin_id: str) -> int | None:
+        """The disk bound of ``plugin_id``'s next start: its own (``plugins/grant``) or the host's, in bytes."""
+        plugin = self.plugins.get(plugin_id)
+        own = plugin.limits.get("max_disk_bytes") if plugin is not None else None
+        return int(own) if own is not None else self.settings.max_disk_bytes
+
     async def uninstall(self, params: Any, ctx: RequestContext) -> None:
-        """``plugins/uninstall {id}``: disable first, then forget the plugin."""
+        """``plugins/uninstall {id}``: forget the plugin (written first), then disable it and
+        delete what hostd generated for it (see :func:`_remove_generated`).
+
+        ``STATE_WRITE_FAILED``: still installed, still running.
+        """
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
+        async with self._change():
+            self.plugins.pop(plugin.manifest.id, None)
+            self._records.pop(plugin.manifest.id, None)
         await plugin.supervisor.disable()
-        self.plugins.pop(plugin.manifest.id, None)
-        self._records.pop(plugin.manifest.id, None)
-        await self.persist()
+        if self.store is not None:
+            await trio.to_thread.run_sync(_remove_generated, self.store.directory, plugin.path, plugin.manifest.id)
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
@@ -629,21 +778,22 @@ class Host:
                 plugin=args.id,
                 networkPorts=undeclared_ports,
             )
-        plugin.granted = set(args.permissions)
-        if args.network_ports is not None:
-            plugin.network_ports = ports
-        if args.limits is not None:
-            plugin.limits = {
-                k: v
-                for k, v in (
-                    ("max_rss_bytes", int(args.limits.max_rss_mb * 1024 * 1024) if args.limits.max_rss_mb else None),
-                    ("max_cpu_percent", args.limits.max_cpu_percent),
-                )
-                if v is not None
-            }
-        with contextlib.suppress(LaunchError):
-            self._resolve(plugin)  # ports and limits are part of the launch
-        await self.persist()
+        async with self._change():
+            plugin.granted = set(args.permissions)
+            if args.network_ports is not None:
+                plugin.network_ports = ports
+            if args.limits is not None:
+                plugin.limits = {
+                    k: v
+                    for k, v in (
+                        ("max_rss_bytes", _mib(args.limits.max_rss_mb)),
+                        ("max_cpu_percent", args.limits.max_cpu_percent),
+                        ("max_disk_bytes", _mib(args.limits.max_disk_mb)),
+                    )
+                    if v is not None
+                }
+            with contextlib.suppress(LaunchError):
+                self._resolve(plugin)  # ports and limits are part of the launch
         return self.info(plugin)
 
     async def approve(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -664,21 +814,27 @@ class Host:
                 plugin=args.id,
                 launch=self._launch_info(plugin, launch),
             )
-        if plugin.approved_digest != digest or plugin.supervisor.withheld:
-            plugin.approved_digest = digest
+        repin = plugin.approved_digest != digest or bool(plugin.supervisor.withheld)
+        async with self._change():
+            if repin:
+                plugin.approved_digest = digest
+                plugin.supervisor.pinned = plugin.supervisor.approval_pins()
+        if repin:  # written: now release the withheld tools
             await plugin.supervisor.repin()
-        await self.persist()
         return self.info(plugin)
 
     async def enable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/enable {id}`` -> ``PluginStatus`` once ready (DESIGN.md "Plugin lifecycle")."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         launch = self._gate(plugin)
-        plugin.enabled = True
-        await self.persist()
-        status = await plugin.supervisor.enable(launch)
+        async with self._change():
+            plugin.enabled = True
+        try:
+            status = await plugin.supervisor.enable(launch)
+        except trio.Cancelled:
+            await self._abandoned(plugin)
+            raise
         if plugin.manifest.contributes.discover:
-            plugin.enabled = False
             await self._record_discovered_tools(plugin)
         return status
 
@@ -718,11 +874,26 @@ class Host:
         return launch
 
     async def disable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``)."""
+        """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``).
+
+        The plugin is stopped first, whatever the disk says: disabling is how a
+        user ends a plugin that fills the disk. Then ``enabled: false`` is
+        written; if that write fails the answer is ``STATE_WRITE_FAILED``, the
+        plugin stays stopped, and memory keeps what the disk has (``enabled:
+        true``: the next start of hostd would start it again, which the
+        message says).
+        """
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
-        plugin.enabled = False
-        await self.persist()
-        return await plugin.supervisor.disable()
+        status = await plugin.supervisor.disable()
+        try:
+            async with self._change():
+                plugin.enabled = False
+        except HostError as error:
+            if error.kind is ErrorKind.STATE_WRITE_FAILED:
+                error.message += "; the plugin is stopped, but hostd's next start will start it again"
+                error.data["status"] = status
+            raise
+        return status
 
     async def restart(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/restart {id}``: only for an enabled plugin, else ``PLUGIN_STATE_CONFLICT``."""
@@ -737,8 +908,23 @@ class Host:
         launch = self._gate(plugin)
         try:
             return await plugin.supervisor.restart(launch)
+        except trio.Cancelled:
+            await self._abandoned(plugin)
+            raise
         finally:
-            await self.persist()
+            with trio.CancelScope(shield=True):
+                await self._persist_quietly()
+
+    async def _abandoned(self, plugin: InstalledPlugin) -> None:
+        """A start the parent cancelled (``$/cancelRequest`` of enable or restart): the plugin stays off.
+
+        The supervisor has already stopped the instance and said ``stopped``;
+        ``enabled`` becomes false and is saved (shielded; a failed write is
+        logged), so a restart of hostd does not start what the parent gave up on.
+        """
+        plugin.enabled = False
+        with trio.CancelScope(shield=True):
+            await self._persist_quietly()
 
     async def status(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/status {id}`` -> ``PluginStatus``."""
@@ -791,13 +977,95 @@ class Host:
 
 
 def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
-    """Write ``plugin.json`` into ``folder`` (created 0700) atomically."""
+    """Write ``plugin.json`` into ``folder`` (created 0700) atomically.
+
+    Raises ``OSError``; the temporary file is then removed and any previous
+    ``plugin.json`` left as it was.
+    """
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = folder / "plugin.json"
-    temporary = folder / ".plugin.json.tmp"
-    temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-    os.chmod(temporary, 0o600)
-    os.replace(temporary, target)
+    temporary = folder / MANIFEST_TEMPORARY
+    try:
+        temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+
+
+def _write_failed(exc: OSError, path: Path) -> HostError:
+    """``STATE_WRITE_FAILED`` for a failed write of ``path``, with the errno name and text."""
+    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    return HostError(
+        ErrorKind.STATE_WRITE_FAILED,
+        f"{path} could not be written ({name}: {exc.strerror or exc}); nothing of the request was applied",
+        errno=name,
+        path=str(path),
+    )
+
+
+def _mib(value: float | None) -> int | None:
+    """MiB from the wire to bytes (None stays None)."""
+    return int(value * 1024 * 1024) if value else None
+
+
+def _copied(value: Any) -> Any:
+    """A shallow copy of a mutable container (set, dict, list); anything else as it is."""
+    return copy.copy(value) if isinstance(value, set | dict | list) else value
+
+
+def _undo_table(table: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Put back ``old``'s entries (by identity) where ``new`` changed them and ``table`` still has ``new``'s."""
+    for key in set(old) | set(new):
+        was, became = old.get(key), new.get(key)
+        if was is became or table.get(key) is not became:
+            continue
+        if was is None:
+            table.pop(key, None)
+        else:
+            table[key] = was
+
+
+@dataclass
+class _Snapshot:
+    """What :meth:`Host._change` can undo: the plugin and record tables and each plugin's recorded fields."""
+
+    plugins: dict[str, InstalledPlugin]
+    records: dict[str, PluginRecord]
+    #: (id of the owner, field name) -> (owner, a shallow copy of the value)
+    fields: dict[tuple[int, str], tuple[Any, Any]]
+
+
+#: What a request may change on an InstalledPlugin / its supervisor that the state document records or derives from.
+_PLUGIN_FIELDS = (
+    "path",
+    "manifest",
+    "manifest_digest",
+    "granted",
+    "approved_digest",
+    "enabled",
+    "launch",
+    "launch_error",
+    "network_ports",
+    "limits",
+)
+_SUPERVISOR_FIELDS = ("pinned", "limits", "manifest")
+
+
+def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
+    """Delete what hostd generated for an uninstalled plugin: its folder when
+    ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
+    (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), and its
+    data folder if that is then empty (the plugin's own data is kept)."""
+    if folder.parent == state_dir / "imported":
+        shutil.rmtree(folder, ignore_errors=True)
+    data_dir = state_dir / "data" / plugin_id
+    for generated in (state_dir / "tmp" / plugin_id, data_dir / "cache", data_dir / "uv-tools"):
+        shutil.rmtree(generated, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        data_dir.rmdir()  # only when empty
 
 
 async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:

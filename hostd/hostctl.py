@@ -16,6 +16,13 @@ embedding application would, and shuts it down cleanly before exiting.
     through the whole lifecycle, printing every exchange.
 
 Exit codes: 0 success, 1 a failure reported by hostd (or hostd gone), 2 usage.
+
+Everything printed that a plugin or a manifest controls (launch arguments,
+server info, tool names and results, error messages, stderr tails, config
+names) goes through :func:`terminal_safe` first: a control character or a
+bidirectional override reaches the terminal as a visible escape, never as a
+command (issue 10: an escape sequence in an argument could hide what is
+being approved).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import os
 import shlex
 import sys
 import tempfile
+import unicodedata
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -57,6 +65,29 @@ CALL_TIMEOUT = 600.0
 _UNSAFE_TOOL_WORDS = ("long", "sleep", "sampl", "elicit", "trigger", "notif", "exit", "crash", "env")
 
 
+# Format characters that reorder or hide text on a terminal (bidi embeddings, overrides
+# and isolates, zero-width marks); control characters (Cc: C0, DEL, C1) are found by category.
+_HIDING_FORMATS = frozenset(
+    "\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff"
+)
+
+
+def terminal_safe(text: str, *, one_line: bool = False) -> str:
+    """``text`` with every control character and bidi/zero-width format character escaped.
+
+    Each becomes ``\\uXXXX`` (a valid JSON escape too, so ``--json`` output stays
+    JSON). ``\\n`` and ``\\t`` are kept unless ``one_line``: then a value cannot
+    start a line of its own (a forged "approving the launch" line, say).
+    """
+    kept = "" if one_line else "\n\t"
+    if text.isprintable() and not any(c in _HIDING_FORMATS for c in text):
+        return text
+    return "".join(
+        f"\\u{ord(c):04x}" if c not in kept and (c in _HIDING_FORMATS or unicodedata.category(c) == "Cc") else c
+        for c in text
+    )
+
+
 class Failure(Exception):
     """A failure to report as ``error: <kind>: <message>`` (exit 1)."""
 
@@ -81,7 +112,10 @@ class Failure(Exception):
 
     def lines(self) -> list[str]:
         """The report: ``error: KIND: message`` then indented details."""
-        return [f"error: {self.kind}: {self.message}", *(f"  {line}" for line in self.details)]
+        return [
+            terminal_safe(f"error: {self.kind}: {self.message}", one_line=True),
+            *(f"  {terminal_safe(line, one_line=True)}" for line in self.details),
+        ]
 
 
 _HOSTD_FAILURES = (RpcError, EOFError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError)
@@ -159,6 +193,10 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 def describe_launch(info: Mapping[str, Any]) -> list[str]:
     """Human lines for ``PluginInfo.launch``: the command line, where and how it runs."""
+    return [terminal_safe(line, one_line=True) for line in _launch_lines(info)]
+
+
+def _launch_lines(info: Mapping[str, Any]) -> list[str]:
     launch = info.get("launch")
     if not isinstance(launch, Mapping):
         return ["launch: unknown"]
@@ -193,7 +231,8 @@ async def prepare(
     if "digest" in launch:  # otherwise enable reports why the launch cannot be resolved
         if notice is not None:
             lines = describe_launch(info)
-            print(f"hostctl: approving the launch of {plugin_id}: {lines[0].removeprefix('launch: ')}", file=notice)
+            shown = terminal_safe(str(plugin_id), one_line=True)
+            print(f"hostctl: approving the launch of {shown}: {lines[0].removeprefix('launch: ')}", file=notice)
             for line in lines[1:]:
                 print(f"  {line}", file=notice)
         info = await client.request("plugins/approve", {"id": plugin_id, "digest": launch["digest"]})
@@ -256,9 +295,9 @@ async def run_call(
         print("\n".join(Failure.from_exception(exc).lines()), file=sys.stderr)
         return EXIT_FAILED
     if as_json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        print(terminal_safe(json.dumps(result, indent=2, ensure_ascii=False)))
     else:
-        print(content_text(result))
+        print(terminal_safe(content_text(result)))
     return EXIT_OK
 
 
@@ -266,8 +305,9 @@ async def run_call(
 
 
 def format_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Left-aligned columns separated by two spaces; trailing blanks trimmed."""
-    table = [list(header), *(list(row) for row in rows)]
+    """Left-aligned columns separated by two spaces; trailing blanks trimmed; cells made
+    terminal-safe (:func:`terminal_safe`, one line each)."""
+    table = [list(header), *([terminal_safe(cell, one_line=True) for cell in row] for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
 
@@ -334,7 +374,7 @@ async def run_import(config_file: str, *, state_dir: str) -> int:
             try:
                 result = await client.request("plugins/import", {"config": text})
             except RpcError as exc:
-                print(f"error: {exc.kind}: {exc.message}", file=sys.stderr)
+                print(terminal_safe(f"error: {exc.kind}: {exc.message}", one_line=True), file=sys.stderr)
                 entries = exc.data.get("entries", [])
                 if entries:
                     print(_import_table(entries), file=sys.stderr)
@@ -463,7 +503,7 @@ class Trace:
 
     def say(self, line: str = "") -> None:
         """Print one line now."""
-        print(line, file=self.out, flush=True)
+        print(terminal_safe(line), file=self.out, flush=True)
 
     def notifications(self, upto: int | None = None) -> None:
         """Print the notifications received since the last call (up to index ``upto``)."""

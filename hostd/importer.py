@@ -30,6 +30,12 @@ import orjson
 Outcome = Literal["ready-to-install", "remote-not-supported", "invalid"]
 
 _ID_MAX = 63
+
+MAX_IMPORT_ENTRIES = 500
+"""Most servers one ``plugins/import`` accepts (each becomes a plugin folder and a supervisor)."""
+
+MAX_IMPORT_BYTES = 1024 * 1024
+"""Largest config text ``plugins/import`` accepts, in bytes of UTF-8."""
 _WINDOWS_SUFFIXES = (".cmd", ".exe", ".bat", ".ps1")
 
 
@@ -61,47 +67,56 @@ class ImportEntry:
         return out
 
 
+# One JSONC token that matters: a string (escapes included), a comment, a comma or a
+# closing bracket. Matching strings whole is what keeps "a, ]b" intact (issue 11: the
+# old trailing-comma pass ran over string contents too).
+_JSONC_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|//[^\n]*|/\*.*?\*/|/\*|,|[}\]]', re.DOTALL)
+
+
 def strip_jsonc(text: str) -> str:
-    """Remove ``//`` and ``/* */`` comments and trailing commas outside strings."""
+    """Remove ``//`` and ``/* */`` comments and trailing commas outside strings.
+
+    One pass over the text (linear; strings and comments are skipped by one
+    regular-expression match each). A comma is dropped only when the next thing
+    after it, comments and whitespace aside, closes an object or array.
+
+    Raises:
+        ConfigError: an unterminated ``/*`` comment.
+    """
     out: list[str] = []
-    i, n = 0, len(text)
-    in_string = False
-    while i < n:
-        ch = text[i]
-        if in_string:
-            out.append(ch)
-            if ch == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if ch == '"':
-                in_string = False
-            i += 1
+    comma: int | None = None  # index in ``out`` of a comma that may be trailing
+    position = 0
+    for match in _JSONC_TOKEN.finditer(text):
+        between = text[position : match.start()]
+        if between.strip() and comma is not None:
+            comma = None  # something significant followed it: it stays
+        out.append(between)
+        token = match.group()
+        position = match.end()
+        if token.startswith("//") or (token.startswith("/*") and len(token) >= 4 and token.endswith("*/")):
             continue
-        if ch == '"':
-            in_string = True
-            out.append(ch)
-            i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end < 0:
-                raise ConfigError("unterminated /* comment")
-            i = end + 2
-        else:
-            out.append(ch)
-            i += 1
-    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
+        if token == "/*":
+            raise ConfigError("unterminated /* comment")
+        if token == ",":
+            comma = len(out)
+        elif token in "}]" and comma is not None:
+            out[comma] = ""
+        comma = comma if token == "," else None
+        out.append(token)
+    out.append(text[position:])
+    return "".join(out)
 
 
 def parse_config(config: str | Mapping[str, Any]) -> dict[str, Any]:
     """The ``name -> server`` table of a config (text or already-parsed object).
 
-    Raises :class:`ConfigError` when it is not JSON or has no server table.
+    Raises :class:`ConfigError` when it is not JSON, has no server table, is over
+    ``MAX_IMPORT_BYTES`` (text) or has more than ``MAX_IMPORT_ENTRIES`` servers.
     """
     if isinstance(config, str):
+        size = len(config.encode("utf-8", "surrogatepass"))
+        if size > MAX_IMPORT_BYTES:
+            raise ConfigError(f"the config is {size} bytes; at most {MAX_IMPORT_BYTES} are accepted")
         try:
             value = orjson.loads(strip_jsonc(config))
         except orjson.JSONDecodeError as exc:
@@ -115,6 +130,10 @@ def parse_config(config: str | Mapping[str, Any]) -> dict[str, Any]:
         for key in path:
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict):
+            if len(node) > MAX_IMPORT_ENTRIES:
+                raise ConfigError(
+                    f"the config has {len(node)} servers; at most {MAX_IMPORT_ENTRIES} are imported at once"
+                )
             return node
     raise ConfigError('no server table: expected "mcpServers", "servers" or "mcp.servers"')
 
@@ -126,22 +145,42 @@ def sanitize_id(name: str) -> str:
     return slug or "server"
 
 
-def _unique(base: str, taken: set[str]) -> str:
-    candidate, counter = base, 2
+def _unique(base: str, taken: set[str], counters: dict[str, int]) -> str:
+    """``base``, or ``base-2``, ``base-3``... : the first not in ``taken`` (which it joins).
+
+    ``counters`` remembers, per base, where the search stopped, so n names that
+    sanitise alike cost O(n) in all, not O(n²) (issue 10: 12,000 took 175 s).
+    """
+    candidate, counter = base, counters.get(base, 2)
+    if counter > 2:
+        candidate = _suffixed(base, counter - 1)  # base itself is taken already
     while candidate in taken:
-        suffix = f"-{counter}"
-        candidate = base[: _ID_MAX - len(suffix)].rstrip("-") + suffix
+        candidate = _suffixed(base, counter)
         counter += 1
+    counters[base] = counter
     taken.add(candidate)
     return candidate
 
 
+def _suffixed(base: str, counter: int) -> str:
+    suffix = f"-{counter}"
+    return base[: _ID_MAX - len(suffix)].rstrip("-") + suffix
+
+
 def _command(raw: str, notes: list[str]) -> str:
-    """A bare command name for a config's command (Windows suffixes and absolute paths reduced)."""
+    """The command a plugin runs for a config's command.
+
+    An absolute POSIX path stays as written (a virtual environment's
+    ``python``: shortening it to ``python`` would run hostd's own interpreter
+    without the server's packages). A Windows path (``C:\\...\\npx.cmd``) is
+    reduced to its bare name and its launcher suffix dropped.
+    """
     command = raw.strip()
+    if command.startswith("/"):
+        return command
     base = re.split(r"[\\/]", command)[-1]
     if base != command:
-        notes.append(f"command {raw!r} reduced to {base!r}: plugins run a bare name found on PATH")
+        notes.append(f"command {raw!r} reduced to {base!r}: a Windows path; the bare name is found on PATH")
         command = base
     lowered = command.lower()
     for suffix in _WINDOWS_SUFFIXES:
@@ -156,11 +195,13 @@ def plan_import(config: str | Mapping[str, Any], *, taken: Collection[str] = ())
     """One :class:`ImportEntry` per server in ``config``, in the config's order.
 
     ``taken`` holds plugin ids already installed; generated ids never collide
-    with them or with each other. Raises :class:`ConfigError` for an
-    unreadable config.
+    with them or with each other. Time is linear in the number of servers (plus
+    ``taken``). Raises :class:`ConfigError` for an unreadable config or one over
+    ``MAX_IMPORT_BYTES`` / ``MAX_IMPORT_ENTRIES``.
     """
     servers = parse_config(config)
     used = set(taken)
+    counters: dict[str, int] = {}
     entries: list[ImportEntry] = []
     for name, server in servers.items():
         entry = ImportEntry(name=str(name), outcome="invalid")
@@ -189,7 +230,7 @@ def plan_import(config: str | Mapping[str, Any], *, taken: Collection[str] = ())
             continue
         if "cwd" in server:
             entry.notes.append(f"cwd {server['cwd']!r} ignored: a plugin runs in its own folder")
-        plugin_id = _unique(sanitize_id(entry.name), used)
+        plugin_id = _unique(sanitize_id(entry.name), used, counters)
         entry.plugin_id = plugin_id
         entry.outcome = "ready-to-install"
         entry.manifest = {

@@ -54,6 +54,7 @@ from hostd import __version__
 from hostd.control import current_outbox
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, describe_head, encode
+from hostd.jsonlimits import check_json
 from hostd.redact import Redactor
 from sandbox.process import SandboxedProcess
 
@@ -86,6 +87,7 @@ class _DirectCall:
     done: trio.Event = field(default_factory=trio.Event)
     reply: dict[str, Any] | None = None
     size: int = 0
+    raw: bytes = b""
 
 
 class StderrTail:
@@ -281,6 +283,8 @@ class PluginLink:
             raise self._start_error(f"initialize failed: {exc.error.message}", upstream=_error_dict(exc)) from None
         except ValidationError as exc:
             raise self._start_error(f"invalid answer from the server: {_pydantic_summary(exc)}") from None
+        except ValueError as exc:  # pydantic's "Maximum serialization depth exceeded" (issue 10)
+            raise self._start_error(f"invalid answer from the server: {exc}") from None
         except RuntimeError as exc:  # the SDK's "Unsupported protocol version"
             raise self._start_error(str(exc)) from None
         info = init.server_info
@@ -306,7 +310,7 @@ class PluginLink:
             self._last_tools_page = None
             try:
                 await session.list_tools(params=params)
-            except ValidationError:
+            except ValueError:  # pydantic's ValidationError, or its "Maximum serialization depth exceeded"
                 # The SDK's model refused the page; hostd.tools reports each tool's problem
                 # precisely, from the server's own JSON (kept by the transport).
                 if self._last_tools_page is None:
@@ -375,8 +379,9 @@ class PluginLink:
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], on_progress: ProgressSink
-    ) -> tuple[dict[str, Any], int]:
-        """Send ``tools/call`` and return the plugin's JSON-RPC response and its frame size (bytes).
+    ) -> tuple[dict[str, Any], int, bytes]:
+        """Send ``tools/call``; return the plugin's JSON-RPC response, its frame size (bytes)
+        and the frame itself (so an unchanged result can be forwarded byte for byte).
 
         The hot path bypasses the SDK session: the request is encoded once and
         the response handed back as the server's JSON, with no model built
@@ -411,9 +416,9 @@ class PluginLink:
                     )
         if call.reply is None:
             raise LinkClosed(self.failure or "the plugin stopped")
-        return call.reply, call.size
+        return call.reply, call.size, call.raw
 
-    async def _direct_message(self, value: Any, size: int) -> bool:
+    async def _direct_message(self, value: Any, size: int, raw: bytes = b"") -> bool:
         """Deliver a response or progress of a hot-path call; False if ``value`` is not one."""
         if not isinstance(value, dict) or value.get("jsonrpc") != "2.0":
             return False
@@ -422,7 +427,7 @@ class PluginLink:
             if "method" in value or ("result" in value) == ("error" in value) or not _ENVELOPE_KEYS.issuperset(value):
                 return False
             call = self._direct.pop(rid)
-            call.reply, call.size = value, size
+            call.reply, call.size, call.raw = value, size, raw
             self.last_seen_at = time.time()
             call.done.set()
             return True
@@ -439,7 +444,7 @@ class PluginLink:
             await pending.on_progress(
                 progress,
                 total if isinstance(total, int | float) and not isinstance(total, bool) else None,
-                message if isinstance(message, str) else None,
+                message[:_STDERR_LINE_BYTES] if isinstance(message, str) else None,
             )
             return True
         return False
@@ -471,7 +476,7 @@ class PluginLink:
                     if not await self._noise(event.head, f"not JSON ({event.reason})"):
                         return
                     continue
-                if self._direct and await self._direct_message(event.value, event.size):
+                if self._direct and await self._direct_message(event.value, event.size, event.raw):
                     continue
                 message = _envelope(event.value)
                 if message is None:
@@ -584,7 +589,11 @@ class PluginLink:
     # -- session callbacks ------------------------------------------------------
 
     async def _mcp_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        data = params.data if isinstance(params.data, str) else encode(params.data).decode()
+        exceeded = check_json(params.data)  # orjson cannot encode data over 255 levels deep
+        if exceeded is not None:
+            data = f"(log data not shown: {exceeded.message})"
+        else:
+            data = params.data if isinstance(params.data, str) else encode(params.data).decode()
         await self._relay(str(params.level), "mcp", self._redact(data[:_STDERR_LINE_BYTES]))
 
     async def _relay(self, level: str, source: str, message: str) -> None:

@@ -4,7 +4,9 @@ Theory of operation
 -------------------
 A plugin is a folder holding exactly one of ``plugin.yaml``, ``plugin.yml`` or
 ``plugin.json`` (DESIGN.md, "Plugin manifest (v1)"). :func:`load_manifest` reads
-that file (bounded, never blocking on a FIFO), parses it, validates it against
+that file (bounded, never blocking on a FIFO, never through a symlink or a hard
+link: the file must be a regular file of the folder's own, so no error can quote
+another file's bytes), parses it, validates it against
 :class:`Manifest` and returns the model together with a digest of the exact bytes
 read, so the trust gate can show and approve precisely what was installed.
 
@@ -29,6 +31,7 @@ read; it is safe on the ``initialize`` path.
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
 import os
@@ -186,6 +189,41 @@ class Backend(BaseModel):
         return command
 
 
+def _declared_path(value: str) -> str:
+    # Where a declared need may point: an absolute path or one under the home (``~``, ``${HOME}``)
+    # or the plugin's data folder (``${data}``); nothing relative (to what?), no NUL.
+    _no_nul(value)
+    if not value.startswith(("/", "~/", "${HOME}/", "${data}")) and value not in ("~", "${HOME}"):
+        raise ValueError(f"{value!r} must be absolute or start with '~/', '${{HOME}}/' or '${{data}}'")
+    return value
+
+
+_DeclaredPath = Annotated[str, AfterValidator(_declared_path)]
+
+
+class SandboxNeeds(BaseModel):
+    """What the server needs from the filesystem beyond its own folders (manifest field ``sandbox``).
+
+    Paths are absolute or start with ``~/``, ``${HOME}/`` (the user's home) or
+    ``${data}`` (the plugin's data folder). They are shown in ``launch.folders``
+    (as ``sandbox.read[i]`` / ``sandbox.write[i]``), covered by the approval
+    digest and granted only once approved; a path that does not exist is
+    skipped; the usual checks refuse what would cover the home or state
+    folder or lead through a link a plugin can write.
+    """
+
+    model_config = _model_config("Filesystem needs of the server, granted once the user approves the launch.")
+
+    read: list[_DeclaredPath] = Field(
+        default=[],
+        description="Paths the server reads (e.g. '~/.gitconfig' for git). '~', '${HOME}' and '${data}' are expanded.",
+    )
+    write: list[_DeclaredPath] = Field(
+        default=[],
+        description="Paths the server reads and writes (e.g. '${data}/memory'). '~', '${HOME}', '${data}' expanded.",
+    )
+
+
 class Contributes(BaseModel):
     """What the plugin adds to the host (manifest field ``contributes``).
 
@@ -242,6 +280,10 @@ class Manifest(BaseModel):
     )
     contributes: Contributes = Field(description="What the plugin adds to the host.")
     backend: Backend = Field(description="How to start the plugin's MCP server.")
+    sandbox: SandboxNeeds = Field(
+        default=SandboxNeeds(),
+        description="Filesystem needs of the server (read and write), granted once the user approves the launch.",
+    )
 
     @field_validator("permissions")
     @classmethod
@@ -338,8 +380,9 @@ def load_manifest(folder: Path) -> tuple[Manifest, str]:
 
     Raises:
         ManifestError: (``MANIFEST_INVALID``) the folder is missing or not a directory;
-            no manifest file, or more than one; the file is not a regular file, is
-            unreadable, larger than :data:`MANIFEST_MAX_BYTES`, not UTF-8, has a YAML or
+            no manifest file, or more than one; the file is a symbolic link (even to a
+            file inside the folder), is not a regular file, has more than one hard
+            link, is unreadable, larger than :data:`MANIFEST_MAX_BYTES`, not UTF-8, has a YAML or
             JSON syntax error (with 1-based ``line``/``column``) or a duplicate key; the
             top level is not a mapping; or any field is invalid (each field's dotted
             path and reason in ``data.errors``).
@@ -348,17 +391,35 @@ def load_manifest(folder: Path) -> tuple[Manifest, str]:
     folder may be on slow storage.
     """
     folder = Path(folder)
-    if not folder.exists():
-        raise _whole_file_error(folder, "plugin folder does not exist")
-    if not folder.is_dir():
-        raise _whole_file_error(folder, "not a directory (give the plugin's folder, not a file)")
-    present = [name for name in MANIFEST_FILES if os.path.lexists(folder / name)]
-    if not present:
-        raise _whole_file_error(folder, f"no manifest: expected one of {', '.join(MANIFEST_FILES)}")
-    if len(present) > 1:
-        raise _whole_file_error(folder, f"more than one manifest ({', '.join(present)}); keep exactly one of them")
-    path = folder / present[0]
-    raw = _read_bounded(path)
+    # Class (issue 9, class 7): every byte an error may quote must come from a file that
+    # is inside the plugin folder and belongs to it alone. A manifest that is a symlink
+    # (to ~/.aws/credentials, say) would make a YAML/JSON error echo another file's lines
+    # to the parent. So: the folder is resolved once (realpath) and opened as a directory;
+    # the manifest is looked up and opened relative to that descriptor with O_NOFOLLOW, so
+    # neither a symlinked manifest nor a parent swapped after the check can redirect the
+    # read; it must be a regular file (no FIFO, device, socket, directory) with exactly
+    # one link (a hard link shares its bytes with a name that may be outside the folder)
+    # and at most MANIFEST_MAX_BYTES. Symlinks are refused even when they point inside
+    # the folder: simpler and stricter than resolving and re-checking.
+    root = os.path.realpath(folder)
+    try:
+        dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise _whole_file_error(folder, "plugin folder does not exist") from None
+    except NotADirectoryError:
+        raise _whole_file_error(folder, "not a directory (give the plugin's folder, not a file)") from None
+    except OSError as exc:
+        raise _whole_file_error(folder, f"cannot open the plugin folder: {exc.strerror or exc}") from None
+    try:
+        present = [name for name in MANIFEST_FILES if _lexists(name, dir_fd)]
+        if not present:
+            raise _whole_file_error(folder, f"no manifest: expected one of {', '.join(MANIFEST_FILES)}")
+        if len(present) > 1:
+            raise _whole_file_error(folder, f"more than one manifest ({', '.join(present)}); keep exactly one of them")
+        path = folder / present[0]
+        raw = _read_bounded(path, present[0], dir_fd)
+    finally:
+        os.close(dir_fd)
     digest = "sha256:" + hashlib.sha256(raw).hexdigest()
     try:
         text = raw.decode("utf-8-sig")
@@ -383,17 +444,55 @@ def load_manifest(folder: Path) -> tuple[Manifest, str]:
     return manifest, digest
 
 
-def _read_bounded(path: Path) -> bytes:
-    """The file's bytes, at most ``MANIFEST_MAX_BYTES + 1`` of them read."""
-    # O_NONBLOCK: opening a FIFO planted under the manifest's name must not hang install;
-    # the regular-file check then rejects it (and directories, devices, sockets).
+def _lexists(name: str, dir_fd: int) -> bool:
+    """``name`` exists in the folder open as ``dir_fd`` (a dangling symlink counts)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # exists but cannot be examined: opening it reports why
+    return True
+
+
+def _read_bounded(path: Path, name: str, dir_fd: int) -> bytes:
+    """The bytes of ``name`` in the folder ``dir_fd``, at most ``MANIFEST_MAX_BYTES + 1`` read.
+
+    ``path`` is only for messages. Refuses a symlink, anything but a regular file, a file
+    with more than one hard link, and (after reading) one larger than the bound.
+    """
+    symlink = (
+        f"is a symbolic link; the manifest must be a regular file inside the plugin folder "
+        f"(symlinks are refused, even to a file inside it): replace {name} with the file itself"
+    )
+    try:
+        if stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode):
+            raise _whole_file_error(path, symlink)
     except OSError as exc:
         raise _whole_file_error(path, f"cannot read: {exc.strerror or exc}") from None
+    # O_NOFOLLOW: a symlink swapped in after the lstat fails with ELOOP instead of being
+    # followed. O_NONBLOCK: opening a FIFO planted under the manifest's name must not hang
+    # install; the regular-file check then rejects it (and directories, devices, sockets).
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NOCTTY", 0)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _whole_file_error(path, symlink) from None
+        raise _whole_file_error(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise _whole_file_error(path, "not a regular file")
+        if info.st_nlink > 1:
+            raise _whole_file_error(
+                path,
+                f"has {info.st_nlink} hard links; the manifest must be a file of its own inside the "
+                f"plugin folder (its other names may be outside it): replace {name} with a copy",
+            )
+        if info.st_size > MANIFEST_MAX_BYTES:
+            raise _whole_file_error(path, f"larger than {MANIFEST_MAX_BYTES} bytes (256 KiB)")
         chunks: list[bytes] = []
         size = 0
         while size <= MANIFEST_MAX_BYTES:

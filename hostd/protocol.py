@@ -40,6 +40,7 @@ class Limits(_Params):
 
     max_rss_mb: float | None = Field(default=None, alias="maxRssMb", gt=0)
     max_cpu_percent: float | None = Field(default=None, alias="maxCpuPercent", gt=0)
+    max_disk_mb: float | None = Field(default=None, alias="maxDiskMb", gt=0)
 
 
 class GrantParams(_Params):
@@ -47,7 +48,7 @@ class GrantParams(_Params):
 
     ``networkPorts``: TCP ports, each declared in the manifest's ``backend.tcp_ports``,
     reachable under the strict sandbox. ``limits``: resource limits for this plugin
-    (override the host's ``--max-rss-mb`` / ``--max-cpu-percent``).
+    (override the host's ``--max-rss-mb`` / ``--max-cpu-percent`` / ``--max-disk-mb``).
     """
 
     id: str = Field(min_length=1)

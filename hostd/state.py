@@ -10,7 +10,12 @@ Rules (``docs/protocol.md`` "State"):
 
 - **Atomic writes.** A temporary file in the same folder, ``fsync``, rename
   over the document, ``fsync`` of the folder: a crash at any point leaves
-  either the old or the new document, never a mix.
+  either the old or the new document, never a mix. A write that fails
+  (``ENOSPC``, ``EFBIG``, ``EIO``...) removes its temporary file and raises
+  ``OSError`` with the old document in place; the caller keeps memory as it
+  was (hostd answers ``STATE_WRITE_FAILED``). Temporary files a killed hostd
+  left behind (``.state.json.<pid>.tmp``, ``imported/<id>/.plugin.json.tmp``)
+  are removed by :meth:`StateStore.open`, under the lock.
 - **Private.** The folder is ``0700``, the document ``0600``.
 - **One owner.** An exclusive ``flock`` on ``state.lock``, held for the life
   of the process; a second hostd on the same folder gets :class:`StateLocked`
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -41,6 +47,11 @@ import orjson
 STATE_VERSION = 1
 STATE_FILE = "state.json"
 LOCK_FILE = "state.lock"
+#: Temporary names of interrupted writes: ``.state.json.<pid>.tmp`` here, ``.plugin.json.tmp`` in ``imported/<id>/``.
+_STATE_TEMPORARY = (f".{STATE_FILE}.", ".tmp")
+MANIFEST_TEMPORARY = ".plugin.json.tmp"
+
+log = logging.getLogger("hostd.state")
 
 
 class StateError(Exception):
@@ -117,7 +128,7 @@ class PluginRecord:
             limits={
                 k: v
                 for k, v in typed("limits", dict, {}).items()
-                if k in ("max_rss_bytes", "max_cpu_percent") and isinstance(v, int | float)
+                if k in ("max_rss_bytes", "max_cpu_percent", "max_disk_bytes") and isinstance(v, int | float)
             },
         )
 
@@ -174,13 +185,15 @@ class StateStore:
 
         A missing document is an empty state. Raises :class:`StateTooNew`
         for a newer version; moves a corrupt document aside and reports it in
-        ``warnings``.
+        ``warnings``. Removes the temporary files of writes a previous hostd
+        did not finish (reported in ``warnings``).
         """
         self.lock()
+        warnings = self._remove_stale_temporaries()
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
-            return OpenedState(plugins={}, warnings=[])
+            return OpenedState(plugins={}, warnings=warnings)
         except OSError as exc:
             raise StateError(f"cannot read {self.path}: {exc.strerror}") from None
         try:
@@ -204,31 +217,65 @@ class StateStore:
         except ValueError as exc:
             aside = self.path.with_name(f"{STATE_FILE}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
             os.replace(self.path, aside)
-            return OpenedState(plugins={}, warnings=[f"{self.path} was corrupt ({exc}); moved aside to {aside.name}"])
-        return OpenedState(plugins=plugins, warnings=[])
+            warnings.append(f"{self.path} was corrupt ({exc}); moved aside to {aside.name}")
+            return OpenedState(plugins={}, warnings=warnings)
+        return OpenedState(plugins=plugins, warnings=warnings)
+
+    def _remove_stale_temporaries(self) -> list[str]:
+        """Remove what interrupted writes left (we hold the lock: no write is under way)."""
+        stale: list[Path] = []
+        with contextlib.suppress(OSError):
+            prefix, suffix = _STATE_TEMPORARY
+            stale += [e for e in self.directory.iterdir() if e.name.startswith(prefix) and e.name.endswith(suffix)]
+        with contextlib.suppress(OSError):
+            stale += [p for p in (self.directory / "imported").glob(f"*/{MANIFEST_TEMPORARY}")]
+        removed = []
+        for path in stale:
+            with contextlib.suppress(OSError):
+                if path.is_symlink() or path.is_file():
+                    path.unlink()
+                    removed.append(str(path.relative_to(self.directory)))
+        if not removed:
+            return []
+        return [f"removed {len(removed)} temporary file(s) of interrupted state writes: {', '.join(sorted(removed))}"]
 
     def save(self, plugins: dict[str, PluginRecord]) -> None:
-        """Write the document atomically (temp file, fsync, rename, fsync of the folder)."""
+        """Write the document atomically (temp file, fsync, rename, fsync of the folder).
+
+        Raises ``OSError`` (``ENOSPC``, ``EFBIG``, ``EDQUOT``, ``EIO``...) when the new
+        document could not be put in place: the old one is then untouched
+        and the temporary file removed. Once the rename is done the new
+        document is the one a restart reads, so a failing ``fsync`` of the
+        folder after it is only logged.
+        """
         document = {
             "version": STATE_VERSION,
             "plugins": {k: plugins[k].to_json() for k in sorted(plugins)},
         }
         data = orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
-        temporary = self.path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        temporary = self.path.with_name(f"{_STATE_TEMPORARY[0]}{os.getpid()}{_STATE_TEMPORARY[1]}")
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, self.path)
-        folder = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
         try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+            folder = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+        except OSError as exc:
+            log.warning("%s was replaced, but fsync of its folder failed: %s", self.path, exc.strerror)
 
     def close(self) -> None:
         """Release the lock."""

@@ -16,12 +16,19 @@ shows up at once.
 An instance (one spawned process tree and its :class:`~hostd.link.PluginLink`)
 runs as a task in the host's plugin nursery, not in the request that enabled
 it, so it outlives that request; it always ends through the same ``finally``:
-unregister the tools, close stdin, wait, terminate the tree, kill it.
+unregister the tools, close stdin, wait, terminate the tree, kill it, then
+empty the plugin's ``TMPDIR`` (also before each spawn, for what a killed
+hostd left behind): whatever stops an instance (disable, restart, crash,
+a limit, hostd's shutdown), its temporary files do not outlive it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
+import stat
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,10 +37,12 @@ from enum import Enum
 from typing import Any
 
 import mcp_types as types
+import orjson
 import trio
 from mcp.shared.exceptions import MCPError
 
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
+from hostd.jsonlimits import check_json, object_members
 from hostd.link import LinkClosed, PluginLink
 from hostd.manifest import Manifest
 from hostd.policy import RefreshPacer, RestartPolicy
@@ -110,6 +119,7 @@ class PluginSupervisor:
         result_limit: int = RESULT_LIMIT,
         on_change: Callable[[], Awaitable[None]] | None = None,
         limits: IsolationPolicy | None = None,
+        disk_limit: Callable[[], int | None] | None = None,
     ) -> None:
         self.manifest = manifest
         self.policy = restart_policy if restart_policy is not None else RestartPolicy()
@@ -142,6 +152,10 @@ class PluginSupervisor:
         self._relaunch = relaunch
         #: The isolation policy of the next start (the watchdog reads its limits).
         self.limits = limits
+        #: The disk bound of the next start in bytes (read at each start; None: ``limits.max_disk_bytes``).
+        self._disk_limit = disk_limit
+        #: The folders the disk bound covers for the running instance (data folder, TMPDIR).
+        self._disk_paths: tuple[str, ...] = ()
         #: The isolation layers the shim reported in force for the running instance.
         self.isolation: list[str] = []
         self._on_change = on_change
@@ -253,6 +267,14 @@ class PluginSupervisor:
         except HostError as error:
             await self._set_state(State.ERROR, error)
             raise
+        except BaseException:
+            # Cancelled from outside: the parent's $/cancelRequest of enable or restart, or shutdown.
+            # The new instance is already stopped (nursery.start ends a task cancelled before it
+            # started); the state must not stay "starting".
+            with trio.CancelScope(shield=True):
+                if self.state is State.STARTING:
+                    await self._set_state(State.STOPPED)
+            raise
         finally:
             self._start_scope = None
         if scope.cancelled_caught:  # disable (or uninstall, or shutdown) came first
@@ -321,7 +343,10 @@ class PluginSupervisor:
                     return
                 self.restarts += 1
                 if self._on_change is not None:
-                    await self._on_change()
+                    try:
+                        await self._on_change()
+                    except HostError as error:  # a statistic: the restart goes ahead; the next write records it
+                        log.warning("plugin %s: %s", self.plugin_id, error.message)
                 try:
                     await self._start(launch)
                 except HostError:
@@ -340,6 +365,10 @@ class PluginSupervisor:
         """One process tree from spawn to reap; reports ``started`` once ready."""
         manifest = self.manifest
         backend = manifest.backend
+        tmpdir = launch.plan.tmpdir if launch.plan is not None else None
+        data_dir = launch.plan.data_dir if launch.plan is not None else None
+        self._disk_paths = tuple(p for p in (data_dir, tmpdir) if p)
+        await _empty_tmpdir(tmpdir)
         try:
             process = await spawn(launch)
         except LaunchError as exc:
@@ -370,7 +399,7 @@ class PluginSupervisor:
             with unwrap_host_error():
                 failed = await self._serve_instance(link, process, done, task_status)
             if failed:
-                await self._stop_after_failure(process, link, done)
+                await self._stop_after_failure(process, link, done, tmpdir)
                 await self._after_failure()
         except HostError as error:
             if "stderrTail" not in error.data:
@@ -391,6 +420,7 @@ class PluginSupervisor:
                     grace = self._stop_grace if self.state is State.READY else min(self._stop_grace, 0.5)
                     report = await process.stop(grace=grace)
                     self.last_exit = f"{report.step}, code {report.returncode}"
+                    await _empty_tmpdir(tmpdir)  # the tree is gone: nothing writes there any more
                     self._last_seen_fallback = link.last_seen_at
                     self._link = None
                     done.set()
@@ -415,8 +445,9 @@ class PluginSupervisor:
             task_status.started()
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
-            if self.limits is not None and (self.limits.max_rss_bytes or self.limits.max_cpu_percent):
-                nursery.start_soon(self._watchdog, link, self.limits)
+            limits = self._watch_limits()
+            if limits is not None:
+                nursery.start_soon(self._watchdog, link, limits)
             await link.done.wait()
             nursery.cancel_scope.cancel()
         if link.failure is None:
@@ -447,7 +478,11 @@ class PluginSupervisor:
         if self.pinned is None:
             self.pinned = {t.remote_name: t.definition_digest for t in tools}
             if self._on_change is not None:
-                await self._on_change()
+                try:
+                    await self._on_change()
+                except HostError:  # not recorded on disk: not pinned in memory either; the start fails
+                    self.pinned = None
+                    raise
         allowed: list[HostTool] = []
         withheld: dict[str, dict[str, str]] = {}
         for tool in tools:
@@ -471,10 +506,21 @@ class PluginSupervisor:
         """The tools the running instance listed (registered or not)."""
         return list(self._current_tools)
 
-    async def repin(self) -> None:
-        """The user approved again: pin the current definitions and release withheld tools."""
-        self.pinned = None
+    def approval_pins(self) -> dict[str, str] | None:
+        """The pins an approval records now: the running instance's tool definitions
+        (remote name -> digest), or None when nothing runs (the next discovery pins)."""
         if self.state is State.READY and self._current_tools:
+            return {t.remote_name: t.definition_digest for t in self._current_tools}
+        return None
+
+    async def repin(self) -> None:
+        """The user approved again: pin the current definitions and release withheld tools.
+
+        The host records :meth:`approval_pins` in the state document first;
+        this then publishes with them (no further write).
+        """
+        self.pinned = self.approval_pins()
+        if self.pinned is not None:
             await self._publish(self._current_tools)
             await self._tools_changed()
             await self._notify("plugins/statusChanged", self.status())
@@ -519,12 +565,15 @@ class PluginSupervisor:
 
         return await trio.to_thread.run_sync(convert, raw)
 
-    async def _stop_after_failure(self, process: SandboxedProcess, link: PluginLink, done: trio.Event) -> None:
-        """End the tree of a failed instance before the restart policy looks at it."""
+    async def _stop_after_failure(
+        self, process: SandboxedProcess, link: PluginLink, done: trio.Event, tmpdir: str | None
+    ) -> None:
+        """End the tree of a failed instance (and empty its TMPDIR) before the restart policy looks at it."""
         with trio.CancelScope(shield=True):
             await self._unregister()
             report = await process.stop(grace=0.5)
             self.last_exit = f"{report.step}, code {report.returncode}"
+            await _empty_tmpdir(tmpdir)
             self._last_seen_fallback = link.last_seen_at
             self._link = None
             done.set()
@@ -569,9 +618,19 @@ class PluginSupervisor:
             if self._pacer.requested:
                 self._refresh_wanted.set()
 
+    def _watch_limits(self) -> IsolationPolicy | None:
+        """The limits the watchdog enforces on this instance, or None when there are none."""
+        limits = self.limits if self.limits is not None else IsolationPolicy()
+        if self._disk_limit is not None:
+            limits = dataclasses.replace(limits, max_disk_bytes=self._disk_limit())
+        disk = limits.max_disk_bytes is not None and bool(self._disk_paths)
+        if limits.max_rss_bytes is None and limits.max_cpu_percent is None and not disk:
+            return None
+        return limits
+
     async def _watchdog(self, link: PluginLink, limits: IsolationPolicy) -> None:
-        """Resource limits (host policy): a plugin tree over its RSS or CPU limit is ended."""
-        hit = await watch(link.process, limits)
+        """Resource limits (host policy): a plugin over its RSS, CPU or disk limit is ended."""
+        hit = await watch(link.process, limits, disk_paths=self._disk_paths)
         self.limit_hit = {"limit": hit.limit, "value": hit.value, "threshold": hit.threshold}
         link.fail(f"was stopped for exceeding a limit: {hit.message}")
 
@@ -615,9 +674,10 @@ class PluginSupervisor:
         ``timeout`` (seconds) defaults to the manifest's ``tool_timeout_seconds``.
         Raises ``TOOL_TIMEOUT`` (the plugin gets ``notifications/cancelled``),
         ``MCP_TOOL_CALL_FAILED`` (``isError: true``), ``MCP_UPSTREAM_ERROR``
-        (a JSON-RPC error, whole in ``data.upstream``), ``PLUGIN_HOST_UNAVAILABLE``
-        and ``MCP_TOOL_RESULT_TOO_LARGE``. Cancelling the caller abandons the
-        request, which sends ``notifications/cancelled`` to the plugin.
+        (a JSON-RPC error in ``data.upstream``; its ``data`` replaced by a marker
+        over the result bound), ``PLUGIN_HOST_UNAVAILABLE`` and
+        ``MCP_TOOL_RESULT_TOO_LARGE``. Cancelling the caller abandons the request,
+        which sends ``notifications/cancelled`` to the plugin.
         """
         link = self._link
         if self.state is not State.READY or link is None or link.session is None:
@@ -635,9 +695,10 @@ class PluginSupervisor:
 
         reply: dict[str, Any] | None = None
         size = 0
+        raw = b""
         with scope:
             try:
-                reply, size = await link.call_tool(tool.remote_name, arguments, on_progress)
+                reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
             except LinkClosed:
                 # Answer after the parent was told of the state change, not before.
                 with trio.move_on_after(2):
@@ -655,17 +716,21 @@ class PluginSupervisor:
                 timeoutSeconds=limit,
                 pendingFrameBytes=pending,
             )
-        return self._tool_result(tool, reply, size)
+        return self._tool_result(tool, reply, size, raw)
 
-    def _tool_result(self, tool: HostTool, reply: dict[str, Any], size: int) -> dict[str, Any]:
+    def _tool_result(self, tool: HostTool, reply: dict[str, Any], size: int, raw: bytes = b"") -> dict[str, Any]:
         """Turn the plugin's raw ``tools/call`` response into ``{content, structuredContent?}``.
 
-        The server's JSON is passed through as it came (no re-encoding); the
-        result bound applies to the response frame's size in bytes.
+        The server's JSON is passed through as it came: ``content`` and
+        ``structuredContent`` are the frame's own bytes (``orjson.Fragment``), so
+        big integers, key order and number forms reach the parent unchanged. The
+        result bound applies to the response frame's size in bytes, whatever it
+        carries (a result, ``isError`` content or a JSON-RPC error's ``data``),
+        and every value is held to ``hostd.jsonlimits.MAX_JSON_DEPTH``.
         """
         error = reply.get("error")
         if error is not None:
-            upstream = error if isinstance(error, dict) else {"message": repr(error)}
+            upstream = self._bounded_upstream(error, size)
             raise HostError(
                 ErrorKind.MCP_UPSTREAM_ERROR,
                 f"{tool.name} failed: {str(upstream.get('message'))[:500]}",
@@ -684,6 +749,9 @@ class PluginSupervisor:
         is_error = result.get("isError", False)
         if not isinstance(is_error, bool):
             raise self._invalid_result(tool, "'isError' must be a boolean")
+        exceeded = check_json(result)
+        if exceeded is not None:
+            raise self._invalid_result(tool, f"the result is {exceeded.message}", pointer=exceeded.pointer)
         structured = result.get("structuredContent")
         out: dict[str, Any] = {"content": content}
         if structured is not None:
@@ -711,14 +779,42 @@ class PluginSupervisor:
                 size=size,
                 limit=self._result_limit,
             )
-        return out
+        return _as_sent(out, raw)
 
-    def _invalid_result(self, tool: HostTool, why: str) -> HostError:
+    def _bounded_upstream(self, error: Any, size: int) -> dict[str, Any]:
+        """A plugin's JSON-RPC ``error`` as forwarded in ``data.upstream``, within the result bound.
+
+        Within the bound (frame size) and ``MAX_JSON_DEPTH``: the error object as sent.
+        Otherwise ``code``, ``message`` (cut to 1000 characters with a trailing "…")
+        and, in place of ``data``, the marker ``{"truncated": true, "size": <bytes of
+        the plugin's response>, "limit": <result bound>}`` (or ``"reason"`` for depth).
+        """
+        if not isinstance(error, dict):
+            # Not repr(): a value 1000 levels deep would exhaust the stack.
+            error = {"message": f"the plugin sent a JSON-RPC error that is {type(error).__name__}, not an object"}
+        bounded: dict[str, Any] = error
+        exceeded = check_json(bounded)
+        if exceeded is None and size <= self._result_limit:
+            return bounded
+        message = bounded.get("message")
+        text = message if isinstance(message, str) else "(not a string)"
+        upstream: dict[str, Any] = {
+            "code": bounded.get("code") if isinstance(bounded.get("code"), int) else None,
+            "message": text if len(text) <= _UPSTREAM_MESSAGE else text[: _UPSTREAM_MESSAGE - 1] + "…",
+        }
+        marker: dict[str, Any] = {"truncated": True, "size": size, "limit": self._result_limit}
+        if exceeded is not None:
+            marker["reason"] = f"the error is {exceeded.message}"
+        upstream["data"] = marker
+        return upstream
+
+    def _invalid_result(self, tool: HostTool, why: str, **data: Any) -> HostError:
         return HostError(
             ErrorKind.MCP_UPSTREAM_ERROR,
             f"{tool.name} returned an invalid result: {why}",
             plugin=self.plugin_id,
             tool=tool.name,
+            **data,
         )
 
     def _unavailable(self, tool: HostTool, reason: str) -> HostError:
@@ -730,3 +826,86 @@ class PluginSupervisor:
             tool=tool.name,
             stderrTail=link.stderr.tail(10) if link is not None else [],
         )
+
+
+_UPSTREAM_MESSAGE = 1000
+
+
+def _as_sent(out: dict[str, Any], raw: bytes) -> dict[str, Any]:
+    """``out`` with each member replaced by the plugin's own bytes for it, when they can be found.
+
+    ``raw`` is the response frame; its ``result`` member's ``content`` and
+    ``structuredContent`` become ``orjson.Fragment`` values, which serialise as
+    exactly those bytes. Without ``raw`` (or if a member is missing) ``out`` is
+    returned as parsed.
+    """
+    envelope = object_members(raw) if raw else None
+    result = object_members(envelope["result"]) if envelope is not None and "result" in envelope else None
+    if result is None or not all(key in result for key in out):
+        return out
+    return {key: orjson.Fragment(result[key]) for key in out}
+
+
+#: Folders never emptied as a TMPDIR, whatever a launch says (shared temporary folders).
+_SHARED_TMP = frozenset({"/", "/tmp", "/var/tmp", "/dev/shm", os.path.realpath(tempfile.gettempdir())})
+
+
+def empty_folder(path: str) -> None:
+    """Remove everything inside the folder ``path``; keep the folder (mode ``0700``).
+
+    Call it only once nothing writes there any more (the plugin's tree is
+    gone): it works by path. Never follows a symlink: a symlink inside is
+    removed as a link, and a ``path`` that is now a symlink or a file (a
+    plugin replaced its folder) is removed and a fresh ``0700`` folder made
+    in its place, as for a missing one. A folder the plugin made read-only
+    is made writable first (checked with ``lstat``: never through a link).
+    Refuses shared temporary folders (``/tmp``...) and ``/`` (``ValueError``).
+    Raises ``OSError`` for the first entry that cannot be removed (the rest
+    is still removed; a tree deeper than ``PATH_MAX`` is one). Blocking.
+    """
+    if os.path.realpath(path) in _SHARED_TMP or os.path.normpath(path) in _SHARED_TMP:
+        raise ValueError(f"{path} is a shared temporary folder; not emptied")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        os.mkdir(path, 0o700)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+        os.mkdir(path, 0o700)
+        return
+    os.chmod(path, 0o700)
+    failed: list[OSError] = []
+    # Depth-first with an explicit stack (no recursion limit): (path, its entries already pushed).
+    stack: list[tuple[str, bool]] = [(os.path.join(path, name), False) for name in os.listdir(path)]
+    while stack:
+        current, listed = stack.pop()
+        try:
+            if listed:
+                os.rmdir(current)
+                continue
+            st = os.lstat(current)
+            if not stat.S_ISDIR(st.st_mode):
+                os.unlink(current)
+                continue
+            if stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+                os.chmod(current, stat.S_IMODE(st.st_mode) | 0o700)  # lstat: a real folder, not a link
+            stack.append((current, True))
+            stack.extend((os.path.join(current, name), False) for name in os.listdir(current))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            failed.append(exc)
+    if failed:
+        raise failed[0]
+
+
+async def _empty_tmpdir(tmpdir: str | None) -> None:
+    """:func:`empty_folder` in a worker thread; a failure is logged, never raised (a stop must finish)."""
+    if tmpdir is None:
+        return
+    with trio.CancelScope(shield=True):
+        try:
+            await trio.to_thread.run_sync(empty_folder, tmpdir)
+        except Exception as exc:  # whatever it is, the stop goes on
+            log.warning("could not empty the plugin TMPDIR %s: %s", tmpdir, exc)

@@ -33,9 +33,10 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import unquote
+from urllib.parse import urljoin
 
 from hostd.errors import ErrorKind, HostError
+from hostd.jsonlimits import MAX_TOOL_BYTES, check_json
 
 if TYPE_CHECKING:
     from referencing import Registry
@@ -220,7 +221,10 @@ def convert_tools(
             ``None``) an ``outputSchema`` must be ``type: object`` like ``inputSchema``;
             from that version on any JSON Schema root is allowed.
 
-    Each tool is checked for: a name that is a non-empty string of at most 128
+    Each tool is first held to the bounds of ``hostd.jsonlimits``: every field at most
+    ``MAX_JSON_DEPTH`` (64) levels deep, the whole definition at most ``MAX_TOOL_BYTES``
+    (128 KiB) as JSON; a tool over one gets that problem only (field and pointer named).
+    Then it is checked for: a name that is a non-empty string of at most 128
     characters without control characters, unique in the listing; an ``inputSchema``
     that is present, an object with ``"type": "object"``, valid for the draft its
     ``$schema`` names (2020-12 by default), whose every ``$ref`` is local (``#...``,
@@ -268,6 +272,11 @@ def convert_tools(
             else:
                 first_index[name] = index
 
+        limit_problems = _limit_problems(label, raw)
+        if limit_problems:
+            # Nothing else is checked: the other checks (metaschema, digest) recurse.
+            problems.extend(limit_problems)
+            continue
         tool_problems, fields = _check_tool_fields(label, raw, permitted, output_any_root)
         problems.extend(tool_problems)
         if isinstance(label, str) and fields is not None and first_index[label] == index:
@@ -347,6 +356,23 @@ def _name_problem(name: object) -> str | None:
             code = f"U+{ord(character):04X}"
             return f"the tool name {_quote(name)} contains control character {code} at {position}"
     return None
+
+
+def _limit_problems(label: str | int, raw: Mapping[str, Any]) -> list[ToolProblem]:
+    """Depth and size bounds of one tool (``hostd.jsonlimits``): each field's value at most
+    ``MAX_JSON_DEPTH`` deep (the problem names the field and the pointer inside it), then
+    the whole definition at most ``MAX_TOOL_BYTES`` as JSON. A tool over a bound would
+    otherwise be registered and break every unfiltered ``tools/list`` (issue 10)."""
+    problems: list[ToolProblem] = []
+    for field, value in raw.items():
+        exceeded = check_json(value)
+        if exceeded is not None:
+            problems.append(ToolProblem(label, str(field), exceeded.message, pointer=exceeded.pointer))
+    if not problems:
+        exceeded = check_json(dict(raw), max_bytes=MAX_TOOL_BYTES)
+        if exceeded is not None:
+            problems.append(ToolProblem(label, "", f"the tool definition is {exceeded.message}"))
+    return problems
 
 
 def _check_tool_fields(
@@ -481,7 +507,7 @@ def _schema_findings(schema: dict[str, Any]) -> tuple[_Finding, ...]:
             message = f"not a valid JSON Schema ({draft}): {_trim(str(error.message))}"
             findings = ((message, _pointer(error.absolute_path)),)
         else:
-            findings = tuple(_reference_findings(schema))
+            findings = tuple(_reference_findings(schema, validator_class))
     if key is not None:
         _remember(_FINDINGS, key, findings)
     return findings
@@ -527,84 +553,62 @@ def _subschemas(schema: dict[str, Any], pointer: str) -> Iterator[tuple[Any, str
                 yield item, f"{here}/{_escape(str(name))}"
 
 
-def _reference_findings(schema: dict[str, Any]) -> list[_Finding]:
-    """Check every reference in ``schema`` without following anything outside it.
+def _reference_findings(schema: dict[str, Any], validator_class: Any) -> list[_Finding]:
+    """Check every reference in ``schema`` with ``referencing``, the library the validator uses.
 
-    A ``#/json/pointer`` resolves against the nearest enclosing schema resource (the
-    root, or an embedded subschema with its own ``$id``); a ``#name`` fragment must
-    match an ``$anchor`` / ``$dynamicAnchor`` (or draft-6/7 ``"$id": "#name"``)
-    somewhere in the schema. Anything else names another document and is rejected:
-    hostd never fetches schemas. Iterative, so a deep schema cannot exhaust the stack.
+    Each ``$ref`` / ``$dynamicRef`` / ``$recursiveRef`` is looked up in a
+    registry that holds only this schema (its embedded ``$id`` resources
+    crawled) and cannot retrieve: so a check and a later validation always
+    agree, and a reference to another document is reported, never fetched.
+    The walk that finds the references is iterative (a deep schema cannot
+    exhaust the stack) and visits only schema-valued keywords: a ``"$ref"``
+    inside ``const`` or ``examples`` is data.
     """
-    anchors: set[str] = set()
-    references: list[tuple[str, str, dict[str, Any]]] = []  # (ref, pointer of the keyword, resource root)
-    stack: list[tuple[Any, str, dict[str, Any]]] = [(schema, "", schema)]
+    from referencing import Registry  # noqa: PLC0415
+    from referencing.exceptions import NoSuchAnchor, PointerToNowhere, Unresolvable  # noqa: PLC0415
+    from referencing.jsonschema import specification_with  # noqa: PLC0415
+
+    specification = specification_with(validator_class.META_SCHEMA.get("$id") or validator_class.META_SCHEMA["id"])
+    root = specification.create_resource(schema)
+    root_uri = root.id() or "urn:hostd:tool-schema"
+    registry: Registry[Any] = Registry().with_resource(root_uri, root).crawl()
+    references: list[tuple[str, str, str]] = []  # (ref, pointer of the keyword, base URI)
+    stack: list[tuple[Any, str, str]] = [(schema, "", root_uri)]
     while stack:
-        node, pointer, resource = stack.pop()
+        node, pointer, base = stack.pop()
         if not isinstance(node, dict):
             continue
-        own_id = node.get("$id")
-        if isinstance(own_id, str):
-            if own_id.startswith("#"):
-                anchors.add(own_id[1:])
-            elif node is not schema:
-                resource = node
-        for keyword in ("$anchor", "$dynamicAnchor"):
-            if isinstance(node.get(keyword), str):
-                anchors.add(node[keyword])
+        own_id = specification.id_of(node)
+        if own_id and not own_id.startswith("#") and node is not schema:
+            base = urljoin(base, own_id)
         for keyword in _REFERENCE_KEYWORDS:
             if isinstance(node.get(keyword), str):
-                references.append((node[keyword], f"{pointer}/{keyword}", resource))
-        stack.extend((child, child_pointer, resource) for child, child_pointer in _subschemas(node, pointer))
+                references.append((node[keyword], f"{pointer}/{keyword}", base))
+        stack.extend((child, child_pointer, base) for child, child_pointer in _subschemas(node, pointer))
 
     findings: list[_Finding] = []
-    for ref, pointer, resource in sorted(references, key=lambda r: r[1]):
+    for ref, pointer, base in sorted(references, key=lambda r: r[1]):
         message: str | None = None
-        if not ref.startswith("#"):
+        try:
+            target = registry.resolver(base_uri=base).lookup(ref).contents
+        except PointerToNowhere:
+            message = f"$ref {_quote(ref)} does not resolve inside the schema"
+        except NoSuchAnchor:
+            message = f"$ref {_quote(ref)} names an anchor the schema does not define"
+        except Unresolvable:
             message = (
                 f"$ref {_quote(ref)} points outside the schema; hostd never fetches schemas, "
                 "so inline it (e.g. under $defs) and use a local '#/...' reference"
             )
-        elif ref.startswith("#/") or ref == "#":
-            target = _resolve_pointer(resource, unquote(ref[1:]))
-            if target is _MISSING:
-                message = f"$ref {_quote(ref)} does not resolve inside the schema"
-            elif not isinstance(target, dict | bool):
+        else:
+            if not isinstance(target, dict | bool):
                 message = f"$ref {_quote(ref)} points at {_json_type(target)}, not a schema"
-        elif unquote(ref[1:]) not in anchors:
-            message = f"$ref {_quote(ref)} names an anchor the schema does not define"
         if message is not None:
             findings.append((f"{message} (at {pointer})", pointer))
     if len(findings) > _MAX_REF_PROBLEMS:
         extra = len(findings) - _MAX_REF_PROBLEMS
         findings = [*findings[:_MAX_REF_PROBLEMS], (f"... and {extra} more bad references", None)]
     return findings
-
-
-_MISSING: Final = object()
-
-
-def _resolve_pointer(document: Any, pointer: str) -> Any:
-    """The value at JSON pointer ``pointer`` (RFC 6901) in ``document``, or ``_MISSING``."""
-    if not pointer:
-        return document
-    node = document
-    for raw_token in pointer[1:].split("/"):
-        token = raw_token.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict):
-            if token not in node:
-                return _MISSING
-            node = node[token]
-        elif isinstance(node, list):
-            if not (token.isascii() and token.isdigit()) or (token != "0" and token.startswith("0")):
-                return _MISSING
-            index = int(token)
-            if index >= len(node):
-                return _MISSING
-            node = node[index]
-        else:
-            return _MISSING
-    return node
 
 
 def _validator_class(schema: Mapping[str, Any]) -> Any:
@@ -664,6 +668,9 @@ def validate_arguments(tool: HostTool, arguments: Any) -> None:
     (the 2020-12 default). ``arguments`` is validated as given: pass ``{}`` for a call
     without arguments.
 
+    Arguments nested deeper than ``MAX_JSON_DEPTH`` are refused before validation,
+    with the pointer of the first container too deep and ``keyword: null``.
+
     Raises:
         HostError: ``INVALID_ARGUMENTS`` with ``data = {"tool": tool.name, "pointer":
             JSON pointer of the offending value in ``arguments`` ("" for the whole
@@ -673,6 +680,18 @@ def validate_arguments(tool: HostTool, arguments: Any) -> None:
         HostError: ``INTERNAL_ERROR`` if the schema has a reference that does not resolve
             (:func:`convert_tools` rejects such tools, so this means a bypassed check).
     """
+    exceeded = check_json(arguments)
+    if exceeded is not None:
+        # Deeper than a plugin may be sent: orjson would refuse to encode it (over 255
+        # levels) and jsonschema recurses; either way the caller gets the pointer.
+        raise HostError(
+            ErrorKind.INVALID_ARGUMENTS,
+            f"invalid arguments for tool {tool.name!r}: {exceeded.message}",
+            tool=tool.name,
+            pointer=exceeded.pointer,
+            reason=exceeded.message,
+            keyword=None,
+        )
     from jsonschema.exceptions import best_match  # noqa: PLC0415
     from referencing.exceptions import Unresolvable  # noqa: PLC0415
 

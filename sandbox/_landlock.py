@@ -20,8 +20,11 @@ and ``fork`` and cannot be lifted):
 - scoping (ABI 6+): signals and abstract unix sockets cannot reach a process
   outside the domain (hostd, the shim, any other process of the user).
 
-Paths that do not exist or cannot be opened (``ENOENT``, ``EACCES``,
-``ENOTDIR``, ``ELOOP``) are skipped: a rule for them would grant nothing.
+Paths are opened with no symlink followed anywhere (:func:`open_no_follow`):
+hostd resolved and checked them (``sandbox.paths``), so a link met here is a
+swap after the check and fails the launch (``ELOOP``). Paths that do not
+exist or cannot be opened (``ENOENT``, ``EACCES``, ``ENOTDIR``) are
+skipped: a rule for them would grant nothing.
 Errors are raised as ``OSError`` with the real errno; ``errno`` is reset
 before every call (the PyPI ``landlock`` package's sticky-errno bug).
 """
@@ -40,6 +43,7 @@ __all__ = [
     "ACCESS_FS_READ",
     "abi_version",
     "handled_fs",
+    "open_no_follow",
     "restrict_self",
 ]
 
@@ -72,7 +76,9 @@ ABI_FS_MASK = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15
 ACCESS_FS_READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 #: The only rights the kernel accepts in a rule on a non-directory.
 _FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
-_SKIP_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.ENOTDIR, errno.ELOOP, errno.EPERM})
+#: A rule on a path that does not exist (or cannot be reached at all) grants nothing: skipped.
+#: ``ELOOP`` is not here: a link where hostd saw a real path fails the launch (see open_no_follow).
+_SKIP_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.ENOTDIR, errno.EPERM})
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -141,9 +147,38 @@ def _attr_size(abi: int) -> int:
     return 8
 
 
+def open_no_follow(path: str) -> int:
+    """An ``O_PATH`` descriptor of the absolute ``path``, opened with no symlink followed anywhere.
+
+    Each component is opened relative to the previous one with
+    ``O_NOFOLLOW``; a symlink at any component raises ``OSError(ELOOP)``
+    naming it. hostd hands the shim real paths (``sandbox.paths``), so a link
+    here means the path changed after hostd checked it: the caller must fail
+    the launch, never follow it. Missing components raise ``ENOENT``.
+    """
+    if not path.startswith("/"):
+        raise OSError(errno.EINVAL, f"not an absolute path: {path}")
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    walked = ""
+    try:
+        for part in [p for p in path.split("/") if p]:
+            walked += "/" + part
+            if part in (".", ".."):
+                raise OSError(errno.EINVAL, f"{path}: not a real path ({part!r})")
+            nxt = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise OSError(errno.ELOOP, f"{walked} became a symbolic link after hostd checked {path}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _add_path(ruleset: int, path: str, access: int) -> bool:
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        fd = open_no_follow(path)
     except OSError as exc:
         if exc.errno in _SKIP_ERRNOS:
             return False

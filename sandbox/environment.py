@@ -8,15 +8,26 @@ hands it:
 2. ``TMPDIR`` pointing at the plugin's own temporary folder, and
    ``PYTHONUNBUFFERED=1`` / ``PYTHONUTF8=1`` (a stdio MCP server must not
    block-buffer its replies);
-3. the proxy/CA group, only when :attr:`EnvPolicy.pass_proxy` is set, and any
-   names the user listed in :attr:`EnvPolicy.extra_passthrough`;
+3. the user's TLS trust settings (:data:`CA_VARS`: ``SSL_CERT_FILE``,
+   ``NODE_EXTRA_CA_CERTS`` ...) always; the proxy group only when
+   :attr:`EnvPolicy.pass_proxy` is set; and any names the user listed in
+   :attr:`EnvPolicy.extra_passthrough`;
 4. the manifest's ``env``, applied last so it wins.
 
-Loader-injection variables (``LD_PRELOAD``, ``PYTHONPATH``, ``NODE_OPTIONS``,
-``BASH_ENV`` ...) make an interpreter run code the plugin's author did not
-ship; a manifest may set them only under :attr:`EnvPolicy.allow_loader_vars`.
-Values starting with ``()`` (exported bash functions, the Shellshock shape)
-are dropped wherever they come from.
+Variables that change what code a runtime loads or executes are refused in
+the manifest's ``env`` by *family* (:data:`ENV_FAMILIES`: ``LD_*``,
+``GIT_*``, ``npm_config_*`` in any case, ``UV_*``, ``PYTHON*``, ``PATH``,
+``HOME``, the proxy and CA group ...), except a documented allowlist of
+members that only tune output or encoding (:data:`ALLOWED_ENV`); a manifest
+may set them only under :attr:`EnvPolicy.allow_loader_vars`. The error
+names the variable, its family and what to do. ``PATH`` is refused on
+purpose: it decides which executable every subprocess of the plugin runs
+(``npx`` starts ``node`` and ``sh``, ``uvx`` a ``python``), while the
+approval shows only the one executable hostd resolves; hostd passes the
+host's ``PATH`` (absolute entries, plus the login shell's). Values
+starting with ``()`` (exported bash functions, the Shellshock shape) are
+dropped wherever they come from. :func:`is_secret_name` tells which names
+hold secrets, so an approval can show every other value.
 
 Where this differs from the mcp SDK's ``get_default_environment``: the SDK
 inherits a similar allowlist but lets the manifest set anything; here the
@@ -30,21 +41,41 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = [
+    "ALLOWED_ENV",
     "ALLOWLIST",
+    "CA_VARS",
     "DEFAULT_PATH",
+    "ENV_FAMILIES",
     "LOADER_VARS",
     "PROXY_VARS",
+    "SECRET_NAME_PARTS",
+    "EnvFamily",
     "EnvPolicy",
     "EnvironmentPolicyError",
     "build_environment",
+    "canonical_env_name",
+    "env_family",
+    "env_policy_message",
     "is_loader_var",
+    "is_secret_name",
     "trim_path",
 ]
 
 #: Names copied from the host environment when present (plus every ``LC_*``).
 ALLOWLIST: frozenset[str] = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ"})
 
-#: The proxy and CA group; passed from the host only with ``pass_proxy=True``.
+#: The user's TLS trust settings: always passed from the host (they are paths, not secrets, and a
+#: network with a TLS-inspecting proxy needs them: without them ``uvx`` fails with ``UnknownIssuer``).
+#: The files they name become read rules (:func:`host_trust_paths`).
+CA_VARS: tuple[str, ...] = (
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+)
+
+#: The proxy group; passed from the host only with ``pass_proxy=True`` (a proxy URL may carry credentials).
 PROXY_VARS: tuple[str, ...] = (
     "HTTPS_PROXY",
     "https_proxy",
@@ -54,19 +85,388 @@ PROXY_VARS: tuple[str, ...] = (
     "no_proxy",
     "ALL_PROXY",
     "all_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "NODE_EXTRA_CA_CERTS",
+    *CA_VARS,
 )
 
-#: Exact names that make a loader or interpreter run foreign code or load
-#: foreign libraries. ``LD_*``, ``DYLD_*`` and ``BASH_FUNC_*`` are matched by
-#: prefix (see :func:`is_loader_var`).
+# The class this module guards against (issue 9, class 6): a variable in the
+# manifest's ``env`` that changes *what code a runtime loads or executes*, so
+# the approved launch (command, args, executable) no longer tells the user
+# what runs. Members are not just "loader" variables: a runtime also runs
+# other code when told to read another config (git's ``GIT_CONFIG_COUNT`` /
+# ``GIT_CONFIG_KEY_n`` / ``GIT_CONFIG_VALUE_n`` with ``core.fsmonitor``, an
+# ``.npmrc`` under a redirected ``HOME``), to fetch its code from elsewhere
+# (``UV_INDEX_URL``, ``npm_config_registry``, a proxy plus a trusted CA, a
+# redirected cache), to pick another interpreter (``UV_PYTHON``,
+# ``JAVA_HOME``, ``PATH``) or to run a helper command (``GIT_SSH``,
+# ``GIT_PROXY_COMMAND``, ``npm_config_script_shell``, ``EDITOR``, ``CC``).
+# Exact-name lists miss the relatives of every name on them, so the policy is
+# by *family*: whole prefixes of a runtime's namespace are refused, and a
+# short allowlist (:data:`ALLOWED_ENV`) re-admits members that only tune
+# output, encoding or politeness. Names are compared case-insensitively with
+# ``-`` read as ``_`` (npm reads ``npm_config_*`` in any case and maps ``_``
+# to ``-``; for runtimes that read one exact spelling, refusing the other
+# spellings costs nothing). The families are not a proof that every other
+# name is harmless; :attr:`EnvPolicy.allow_loader_vars` is the escape hatch
+# for an embedder that trusts its manifests.
+
+
+@dataclass(frozen=True)
+class EnvFamily:
+    """A group of environment variables that can change what code runs.
+
+    ``label``: short name used in errors, e.g. ``"git"``. ``pattern``: the
+    family as shown to a user, e.g. ``"GIT_*"``. ``prefixes`` / ``names``:
+    upper-case prefixes and exact names the family covers (matched against
+    the canonical name, see :func:`canonical_env_name`). ``why``: how a member
+    makes a runtime run other code (a clause completing "which ..."). ``advice``:
+    what the plugin author should do instead.
+    """
+
+    label: str
+    pattern: str
+    prefixes: tuple[str, ...]
+    names: frozenset[str]
+    why: str
+    advice: str = "remove it from the manifest's env"
+
+
+def _family(
+    label: str, pattern: str, prefixes: tuple[str, ...], names: tuple[str, ...], why: str, *, advice: str = ""
+) -> EnvFamily:
+    return EnvFamily(label, pattern, prefixes, frozenset(names), why, advice or "remove it from the manifest's env")
+
+
+#: Families refused in a manifest's ``env`` (first match wins; the allowlist
+#: :data:`ALLOWED_ENV` is consulted before any of them).
+ENV_FAMILIES: tuple[EnvFamily, ...] = (
+    _family(
+        "dynamic loader",
+        "LD_*, DYLD_*",
+        ("LD_", "DYLD_", "_RLD"),
+        (),
+        "make the dynamic loader preload or search other shared libraries",
+    ),
+    _family(
+        "glibc",
+        "GCONV_PATH, GLIBC_TUNABLES, LOCPATH, NLSPATH, MALLOC_* ...",
+        ("MALLOC_", "GLIBC_"),
+        ("GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES", "RESOLV_HOST_CONF", "LOCALDOMAIN", "RES_OPTIONS"),
+        "make the C library load other conversion modules, locales or tunables",
+    ),
+    _family(
+        "exported bash function",
+        "BASH_FUNC_*",
+        ("BASH_FUNC_",),
+        (),
+        "define shell functions that every bash the plugin starts runs instead of commands",
+    ),
+    _family(
+        "shell startup",
+        "BASH_ENV, ENV, SHELLOPTS, PS4, PROMPT_COMMAND, IFS, SHELL ...",
+        ("BASH_", "ZDOTDIR"),
+        (
+            "ENV",
+            "SHELL",
+            "SHELLOPTS",
+            "BASHOPTS",
+            "PS0",
+            "PS1",
+            "PS2",
+            "PS3",
+            "PS4",
+            "PROMPT_COMMAND",
+            "IFS",
+            "CDPATH",
+            "FPATH",
+            "GLOBIGNORE",
+            "POSIXLY_CORRECT",
+        ),
+        "make a shell source a file, run a prompt command or parse commands differently",
+    ),
+    _family(
+        "executable search path",
+        "PATH",
+        (),
+        ("PATH",),
+        "decide which program every bare command the plugin runs (sh, node, git, python) resolves to",
+        advice="remove it from the manifest's env: hostd passes the host's PATH (absolute entries only); "
+        "ship your own programs in the plugin folder and name them with a path command such as ./bin/server",
+    ),
+    _family(
+        "editor, pager and browser hook",
+        "EDITOR, VISUAL, PAGER, BROWSER, LESSOPEN, MANPAGER, VIMINIT ...",
+        ("SYSTEMD_", "SUDO_"),
+        (
+            "LESS",
+            "LESSOPEN",
+            "LESSCLOSE",
+            "LESSEDIT",
+            "LESSKEY",
+            "LESSKEYIN",
+            "LESSKEY_SYSTEM",
+            "LESSKEYIN_SYSTEM",
+            "EDITOR",
+            "VISUAL",
+            "PAGER",
+            "BROWSER",
+            "MANPAGER",
+            "MANOPT",
+            "MANPATH",
+            "VIMINIT",
+            "GVIMINIT",
+            "EXINIT",
+            "MYVIMRC",
+            "MYGVIMRC",
+            "VIMRUNTIME",
+            "TERMINFO",
+            "TERMINFO_DIRS",
+            "TERMCAP",
+        ),
+        "name a command that tools run to edit, page or open things",
+    ),
+    _family(
+        "config redirection",
+        "HOME, XDG_*, CURL_HOME, WGETRC, INPUTRC, PKG_CONFIG_* ...",
+        ("XDG_", "PKG_CONFIG", "KRB5", "DOCKER_", "CONTAINERS_", "GNUPG", "CLOUDSDK_"),
+        (
+            "HOME",
+            "CURL_HOME",
+            "WGETRC",
+            "INPUTRC",
+            "NETRC",
+            "KUBECONFIG",
+            "AWS_CONFIG_FILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES",
+            "SASL_PATH",
+            "HGRCPATH",
+            "HGEDITOR",
+        ),
+        "make tools read another configuration (a .gitconfig, .npmrc, pip.conf or credential helper "
+        "that runs commands, a cache holding other packages)",
+        advice="remove it from the manifest's env: the plugin gets the user's HOME; a folder the plugin "
+        "must write is granted with extra_write_paths",
+    ),
+    _family(
+        "network proxy",
+        "HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY (any case)",
+        (),
+        ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"),
+        "route the download of the plugin's packages through a host the manifest chooses",
+        advice="remove it from the manifest's env: hostd passes the user's proxy with --pass-proxy-env",
+    ),
+    _family(
+        "TLS trust",
+        "SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, NODE_EXTRA_CA_CERTS, OPENSSL_*",
+        ("OPENSSL_", "SSL_CERT"),
+        ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED"),
+        "make downloads trust another certificate authority (or load OpenSSL engines), so a package "
+        "can come from someone other than its registry",
+        advice="remove it from the manifest's env: hostd passes the user's own CA settings",
+    ),
+    _family(
+        "git",
+        "GIT_*",
+        ("GIT_",),
+        (),
+        "configure git (GIT_CONFIG_COUNT/KEY_n/VALUE_n, GIT_CONFIG_GLOBAL), its helpers (GIT_SSH, "
+        "GIT_PROXY_COMMAND, GIT_ASKPASS, GIT_EDITOR) and where it finds its programs (GIT_EXEC_PATH)",
+    ),
+    _family(
+        "ssh",
+        "SSH_*",
+        ("SSH_",),
+        (),
+        "run an askpass program or reach the user's SSH agent",
+    ),
+    _family(
+        "node and npm",
+        "NODE_*, npm_config_* / NPM_* (any case), YARN_*, PNPM_*, COREPACK_*, BUN_*, DENO_*, ELECTRON_*",
+        ("NODE_", "NPM_", "YARN_", "PNPM_", "COREPACK_", "BUN_", "DENO_", "ELECTRON_", "NPX_"),
+        (),
+        "set interpreter options, module paths, the registry, the cache, the script shell or "
+        "which package manager version runs",
+    ),
+    _family(
+        "runtime version manager",
+        "VOLTA_*, FNM_*, ASDF_*, MISE_*, PYENV_*, RBENV_*, NODENV_*",
+        ("VOLTA_", "FNM_", "ASDF_", "MISE_", "PYENV", "RBENV_", "NODENV_", "NVM_"),
+        (),
+        "make a runtime shim start another interpreter version",
+    ),
+    _family(
+        "python",
+        "PYTHON*, _PYTHON*, PIP_*, UV_*, VIRTUAL_ENV, CONDA_* ...",
+        ("PYTHON", "_PYTHON", "__PYVENV", "PIP_", "PIPX_", "UV_", "CONDA_", "POETRY_", "PDM_", "HATCH_", "SETUPTOOLS_"),
+        ("VIRTUAL_ENV",),
+        "set the import path, startup files, warnings filters (which import modules), the interpreter "
+        "uv picks (UV_PYTHON), the package index (UV_INDEX_URL, PIP_INDEX_URL) or the cache",
+    ),
+    _family(
+        "build toolchain",
+        "CC, CXX, CFLAGS, LDFLAGS, MAKEFLAGS, CMAKE_*, CCACHE_* ...",
+        ("CMAKE_", "CCACHE_", "DISTCC_", "CGO_"),
+        (
+            "CC",
+            "CXX",
+            "CPP",
+            "LD",
+            "AR",
+            "AS",
+            "NM",
+            "RANLIB",
+            "STRIP",
+            "OBJCOPY",
+            "OBJDUMP",
+            "CFLAGS",
+            "CXXFLAGS",
+            "CPPFLAGS",
+            "LDFLAGS",
+            "LDLIBS",
+            "MAKE",
+            "MAKEFLAGS",
+            "MFLAGS",
+            "GNUMAKEFLAGS",
+            "MAKEFILES",
+            "CPATH",
+            "C_INCLUDE_PATH",
+            "CPLUS_INCLUDE_PATH",
+            "LIBRARY_PATH",
+            "COMPILER_PATH",
+            "GCC_EXEC_PREFIX",
+        ),
+        "choose the compiler and flags a package build (node-gyp, an sdist) runs",
+    ),
+    _family(
+        "rust",
+        "CARGO_*, RUSTC*, RUSTUP_*, RUSTFLAGS, RUSTDOC*",
+        ("CARGO_", "RUSTC", "RUSTUP_", "RUSTDOC"),
+        ("RUSTFLAGS",),
+        "choose the toolchain, a compiler wrapper or a registry",
+    ),
+    _family(
+        "go",
+        "GOFLAGS, GOPROXY, GOTOOLCHAIN, GOROOT, GOPATH ...",
+        (),
+        (
+            "GOFLAGS",
+            "GOPROXY",
+            "GONOPROXY",
+            "GOSUMDB",
+            "GONOSUMDB",
+            "GOPRIVATE",
+            "GOINSECURE",
+            "GOTOOLCHAIN",
+            "GOROOT",
+            "GOPATH",
+            "GOBIN",
+            "GOENV",
+            "GOWORK",
+            "GOMODCACHE",
+            "GOCACHE",
+            "GOEXPERIMENT",
+            "GODEBUG",
+            "GOVCS",
+        ),
+        "choose the module proxy, the toolchain or build flags",
+    ),
+    _family(
+        "jvm",
+        "JAVA_*, JDK_*, _JAVA_OPTIONS, CLASSPATH, MAVEN_*, GRADLE_* ...",
+        ("JAVA_", "JDK_", "_JAVA_", "MAVEN_", "M2_", "GRADLE_", "SBT_", "ANT_", "JRUBY_"),
+        ("CLASSPATH",),
+        "add agents, options or class paths, or choose the JVM",
+    ),
+    _family(
+        "dotnet",
+        "DOTNET_*, CORECLR_*, COREHOST_*, COMPLUS_*",
+        ("DOTNET_", "CORECLR_", "COREHOST_", "COMPLUS_"),
+        (),
+        "add startup hooks or profilers, or choose the runtime",
+    ),
+    _family(
+        "perl",
+        "PERL*",
+        ("PERL",),
+        (),
+        "add modules or options to every perl",
+    ),
+    _family(
+        "ruby",
+        "RUBY*, GEM_*, BUNDLE_*, BUNDLER_*",
+        ("RUBY", "GEM_", "BUNDLE_", "BUNDLER_"),
+        (),
+        "add options, load paths or a Gemfile",
+    ),
+    _family(
+        "lua, tcl, php and r",
+        "LUA_*, TCL*, TK_LIBRARY, PHPRC, PHP_*, R_*",
+        ("LUA_", "TCL", "PHP_", "R_"),
+        ("TK_LIBRARY", "PHPRC"),
+        "run an init chunk or add library paths",
+    ),
+    _family(
+        "desktop module path",
+        "QT_*, GTK_*, GIO_*, GST_*, VK_*, LIBGL_* ...",
+        ("QT_", "GTK_", "GIO_", "GST_", "GDK_", "VK_", "LIBGL_", "__EGL_", "__GLX_", "MESA_"),
+        ("GI_TYPELIB_PATH",),
+        "make a toolkit load plugin modules from another folder",
+    ),
+)
+
+#: Members of refused families that only tune output, encoding, prompting or
+#: cache politeness and never change what code runs (canonical spelling; see
+#: :func:`canonical_env_name`). Each was checked against the runtime's docs:
+#: none names a file, folder, URL, program, module or interpreter.
+ALLOWED_ENV: frozenset[str] = frozenset(
+    {
+        # git: commit identity; refuse to prompt on a terminal
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_TERMINAL_PROMPT",
+        # python: buffering, encoding, hashing, bytecode files, tracebacks; two
+        # that only remove places code is imported from
+        "PYTHONUNBUFFERED",
+        "PYTHONUTF8",
+        "PYTHONIOENCODING",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+        "PYTHONFAULTHANDLER",
+        "PYTHONNOUSERSITE",
+        "PYTHONSAFEPATH",
+        "PIP_NO_INPUT",
+        "PIP_DISABLE_PIP_VERSION_CHECK",
+        # uv: progress bars, offline use of the user's own cache, the platform's
+        # certificate store, bytecode compilation; libuv's (Node) thread count
+        "UV_NO_PROGRESS",
+        "UV_OFFLINE",
+        "UV_SYSTEM_CERTS",
+        "UV_NATIVE_TLS",
+        "UV_COMPILE_BYTECODE",
+        "UV_THREADPOOL_SIZE",
+        # node and npm: mode flag, warnings, colours; npm's cache preference
+        # against the same registry, notices and log level
+        "NODE_ENV",
+        "NODE_NO_WARNINGS",
+        "NODE_DISABLE_COLORS",
+        "NPM_CONFIG_PREFER_OFFLINE",
+        "NPM_CONFIG_PREFER_ONLINE",
+        "NPM_CONFIG_OFFLINE",
+        "NPM_CONFIG_UPDATE_NOTIFIER",
+        "NPM_CONFIG_FUND",
+        "NPM_CONFIG_AUDIT",
+        "NPM_CONFIG_LOGLEVEL",
+        "NPM_CONFIG_PROGRESS",
+        "NPM_CONFIG_COLOR",
+    }
+)
+
+#: Kept for callers of the old exact-name list: every name it held, each still
+#: refused (now through its family; see :data:`ENV_FAMILIES`).
 LOADER_VARS: frozenset[str] = frozenset(
     {
-        # Python
         "PYTHONPATH",
         "PYTHONSTARTUP",
         "PYTHONHOME",
@@ -77,11 +477,9 @@ LOADER_VARS: frozenset[str] = frozenset(
         "PYTHONWARNINGS",
         "PYTHONPLATLIBDIR",
         "PYTHONPYCACHEPREFIX",
-        # Node
         "NODE_OPTIONS",
         "NODE_PATH",
         "NODE_REPL_EXTERNAL_MODULE",
-        # shells
         "BASH_ENV",
         "ENV",
         "SHELLOPTS",
@@ -90,7 +488,6 @@ LOADER_VARS: frozenset[str] = frozenset(
         "PROMPT_COMMAND",
         "IFS",
         "CDPATH",
-        # Perl, Ruby, JVM, Lua, Tcl
         "PERL5OPT",
         "PERL5LIB",
         "PERLLIB",
@@ -105,7 +502,6 @@ LOADER_VARS: frozenset[str] = frozenset(
         "LUA_PATH",
         "LUA_CPATH",
         "TCLLIBPATH",
-        # glibc
         "GCONV_PATH",
         "GLIBC_TUNABLES",
         "HOSTALIASES",
@@ -113,14 +509,43 @@ LOADER_VARS: frozenset[str] = frozenset(
         "MALLOC_CHECK_",
         "NLSPATH",
         "RESOLV_HOST_CONF",
-        # git (a plugin shelling out to git would run these)
         "GIT_SSH_COMMAND",
         "GIT_EXEC_PATH",
         "GIT_CONFIG_GLOBAL",
     }
 )
 
-_LOADER_PREFIXES: tuple[str, ...] = ("LD_", "DYLD_", "BASH_FUNC_")
+#: Parts of a variable name that mark its value as a secret (matched as
+#: substrings of the upper-cased name). The same words hostd/redact.py masks
+#: in plugin output (api_key, access_key, secret, token, password, passwd,
+#: client_secret), widened for names: a false positive only hides a value
+#: from the approval (the digest still covers it).
+SECRET_NAME_PARTS: tuple[str, ...] = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "PASS",
+    "PWD",
+    "KEY",
+    "CREDENTIAL",
+    "CREDS",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+    "CERT",
+    "SIGNING",
+    "SALT",
+    "BEARER",
+    "JWT",
+    "DSN",
+    "WEBHOOK",
+    "CONNECTION_STRING",
+    "CONN_STR",
+)
+
 
 #: PATH used when the host has none (or none with an absolute entry).
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -144,7 +569,9 @@ class EnvPolicy:
 
     ``pass_proxy``: pass the proxy/CA group (:data:`PROXY_VARS`) from the host.
     ``allow_loader_vars``: let the manifest (and ``extra_passthrough``) set
-    loader-injection variables (:func:`is_loader_var`); refused otherwise.
+    variables of the refused families (:func:`is_loader_var`,
+    :data:`ENV_FAMILIES`), ``PATH`` and ``HOME`` among them; refused
+    otherwise. The escape hatch for an embedder that trusts its manifests.
     ``extra_passthrough``: further names copied from the host when present
     (the user's documented, configurable passthrough list).
     """
@@ -154,13 +581,79 @@ class EnvPolicy:
     extra_passthrough: frozenset[str] = frozenset()
 
 
-def is_loader_var(name: str) -> bool:
-    """True when ``name`` can make a loader or interpreter run foreign code.
+def canonical_env_name(name: str) -> str:
+    """The spelling families and the allowlist are matched against: upper case, ``-`` as ``_``.
 
-    Exact names from :data:`LOADER_VARS`, plus the prefixes ``LD_``, ``DYLD_``
-    and ``BASH_FUNC_``. Case-sensitive, as the loaders are.
+    ``"npm_config_Script-Shell"`` gives ``"NPM_CONFIG_SCRIPT_SHELL"``.
     """
-    return name in LOADER_VARS or name.startswith(_LOADER_PREFIXES)
+    return name.upper().replace("-", "_")
+
+
+def env_family(name: str) -> EnvFamily | None:
+    """The refused family ``name`` belongs to, or ``None`` if a manifest may set it.
+
+    ``None`` for names on :data:`ALLOWED_ENV` and for names in no family of
+    :data:`ENV_FAMILIES`. Case-insensitive (see :func:`canonical_env_name`):
+    ``env_family("NPM_CONFIG_SCRIPT_SHELL").label == "node and npm"``,
+    ``env_family("GIT_AUTHOR_NAME") is None``, ``env_family("API_BASE") is None``.
+    """
+    canonical = canonical_env_name(name)
+    if canonical in ALLOWED_ENV:
+        return None
+    for family in ENV_FAMILIES:
+        if canonical in family.names or canonical.startswith(family.prefixes):
+            return family
+    return None
+
+
+def is_loader_var(name: str) -> bool:
+    """True when ``name`` can make a runtime load or execute other code.
+
+    That is, ``name`` is in a family of :data:`ENV_FAMILIES` and not on
+    :data:`ALLOWED_ENV` (case-insensitive). ``is_loader_var("LD_AUDIT")``,
+    ``is_loader_var("GIT_CONFIG_COUNT")`` and
+    ``is_loader_var("NPM_CONFIG_SCRIPT_SHELL")`` are true;
+    ``is_loader_var("LDAP_URI")`` and ``is_loader_var("PYTHONUNBUFFERED")``
+    are false.
+    """
+    return env_family(name) is not None
+
+
+def is_secret_name(name: str) -> bool:
+    """True when the value of variable ``name`` should be treated as a secret.
+
+    A name is secret when its upper-cased form contains one of
+    :data:`SECRET_NAME_PARTS` (``OPENAI_API_KEY``, ``GITHUB_TOKEN``,
+    ``DB_PASSWORD``, ``SENTRY_DSN``, ``SESSION_COOKIE`` ...), except the
+    identity names on :data:`ALLOWED_ENV` (``GIT_AUTHOR_NAME`` holds
+    ``AUTH`` but is not a secret). Substring matching errs towards "secret":
+    a false positive only hides a value (the approval digest still covers
+    it); a false negative would show it. ``is_secret_name("API_BASE")`` and
+    ``is_secret_name("NODE_ENV")`` are false.
+    """
+    canonical = canonical_env_name(name)
+    if canonical in ALLOWED_ENV:
+        return False
+    return any(part in canonical for part in SECRET_NAME_PARTS)
+
+
+def env_policy_message(name: str, family: EnvFamily, origin: str = "manifest env sets") -> str:
+    """The refusal text for ``name`` in ``family``: the variable, its family, why, and what to do.
+
+    E.g. ``"manifest env sets GIT_CONFIG_COUNT, a variable of the git family
+    (GIT_*), which can make a runtime run code the launch does not show: its
+    members configure git (...); remove it from the manifest's env (allowed
+    in this family: GIT_AUTHOR_EMAIL, ...)"``.
+    """
+    allowed = sorted(n for n in ALLOWED_ENV if n in family.names or n.startswith(family.prefixes))
+    text = (
+        f"{origin} {name}, a variable of the {family.label} family ({family.pattern}), "
+        f"which can make a runtime run code the launch does not show: its members {family.why}; "
+        f"{family.advice}"
+    )
+    if allowed:
+        text += f" (allowed in this family: {', '.join(allowed)})"
+    return text
 
 
 def trim_path(value: str) -> str:
@@ -203,29 +696,30 @@ def build_environment(
     only: the allowlist (``PATH`` trimmed by :func:`trim_path`, falling back
     to :data:`DEFAULT_PATH`; ``HOME``, ``USER``, ``LOGNAME``, ``LANG``,
     ``LC_*``, ``TZ``), ``TMPDIR``, ``PYTHONUNBUFFERED=1``, ``PYTHONUTF8=1``,
-    the proxy group when ``policy.pass_proxy``, ``policy.extra_passthrough``
+    the TLS trust group (:data:`CA_VARS`), the proxy group when
+    ``policy.pass_proxy``, ``policy.extra_passthrough``
     names, then ``manifest_env`` over all of them. Any value starting with
     ``"()"`` is dropped.
 
-    Raises :class:`EnvironmentPolicyError` (naming the variable) when the
-    manifest sets a loader-injection variable and ``policy.allow_loader_vars``
-    is false, when ``extra_passthrough`` names one under the same condition,
+    Raises :class:`EnvironmentPolicyError` (naming the variable, its family
+    and what to do; see :func:`env_policy_message`) when the manifest sets a
+    variable of a refused family (:func:`env_family`) and
+    ``policy.allow_loader_vars`` is false (the first such name in the
+    manifest's order), when ``extra_passthrough`` names one under the same condition,
     or when a name is empty / contains ``=`` or NUL, or a value contains NUL.
     """
     env: dict[str, str] = {}
     for name, value in host_env.items():
         if name in ALLOWLIST or name.startswith("LC_"):
             env[name] = value
-    if policy.pass_proxy:
-        for name in PROXY_VARS:
-            if name in host_env:
-                env[name] = host_env[name]
+    for name in PROXY_VARS if policy.pass_proxy else CA_VARS:
+        if name in host_env:
+            env[name] = host_env[name]
     for name in sorted(policy.extra_passthrough):
-        if is_loader_var(name) and not policy.allow_loader_vars:
+        family = env_family(name)
+        if family is not None and not policy.allow_loader_vars:
             raise EnvironmentPolicyError(
-                name,
-                f"extra_passthrough names {name}, a loader-injection variable; "
-                "it passes only with allow_loader_vars=True",
+                name, env_policy_message(name, family, "extra_passthrough names") + "; or set allow_loader_vars=True"
             )
         if name in host_env:
             env[name] = host_env[name]
@@ -237,12 +731,9 @@ def build_environment(
 
     for name, value in manifest_env.items():
         _check_name_value(name, value, "manifest")
-        if is_loader_var(name) and not policy.allow_loader_vars:
-            raise EnvironmentPolicyError(
-                name,
-                f"manifest env sets {name}, a loader-injection variable; "
-                "it is accepted only when the policy allows loader variables",
-            )
+        family = env_family(name)
+        if family is not None and not policy.allow_loader_vars:
+            raise EnvironmentPolicyError(name, env_policy_message(name, family))
         env[name] = value
 
     for name, value in list(env.items()):

@@ -9,9 +9,12 @@ Nothing is run and there is never a shell: the argument vector goes to
 - A bare name (no ``/``) is looked up with :func:`shutil.which` on the
   child's trimmed ``PATH`` (absolute entries only), so the plugin's own
   folder is never searched implicitly.
-- A command containing ``/`` is relative to the plugin folder (or absolute)
-  and must, after resolving symlinks, lie inside the plugin folder and be an
-  executable regular file.
+- A relative command containing ``/`` (``./server``) must, after resolving
+  symlinks, lie inside the plugin folder and be an executable regular file.
+- An absolute command is the user's own program (a virtual environment's
+  ``python``, ``/opt/homebrew/bin/npx``): any executable regular file, kept
+  unresolved so a venv interpreter still finds its ``pyvenv.cfg``; what it
+  really runs is shown in ``Launch.runtime`` and covered by the digest.
 
 :attr:`Launch.digest` identifies the launch for trust approval. It covers
 what the plugin author controls (executable, command, args, cwd, the names of
@@ -23,6 +26,7 @@ an approval survives a change of the user's shell profile.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -34,8 +38,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.environment import EnvironmentPolicyError, EnvPolicy, build_environment, trim_path
-from sandbox.policy import IsolationPlan, IsolationPolicy, IsolationUnavailable, base_layers, plan_layers
+from sandbox.environment import (
+    CA_VARS,
+    EnvironmentPolicyError,
+    EnvPolicy,
+    build_environment,
+    is_secret_name,
+    trim_path,
+)
+from sandbox.paths import PathRefused, ensure_private_dir
+from sandbox.policy import (
+    IsolationPlan,
+    IsolationPolicy,
+    IsolationUnavailable,
+    base_layers,
+    landlock_rules,
+    plan_layers,
+    runtime_chain,
+)
 from sandbox.probe import probe
 
 __all__ = [
@@ -60,6 +80,7 @@ _KINDS = frozenset(
         "EXEC_FAILED",
         "ISOLATION_FAILED",
         "ISOLATION_UNAVAILABLE",
+        "PATH_REFUSED",
     }
 )
 
@@ -77,7 +98,10 @@ class LaunchError(Exception):
     for a protection this machine cannot give, e.g. network denial with
     neither a network namespace nor Landlock TCP rules) or
     ``"ISOLATION_FAILED"`` (at spawn: a layer of ``Launch.isolation`` could
-    not be applied; nothing runs, never a weaker plugin).
+    not be applied; nothing runs, never a weaker plugin) or
+    ``"PATH_REFUSED"`` (a path a rule would name resolves through a link a
+    plugin can write, covers a protected folder, or a program of the runtime
+    lies where a plugin can write; see :mod:`sandbox.paths`).
     ``command`` is the command as the manifest wrote it. The message always
     names the command; for ``COMMAND_NOT_FOUND`` of a bare name it also gives
     the ``PATH`` that was searched.
@@ -113,6 +137,15 @@ class Launch:
     ports the layers need (``None`` without an isolation policy; then
     :func:`~sandbox.process.spawn` refuses Landlock layers with
     ``ISOLATION_FAILED`` rather than guess the writable folders).
+    ``runtime``: the real paths of what runs, the executable first, then each
+    ``#!`` interpreter (:func:`sandbox.policy.runtime_chain`). ``files``:
+    ``(real path, "sha256:<hex>")`` of the content that runs: the executable
+    when it lies in the plugin folder or is a script, and every file inside
+    the plugin folder an argument names. ``folders``: ``(argument or
+    "$NAME", real path)`` for each argument or manifest env value naming a
+    folder, a file outside the plugin folder, or a path still to be created
+    (``~`` expanded); with ``IsolationPolicy.grant_named_paths`` they become
+    grants (:func:`named_grants`).
     """
 
     command: str
@@ -123,6 +156,9 @@ class Launch:
     isolation: tuple[str, ...]
     manifest_env: Mapping[str, str] = field(hash=False)
     plan: IsolationPlan | None = None
+    runtime: tuple[str, ...] = ()
+    files: tuple[tuple[str, str], ...] = ()
+    folders: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
@@ -142,12 +178,15 @@ class Launch:
 
     @property
     def digest(self) -> str:
-        """``"sha256:<64 hex>"`` over the author-controlled parts of the launch.
+        """``"sha256:<64 hex>"`` over what the user approves: what runs, with what, under which layers.
 
         Covers executable, command, args, cwd, env_keys, the manifest env
-        items and isolation (plus the connectable TCP ports when
-        ``landlock-net`` is listed), serialised as canonical JSON;
-        host-dependent values (the value of ``PATH``, ``HOME``, ``TMPDIR``,
+        items, isolation (plus the connectable TCP ports when
+        ``landlock-net`` is listed), the real paths of the runtime, the
+        content hashes of ``files`` and the real paths of ``folders``,
+        serialised as canonical JSON. So replacing a script after approval,
+        or a folder argument by a link elsewhere, voids the approval.
+        Host-dependent values (the value of ``PATH``, ``HOME``, ``TMPDIR``,
         the data folder ...) are left out.
         """
         payload = {
@@ -156,9 +195,12 @@ class Launch:
             "cwd": self.cwd,
             "envKeys": self.env_keys,
             "executable": self.executable,
+            "files": [list(item) for item in self.files],
+            "folders": [list(item) for item in self.folders],
             "isolation": list(self.isolation),
             "manifestEnv": sorted([k, v] for k, v in self.manifest_env.items()),
-            "v": 1,
+            "runtime": list(self.runtime),
+            "v": 2,
         }
         if "landlock-net" in self.isolation:
             payload["tcpPorts"] = list(self.plan.tcp_ports) if self.plan is not None else []
@@ -166,19 +208,27 @@ class Launch:
         return "sha256:" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
     def describe(self) -> dict[str, object]:
-        """A JSON-ready summary for approval prompts and logs.
+        """A JSON-ready summary for approval prompts and logs: everything the digest covers.
 
-        Keys: ``command`` (str), ``executable`` (str), ``args`` (list of
-        str), ``cwd`` (str), ``envKeys`` (sorted list of str), ``isolation``
-        (list of str), ``digest`` (str). Values of the environment are left
-        out: they may hold secrets.
+        Keys: ``command`` (str), ``executable`` (str), ``runtime`` (list of
+        real paths: executable, then interpreters), ``args`` (list of str),
+        ``files`` (``{real path: "sha256:<hex>"}``), ``folders`` (``{argument:
+        real path}``), ``cwd`` (str), ``envKeys`` (sorted list of str),
+        ``env`` (the manifest's variables: name -> value, or ``null`` for a
+        secret, whose value the digest still covers), ``isolation`` (list of
+        str), ``digest`` (str). Values the host supplies (``PATH``,
+        ``HOME``...) are left out.
         """
         return {
             "command": self.command,
             "executable": self.executable,
+            "runtime": list(self.runtime),
             "args": list(self.args),
+            "files": dict(self.files),
+            "folders": dict(self.folders),
             "cwd": self.cwd,
             "envKeys": self.env_keys,
+            "env": {k: (None if is_secret_name(k) else v) for k, v in sorted(self.manifest_env.items())},
             "isolation": list(self.isolation),
             "digest": self.digest,
         }
@@ -210,9 +260,20 @@ def _is_inside(path: str, folder: str) -> bool:
 
 
 def _resolve_path_command(command: str, root: str) -> str:
-    candidate = command if os.path.isabs(command) else os.path.join(root, command)
-    resolved = os.path.realpath(candidate)
-    if not _is_inside(resolved, root):
+    """The executable for a command with a ``/``.
+
+    Absolute: the user's own program (``/home/ada/proj/.venv/bin/python``,
+    ``/opt/homebrew/bin/npx``), shown and approved like a ``PATH`` hit; it is
+    kept unresolved, so a virtual environment's ``python`` (a link to its
+    base interpreter) still finds its ``pyvenv.cfg``. Relative: the plugin's
+    own program, which must resolve inside the plugin folder.
+    """
+    if os.path.isabs(command):
+        resolved = os.path.realpath(command)
+        executable = os.path.normpath(command)
+    else:
+        resolved = executable = os.path.realpath(os.path.join(root, command))
+    if not os.path.isabs(command) and not _is_inside(resolved, root):
         raise LaunchError(
             "COMMAND_OUTSIDE_PLUGIN",
             command,
@@ -230,7 +291,7 @@ def _resolve_path_command(command: str, root: str) -> str:
         raise LaunchError("COMMAND_NOT_FOUND", command, f"command {command!r}: {resolved} is not a file")
     if not os.access(resolved, os.X_OK):
         raise LaunchError("COMMAND_NOT_FOUND", command, f"command {command!r}: {resolved} is not executable")
-    return resolved
+    return executable
 
 
 def resolve_launch(
@@ -243,6 +304,8 @@ def resolve_launch(
     host_env: Mapping[str, str] | None = None,
     tmpdir: str | None = None,
     isolation_policy: IsolationPolicy | None = None,
+    host_vars: Mapping[str, str] | None = None,
+    needs: tuple[Sequence[str], Sequence[str]] = ((), ()),
 ) -> Launch:
     """Resolve a manifest's launch into a :class:`Launch`; runs nothing.
 
@@ -252,7 +315,12 @@ def resolve_launch(
     they are (no shell). ``plugin_dir``: the plugin folder; it becomes
     ``cwd``. ``host_env``: defaults to ``os.environ``. ``tmpdir``: the
     child's ``TMPDIR``; default :func:`plugin_tmpdir` (created ``0700``).
-    ``isolation_policy``: ``None`` gives :data:`DEFAULT_ISOLATION`; a policy
+    ``host_vars``: variables the host sets last, over the manifest's (the
+    plugin's own cache folders). ``needs``: the manifest's declared
+    ``(sandbox.read, sandbox.write)`` paths (``~``, ``${HOME}``, ``${data}``
+    expanded), listed in ``folders`` and granted under a policy with
+    ``grant_named_paths``. ``isolation_policy``: ``None`` gives
+    :data:`DEFAULT_ISOLATION`; a policy
     gives exactly the layers :func:`sandbox.policy.plan_layers` finds
     enforceable here (from :func:`sandbox.probe.probe`, cached; the first
     call costs ~50 ms) and creates its ``data_dir`` (``0700``).
@@ -277,6 +345,7 @@ def resolve_launch(
         env = build_environment(os.environ if host_env is None else host_env, manifest_env, policy, tmpdir=tmpdir)
     except EnvironmentPolicyError as exc:
         raise LaunchError("ENV_POLICY", command, f"command {command!r}: {exc}") from exc
+    env.update(host_vars or {})
 
     if not command:
         raise LaunchError("COMMAND_NOT_FOUND", command, "the command is empty")
@@ -293,6 +362,19 @@ def resolve_launch(
             )
         executable = os.path.abspath(found)
 
+    runtime = runtime_chain(executable, env.get("PATH", ""))
+    files, folders = _named_paths(args, root, manifest_env, env.get("HOME"))
+    data_dir = isolation_policy.data_dir if isolation_policy is not None else None
+    declared = _declared_paths(needs, env.get("HOME"), data_dir)
+    folders += declared
+    try:
+        if _runs_as_content(runtime[0][1], root):
+            files.insert(0, (runtime[0][1], _content_digest(runtime[0][1])))
+    except OSError as exc:
+        raise LaunchError(
+            "COMMAND_NOT_FOUND", command, f"command {command!r}: cannot read {executable}: {exc}"
+        ) from exc
+
     isolation = DEFAULT_ISOLATION
     plan: IsolationPlan | None = None
     if isolation_policy is not None:
@@ -301,21 +383,42 @@ def resolve_launch(
         except IsolationUnavailable as exc:
             raise LaunchError("ISOLATION_UNAVAILABLE", command, f"command {command!r}: {exc}") from exc
         data_dir = None
-        if isolation_policy.data_dir is not None:
-            try:
-                data_dir = _data_folder(isolation_policy.data_dir)
-            except OSError as exc:
-                raise LaunchError(
-                    "EXEC_FAILED", command, f"data folder {isolation_policy.data_dir} of {command!r}: {exc}"
-                ) from exc
+        try:
+            ensure_private_dir(tmpdir)
+            if isolation_policy.data_dir is not None:
+                data_dir = ensure_private_dir(isolation_policy.data_dir)
+        except (OSError, PathRefused) as exc:
+            raise LaunchError("EXEC_FAILED", command, f"private folder of {command!r}: {exc}") from exc
+        named = [item for item in folders if not item[0].startswith("sandbox.")]
+        grant_read, grant_write = named_grants(named) if isolation_policy.grant_named_paths else ([], [])
+        if isolation_policy.grant_named_paths:
+            grant_read += [path for label, path, _ in declared if label.startswith("sandbox.read")]
+            grant_write += [path for label, path, _ in declared if label.startswith("sandbox.write")]
+        # The user's CA files (passed from the host environment) must be readable to be of use.
+        trust = [env[n] for n in CA_VARS if n in env and os.path.isabs(env[n]) and n not in manifest_env]
         plan = IsolationPlan(
             tmpdir=tmpdir,
             data_dir=data_dir,
             tcp_ports=isolation_policy.allowed_tcp_ports if "landlock-net" in isolation else (),
             deny_unix_sockets=isolation_policy.network == "deny",
-            extra_read=isolation_policy.extra_read_paths,
-            extra_write=isolation_policy.extra_write_paths,
+            extra_read=(*isolation_policy.extra_read_paths, *grant_read, *trust),
+            extra_write=(*isolation_policy.extra_write_paths, *grant_write),
         )
+        if "landlock-fs" in isolation:
+            try:
+                rules = landlock_rules(
+                    executable=executable,
+                    plugin_dir=root,
+                    path_env=env.get("PATH", ""),
+                    plan=plan,
+                    home=env.get("HOME"),
+                    protected=isolation_policy.protected_paths,
+                    writable=isolation_policy.writable_paths,
+                    code=isolation_policy.code_paths,
+                )
+            except PathRefused as exc:
+                raise LaunchError("PATH_REFUSED", command, f"command {command!r}: {exc}") from exc
+            plan = dataclasses.replace(plan, rules=tuple((k, tuple(v)) for k, v in rules.items()))
 
     return Launch(
         command=command,
@@ -326,16 +429,128 @@ def resolve_launch(
         isolation=isolation,
         manifest_env=manifest_env,
         plan=plan,
+        runtime=tuple(dict.fromkeys(real for _, real in runtime)),
+        files=tuple(dict.fromkeys(files)),
+        folders=tuple(dict.fromkeys((label, real) for label, _, real in folders)),
     )
 
 
-def _data_folder(path: str) -> str:
-    """Create ``path`` (and parents) ``0700`` if missing; return its realpath. Tightens its mode if it is ours."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    real = os.path.realpath(path)
-    st = os.stat(real)
-    if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(20, "not a folder", real)
-    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(real, 0o700)
-    return real
+def _content_digest(path: str) -> str:
+    """``"sha256:<hex>"`` of the file at ``path`` (blocking; reads it whole)."""
+    with open(path, "rb") as fh:
+        return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _runs_as_content(real: str, root: str) -> bool:
+    """True when the approval must pin ``real``'s bytes: it lies in the plugin folder, or is a ``#!`` script."""
+    if _is_inside(real, root):
+        return True
+    with open(real, "rb") as fh:
+        return fh.read(2) == b"#!"
+
+
+def expand_home(word: str, home: str | None) -> str | None:
+    """``word`` with a leading ``~`` or ``${HOME}``/``$HOME`` replaced by ``home``; ``None`` if it names no path.
+
+    ``"~/docs"`` -> ``"/home/ada/docs"``; ``"/srv/x"`` stays; ``"stdio"`` or
+    ``"~bob/x"`` (another user's home) -> ``None``. Users write ``~`` in the
+    configs they already have; servers expand it themselves, so the
+    argument is passed as written and only the grant uses the expansion.
+    """
+    for prefix in ("~", "${HOME}", "$HOME"):
+        if home and (word == prefix or word.startswith(prefix + "/")):
+            return os.path.normpath(home + word[len(prefix) :])
+    return word if os.path.isabs(word) else None
+
+
+def _named_paths(
+    args: Sequence[str], root: str, env: Mapping[str, str], home: str | None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """What the arguments and the manifest's env values name: ``(files, folders)``.
+
+    ``folders`` items are ``(label, path as named, real path)``.
+    See :attr:`Launch.files` / :attr:`Launch.folders`. An argument names a
+    path when it is absolute, starts with ``~`` (expanded with ``home``), or
+    is relative to the plugin folder (the working folder) and exists there;
+    ``--opt=value`` is read for its value too. An env value names a path when
+    it is absolute or starts with ``~``; it is listed as ``$NAME``. Files
+    inside the plugin folder are hashed; anything else is pinned by its real
+    path (a path that does not exist yet too: where it would be created).
+    """
+    files: list[tuple[str, str]] = []
+    folders: list[tuple[str, str, str]] = []
+    named: list[tuple[str, str]] = []
+    for arg in args:
+        candidates = [arg]
+        if arg.startswith("-") and "=" in arg:
+            candidates.append(arg.split("=", 1)[1])
+        for word in candidates:
+            if not word or word.startswith("-"):
+                continue
+            path = expand_home(word, home)
+            if path is None:
+                path = os.path.join(root, word)
+                if not os.path.lexists(path):
+                    continue
+            named.append((word, path))
+    named += [(f"${name}", path) for name, value in env.items() if (path := expand_home(value, home)) is not None]
+    for label, path in named:
+        real = os.path.realpath(path)
+        if os.path.isfile(real) and _is_inside(real, root):
+            try:
+                files.append((real, _content_digest(real)))
+                continue
+            except OSError:
+                pass
+        folders.append((label, path, real))
+    return files, folders
+
+
+def _declared_paths(
+    needs: tuple[Sequence[str], Sequence[str]], home: str | None, data_dir: str | None
+) -> list[tuple[str, str, str]]:
+    """The manifest's ``sandbox.read`` / ``sandbox.write`` as ``(label, path, real path)``.
+
+    ``~`` and ``${HOME}`` expand to ``home``, ``${data}`` to the plugin's data
+    folder; a path that cannot be expanded (no home, no data folder) is left
+    out. Labels are ``sandbox.read[0]``, ``sandbox.write[1]`` ...
+    """
+    found: list[tuple[str, str, str]] = []
+    for kind, paths in zip(("read", "write"), needs, strict=True):
+        for index, raw in enumerate(paths):
+            if raw.startswith("${data}"):
+                path = os.path.normpath(data_dir + raw[len("${data}") :]) if data_dir else None
+            else:
+                path = expand_home(raw, home)
+            if path is not None:
+                found.append((f"sandbox.{kind}[{index}]", path, os.path.realpath(path)))
+    return found
+
+
+def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
+    """The Landlock grants that named paths bring: ``(read, write)``, paths as named (not yet resolved).
+
+    ``folders``: ``(label, path as named, real path)`` from the arguments
+    and env values. A folder is readable and writable: the folders a
+    filesystem server serves, a data folder. A file named by an argument is
+    readable with its folder (a script and the modules beside it); a file
+    named by an env value (label ``$NAME``) is readable and writable
+    (``MEMORY_FILE_PATH``). A path that does not exist yet makes its folder
+    readable and writable, so the server can create it. The paths come back
+    as named so that :func:`sandbox.policy.landlock_rules` checks every link
+    on the way; every grant is shown in ``launch.folders`` and covered by the
+    digest.
+    """
+    read: list[str] = []
+    write: list[str] = []
+    for label, path, real in folders:
+        if os.path.isdir(real):
+            write.append(path)
+        elif os.path.isfile(real):
+            if label.startswith("$"):
+                write.append(path)
+            else:
+                read += [path, os.path.dirname(path)]
+        elif os.path.isdir(os.path.dirname(real)):
+            write.append(os.path.dirname(path))
+    return list(dict.fromkeys(read)), list(dict.fromkeys(write))

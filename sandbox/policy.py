@@ -30,6 +30,17 @@ With ``"deny"`` (either form) the seccomp layer also refuses
 ``socket(AF_UNIX)``: no connection to local daemons through pathname unix
 sockets (D-Bus, ``docker.sock``, an ssh-agent), which neither a network
 namespace nor Landlock ABI 7 covers.
+
+With ``"deny"`` (either form, and whatever ``IsolationPolicy.seccomp`` says:
+it is part of the network denial) ``seccomp-net`` is planned where seccomp
+works: ``socket(2)`` becomes an allowlist of the kinds the rules above were
+written for (TCP and UDP over IPv4/IPv6, route netlink, ``socketpair`` of
+``AF_UNIX``); MPTCP, SCTP, ICMP, raw and packet sockets, vsock and every
+other family fail (``sandbox/_seccomp.py`` has the list and the errnos).
+Landlock's TCP rules do not cover MPTCP, and a namespace does not cover
+vsock, so granted ports open plain TCP only. It stays optional like the
+other seccomp layer: on a machine without seccomp it is left out (and
+``hostd doctor`` says so).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from sandbox.paths import PathRefused, check_rule_path, covers, is_inside
 from sandbox.probe import Capability
 
 __all__ = [
@@ -56,6 +68,7 @@ __all__ = [
     "landlock_rules",
     "order_layers",
     "plan_layers",
+    "runtime_chain",
     "runtime_read_paths",
 ]
 
@@ -71,7 +84,9 @@ LAYER_ORDER: tuple[str, ...] = (
     "landlock-scope",
     "userns",
     "netns",
+    "pidns",
     "seccomp",
+    "seccomp-net",
 )
 
 #: System folders a plugin may read and execute from under ``landlock-fs``.
@@ -135,6 +150,9 @@ DEVICES_RW: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full")
 #: Character devices a plugin may read under ``landlock-fs``.
 DEVICES_R: tuple[str, ...] = ("/dev/random", "/dev/urandom")
 
+#: Interpreters a package runner starts for the code it fetches (their runtime is the plugin's runtime too).
+_RUNNER_INTERPRETERS: dict[str, tuple[str, ...]] = {"uv": ("python3",), "uvx": ("python3",), "pipx": ("python3",)}
+
 _PREFIX_PARTS = ("bin", "sbin", "lib", "lib32", "lib64", "libexec", "etc", "pyvenv.cfg")
 
 
@@ -156,13 +174,25 @@ class IsolationPolicy:
     TCP ports, signal scoping). ``network``: ``"allow"`` or ``"deny"`` (see
     the module text). ``allowed_tcp_ports``: with ``"deny"``, connect to
     these TCP ports only (Landlock ABI 4; sorted and de-duplicated). ``seccomp``:
-    apply the seccomp deny-list where available. ``max_rss_bytes`` /
+    apply the seccomp deny-list where available (the ``seccomp-net`` socket
+    allowlist of ``"deny"`` does not depend on it). ``max_rss_bytes`` /
     ``max_cpu_percent`` (percent of one CPU, averaged over
     ``cpu_window_seconds``): limits for :func:`sandbox.watchdog.watch`
-    (``None`` = no limit). ``data_dir``: the plugin's writable data folder
+    (``None`` = no limit). ``max_disk_bytes``: bound of the bytes allocated
+    beneath the plugin's data folder and ``TMPDIR`` together, measured by
+    the watchdog every ``disk_interval_seconds`` (``None`` = no bound; hostd
+    sets :data:`sandbox.watchdog.DEFAULT_MAX_DISK_BYTES`). ``data_dir``: the plugin's writable data folder
     (absolute; created ``0700`` by ``resolve_launch``). ``extra_read_paths``
     / ``extra_write_paths``: further absolute paths the host grants under
-    ``landlock-fs`` (e.g. an npm or uv cache, a Node from nvm).
+    ``landlock-fs`` (e.g. a folder the user approved in the arguments).
+    ``protected_paths``: what no rule may cover (the state folder, the
+    user's home, other plugins' folders). ``writable_paths``: folders other
+    plugins may write (a link there cannot redirect a rule; no runtime
+    program may live there). ``code_paths``: every plugin's folder (no
+    write rule may reach one). See :func:`landlock_rules`.
+    ``grant_named_paths``: the paths the approved arguments and the
+    manifest's env values name become grants
+    (:func:`sandbox.launch.named_grants`).
 
     Raises ``ValueError`` for an inconsistent policy (ports with
     ``"allow"``, a port outside 1..65535, a relative path, a limit <= 0).
@@ -175,9 +205,15 @@ class IsolationPolicy:
     max_rss_bytes: int | None = None
     max_cpu_percent: float | None = None
     cpu_window_seconds: float = 30.0
+    max_disk_bytes: int | None = None
+    disk_interval_seconds: float = 5.0
     data_dir: str | None = None
     extra_read_paths: tuple[str, ...] = ()
     extra_write_paths: tuple[str, ...] = ()
+    protected_paths: tuple[str, ...] = ()
+    writable_paths: tuple[str, ...] = ()
+    code_paths: tuple[str, ...] = ()
+    grant_named_paths: bool = False
 
     def __post_init__(self) -> None:
         if self.network not in ("allow", "deny"):
@@ -194,9 +230,13 @@ class IsolationPolicy:
             raise ValueError("max_cpu_percent must be positive")
         if self.cpu_window_seconds <= 0:
             raise ValueError("cpu_window_seconds must be positive")
+        if self.max_disk_bytes is not None and self.max_disk_bytes <= 0:
+            raise ValueError("max_disk_bytes must be positive")
+        if self.disk_interval_seconds <= 0:
+            raise ValueError("disk_interval_seconds must be positive")
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", _check_path("data_dir", self.data_dir))
-        for name in ("extra_read_paths", "extra_write_paths"):
+        for name in ("extra_read_paths", "extra_write_paths", "protected_paths", "writable_paths", "code_paths"):
             paths = tuple(_check_path(name, p) for p in getattr(self, name))
             object.__setattr__(self, name, paths)
 
@@ -210,7 +250,7 @@ class IsolationPlan:
     created data folder (realpath) or ``None``. ``tcp_ports``: connectable
     TCP ports under ``landlock-net``. ``deny_unix_sockets``: seccomp refuses
     ``socket(AF_UNIX)``. ``extra_read`` / ``extra_write``: the policy's
-    extra paths.
+    extra paths. ``rules``: the checked Landlock path lists, real paths only.
     """
 
     tmpdir: str
@@ -219,6 +259,12 @@ class IsolationPlan:
     deny_unix_sockets: bool = False
     extra_read: tuple[str, ...] = ()
     extra_write: tuple[str, ...] = ()
+    #: The Landlock path lists from :func:`landlock_rules`, checked at resolution (empty without ``landlock-fs``).
+    rules: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def rule_lists(self) -> dict[str, list[str]]:
+        """``rules`` as the shim's spec wants them: ``{"read": [...], "write": [...], ...}``."""
+        return {name: list(paths) for name, paths in self.rules}
 
 
 def base_layers() -> tuple[str, ...]:
@@ -242,7 +288,9 @@ def plan_layers(
 
     ``euid`` (default: ours): for root, ``userns`` is added where user
     namespaces work and ``netns`` is not already planned, so a root plugin
-    holds no capability over the host.
+    holds no capability over the host. ``pidns`` is added wherever the
+    probe found it works, whatever the policy: it is how a plugin's process
+    tree is ended for sure (without it, the shim's sweep races the tree).
 
     Raises :class:`IsolationUnavailable` when ``network="deny"`` cannot be
     enforced (no network namespace and no Landlock ABI 4; or ports asked for
@@ -276,24 +324,41 @@ def plan_layers(
                 )
     if landlock and "landlock-scope" in have:
         layers.append("landlock-scope")
+    if "pidns" in have:
+        # Containment by construction: the plugin's tree lives in a pid namespace whose pid 1 the shim
+        # owns; when that ends, the kernel ends every process of it, however fast it forks or hides.
+        layers.append("pidns")
     if euid == 0 and "netns" in have and "netns" not in layers:
         # Root in its own user namespace keeps no capability over the host (measured: without it,
         # a Landlocked root plugin still reads other root processes' /proc/<pid>/environ).
         layers.append("userns")
     if policy.seccomp and "seccomp" in have:
         layers.append("seccomp")
+    if policy.network == "deny" and "seccomp-net" in have:
+        layers.append("seccomp-net")  # socket kinds the network rules do not cover (module text)
     return order_layers(layers)
 
 
-def _prefix_paths(binary: str, home: str | None) -> list[str]:
-    """The folders an executable at ``binary`` needs: its own, and its install prefix's parts."""
-    found: list[str] = []
-    for path in dict.fromkeys([binary, os.path.realpath(binary)]):
-        folder = os.path.dirname(path)
-        found.append(folder)
+def _is_broad(folder: str, guarded: Sequence[str]) -> bool:
+    """A folder no runtime heuristic may grant as a whole: ``/``, a top-level folder, or one covering a guarded path."""
+    return folder == "/" or folder.count("/") == 1 or any(covers(folder, g) for g in guarded)
+
+
+def _prefix_paths(found_at: str, real: str, guarded: Sequence[str]) -> list[str]:
+    """The folders a runtime found at ``found_at`` (real path ``real``) needs: its own and its prefix's parts.
+
+    Derived only from real paths: the real file, its real folder, and the
+    real folder it was found in (a virtual environment's ``bin`` whose
+    ``python`` links elsewhere). Never a broad folder (:func:`_is_broad`);
+    the prefix ``X`` of ``X/bin`` adds only ``X/{bin,lib,...}``.
+    """
+    found = [real]
+    for folder in dict.fromkeys([os.path.dirname(real), os.path.realpath(os.path.dirname(found_at))]):
+        if not _is_broad(folder, guarded):
+            found.append(folder)
         if os.path.basename(folder) in ("bin", "sbin"):
             prefix = os.path.dirname(folder)
-            if prefix not in ("/", home):
+            if prefix != "/" and not any(covers(prefix, g) for g in guarded):
                 found += [os.path.join(prefix, part) for part in _PREFIX_PARTS]
     return found
 
@@ -309,37 +374,66 @@ def _shebang(path: str) -> list[str]:
     return head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
 
 
-def runtime_read_paths(executable: str, path_env: str, home: str | None = None) -> list[str]:
-    """Folders the runtime of ``executable`` needs to read: its prefix, and its interpreter's.
+def runtime_chain(executable: str, path_env: str) -> list[tuple[str, str]]:
+    """The programs that run for ``executable``: ``[(as found, real path), ...]``, the executable first.
 
-    For ``/opt/node/bin/node`` that is ``/opt/node/{bin,lib,...}``; for a
-    script with ``#!/usr/bin/env node`` it adds the prefix of ``node`` found
-    on ``path_env`` (the child's ``PATH``); two levels of interpreters at
-    most. ``home`` (the user's home folder) is never taken as a prefix
-    (``~/bin/tool`` does not open all of ``~``).
+    A script's ``#!`` interpreter follows it (``#!/usr/bin/env node``:
+    ``/usr/bin/env``, then ``node`` looked up on ``path_env``, the child's
+    ``PATH``), three levels at most. Real paths come from
+    :func:`os.path.realpath`; a missing interpreter ends the chain.
     """
-    found: list[str] = []
+    chain: list[tuple[str, str]] = []
     current = [executable]
     for _ in range(3):
         following: list[str] = []
         for binary in current:
-            found += _prefix_paths(binary, home)
-            words = _shebang(os.path.realpath(binary))
+            real = os.path.realpath(binary)
+            chain.append((binary, real))
+            # A package runner picks its interpreter at run time: uv/uvx/pipx run ``python3`` from the PATH.
+            following += [
+                hit
+                for name in _RUNNER_INTERPRETERS.get(os.path.basename(real), ())
+                if (hit := shutil.which(name, path=path_env))
+            ]
+            words = _shebang(real)
             if not words:
                 continue
             interpreter = words[0]
             if os.path.basename(interpreter) == "env":
-                found += _prefix_paths(interpreter, home)
+                chain.append((interpreter, os.path.realpath(interpreter)))
                 names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
                 hit = shutil.which(names[0], path=path_env) if names and path_env else None
                 if hit:
-                    following.append(hit)
-            elif os.path.isabs(interpreter):
+                    following.append(os.path.abspath(hit))
+            elif os.path.isabs(interpreter) and os.path.exists(interpreter):
                 following.append(interpreter)
         current = following
         if not current:
             break
+    return list(dict.fromkeys(chain))
+
+
+def runtime_read_paths(
+    executable: str, path_env: str, home: str | None = None, guarded: Sequence[str] = ()
+) -> list[str]:
+    """Paths the runtime of ``executable`` needs to read: each program of :func:`runtime_chain` and its prefix.
+
+    For ``/opt/node/bin/node`` that is the file, ``/opt/node/bin`` and
+    ``/opt/node/{bin,lib,...}``; for a script with ``#!/usr/bin/env node``
+    also ``node``'s, found on ``path_env``. Everything is derived from real
+    paths, and no folder granted as a whole is ``/``, a top-level folder, the
+    ``home`` folder, or one covering a ``guarded`` path (``~/bin/tool`` adds
+    ``~/bin``, never ``~``).
+    """
+    guard = [*guarded, *([home] if home else [])]
+    found: list[str] = []
+    for found_at, real in runtime_chain(executable, path_env):
+        found += _prefix_paths(found_at, real, guard)
     return list(dict.fromkeys(found))
+
+
+def _checked(paths: Iterable[str], *, writable: Sequence[str], protected: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(check_rule_path(p, writable=writable, protected=protected) for p in paths))
 
 
 def landlock_rules(
@@ -349,21 +443,48 @@ def landlock_rules(
     path_env: str,
     plan: IsolationPlan,
     home: str | None = None,
+    protected: Sequence[str] = (),
+    writable: Sequence[str] = (),
+    code: Sequence[str] = (),
 ) -> dict[str, list[str]]:
-    """The Landlock path lists for one launch (``read``, ``write``, ``devices_rw``, ``devices_r``).
+    """The Landlock path lists for one launch (``read``, ``write``, ``devices_rw``, ``devices_r``), as real paths.
 
     Read (and execute): :data:`SYSTEM_READ`, :data:`ETC_READ`, the plugin
-    folder, :func:`runtime_read_paths` of the executable and the policy's
+    folder, :func:`runtime_read_paths` of the executable and the plan's
     extra read paths. Read and write: the plan's ``TMPDIR``, data folder
     and extra write paths. Devices: :data:`DEVICES_RW`, :data:`DEVICES_R`.
-    Nothing else is reachable. Paths that do not exist are skipped by the
-    shim.
+    Nothing else is reachable.
+
+    Every path is resolved by :func:`sandbox.paths.check_rule_path`:
+    ``writable`` (every folder any plugin may write) must hold no link on the
+    way, no rule may cover a ``protected`` path (the state folder, the home
+    folder, other plugins' folders), no write rule may cover or lie in a
+    ``code`` folder (every plugin's folder), and no program of the runtime
+    may lie in a plugin-writable folder (it would run code a plugin wrote).
+    Raises :class:`~sandbox.paths.PathRefused` naming the path and why.
+    Blocking (``lstat`` and a read of the first line of each script).
     """
-    read = [*SYSTEM_READ, *ETC_READ, plugin_dir, *runtime_read_paths(executable, path_env, home), *plan.extra_read]
-    write = [plan.tmpdir, *([plan.data_dir] if plan.data_dir else []), *plan.extra_write]
+    own = [plan.tmpdir, *([plan.data_dir] if plan.data_dir else []), *plan.extra_write]
+    writable = list(dict.fromkeys(os.path.realpath(p) for p in (*writable, *own)))
+    for program in dict.fromkeys(real for _, real in runtime_chain(executable, path_env)):
+        for root in writable:
+            if is_inside(program, root):
+                raise PathRefused(program, f"is a program of the runtime, inside {root}, which a plugin can write")
+    runtime = runtime_read_paths(executable, path_env, home, protected)
+    system = [p for p in (*SYSTEM_READ, *ETC_READ) if os.path.lexists(p)]
+    read = _checked([*system, plugin_dir, *runtime, *plan.extra_read], writable=writable, protected=protected)
+    write = _checked(
+        [plan.tmpdir, *([plan.data_dir] if plan.data_dir else []), *plan.extra_write],
+        writable=writable,
+        protected=[*protected, *code],
+    )
+    for path in write:
+        for folder in code:
+            if is_inside(path, folder):
+                raise PathRefused(path, f"lies in the plugin folder {folder}: no plugin may write plugin code")
     return {
-        "read": list(dict.fromkeys(read)),
-        "write": list(dict.fromkeys(write)),
+        "read": read,
+        "write": write,
         "devices_rw": list(DEVICES_RW),
         "devices_r": list(DEVICES_R),
     }

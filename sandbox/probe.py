@@ -4,7 +4,9 @@ Theory of operation. :func:`probe` runs the supervisor shim once as
 ``python -I -S shim.py --probe``: it tries each kernel layer for real in a
 throwaway child (create and enforce a Landlock ruleset and check that a read
 is denied; enter a user + network namespace and check that only ``lo`` is
-left; install the seccomp filter and check ``Seccomp: 2``), as the user
+left; enter a user + pid namespace and check that the next child is its
+pid 1 and that a process of it dies with that pid 1; install the seccomp
+filter and check ``Seccomp: 2``), as the user
 hostd runs as, so a distribution that disables unprivileged user namespaces
 (Ubuntu 24.04's AppArmor rule, Docker's default seccomp profile) or a kernel
 without Landlock shows up here and not at a plugin's spawn. The result is
@@ -14,7 +16,9 @@ bubblewrap and a delegated cgroup v2 (reported, not used by ``sandbox``).
 
 Capability names are the layer names of :class:`~sandbox.launch.Launch`
 (``shim``, ``landlock-fs``, ``landlock-net``, ``landlock-scope``,
-``netns``, ``seccomp``) plus ``bubblewrap`` and ``cgroup-v2``.
+``netns``, ``pidns``, ``seccomp``, ``seccomp-net``) plus ``bubblewrap`` and ``cgroup-v2``.
+``seccomp-net`` (the socket allowlist planned under network ``"deny"``) is
+tried on its own: an MPTCP socket must be refused, a TCP socket not.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ CAPABILITY_NAMES: tuple[str, ...] = (
     "landlock-net",
     "landlock-scope",
     "netns",
+    "pidns",
     "seccomp",
+    "seccomp-net",
     "bubblewrap",
     "cgroup-v2",
 )
@@ -163,7 +169,9 @@ def _build() -> tuple[list[Capability], int]:
             else Capability("landlock-scope", False, f"Landlock ABI {abi}: scoping needs ABI 6 (Linux 6.12)")
         )
     caps.append(Capability("netns", *_pair(raw, "netns")))
+    caps.append(Capability("pidns", *_pair(raw, "pidns")))
     caps.append(Capability("seccomp", *_pair(raw, "seccomp")))
+    caps.append(Capability("seccomp-net", *_pair(raw, "seccomp-net")))
     caps.append(_bubblewrap())
     caps.append(_cgroup_v2())
     return caps, abi if landlock_ok else 0

@@ -27,6 +27,17 @@ Two ways to run a plugin, chosen by ``launch.isolation``:
 Where this differs from the mcp SDK's stdio client (new session +
 ``killpg``): a ``setsid`` grandchild or a double-forked daemon leaves the
 process group, so the SDK misses it; here the subreaper and the token find it.
+
+The class of bug this guards against: any way for a process of the plugin
+to outlive its stop or hostd (double fork, ``setsid``, a cleared
+environment, forking faster than a sweep walks ``/proc``, a killed shim).
+A sweep (the shim's, or the token sweep here) races the tree and trusts
+what the tree can erase; so where the probe finds user namespaces work the
+plan has ``pidns``: the tree lives in a pid namespace whose pid 1 is the
+shim's child, the kernel kills every process of the namespace when that
+pid 1 goes (stop, the main process's exit, the shim's death through its
+parent-death signal, hostd's death through the lifeline), and no process
+can leave a pid namespace. The sweeps stay for launches without it.
 """
 
 from __future__ import annotations
@@ -48,7 +59,8 @@ import psutil
 import trio
 
 from sandbox.launch import Launch, LaunchError
-from sandbox.policy import IsolationPlan, landlock_rules, order_layers
+from sandbox.paths import PathRefused, ensure_private_dir
+from sandbox.policy import IsolationPlan, order_layers
 
 __all__ = [
     "NOFILE_LIMIT",
@@ -508,8 +520,13 @@ class _ShimProcess(SandboxedProcess):
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
             await self._proc.wait()
-        # Belt and braces: anything that escaped the shim (or outlived a killed shim).
-        await trio.to_thread.run_sync(sweep_leftovers, self.token)
+        # With "pidns" a shim that exited by itself has reaped the namespace's pid 1, and the kernel
+        # returns that only once every process of the namespace is gone: nothing can be left to sweep.
+        # Otherwise (no pid namespace, or a shim that had to be killed) sweep by token: belt and braces
+        # for what escaped the shim's own sweep; a tree that clears its environment escapes this too.
+        contained = "pidns" in self.isolation and self._proc.returncode is not None and self._proc.returncode >= 0
+        if not contained:
+            await trio.to_thread.run_sync(sweep_leftovers, self.token)
         await self._lifeline.aclose()
         await self._control.stream.aclose()
 
@@ -528,7 +545,21 @@ def _exec_failed(launch: Launch, detail: str) -> LaunchError:
 
 #: Error stages of the shim that mean "a layer could not be applied".
 _LAYER_STAGES = frozenset(
-    {"rlimits", "no_new_privs", "netns", "userns", "landlock", "seccomp", "layers", "load", "pdeathsig", "setsid"}
+    {
+        "rlimits",
+        "no_new_privs",
+        "netns",
+        "userns",
+        "pidns",
+        "landlock",
+        "seccomp",
+        "layers",
+        "load",
+        "pdeathsig",
+        "setsid",
+        "init",
+        "pid",
+    }
 )
 
 
@@ -547,15 +578,13 @@ def _spec(launch: Launch, env: dict[str, str]) -> bytes:
     if any(layer.startswith("landlock-") for layer in layers):
         if launch.plan is None:
             raise _isolation_failed(launch, "Landlock layers need launch.plan (from resolve_launch with a policy)")
-        rules: dict[str, object] = dict(
-            landlock_rules(
-                executable=launch.executable,
-                plugin_dir=launch.cwd,
-                path_env=launch.env.get("PATH", ""),
-                plan=plan,
-                home=launch.env.get("HOME"),
-            )
-        )
+        try:  # at every start: a plugin may have swapped its TMPDIR or data folder for a link since the last
+            for folder in (plan.tmpdir, plan.data_dir):
+                if folder:
+                    ensure_private_dir(folder)
+        except (OSError, PathRefused) as exc:
+            raise _isolation_failed(launch, f"private folder: {exc}") from exc
+        rules: dict[str, object] = dict(plan.rule_lists())
         rules["tcp_connect"] = list(plan.tcp_ports)
         spec["landlock"] = rules
     if "seccomp" in layers:
@@ -664,9 +693,12 @@ async def spawn(launch: Launch) -> SandboxedProcess:
     more), and the shim's child applies the other listed layers just before
     ``execve``, single-threaded (never from a trio thread, never with
     ``preexec_fn``): ``"rlimits"`` (``RLIMIT_CORE=0``, ``RLIMIT_NOFILE``
-    capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``,
-    ``"landlock-fs"`` / ``"landlock-net"`` / ``"landlock-scope"`` (paths from
-    :func:`sandbox.policy.landlock_rules`) and ``"seccomp"``; see
+    capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``, ``"pidns"``
+    (the tree in a pid namespace of its own: nothing of it outlives the stop),
+    ``"landlock-fs"`` / ``"landlock-net"`` / ``"landlock-scope"`` (the real
+    paths ``launch.plan.rules`` pinned at resolution; the plan's ``TMPDIR``
+    and data folder are checked again first, see
+    :func:`sandbox.paths.ensure_private_dir`) and ``"seccomp"``; see
     ``sandbox/README.md``. Every layer other than ``"shim"`` needs the shim.
     Returns once the plugin's executable is running (exec succeeded), with
     :attr:`SandboxedProcess.isolation` set to what the shim reported applied.

@@ -40,10 +40,24 @@ Theory of operation.
   ``no_new_privs`` (also set whenever Landlock or seccomp is asked for:
   both need it); ``landlock-fs``
   / ``landlock-net`` / ``landlock-scope`` (``_landlock.py``, loaded by path);
-  ``seccomp`` (``_seccomp.py``, loaded by path). Right before ``execve`` the
-  child writes the layers it applied to the close-on-exec pipe; the shim
+  ``seccomp`` / ``seccomp-net`` (one filter, ``_seccomp.py``, loaded by
+  path). Right before ``execve`` the child writes the layers it applied to the close-on-exec pipe; the shim
   passes them on in its ``pid`` line. A layer that fails ends the launch
   with ``error <layer> <errno> <text>``: never a weaker plugin.
+- ``pidns`` (containment by construction): the shim itself enters one user
+  namespace with a pid namespace (plus the network namespace when ``netns``
+  is asked for) before it forks, so its child is pid 1 of the new pid
+  namespace: :func:`init_main`, a forked copy of this script (no exec) that
+  forks the plugin's main process (:func:`plugin_main`, which applies the
+  remaining layers and execs), forwards SIGTERM/SIGINT/SIGHUP to the whole
+  namespace, reaps, and reports the main process's wait status on a pipe.
+  The kernel kills every process of the namespace when that pid 1 exits,
+  and the shim's ``waitpid`` of it returns only after that: so the shim's
+  stop is SIGTERM to pid 1, the grace, SIGKILL to pid 1, with no sweep to
+  race a fast-forking tree, and the ``pid`` line carries the main
+  process's pid in the host's namespace (it reports it, as ``P<pid>``,
+  before it confines itself). The shim's own namespaces cost it nothing:
+  it needs no privilege over the host.
 - ``python -I -S shim.py --probe`` prints one JSON line describing which
   layers this kernel lets this user apply, each tried for real in a
   throwaway child (used by ``sandbox.probe``).
@@ -51,7 +65,7 @@ Theory of operation.
   ``rlimits``; the tree is found through ``ps`` and the plugin's process
   group (see ``sandbox/README.md``).
 - Stop (``stop <grace>`` or SIGTERM/SIGHUP/SIGINT, which use the spec's
-  grace): SIGTERM to every descendant, wait the grace for the main process,
+  grace), without ``pidns``: SIGTERM to every descendant, wait the grace for the main process,
   then a SIGSTOP sweep until no new process appears, a SIGKILL to all, and
   ``waitpid`` until ``ECHILD`` proves nothing is left. When the main process
   exits by itself the rest is killed the same way without grace. The shim
@@ -79,6 +93,7 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
 
 EXIT_SETUP_FAILED = 127
 EXIT_SHIM_BUG = 70
@@ -97,6 +112,7 @@ if _unshare is not None:
 _HANDLED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 #: Layers that need the Landlock module, and the layer names the child may report.
 _LANDLOCK_LAYERS = ("landlock-fs", "landlock-net", "landlock-scope")
+_SECCOMP_LAYERS = ("seccomp", "seccomp-net")  # one filter: the deny-list and/or the socket allowlist
 
 
 def prctl(option: int, arg2: int = 0) -> None:
@@ -130,13 +146,15 @@ def _write_file(path: str, text: str) -> None:
         os.close(fd)
 
 
-def enter_namespaces(*, network: bool = True) -> None:
+def enter_namespaces(*, network: bool = True, pid: bool = False) -> None:
     """A new user namespace and, with ``network``, a new network namespace (only ``lo``, brought up).
 
     The user namespace maps this uid and gid to themselves (so files keep
     their owners) and denies ``setgroups``; the caller keeps no capability
     outside it (for root: no ``CAP_SYS_PTRACE``, ``CAP_SYS_ADMIN``... over
-    the host). Raises OSError (e.g. EPERM where unprivileged user
+    the host). With ``pid``, also a new pid namespace (the same user
+    namespace owns it): the caller stays where it is, its next child is the
+    namespace's pid 1. Raises OSError (e.g. EPERM where unprivileged user
     namespaces are disabled).
     """
     if _unshare is None:
@@ -147,7 +165,7 @@ def enter_namespaces(*, network: bool = True) -> None:
 
     uid, gid = os.geteuid(), os.getegid()
     ctypes.set_errno(0)
-    if _unshare(CLONE_NEWUSER | (CLONE_NEWNET if network else 0)) != 0:
+    if _unshare(CLONE_NEWUSER | (CLONE_NEWNET if network else 0) | (CLONE_NEWPID if pid else 0)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
     _write_file("/proc/self/setgroups", "deny")
@@ -245,43 +263,121 @@ def load_modules(layers: Iterable[str]) -> dict[str, types.ModuleType]:
     modules: dict[str, types.ModuleType] = {}
     if wanted.intersection(_LANDLOCK_LAYERS):
         modules["landlock"] = load_layer_module("_landlock")
-    if "seccomp" in wanted:
+    if wanted.intersection(_SECCOMP_LAYERS):
         modules["seccomp"] = load_layer_module("_seccomp")
     return modules
 
 
+#: Signals pid 1 of a plugin's pid namespace passes on to every process of the namespace.
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _fail(err_w: int, stage: str, exc: BaseException) -> None:
+    """Write the ``E<stage>\\0<errno>\\0<text>`` record for ``exc`` to ``err_w``."""
+    if isinstance(exc, OSError):
+        code = exc.errno or 0
+        text = (exc.strerror or str(exc)).replace("\n", " ")
+    else:
+        code, text = 0, repr(exc).replace("\n", " ")
+    with contextlib.suppress(OSError):
+        os.write(err_w, f"E{stage}\0{code}\0{text}\n".encode("utf-8", "replace"))
+
+
+def _default_signals() -> None:
+    """Default dispositions, no wakeup fd, nothing blocked (what a fresh process expects)."""
+    signal.set_wakeup_fd(-1)
+    for sig in (*_HANDLED, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def _apply_rlimits(spec: dict[str, Any]) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    cap = int(spec.get("nofile", 65536))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hard = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
+    soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _confine_and_exec(
+    spec: dict[str, Any], applied: list[str], err_w: int, modules: dict[str, types.ModuleType], stage: list[str]
+) -> NoReturn:
+    """``chdir``, ``no_new_privs``, Landlock, seccomp; report the layers on ``err_w``; ``execve``.
+
+    ``applied``: the layers already in force (extended here). ``stage[0]``
+    is kept up to date for the caller's error record. Raises OSError.
+    """
+    layers = requested_layers(spec)
+    stage[0] = "chdir"
+    os.chdir(spec["cwd"])
+    landlock = [layer for layer in layers if layer in _LANDLOCK_LAYERS]
+    seccomp = [layer for layer in layers if layer in _SECCOMP_LAYERS]
+    if "no_new_privs" in layers or landlock or seccomp:
+        stage[0] = "no_new_privs"
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        applied.append("no_new_privs")
+    if landlock:
+        stage[0] = "landlock"
+        rules = spec.get("landlock") or {}
+        tcp = rules.get("tcp_connect")
+        got = modules["landlock"].restrict_self(
+            read=rules.get("read", ()),
+            write=rules.get("write", ()),
+            devices_rw=rules.get("devices_rw", ()),
+            devices_r=rules.get("devices_r", ()),
+            filesystem="landlock-fs" in landlock,
+            tcp_connect=(tcp or []) if "landlock-net" in landlock else None,
+            scope="landlock-scope" in landlock,
+        )
+        missing = [layer for layer in landlock if layer not in got]
+        if missing:
+            raise OSError(errno.EOPNOTSUPP, "not in force: " + ",".join(missing))
+        applied.extend(got)
+    if seccomp:
+        stage[0] = "seccomp"
+        modules["seccomp"].install(
+            deny_calls="seccomp" in seccomp,
+            deny_unix_sockets=bool((spec.get("seccomp") or {}).get("deny_unix_sockets")),
+            socket_allowlist="seccomp-net" in seccomp,
+        )
+        applied.extend(seccomp)
+    unknown = [layer for layer in layers if layer not in applied]
+    if unknown:
+        stage[0] = "layers"
+        raise OSError(errno.EINVAL, "unknown layer " + ",".join(unknown))
+    os.closerange(3, err_w)
+    os.closerange(err_w + 1, 65536)
+    os.write(err_w, ("L" + ",".join(applied) + "\n").encode())
+    stage[0] = "exec"
+    os.execve(spec["executable"], spec["argv"], spec["env"])
+
+
 def child_main(spec: dict[str, Any], shim_pid: int, err_w: int, modules: dict[str, types.ModuleType]) -> NoReturn:
-    """In the forked child: isolate, then exec the plugin. Never returns.
+    """In the forked child (no ``pidns``): isolate, then exec the plugin. Never returns.
 
     Writes ``L<layer,layer,...>\\n`` to ``err_w`` just before ``execve`` and
     ``E<stage>\\0<errno>\\0<text>\\n`` on any failure.
     """
-    stage = "signals"
+    stage = ["signals"]
     layers = requested_layers(spec)
     applied: list[str] = []
     try:
-        signal.set_wakeup_fd(-1)
-        for sig in (*_HANDLED, signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL)
-        stage = "setsid"
+        _default_signals()
+        stage[0] = "setsid"
         os.setsid()
         if LINUX:
-            stage = "pdeathsig"
+            stage[0] = "pdeathsig"
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != shim_pid:
                 os._exit(EXIT_SETUP_FAILED)
         if "rlimits" in layers:
-            stage = "rlimits"
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            cap = int(spec.get("nofile", 65536))
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            hard = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
-            soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            stage[0] = "rlimits"
+            _apply_rlimits(spec)
             applied.append("rlimits")
         namespace = "netns" if "netns" in layers else "userns" if "userns" in layers else None
         if namespace is not None:
-            stage = namespace
+            stage[0] = namespace
             enter_namespaces(network=namespace == "netns")
             # A change of credentials may clear the parent-death signal: set it again.
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -290,50 +386,128 @@ def child_main(spec: dict[str, Any], shim_pid: int, err_w: int, modules: dict[st
             applied.append(namespace)
             if namespace == "netns" and "userns" in layers:
                 applied.append("userns")  # the network namespace came with a user namespace
-        stage = "chdir"
-        os.chdir(spec["cwd"])
-        landlock = [layer for layer in layers if layer in _LANDLOCK_LAYERS]
-        if "no_new_privs" in layers or landlock or "seccomp" in layers:
-            stage = "no_new_privs"
-            prctl(PR_SET_NO_NEW_PRIVS, 1)
-            applied.append("no_new_privs")
-        if landlock:
-            stage = "landlock"
-            rules = spec.get("landlock") or {}
-            tcp = rules.get("tcp_connect")
-            got = modules["landlock"].restrict_self(
-                read=rules.get("read", ()),
-                write=rules.get("write", ()),
-                devices_rw=rules.get("devices_rw", ()),
-                devices_r=rules.get("devices_r", ()),
-                filesystem="landlock-fs" in landlock,
-                tcp_connect=(tcp or []) if "landlock-net" in landlock else None,
-                scope="landlock-scope" in landlock,
-            )
-            missing = [layer for layer in landlock if layer not in got]
-            if missing:
-                raise OSError(errno.EOPNOTSUPP, "not in force: " + ",".join(missing))
-            applied.extend(got)
-        if "seccomp" in layers:
-            stage = "seccomp"
-            modules["seccomp"].install(deny_unix_sockets=bool((spec.get("seccomp") or {}).get("deny_unix_sockets")))
-            applied.append("seccomp")
-        unknown = [layer for layer in layers if layer not in applied]
-        if unknown:
-            stage = "layers"
-            raise OSError(errno.EINVAL, "unknown layer " + ",".join(unknown))
-        os.closerange(3, err_w)
-        os.closerange(err_w + 1, 65536)
-        os.write(err_w, ("L" + ",".join(applied) + "\n").encode())
-        stage = "exec"
-        os.execve(spec["executable"], spec["argv"], spec["env"])
-    except OSError as exc:
-        code = exc.errno or 0
-        text = (exc.strerror or str(exc)).replace("\n", " ")
-        os.write(err_w, f"E{stage}\0{code}\0{text}\n".encode("utf-8", "replace"))
+        _confine_and_exec(spec, applied, err_w, modules, stage)
     except BaseException as exc:
-        text = repr(exc).replace("\n", " ")
-        os.write(err_w, f"E{stage}\0{0}\0{text}\n".encode("utf-8", "replace"))
+        _fail(err_w, stage[0], exc)
+    finally:
+        os._exit(EXIT_SETUP_FAILED)
+
+
+def _host_ppid() -> int:
+    """Our parent's pid as ``/proc`` (the host's pid namespace) sees it.
+
+    ``getppid()`` says 0 when the parent is outside our pid namespace.
+    """
+    with open("/proc/self/stat", "rb") as fh:
+        data = fh.read()
+    return int(data[data.rfind(b")") + 2 :].split()[1])
+
+
+def _forward(sig: int, _frame: object) -> None:
+    """pid 1's handler: the signal to every other process of the namespace (one atomic ``kill(-1)``)."""
+    with contextlib.suppress(OSError):
+        os.kill(-1, sig)
+
+
+def init_main(
+    spec: dict[str, Any],
+    shim_pid: int,
+    err_w: int,
+    modules: dict[str, types.ModuleType],
+    *,
+    status_w: int,
+    entered: list[str],
+) -> NoReturn:
+    """pid 1 of the plugin's pid namespace (the ``pidns`` layer). Never returns.
+
+    Forked (no exec) by the shim right after it entered the namespaces
+    (``entered``: their layer names). Sets its parent-death signal (the shim
+    is single-threaded) and checks that the shim is still its parent, applies
+    ``rlimits`` (inherited by the whole tree), then forks the plugin's main
+    process (:func:`plugin_main`). From then on it only forwards SIGTERM,
+    SIGINT and SIGHUP to every process of the namespace (``kill(-1, sig)``:
+    atomic against ``fork`` in the kernel, so no member is missed), reaps
+    every process re-parented to it, and when the main process exits writes
+    its raw wait status as ``<status>\\n`` to ``status_w`` and exits 0; the
+    kernel then SIGKILLs whatever is left in the namespace, and the shim's
+    ``waitpid`` of this process returns only once all of it is gone. The
+    shim ends the namespace early by SIGKILLing this process (a member of
+    the namespace cannot: pid 1 only gets signals it handles from inside).
+    Setup failures are ``E`` records on ``err_w``, like :func:`child_main`.
+    """
+    stage = ["signals"]
+    layers = requested_layers(spec)
+    applied = list(entered)
+    try:
+        _default_signals()
+        stage[0] = "setsid"
+        os.setsid()
+        stage[0] = "pdeathsig"
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if _host_ppid() != shim_pid:
+            os._exit(EXIT_SETUP_FAILED)
+        stage[0] = "pidns"
+        if os.getpid() != 1:
+            raise OSError(errno.EINVAL, f"the first process of the new pid namespace is pid {os.getpid()}, not 1")
+        if "rlimits" in layers:
+            stage[0] = "rlimits"
+            _apply_rlimits(spec)
+            applied.append("rlimits")
+        stage[0] = "init"
+        keep = sorted({0, 1, 2, err_w, status_w})
+        for low, high in zip(keep, [*keep[1:], 65536], strict=True):
+            os.closerange(low + 1, high)
+        # Blocked across fork: the plugin process must not run _forward before it resets its handlers.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)
+        for sig in _FORWARDED:
+            signal.signal(sig, _forward)
+        plugin = os.fork()
+        if plugin == 0:
+            plugin_main(spec, err_w, modules, applied)
+    except BaseException as exc:
+        _fail(err_w, stage[0], exc)
+        os._exit(EXIT_SETUP_FAILED)
+    try:
+        os.close(err_w)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if pid == plugin:
+                os.write(status_w, b"%d\n" % status)
+                break
+    finally:
+        os._exit(0)
+
+
+def plugin_main(spec: dict[str, Any], err_w: int, modules: dict[str, types.ModuleType], applied: list[str]) -> NoReturn:
+    """The plugin's main process inside the pid namespace (forked by :func:`init_main`). Never returns.
+
+    Resets its signals, starts a session of its own, ties its parent-death
+    signal to pid 1, writes ``P<its pid in /proc's namespace>\\n`` to
+    ``err_w`` (the pid hostd knows it by), then confines itself and execs
+    like :func:`child_main`.
+    """
+    stage = ["signals"]
+    try:
+        _default_signals()
+        stage[0] = "setsid"
+        os.setsid()
+        stage[0] = "pdeathsig"
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != 1:
+            os._exit(EXIT_SETUP_FAILED)
+        stage[0] = "pid"
+        os.write(err_w, b"P%d\n" % int(os.readlink("/proc/self")))
+        _confine_and_exec(spec, applied, err_w, modules, stage)
+    except BaseException as exc:
+        _fail(err_w, stage[0], exc)
     finally:
         os._exit(EXIT_SETUP_FAILED)
 
@@ -347,6 +521,10 @@ class Shim:
         self.me = os.getpid()
         self.main_pid: int | None = None
         self.main_status: int | None = None
+        #: With ``pidns``: pid 1 of the plugin's namespace (our only child) and the pipe it reports on.
+        self.init_pid: int | None = None
+        self.status_r: int | None = None
+        self.init_alive = False  # True from fork until reaped: its pid is ours to signal until then
         self.phase = "run"
         self.deadline: float | None = None
         self.grace = 2.0
@@ -384,12 +562,35 @@ class Shim:
         except OSError as exc:
             write_line(self.control, f"error load {exc.errno or 0} {exc.strerror or exc}")
             return False
+        entered: list[str] = []
+        layers = requested_layers(spec)
+        if "pidns" in layers:
+            # One user namespace owns the pid (and network) namespace; the shim enters the user and
+            # network ones itself (it needs no privilege over the host), its next child is pid 1.
+            network = "netns" in layers
+            try:
+                enter_namespaces(network=network, pid=True)
+            except OSError as exc:
+                write_line(self.control, f"error pidns {exc.errno or 0} {exc.strerror or exc}")
+                return False
+            entered = ["pidns", *(["netns"] if network else []), *(["userns"] if "userns" in layers else [])]
         err_r, err_w = os.pipe()
+        status_w = -1
+        if entered:
+            self.status_r, status_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(err_r)
+            if entered:
+                assert self.status_r is not None
+                os.close(self.status_r)
+                init_main(spec, self.me, err_w, modules, status_w=status_w, entered=entered)
             child_main(spec, self.me, err_w, modules)
         os.close(err_w)
+        if entered:
+            os.close(status_w)
+            self.init_pid = pid
+            self.init_alive = True
         # Only the plugin tree holds the stdio pipes from now on.
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
@@ -407,18 +608,26 @@ class Shim:
         os.close(err_r)
         applied: str | None = None
         failure: str | None = None
+        main_pid = pid
         for record in report.decode("utf-8", "replace").split("\n"):
             if record.startswith("L"):
                 applied = record[1:]
             elif record.startswith("E"):
                 failure = record[1:]
+            elif record.startswith("P") and record[1:].isdigit():
+                main_pid = int(record[1:])
+        if failure is None and applied is not None and entered and main_pid == pid:
+            failure = "pid\x000\x00the plugin in the pid namespace did not report its pid"
         if failure is not None or applied is None:
             stage, code, text = [*(failure or "exec\x000\x00no report from the child").split("\0"), "", ""][:3]
+            if entered:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)  # pid 1: the kernel ends the rest of the namespace
             self.reap_blocking(pid)
             write_line(self.control, f"error {stage or 'exec'} {code or '0'} {text}")
             return False
-        self.main_pid = pid
-        write_line(self.control, f"pid {pid} {','.join(['shim', *filter(None, applied.split(','))])}")
+        self.main_pid = main_pid
+        write_line(self.control, f"pid {main_pid} {','.join(['shim', *filter(None, applied.split(','))])}")
         return True
 
     # -- stopping ---------------------------------------------------------
@@ -427,6 +636,14 @@ class Shim:
         if self.phase != "run":
             return
         self.phase = "term"
+        if self.init_pid is not None:
+            if not self.init_alive:
+                return
+            # pid 1 passes it on to the whole namespace with one kill(-1): every member gets it once.
+            with contextlib.suppress(OSError):
+                os.kill(self.init_pid, signal.SIGTERM)
+            self.deadline = time.monotonic() + max(0.0, grace)
+            return
         signal_all(descendants(self.me), signal.SIGTERM)
         if not LINUX and self.main_pid is not None:
             with contextlib.suppress(OSError):
@@ -434,7 +651,20 @@ class Shim:
         self.deadline = time.monotonic() + max(0.0, grace)
 
     def kill_everything(self) -> None:
-        """SIGSTOP sweep until stable, SIGKILL all, reap until ECHILD."""
+        """SIGSTOP sweep until stable, SIGKILL all, reap until ECHILD.
+
+        With ``pidns`` no sweep: SIGKILL to pid 1 makes the kernel kill
+        every process of the namespace (new forks in it fail from then on),
+        and its ``waitpid`` returns only once they are all gone. The sweep
+        races a tree that forks faster than it walks ``/proc``; it stays
+        for launches without the layer.
+        """
+        if self.init_pid is not None:
+            if self.init_alive:
+                with contextlib.suppress(OSError):
+                    os.kill(self.init_pid, signal.SIGKILL)
+            self.reap_all()
+            return
         stopped: set[int] = set()
         for _ in range(1000):
             fresh = [pid for pid in descendants(self.me) if pid not in stopped]
@@ -448,6 +678,10 @@ class Shim:
             # No subreaper: a double-forked member left our tree but not the plugin's process group.
             with contextlib.suppress(OSError):
                 os.killpg(self.main_pid, signal.SIGKILL)
+        self.reap_all()
+
+    def reap_all(self) -> None:
+        """``waitpid`` until ``ECHILD``: nothing started by the shim is left."""
         while True:
             try:
                 pid, status = os.waitpid(-1, 0)
@@ -468,12 +702,31 @@ class Shim:
             return
 
     def note_exit(self, pid: int, status: int) -> None:
+        if pid == self.init_pid:
+            self.init_alive = False
+        if pid == self.init_pid and self.main_status is None:
+            # pid 1 wrote the main process's status before it exited; nothing written = it was
+            # killed first, and the kernel killed the main process with the rest of the namespace.
+            status = self.read_main_status()
+            pid = self.main_pid or pid
         if pid == self.main_pid and self.main_status is None:
             self.main_status = status
             phase = self.phase
             if phase == "term" and self.deadline is not None and time.monotonic() >= self.deadline:
                 phase = "kill"
             write_line(self.control, f"exit {decode_status(status)} {phase} {time.monotonic():.6f}")
+
+    def read_main_status(self) -> int:
+        """The main process's raw wait status as pid 1 reported it (SIGKILL if it reported none)."""
+        data = b""
+        if self.status_r is not None:
+            with contextlib.suppress(OSError):
+                while chunk := os.read(self.status_r, 64):
+                    data += chunk
+            os.close(self.status_r)
+            self.status_r = None
+        text = data.decode("ascii", "replace").strip()
+        return int(text) if text.lstrip("-").isdigit() else int(signal.SIGKILL)
 
     def reap_some(self) -> None:
         while True:
@@ -589,6 +842,36 @@ def _try_netns() -> str:
     return "unprivileged user + network namespace (loopback only)"
 
 
+def _try_pidns() -> str:
+    """Enter a user + pid namespace; the next child must be pid 1 there, and its orphan must die with it."""
+    enter_namespaces(network=False, pid=True)
+    read_end, write_end = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(read_end)
+        if os.getpid() != 1:
+            os._exit(1)
+        ack_r, ack_w = os.pipe()
+        if os.fork() == 0:  # a member that outlives pid 1 unless the kernel ends it (holds write_end)
+            os.write(ack_w, b"1" if os.getppid() == 1 else b"0")
+            while True:
+                signal.pause()
+        os.write(write_end, os.read(ack_r, 1))
+        os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(first, 0)
+    seen = os.read(read_end, 1)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or seen != b"1":
+        raise OSError(errno.EINVAL, "the first child of a new pid namespace was not its pid 1")
+    # pid 1 exited: the kernel killed the member, so the pipe's last writer is gone (EOF).
+    import select  # noqa: PLC0415 - only for this trial
+
+    ready, _, _ = select.select([read_end], [], [], 2.0)
+    if not ready or os.read(read_end, 1):
+        raise OSError(errno.EINVAL, "a process of the pid namespace outlived its pid 1")
+    return "unprivileged user + pid namespace (the tree ends with its pid 1)"
+
+
 def _try_landlock() -> str:
     module = load_layer_module("_landlock")
     abi = int(module.abi_version())
@@ -612,11 +895,27 @@ def _try_seccomp() -> str:
     return "classic BPF deny-list (no libseccomp needed)"
 
 
+def _try_seccomp_net() -> str:
+    import socket  # noqa: PLC0415 - the probe only, not on a plugin's spawn path
+
+    module = load_layer_module("_seccomp")
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    module.install(deny_calls=False, socket_allowlist=True)
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close()  # IPPROTO_MPTCP
+        raise OSError(errno.EINVAL, "the socket allowlist let an MPTCP socket through")
+    except OSError as exc:
+        if exc.errno != errno.EPROTONOSUPPORT:
+            raise
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+    return str(module.SOCKET_ALLOWLIST)
+
+
 def probe() -> dict[str, object]:
     """What this kernel lets this user apply, each layer tried in a throwaway child."""
     result: dict[str, object] = {"linux": LINUX}
     if not LINUX:
-        for name in ("landlock", "netns", "seccomp", "subreaper"):
+        for name in ("landlock", "netns", "pidns", "seccomp", "seccomp-net", "subreaper"):
             result[name] = [False, f"Linux only (this is {sys.platform})"]
         result["landlock_abi"] = 0
         return result
@@ -628,7 +927,9 @@ def probe() -> dict[str, object]:
     result["landlock_abi"] = int(load_layer_module("_landlock").abi_version())
     result["landlock"] = _trial(_try_landlock)
     result["netns"] = _trial(_try_netns)
+    result["pidns"] = _trial(_try_pidns)
     result["seccomp"] = _trial(_try_seccomp)
+    result["seccomp-net"] = _trial(_try_seccomp_net)
     return result
 
 

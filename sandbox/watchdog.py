@@ -1,4 +1,4 @@
-"""Resource watchdog: the plugin tree's memory and CPU against host limits.
+"""Resource watchdog: the plugin tree's memory and CPU, and its folders' disk use, against host limits.
 
 Theory of operation. rlimits fit a process tree badly (measured:
 ``RLIMIT_AS`` breaks Node's WebAssembly, ``RLIMIT_NPROC`` counts every
@@ -24,13 +24,28 @@ reports the hit. It never stops anything itself.
   pid reuse is not mistaken for usage, and a process's CPU time is counted
   from when the watchdog first saw it (a member that was born and died
   between two samples is missed).
+- ``disk``: the bytes allocated (``st_blocks * 512``, so a sparse file
+  counts what it really occupies and cannot hide written data behind a small
+  ``st_size``) beneath the plugin's data folder and its ``TMPDIR`` together,
+  against ``max_disk_bytes``, every ``disk_interval_seconds`` (slower than
+  the tree: a walk costs more than a psutil sample). The walk
+  (:class:`DiskWalk`) uses ``os.scandir`` without following symlinks (a
+  link to a big file elsewhere counts as the link), counts a file with
+  several hard links once, and looks at no more than
+  :data:`DISK_ENTRIES_PER_SAMPLE` entries per sample, in a worker thread; a
+  bigger tree is measured across several samples, and a walk that already
+  passed the limit part-way reports at once. Inodes are not bounded (empty
+  files allocate nothing).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import os
+import stat
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import psutil
@@ -39,15 +54,32 @@ import trio
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess
 
-__all__ = ["LimitHit", "TreeSample", "sample_tree", "watch"]
+__all__ = [
+    "DEFAULT_MAX_DISK_BYTES",
+    "DISK_ENTRIES_PER_SAMPLE",
+    "DiskWalk",
+    "LimitHit",
+    "TreeSample",
+    "sample_tree",
+    "watch",
+    "watch_disk",
+]
+
+#: hostd's default bound of one plugin's data folder and ``TMPDIR`` together
+#: (``hostd serve --max-disk-mb``, default 1024; per plugin ``plugins/grant``
+#: ``limits.maxDiskMb``): 1 GiB.
+DEFAULT_MAX_DISK_BYTES = 1024 * 1024 * 1024
+#: Directory entries one disk sample looks at, at most (a few ms each thousand).
+DISK_ENTRIES_PER_SAMPLE = 20_000
 
 
 @dataclass(frozen=True)
 class LimitHit:
     """A limit the plugin tree exceeded.
 
-    ``limit``: ``"rss"`` (bytes) or ``"cpu"`` (percent of one CPU over the
-    window). ``value``: what was measured. ``threshold``: the policy's
+    ``limit``: ``"rss"`` (bytes), ``"cpu"`` (percent of one CPU over the
+    window) or ``"disk"`` (bytes allocated beneath the data folder and
+    ``TMPDIR``). ``value``: what was measured. ``threshold``: the policy's
     limit. ``message``: one human-readable line naming both, e.g.
     ``"memory: the plugin's processes use 312.0 MB resident, over the limit of 100.0 MB"``.
     """
@@ -103,16 +135,172 @@ def _mb(value: float) -> str:
     return f"{value / 1e6:.1f} MB"
 
 
-async def watch(process: SandboxedProcess, policy: IsolationPolicy, interval: float = 1.0) -> LimitHit:
-    """Return the first :class:`LimitHit` of ``process``'s tree against ``policy``.
+async def watch(
+    process: SandboxedProcess,
+    policy: IsolationPolicy,
+    interval: float = 1.0,
+    *,
+    disk_paths: Sequence[str] = (),
+) -> LimitHit:
+    """Return the first :class:`LimitHit` of ``process``'s tree (and folders) against ``policy``.
 
-    Samples every ``interval`` seconds. With neither ``max_rss_bytes`` nor
-    ``max_cpu_percent`` set it never returns (it sleeps until cancelled).
-    Cancellable at any point; it signals nothing, the caller stops the
-    plugin. A tree that has exited simply samples as empty.
+    Samples the tree every ``interval`` seconds (``max_rss_bytes``,
+    ``max_cpu_percent``) and, when ``policy.max_disk_bytes`` is set, the
+    folders ``disk_paths`` (the plugin's data folder and ``TMPDIR``) every
+    ``policy.disk_interval_seconds`` (:func:`watch_disk`). With no limit set
+    it never returns (it sleeps until cancelled). Cancellable at any point;
+    it signals nothing, the caller stops the plugin. A tree that has exited
+    simply samples as empty; missing folders count 0 bytes.
     """
-    if policy.max_rss_bytes is None and policy.max_cpu_percent is None:
+    tree = policy.max_rss_bytes is not None or policy.max_cpu_percent is not None
+    disk = policy.max_disk_bytes is not None and bool(disk_paths)
+    if not tree and not disk:
         await trio.sleep_forever()
+    hits: list[LimitHit] = []
+    async with trio.open_nursery() as nursery:
+
+        async def first(hit: LimitHit) -> None:
+            hits.append(hit)
+            nursery.cancel_scope.cancel()
+
+        async def tree_watch() -> None:
+            await first(await _watch_tree(process, policy, interval))
+
+        async def disk_watch() -> None:
+            assert policy.max_disk_bytes is not None
+            await first(await watch_disk(disk_paths, policy.max_disk_bytes, policy.disk_interval_seconds))
+
+        if tree:
+            nursery.start_soon(tree_watch)
+        if disk:
+            nursery.start_soon(disk_watch)
+    return hits[0]
+
+
+class DiskWalk:
+    """One measurement of the bytes allocated beneath ``roots``, done in bounded steps.
+
+    ``roots``: absolute folder paths (a missing one counts 0). Every entry
+    beneath them (files, folders, symlinks themselves; never what a symlink
+    points to) counts ``st_blocks * 512`` bytes; a file with several hard
+    links counts once. The roots themselves count too. Not thread-safe: one
+    caller at a time (``watch_disk`` runs each step in a worker thread).
+    Entries that vanish or cannot be read during the walk are skipped. A
+    root inside another root (a ``TMPDIR`` in the data folder) is walked once.
+    """
+
+    def __init__(self, roots: Sequence[str]) -> None:
+        self.allocated = 0
+        self.entries = 0
+        self.done = False
+        self._roots = _outermost(roots)
+        self._folders: list[str] = []
+        self._listing: Iterator[os.DirEntry[str]] | None = None
+        self._linked: set[tuple[int, int]] = set()
+
+    def _count(self, st: os.stat_result) -> None:
+        if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+            key = (st.st_dev, st.st_ino)
+            if key in self._linked:
+                return
+            self._linked.add(key)
+        self.allocated += st.st_blocks * 512
+
+    def step(self, budget: int = DISK_ENTRIES_PER_SAMPLE) -> bool:
+        """Look at up to ``budget`` more entries; True once the whole walk is done.
+
+        ``allocated`` then holds the total in bytes (before: what was counted
+        so far, a lower bound). Blocking (file system calls).
+        """
+        while budget > 0 and not self.done:
+            if self._listing is None:
+                if self._roots:
+                    root = self._roots.pop()
+                    budget -= 1
+                    try:
+                        st = os.lstat(root)
+                    except OSError:
+                        continue
+                    self._count(st)
+                    if stat.S_ISDIR(st.st_mode):
+                        self._folders.append(root)
+                    continue
+                if not self._folders:
+                    self.done = True
+                    break
+                try:
+                    self._listing = os.scandir(self._folders.pop())
+                except OSError:
+                    continue
+            try:
+                entry = next(self._listing, None)
+            except OSError:
+                entry = None
+            if entry is None:
+                with contextlib.suppress(OSError):
+                    self._listing.close()  # type: ignore[attr-defined]
+                self._listing = None
+                continue
+            budget -= 1
+            self.entries += 1
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            self._count(st)
+            if stat.S_ISDIR(st.st_mode):
+                self._folders.append(entry.path)
+        return self.done
+
+
+def _outermost(roots: Sequence[str]) -> list[str]:
+    """``roots`` without those inside another one (after resolving symlinks of the roots themselves)."""
+    real = {root: os.path.realpath(root) for root in roots}
+    kept: list[str] = []
+    for root in dict.fromkeys(roots):
+        inside = any(
+            other != root and (real[root] + "/").startswith(real[other].rstrip("/") + "/") and real[root] != real[other]
+            for other in real
+        )
+        duplicate = any(real[k] == real[root] for k in kept)
+        if not inside and not duplicate:
+            kept.append(root)
+    return kept
+
+
+async def watch_disk(
+    paths: Sequence[str],
+    limit: int,
+    interval: float = 5.0,
+    *,
+    entries_per_sample: int = DISK_ENTRIES_PER_SAMPLE,
+) -> LimitHit:
+    """Return a ``disk`` :class:`LimitHit` once the bytes allocated beneath ``paths`` exceed ``limit``.
+
+    One :class:`DiskWalk` step of ``entries_per_sample`` entries every
+    ``interval`` seconds, in a worker thread (the first at once); a finished
+    walk starts again. Cancellable at any point (a step in progress is
+    abandoned).
+    """
+    walk = DiskWalk(paths)
+    while True:
+        done = await trio.to_thread.run_sync(walk.step, entries_per_sample, abandon_on_cancel=True)
+        if walk.allocated > limit:
+            return LimitHit(
+                limit="disk",
+                value=float(walk.allocated),
+                threshold=float(limit),
+                message=(
+                    f"disk: the plugin's data folder and TMPDIR hold {_mb(walk.allocated)}, "
+                    f"over the limit of {_mb(limit)}"
+                ),
+            )
+        if done:
+            walk = DiskWalk(paths)
+        await trio.sleep(interval)
+
+
+async def _watch_tree(process: SandboxedProcess, policy: IsolationPolicy, interval: float) -> LimitHit:
     window = policy.cpu_window_seconds
     last: dict[tuple[int, float], float] | None = None  # None until the first sample sets the baseline
     used: collections.deque[tuple[float, float]] = collections.deque()  # (time, CPU seconds in that interval)

@@ -118,10 +118,13 @@ def make_plugin(tmp_path: Path) -> MakePlugin:
 
 def spawn_hostd(tmp_path: Path, *args: str) -> Any:
     """``HostdClient.spawn`` for tests: state under ``tmp_path``, ``python3`` = this interpreter."""
-    # Fixture servers write records and markers under tmp_path: the parent grants that folder
-    # (Landlock would refuse it otherwise; tests/test_sandbox_* prove the refusal).
+    # Fixture servers write records and markers under tmp_path/shared: the parent grants that folder
+    # (Landlock would refuse it otherwise; tests/test_sandbox_* prove the refusal). Not tmp_path itself:
+    # no grant may cover the state folder or a plugin's folder.
+    shared = tmp_path / "shared"
+    shared.mkdir(exist_ok=True)
     return HostdClient.spawn(
-        ["--state-dir", str(tmp_path / "state"), "--allow-write", str(tmp_path), *args], env=plugin_environment()
+        ["--state-dir", str(tmp_path / "state"), "--allow-write", str(shared), *args], env=plugin_environment()
     )
 
 

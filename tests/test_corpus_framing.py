@@ -330,7 +330,7 @@ async def test_a7_endless_line_fails_fast_with_flat_memory(hostd: HostdClient, m
 
 
 async def test_a8_half_a_message_times_out(hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path) -> None:
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "shared" / "record.jsonl"
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin(variant="half-then-silence", args=["--record", str(record)]))
@@ -356,7 +356,7 @@ def _half_frame_bytes(record: Path, text: str) -> int:
 async def test_a8_timeout_reports_the_pending_partial_frame(
     hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path
 ) -> None:
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "shared" / "record.jsonl"
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin(variant="half-then-silence", args=["--record", str(record)]))

@@ -78,7 +78,7 @@ async def test_c1_each_orphan_is_logged(hostd: HostdClient, make_plugin: MakePlu
 
 
 async def test_c2_server_requests_answered_at_once(hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path) -> None:
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "shared" / "record.jsonl"
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin(variant="server-requests", args=["--record", str(record)]))
@@ -109,7 +109,7 @@ async def test_c2_server_requests_answered_at_once(hostd: HostdClient, make_plug
 async def test_c3_cancel_reaches_the_server_within_100ms(
     hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path
 ) -> None:
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "shared" / "record.jsonl"
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin(args=["--record", str(record)]))
@@ -142,7 +142,7 @@ async def test_c3_cancel_reaches_the_server_within_100ms(
 async def test_c4a_list_changed_storm_costs_at_most_three_walks(
     hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path
 ) -> None:
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "shared" / "record.jsonl"
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin(variant="list-changed-storm", args=["--record", str(record)]))
@@ -161,7 +161,7 @@ async def test_c4a_list_changed_storm_costs_at_most_three_walks(
 async def test_c4b_list_changed_feedback_loop_is_detected(
     hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path
 ) -> None:
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "shared" / "record.jsonl"
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin(variant="list-changed-loop", args=["--record", str(record)]))
@@ -196,7 +196,7 @@ async def test_c5_endless_cursor_fails_enable_after_two_requests(
     hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path, variant: str, why: str
 ) -> None:
     # Documented choice: hostd fails the enable (it never registers a listing it had to cut short).
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "shared" / "record.jsonl"
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         error = await failed_start(hostd, make_plugin(variant=variant, args=["--record", str(record)]), within=3.0)

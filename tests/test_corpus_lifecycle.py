@@ -150,7 +150,7 @@ async def test_b2_slow_start_past_the_timeout_kills_the_tree(hostd: HostdClient,
 async def test_b3_unanswered_tool_times_out_and_is_cancelled(
     hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path
 ) -> None:
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "shared" / "record.jsonl"
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin(variant="never-answers", args=["--record", str(record)]))

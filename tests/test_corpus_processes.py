@@ -209,6 +209,9 @@ PROXY = {
     "HTTPS_PROXY": "http://proxy.invalid:3128",
     "https_proxy": "http://proxy.invalid:3128",
     "NO_PROXY": "localhost",
+}
+#: The user's TLS trust settings: paths, not secrets; they always pass (a TLS-inspecting proxy needs them).
+TRUST = {
     "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
     "NODE_EXTRA_CA_CERTS": "/etc/ssl/certs/ca-certificates.crt",
 }
@@ -216,7 +219,7 @@ PROXY = {
 
 @pytest.mark.parametrize("pass_proxy", [False, True], ids=["default", "pass-proxy-env"])
 async def test_e6_secrets_never_reach_a_plugin(tmp_path: Path, make_plugin: MakePlugin, pass_proxy: bool) -> None:
-    env = {**plugin_environment(), **SECRETS, **PROXY}
+    env = {**plugin_environment(), **SECRETS, **PROXY, **TRUST}
     args = ["--state-dir", str(tmp_path / "state"), *(["--pass-proxy-env"] if pass_proxy else [])]
     with trio.fail_after(20):
         async with HostdClient.spawn(args, env=env) as hostd:
@@ -229,6 +232,7 @@ async def test_e6_secrets_never_reach_a_plugin(tmp_path: Path, make_plugin: Make
                 assert set(PROXY) <= names
             else:
                 assert names.isdisjoint(PROXY)
+            assert set(TRUST) <= names
             assert "PATH" in names
             await assert_healthy(hostd)
 
@@ -236,12 +240,12 @@ async def test_e6_secrets_never_reach_a_plugin(tmp_path: Path, make_plugin: Make
 # -- E7 graceful but slow exit ---------------------------------------------------------
 
 
-async def test_e7_slow_exit_gets_its_grace(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+async def test_e7_slow_exit_gets_its_grace(hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path) -> None:
     # The stubborn counterpart (still killed) is test_e2_stubborn_server_is_killed_reaped_and_reported.
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         before = plugin_pids(hostd)
-        folder = make_plugin(variant="slow-exit")
+        folder = make_plugin(variant="slow-exit", backend={"env": {"ECHO_MARKER_DIR": str(tmp_path / "shared")}})
         await ready(hostd, folder)
         started = time.monotonic()
         status = await hostd.request("plugins/disable", {"id": HOSTILE})
@@ -249,7 +253,7 @@ async def test_e7_slow_exit_gets_its_grace(hostd: HostdClient, make_plugin: Make
         assert status["status"] == "stopped"
         assert status["last_exit"] == "stdin-eof, code 0"
         assert 1.4 < elapsed < 3.0
-        marker = folder / "exited.marker"
+        marker = tmp_path / "shared" / "exited.marker"
         assert marker.exists()
         assert int(marker.read_text()) > 0
         assert plugin_pids(hostd) == before

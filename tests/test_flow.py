@@ -139,8 +139,9 @@ class Parent:
 @asynccontextmanager
 async def hostile_parent(tmp_path: Path, *args: str) -> AsyncIterator[Parent]:
     """A running, initialized hostd whose parent can stop reading; ``shutdown``/``exit`` at the end."""
+    # As tests.conftest.spawn_hostd: plugins may write markers and records under tmp_path/shared only.
     command = [sys.executable, "-m", "hostd", "serve", "--state-dir", str(tmp_path / "state")]
-    command += ["--allow-write", str(tmp_path), *args]
+    command += ["--allow-write", str(shared(tmp_path)), *args]
     process = await trio.lowlevel.open_process(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=plugin_environment()
     )
@@ -162,6 +163,13 @@ async def hostile_parent(tmp_path: Path, *args: str) -> AsyncIterator[Parent]:
             if process.returncode is None:
                 process.kill()
             await process.wait()
+
+
+def shared(tmp_path: Path) -> Path:
+    """The folder plugins may write (markers, records)."""
+    folder = tmp_path / "shared"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 async def until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -195,7 +203,7 @@ async def test_huge_progress_while_the_parent_does_not_read_keeps_memory_flat(
         await two_plugins(parent, make_plugin)
         pid = client.process.pid
         before = memory_kib(pid)["VmRSS"]
-        marker = tmp_path / "flood.done"
+        marker = shared(tmp_path) / "flood.done"
         parent.stop_reading()
         started = trio.current_time()
         flood = await client.start(
@@ -254,7 +262,7 @@ async def test_log_flood_while_the_parent_does_not_read_is_dropped_with_a_count(
     async with hostile_parent(tmp_path, "--max-outbox-bytes", str(MIB)) as parent:
         client = parent.client
         await two_plugins(parent, make_plugin)
-        marker = tmp_path / "logs.done"
+        marker = shared(tmp_path) / "logs.done"
         parent.stop_reading()
         flood = await client.start(
             "tools/call", {"name": "flood.log-flood", "arguments": {"count": 400, "bytes": 3000, "marker": str(marker)}}
@@ -319,7 +327,7 @@ async def test_cancel_shutdown_and_exit_get_through_while_the_parent_does_not_re
 ) -> None:
     # Issue 10: the reader stopped after ~7,500 unread responses (it awaited a full queue),
     # so the parent's writes blocked and even $/cancelRequest or exit could not get through.
-    record = tmp_path / "healthy.jsonl"
+    record = shared(tmp_path) / "healthy.jsonl"
     async with hostile_parent(tmp_path) as parent:
         client = parent.client
         await two_plugins(parent, make_plugin, args=["--record", str(record)], backend={"tool_timeout_seconds": 120})
@@ -363,7 +371,7 @@ async def test_beyond_the_in_flight_limit_requests_get_host_overloaded_at_once(
             for response in refused:
                 with pytest.raises(RpcError) as error:
                     await response()
-                assert error.value.code == -32032
+                assert error.value.code == -32033
                 assert error.value.kind == "HOST_OVERLOADED"
                 assert error.value.data["inFlight"] == limit
                 assert error.value.data["maxInFlight"] == limit

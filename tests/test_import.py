@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from hostd.client import RpcError
-from hostd.importer import plan_import, sanitize_id, strip_jsonc
+from hostd.importer import MAX_IMPORT_BYTES, MAX_IMPORT_ENTRIES, ConfigError, plan_import, sanitize_id, strip_jsonc
 from tests.conftest import ECHO, ECHO_TOOLS, spawn_hostd
 
 DATA = Path(__file__).parent / "data"
@@ -32,7 +32,7 @@ def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -
     assert my_server["contributes"] == {"tools": [], "discover": True}
     assert entries[1].notes == [
         "command 'C:\\\\Program Files\\\\nodejs\\\\npx.cmd' reduced to 'npx.cmd': "
-        "plugins run a bare name found on PATH",
+        "a Windows path; the bare name is found on PATH",
         "Windows launcher 'npx.cmd' run as 'npx'",
     ]
     assert entries[2].notes == ["cwd '/tmp' ignored: a plugin runs in its own folder"]
@@ -46,6 +46,9 @@ def test_vscode_form() -> None:
         ("github", "remote-not-supported", None),
     ]
     nested = plan_import({"mcp": {"servers": {"a b": {"command": "node", "args": ["x.js"]}}}})
+    venv = plan_import({"mcpServers": {"v": {"command": "/home/ada/proj/.venv/bin/python", "args": ["s.py"]}}})
+    assert venv[0].manifest is not None and venv[0].notes == []
+    assert venv[0].manifest["backend"]["command"] == "/home/ada/proj/.venv/bin/python"  # never shortened
     assert [(e.plugin_id, e.manifest["backend"]["command"]) for e in nested if e.manifest] == [("a-b", "node")]
 
 
@@ -124,3 +127,67 @@ async def test_hostctl_import_prints_each_outcome(tmp_path: Path) -> None:
     assert "github" in out and "remote-not-supported" in out
     state = json.loads((tmp_path / "s" / "state.json").read_text())
     assert sorted(state["plugins"]) == ["time"]
+
+
+# -- issue 10 / 11: a config is hostile input -----------------------------------------
+
+
+def test_jsonc_commas_and_brackets_inside_strings_survive() -> None:
+    text = '{"mcpServers": {"s": {"command": "x", "args": ["a, ]b", "c,}", "d,  ]",], /* c */ }, // end\n}}'
+    (entry,) = plan_import(text)
+    assert entry.manifest is not None
+    assert entry.manifest["backend"]["args"] == ["a, ]b", "c,}", "d,  ]"]
+    assert strip_jsonc("[1, /* a */ // b\n ]") == "[1  \n ]"
+    with pytest.raises(ConfigError, match="unterminated"):
+        strip_jsonc('["/*", 1] /* open')
+
+
+def test_alike_names_get_distinct_ids_up_to_the_entry_bound() -> None:
+    alike = {"a" + "!" * i: {"command": "x"} for i in range(MAX_IMPORT_ENTRIES)}
+    entries = plan_import({"mcpServers": alike}, taken={"a-3"})
+    assert [e.plugin_id for e in entries] == ["a", "a-2", *(f"a-{n}" for n in range(4, MAX_IMPORT_ENTRIES + 2))]
+    with pytest.raises(ConfigError) as over:
+        plan_import({"mcpServers": {**alike, "one more": {"command": "x"}}})
+    assert str(over.value) == f"the config has {MAX_IMPORT_ENTRIES + 1} servers; at most 500 are imported at once"
+    padding = " " * MAX_IMPORT_BYTES
+    with pytest.raises(ConfigError) as big:
+        plan_import('{"mcpServers": {}}' + padding)
+    assert str(big.value) == f"the config is {MAX_IMPORT_BYTES + 18} bytes; at most {MAX_IMPORT_BYTES} are accepted"
+
+
+async def test_oversized_import_leaves_nothing_and_uninstall_removes_what_import_made(tmp_path: Path) -> None:
+    many = {f"server {n}": {"command": "python3"} for n in range(MAX_IMPORT_ENTRIES + 1)}
+    imported = tmp_path / "state" / "imported"
+    async with spawn_hostd(tmp_path) as client:
+        with pytest.raises(RpcError) as refused:
+            await client.request("plugins/import", {"config": json.dumps({"mcpServers": many})})
+        assert refused.value.kind == "IMPORT_INVALID"
+        assert refused.value.message == (
+            f"cannot import: the config has {MAX_IMPORT_ENTRIES + 1} servers; at most 500 are imported at once"
+        )
+        assert (await client.request("plugins/list", {}))["plugins"] == []
+        assert not imported.exists()
+        result = await client.request("plugins/import", {"config": _echo_config()})
+        assert [e["id"] for e in result["entries"]] == ["echo-fixture"]
+        assert sorted(p.name for p in imported.iterdir()) == ["echo-fixture"]
+        assert (tmp_path / "state" / "tmp" / "echo-fixture").is_dir()
+        await client.request("plugins/uninstall", {"id": "echo-fixture"})
+        assert list(imported.iterdir()) == []
+        assert not (tmp_path / "state" / "data" / "echo-fixture").exists()
+        assert not (tmp_path / "state" / "tmp" / "echo-fixture").exists()
+        assert (await client.request("plugins/list", {}))["plugins"] == []
+
+
+async def test_an_import_that_fails_while_installing_leaves_nothing(tmp_path: Path) -> None:
+    # The second entry passes the importer's checks but not the manifest's (a NUL in an
+    # argument), so the first is already installed when the import fails.
+    config = {"mcpServers": {"first": {"command": "python3"}, "second": {"command": "python3", "args": ["a\u0000b"]}}}
+    async with spawn_hostd(tmp_path) as client:
+        with pytest.raises(RpcError) as failed:
+            await client.request("plugins/import", {"config": config})
+        assert failed.value.kind == "MANIFEST_INVALID"
+        assert (await client.request("plugins/list", {}))["plugins"] == []
+        assert list((tmp_path / "state" / "imported").iterdir()) == []
+        assert not (tmp_path / "state" / "data" / "first").exists()
+        again = await client.request("plugins/import", {"config": {"mcpServers": {"first": {"command": "python3"}}}})
+        assert [e["id"] for e in again["entries"]] == ["first"]

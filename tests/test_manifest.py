@@ -5,14 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
+from hostd.client import RpcError
 from hostd.errors import ErrorKind, HostError
 from hostd.manifest import (
     MANIFEST_MAX_BYTES,
@@ -22,6 +25,7 @@ from hostd.manifest import (
     manifest_json_schema,
     manifest_schema_text,
 )
+from tests.conftest import spawn_hostd
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = ROOT / "manifests" / "plugin.schema.json"
@@ -226,7 +230,7 @@ def test_unknown_fields_are_rejected_by_name(tmp_path: Path) -> None:
         {
             "field": "homepage",
             "message": "unknown field 'homepage'; allowed: id, name, version, description, permissions, "
-            "contributes, backend",
+            "contributes, backend, sandbox",
         },
     ]
 
@@ -410,9 +414,113 @@ def test_directory_under_the_manifest_name(tmp_path: Path) -> None:
     assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "not a regular file"}]
 
 
-def test_broken_symlink_is_unreadable(tmp_path: Path) -> None:
+SYMLINK_REFUSED = (
+    "is a symbolic link; the manifest must be a regular file inside the plugin folder "
+    "(symlinks are refused, even to a file inside it): replace {name} with the file itself"
+)
+
+
+def test_broken_symlink_is_refused_as_a_symlink(tmp_path: Path) -> None:
     (tmp_path / "plugin.yaml").symlink_to(tmp_path / "elsewhere.yaml")
-    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "cannot read: No such file or directory"}]
+    message = SYMLINK_REFUSED.format(name="plugin.yaml")
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": message}]
+
+
+# --- issue 9, class 7: no error quotes bytes of a file outside the plugin folder -------------
+# The class: any way the bytes read as "the manifest" belong to a file outside the folder (a
+# symlink, absolute or relative, dangling or not; a hard link), which a YAML/JSON/validation
+# error would then quote to the parent. Each shape below quotes the marker on the old code.
+
+MARKER = "hostd-secret-marker-5f0c"
+
+#: Outside files that each make a different error quote the marker when read as a manifest.
+LEAKY_OUTSIDE: dict[str, tuple[str, str]] = {
+    "passwd-like, unknown field": ("plugin.yaml", f"root: x\n{MARKER}: /bin/bash\n"),
+    "duplicate key": ("plugin.yaml", f"id: a\n{MARKER}: 1\n{MARKER}: 2\n"),
+    "unknown tag": ("plugin.yaml", f"id: !{MARKER} x\n"),
+    "shell-line command": ("plugin.yml", f"backend:\n  command: export TOKEN={MARKER}\n"),
+    "JSON duplicate": ("plugin.json", f'{{"{MARKER}": 1, "{MARKER}": 2}}'),
+}
+
+
+def _assert_no_marker(error: ManifestError) -> None:
+    assert MARKER not in str(error)
+    assert MARKER not in json.dumps(error.to_error_object())
+
+
+@pytest.mark.parametrize("shape", sorted(LEAKY_OUTSIDE))
+@pytest.mark.parametrize("target", ["absolute", "relative"])
+def test_symlinked_manifest_to_a_file_outside_is_refused_without_quoting_it(
+    tmp_path: Path, shape: str, target: str
+) -> None:
+    name, text = LEAKY_OUTSIDE[shape]
+    outside = tmp_path / "home" / ".aws" / "credentials"
+    outside.parent.mkdir(parents=True)
+    outside.write_text(text)
+    folder = tmp_path / "plugin"
+    folder.mkdir()
+    (folder / name).symlink_to(outside if target == "absolute" else Path("..") / "home" / ".aws" / "credentials")
+    error = errors_for(folder)
+    assert error.data["errors"] == [{"field": "", "message": SYMLINK_REFUSED.format(name=name)}]
+    assert error.data["path"] == str(folder / name)
+    _assert_no_marker(error)
+
+
+def test_symlink_to_a_file_inside_the_folder_is_refused_too(tmp_path: Path) -> None:
+    write(tmp_path, VALID_YAML, "real.yaml")
+    (tmp_path / "plugin.yaml").symlink_to("real.yaml")
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": SYMLINK_REFUSED.format(name="plugin.yaml")}]
+
+
+def test_hard_link_to_a_file_outside_is_refused_without_quoting_it(tmp_path: Path) -> None:
+    outside = tmp_path / "secrets.yaml"
+    outside.write_text(f"root: x\n{MARKER}: /bin/bash\n")
+    folder = tmp_path / "plugin"
+    folder.mkdir()
+    os.link(outside, folder / "plugin.yaml")
+    error = errors_for(folder)
+    assert error.data["errors"] == [
+        {
+            "field": "",
+            "message": "has 2 hard links; the manifest must be a file of its own inside the plugin folder "
+            "(its other names may be outside it): replace plugin.yaml with a copy",
+        }
+    ]
+    _assert_no_marker(error)
+
+
+def test_a_folder_given_through_a_symlink_is_resolved_once(tmp_path: Path) -> None:
+    write(tmp_path / "real", VALID_YAML)
+    (tmp_path / "link").symlink_to("real")
+    assert load_manifest(tmp_path / "link")[0].id == "example-mcp"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="mknod needs root")
+def test_device_under_the_manifest_name(tmp_path: Path) -> None:
+    os.mknod(tmp_path / "plugin.yaml", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+    assert errors_for(tmp_path).data["errors"] == [{"field": "", "message": "not a regular file"}]
+
+
+def test_errors_still_quote_the_manifest_itself(tmp_path: Path) -> None:
+    write(tmp_path, f"id: a\n{MARKER}: 1\n")
+    assert any(MARKER in e["message"] for e in errors_for(tmp_path).data["errors"])
+
+
+async def test_install_of_a_symlinked_manifest_never_shows_the_target(tmp_path: Path) -> None:
+    """Through a real hostd: the parent's MANIFEST_INVALID carries no byte of the outside file."""
+    outside = tmp_path / "passwd"
+    outside.write_text(f"root: x:0:0:root:/root:/bin/bash\n{MARKER}: x:1000:1000::/home/ada:/bin/bash\n")
+    folder = tmp_path / "plugin"
+    folder.mkdir()
+    (folder / "plugin.yaml").symlink_to(outside)
+    with trio.fail_after(20):
+        async with spawn_hostd(tmp_path) as hostd:
+            with pytest.raises(RpcError) as failed:
+                await hostd.request("plugins/install", {"path": str(folder)})
+    assert failed.value.kind == "MANIFEST_INVALID"
+    assert failed.value.data["errors"] == [{"field": "", "message": SYMLINK_REFUSED.format(name="plugin.yaml")}]
+    assert MARKER not in json.dumps(failed.value.data)
+    assert MARKER not in str(failed.value)
 
 
 @pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root reads anything")

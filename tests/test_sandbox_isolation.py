@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -27,6 +28,9 @@ from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy, IsolationUnavailable, plan_layers
 from sandbox.probe import probe
 from sandbox.process import SandboxedProcess, spawn, sweep_leftovers
+
+#: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
+PRIVATE_TMP = os.path.realpath(tempfile.mkdtemp(prefix="hostd-tests-"))
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
 PYTHON_DIR = os.path.dirname(os.path.realpath(sys.executable))
@@ -63,6 +67,11 @@ def launch_of(
     return resolve_launch(
         command, args, folder, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir=tmpdir, isolation_policy=policy
     )
+
+
+def without_pidns(launch: Launch) -> Launch:
+    """``launch`` as planned on a machine without the ``pidns`` layer (to test the other layers alone)."""
+    return dataclasses.replace(launch, isolation=tuple(layer for layer in launch.isolation if layer != "pidns"))
 
 
 async def drain(proc: SandboxedProcess) -> tuple[bytes, bytes]:
@@ -312,18 +321,29 @@ async def test_signal_scoping_protects_the_host_and_the_shim(victim: trio.Proces
     need("landlock-scope")
     tmp = str(folders["tmp"])
     with trio.fail_after(10):
-        # Control: without Landlock the plugin may signal it (signal 0: the permission check only).
-        results, proc = await poke([["kill", victim.pid, 0]], IsolationPolicy(landlock=False), tmp)
-        assert results == ["ok"]
-        results, proc = await poke(
-            [["kill", victim.pid, 0], ["kill", victim.pid, signal.SIGKILL], ["kill", "parent", signal.SIGKILL]],
-            IsolationPolicy(),
-            tmp,
+        # Control: without Landlock (and without a pid namespace) the plugin may signal it (signal 0:
+        # the permission check only).
+        control = launch_of(
+            "python3", ["poke.py", json.dumps([["kill", victim.pid, 0]])], IsolationPolicy(landlock=False), tmpdir=tmp
         )
-    assert "landlock-scope" in proc.isolation
-    assert results == ["EPERM", "EPERM", "EPERM"]
-    assert victim.poll() is None
-    assert proc.returncode == 0  # its shim was not killed: the plugin exited normally
+        _, out, err = await run_to_end(without_pidns(control))
+        assert json.loads(out) == ["ok"], err.decode()
+        ops = [["kill", victim.pid, 0], ["kill", victim.pid, signal.SIGKILL], ["kill", "parent", signal.SIGKILL]]
+        launch = launch_of("python3", ["poke.py", json.dumps(ops)], IsolationPolicy(), tmpdir=tmp)
+        # Landlock's scope alone (a machine without the pidns layer): the victim is seen but out of reach.
+        proc, out, err = await run_to_end(without_pidns(launch))
+        assert "landlock-scope" in proc.isolation and "pidns" not in proc.isolation
+        assert json.loads(out) == ["EPERM", "EPERM", "EPERM"], err.decode()
+        assert victim.poll() is None
+        assert proc.returncode == 0  # its shim was not killed: the plugin exited normally
+        if "pidns" in launch.isolation:
+            # In its own pid namespace the host's processes do not even exist for it; its parent is
+            # the namespace's pid 1 (outside its Landlock domain).
+            proc, out, err = await run_to_end(launch)
+            assert {"landlock-scope", "pidns"} <= set(proc.isolation)
+            assert json.loads(out) == ["ESRCH", "ESRCH", "EPERM"], err.decode()
+            assert victim.poll() is None
+            assert proc.returncode == 0
 
 
 async def test_seccomp_denies_ptrace_and_unix_sockets_when_network_is_denied(
@@ -381,18 +401,31 @@ async def test_hostile_tree_ends_under_every_layer(folders: dict[str, Path]) -> 
     assert [pid for pid in pids if alive(pid)] == []
 
 
-async def test_parent_death_signal_survives_the_namespace_switch(folders: dict[str, Path]) -> None:
-    need("netns")
-    policy = IsolationPolicy(network="deny")
+@pytest.mark.parametrize("pidns", [False, True], ids=["netns-in-child", "pidns"])
+async def test_parent_death_signal_survives_the_namespace_switch(folders: dict[str, Path], pidns: bool) -> None:
+    need("netns", *(["pidns"] if pidns else []))
+    launch = launch_of("python3", ["tree.py", "stubborn"], IsolationPolicy(network="deny"), tmpdir=str(folders["tmp"]))
+    if not pidns:  # the shim's child enters the namespace itself (a machine without the pidns layer)
+        launch = without_pidns(launch)
     with trio.fail_after(10):
-        proc = await spawn(launch_of("python3", ["tree.py", "stubborn"], policy, tmpdir=str(folders["tmp"])))
+        proc = await spawn(launch)
         try:
             pids = await read_pids(proc)
             assert "netns" in proc.isolation and proc.shim_pid is not None
+            assert ("pidns" in proc.isolation) == pidns
             os.kill(proc.shim_pid, signal.SIGKILL)
             assert await proc.wait() == -signal.SIGKILL  # PR_SET_PDEATHSIG still fired
             assert not alive(pids[0])
-            assert sweep_leftovers(proc.token) >= 1  # the token sweep reaches into the namespace
+            if pidns:
+                # pid 1 of the namespace died of its parent-death signal, and the kernel took the rest.
+                for _ in range(200):
+                    if not any(alive(pid) for pid in pids):
+                        break
+                    await trio.sleep(0.01)
+                assert [pid for pid in pids if alive(pid)] == []
+                assert sweep_leftovers(proc.token) == 0
+            else:
+                assert sweep_leftovers(proc.token) >= 1  # the token sweep reaches into the namespace
             assert [pid for pid in pids if alive(pid)] == []
         finally:
             await proc.stop(grace=0.1)
@@ -404,7 +437,7 @@ async def test_pdeathsig_is_not_lost_after_exec_in_a_user_namespace() -> None:
     code = (
         "import ctypes, sys; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); print(v.value)"
     )
-    launch = launch_of("python3", ["-c", code], IsolationPolicy(network="deny"), tmpdir="/tmp")
+    launch = launch_of("python3", ["-c", code], IsolationPolicy(network="deny"), tmpdir=PRIVATE_TMP)
     with trio.fail_after(10):
         _, out, err = await run_to_end(launch)
     assert out.strip() == str(int(signal.SIGKILL)).encode(), err.decode()

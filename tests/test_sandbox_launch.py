@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import stat
 import tempfile
@@ -76,9 +77,12 @@ def test_not_found_names_command_and_searched_path(plugin: Path, host: dict[str,
     )
 
 
-def test_manifest_path_is_the_one_searched(plugin: Path, host: dict[str, str]) -> None:
-    with pytest.raises(LaunchError, match=r"npx.*PATH='/nonexistent'") as info:
+def test_manifest_path_is_refused_unless_loader_vars_are_allowed(plugin: Path, host: dict[str, str]) -> None:
+    with pytest.raises(LaunchError, match=r"manifest env sets PATH, a variable of the executable search path") as info:
         resolve(plugin, host, "npx", env={"PATH": "/nonexistent:rel"})
+    assert info.value.kind == "ENV_POLICY"
+    with pytest.raises(LaunchError, match=r"npx.*PATH='/nonexistent'") as info:
+        resolve(plugin, host, "npx", env={"PATH": "/nonexistent:rel"}, policy=EnvPolicy(allow_loader_vars=True))
     assert info.value.kind == "COMMAND_NOT_FOUND"
 
 
@@ -94,13 +98,26 @@ def test_symlink_inside_plugin_is_resolved(plugin: Path, host: dict[str, str]) -
     assert resolve(plugin, host, "./run").executable == os.path.realpath(plugin / "bin" / "server")
 
 
-@pytest.mark.parametrize("command", ["../outside", "./bin/../../outside", "/usr/bin/env"])
+@pytest.mark.parametrize("command", ["../outside", "./bin/../../outside"])
 def test_path_escaping_plugin_is_rejected(plugin: Path, host: dict[str, str], command: str) -> None:
     make_exe(plugin.parent / "outside")
     with pytest.raises(LaunchError, match="outside the plugin folder") as info:
         resolve(plugin, host, command)
     assert info.value.kind == "COMMAND_OUTSIDE_PLUGIN"
     assert command in str(info.value)
+
+
+def test_absolute_command_is_the_users_own_program_kept_unresolved(plugin: Path, host: dict[str, str]) -> None:
+    """A venv's ``python`` links to its base interpreter; run unresolved, it still finds ``pyvenv.cfg``."""
+    venv = plugin.parent / "project" / ".venv"
+    make_exe(venv / "base" / "python3.11", "#!/bin/sh\nexit 0\n")
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(venv / "base" / "python3.11")
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    launch = resolve(plugin, host, str(venv / "bin" / "python"), ["server.py"])
+    assert launch.executable == str(venv / "bin" / "python")
+    assert launch.runtime == (str(venv / "base" / "python3.11"), os.path.realpath("/bin/sh"))
+    assert resolve(plugin, host, "/usr/bin/env").executable == "/usr/bin/env"
 
 
 def test_symlink_escaping_plugin_is_rejected(plugin: Path, host: dict[str, str]) -> None:
@@ -175,18 +192,26 @@ def test_digest_changes_with_args_env_keys_manifest_env_and_executable(plugin: P
 
 
 def test_describe_shape(plugin: Path, host: dict[str, str]) -> None:
-    launch = resolve(plugin, host, "mytool", ["x"], {"MODE": "secret-value"})
+    """The approval shows every value the user approves; a secret by name only (its value is in the digest)."""
+    launch = resolve(plugin, host, "mytool", ["x"], {"MODE": "fast", "API_TOKEN": "secret-value"})
     described = launch.describe()
+    tool = str(Path(host["PATH"].split(":")[1]) / "mytool")
     assert described == {
         "command": "mytool",
         "executable": launch.executable,
+        "runtime": [tool, os.path.realpath("/bin/sh")],
         "args": ["x"],
+        "files": {tool: "sha256:" + hashlib.sha256(b"#!/bin/sh\nexit 0\n").hexdigest()},
+        "folders": {},
         "cwd": launch.cwd,
-        "envKeys": ["HOME", "MODE", "PATH", "PYTHONUNBUFFERED", "PYTHONUTF8", "TMPDIR"],
+        "envKeys": ["API_TOKEN", "HOME", "MODE", "PATH", "PYTHONUNBUFFERED", "PYTHONUTF8", "TMPDIR"],
+        "env": {"API_TOKEN": None, "MODE": "fast"},
         "isolation": list(DEFAULT_ISOLATION),
         "digest": launch.digest,
     }
     assert "secret-value" not in repr(described)
+    other = resolve(plugin, host, "mytool", ["x"], {"MODE": "fast", "API_TOKEN": "other-value"})
+    assert other.digest != launch.digest
     hash(launch)  # usable as a dict key despite the mappings
 
 

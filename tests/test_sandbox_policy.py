@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +26,9 @@ from sandbox.policy import (
     runtime_read_paths,
 )
 from sandbox.probe import CAPABILITY_NAMES, Capability, landlock_abi, probe, render_table
+
+#: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
+PRIVATE_TMP = os.path.realpath(tempfile.mkdtemp(prefix="hostd-tests-"))
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
 PYTHON_DIR = os.path.dirname(os.path.realpath(sys.executable))
@@ -98,7 +103,20 @@ def test_plan_lists_exactly_the_enforceable_layers() -> None:
     # Root gets a user namespace of its own where possible (no capability over the host).
     assert "userns" in plan_layers(IsolationPolicy(), everything, euid=0)
     assert "userns" not in plan_layers(IsolationPolicy(network="deny"), everything, euid=0)
-    for layers in (plan_layers(IsolationPolicy(network="deny"), everything, euid=0),):
+    # The pid namespace, wherever it works, whatever the policy (it is how a tree is ended for sure).
+    with_pidns = caps(*ALL, "pidns")
+    assert plan_layers(IsolationPolicy(landlock=False, seccomp=False), with_pidns, euid=1000) == (
+        "shim",
+        "rlimits",
+        "no_new_privs",
+        "pidns",
+    )
+    assert plan_layers(IsolationPolicy(network="deny"), with_pidns, euid=1000)[-3:] == ("netns", "pidns", "seccomp")
+    assert "pidns" not in plan_layers(IsolationPolicy(), everything, euid=1000)
+    for layers in (
+        plan_layers(IsolationPolicy(network="deny"), everything, euid=0),
+        plan_layers(IsolationPolicy(), with_pidns, euid=0),
+    ):
         assert list(layers) == [layer for layer in LAYER_ORDER if layer in layers]
 
 
@@ -132,12 +150,24 @@ def test_resolve_launch_with_a_policy(tmp_path: Path) -> None:
     data = tmp_path / "deep" / "data"
     policy = IsolationPolicy(data_dir=str(data))
     launch = resolve_launch(
-        "python3", ["echo.py"], FIXTURES, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir="/tmp", isolation_policy=policy
+        "python3",
+        ["echo.py"],
+        FIXTURES,
+        {},
+        EnvPolicy(),
+        host_env=HOST_ENV,
+        tmpdir=PRIVATE_TMP,
+        isolation_policy=policy,
     )
     assert launch.isolation == plan_layers(policy, probe())
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
-    assert launch.plan == IsolationPlan(tmpdir="/tmp", data_dir=str(data.resolve()))
-    plain = resolve_launch("python3", ["echo.py"], FIXTURES, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir="/tmp")
+    assert launch.plan is not None
+    assert dataclasses.replace(launch.plan, rules=()) == IsolationPlan(tmpdir=PRIVATE_TMP, data_dir=str(data.resolve()))
+    if "landlock-fs" in launch.isolation:
+        rules = launch.plan.rule_lists()
+        assert rules["write"] == [PRIVATE_TMP, str(data.resolve())]
+        assert all(os.path.realpath(p) == p for p in rules["read"] + rules["write"])
+    plain = resolve_launch("python3", ["echo.py"], FIXTURES, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir=PRIVATE_TMP)
     assert plain.isolation == DEFAULT_ISOLATION and plain.plan is None
     if launch.isolation != plain.isolation:
         assert launch.digest != plain.digest
@@ -149,7 +179,7 @@ def test_resolve_launch_with_a_policy(tmp_path: Path) -> None:
         {},
         EnvPolicy(),
         host_env=HOST_ENV,
-        tmpdir="/tmp",
+        tmpdir=PRIVATE_TMP,
         isolation_policy=IsolationPolicy(data_dir=str(tmp_path / "elsewhere")),
     )
     assert other.digest == launch.digest
@@ -162,7 +192,14 @@ def test_digest_covers_granted_tcp_ports() -> None:
     def digest(ports: tuple[int, ...]) -> str:
         policy = IsolationPolicy(network="deny", allowed_tcp_ports=ports)
         launch = resolve_launch(
-            "python3", ["echo.py"], FIXTURES, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir="/tmp", isolation_policy=policy
+            "python3",
+            ["echo.py"],
+            FIXTURES,
+            {},
+            EnvPolicy(),
+            host_env=HOST_ENV,
+            tmpdir=PRIVATE_TMP,
+            isolation_policy=policy,
         )
         return launch.digest
 
@@ -180,7 +217,7 @@ def test_unenforceable_policy_is_a_launch_error(monkeypatch: pytest.MonkeyPatch)
             {},
             EnvPolicy(),
             host_env=HOST_ENV,
-            tmpdir="/tmp",
+            tmpdir=PRIVATE_TMP,
             isolation_policy=IsolationPolicy(network="deny"),
         )
     assert info.value.kind == "ISOLATION_UNAVAILABLE"

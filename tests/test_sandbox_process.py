@@ -21,6 +21,8 @@ import trio
 
 from sandbox.environment import EnvPolicy
 from sandbox.launch import DEFAULT_ISOLATION, Launch, LaunchError, resolve_launch
+from sandbox.policy import order_layers
+from sandbox.probe import available, probe
 from sandbox.process import TOKEN_VAR, SandboxedProcess, _pids_with_token, spawn, sweep_leftovers, sweep_orphans
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
@@ -70,11 +72,15 @@ def alive(pid: int) -> bool:
 
 
 DIRECT: tuple[str, ...] = ()
+#: The shim with the plugin's tree in a pid namespace of its own (its pid 1 forked by the shim).
+PIDNS: tuple[str, ...] = order_layers((*DEFAULT_ISOLATION, "pidns"))
 
 
-@pytest.fixture(params=[DEFAULT_ISOLATION, DIRECT], ids=["shim", "direct"])
+@pytest.fixture(params=[DEFAULT_ISOLATION, PIDNS, DIRECT], ids=["shim", "pidns", "direct"])
 def isolation(request: pytest.FixtureRequest) -> tuple[str, ...]:
     layers: tuple[str, ...] = request.param
+    if "pidns" in layers and not available("pidns"):
+        pytest.skip("no pid namespace here: " + next(c.detail for c in probe() if c.name == "pidns"))
     return layers
 
 
@@ -312,7 +318,10 @@ async def test_pid_is_the_plugin_under_the_shim() -> None:
         assert not alive(proc.shim_pid)
 
 
-async def test_plugin_gets_rlimits_no_new_privs_and_default_signals(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layers", [DEFAULT_ISOLATION, PIDNS], ids=["shim", "pidns"])
+async def test_plugin_gets_rlimits_no_new_privs_and_default_signals(tmp_path: Path, layers: tuple[str, ...]) -> None:
+    if "pidns" in layers and not available("pidns"):
+        pytest.skip("no pid namespace here")
     # cat (not python, which ignores SIGPIPE itself) reports its own state.
     launch = resolve_launch(
         "cat",
@@ -323,6 +332,7 @@ async def test_plugin_gets_rlimits_no_new_privs_and_default_signals(tmp_path: Pa
         host_env=HOST_ENV,
         tmpdir=str(tmp_path),
     )
+    launch = dataclasses.replace(launch, isolation=layers)
     with trio.fail_after(10):
         proc = await spawn(launch)
         out = b""
@@ -341,6 +351,50 @@ async def test_plugin_gets_rlimits_no_new_privs_and_default_signals(tmp_path: Pa
     soft, hard = limits["Max open files"]
     assert int(hard) <= 65536
     assert int(soft) <= int(hard)
+
+
+async def test_pid_is_the_plugin_inside_its_pid_namespace() -> None:
+    if not available("pidns"):
+        pytest.skip("no pid namespace here")
+    with trio.fail_after(10):
+        proc = await spawn(fixture_launch("stubborn.py", isolation=PIDNS))
+        try:
+            assert await read_line(proc.stdout) == b"ready\n"
+            assert proc.isolation == PIDNS
+            plugin = psutil.Process(proc.pid)
+            init = psutil.Process(plugin.ppid())
+            assert plugin.cmdline() == ["python3", "stubborn.py"]
+            assert init.ppid() == proc.shim_pid
+            # The plugin is pid 2 of a namespace of its own; pid 1 is the shim's forked init.
+            assert _status(proc.pid)["NSpid"].split() == [str(proc.pid), "2"]
+            assert _status(init.pid)["NSpid"].split() == [str(init.pid), "1"]
+            namespace = os.readlink(f"/proc/{proc.pid}/ns/pid")
+            assert namespace == os.readlink(f"/proc/{init.pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+            assert os.readlink(f"/proc/{proc.shim_pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
+            assert os.getsid(proc.pid) == proc.pid  # its own session, as without the namespace
+            # init holds no plugin pipe and nothing of the shim's.
+            assert {os.readlink(f"/proc/{init.pid}/fd/{fd}") for fd in (0, 1, 2)} == {"/dev/null"}
+            assert len(os.listdir(f"/proc/{init.pid}/fd")) == 4  # stdio + the status pipe
+        finally:
+            report = await proc.stop(grace=0.2)
+        assert report.step == "sigkill" and report.returncode == -signal.SIGKILL
+        assert not alive(init.pid) and not alive(proc.pid)
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [("raise SystemExit(7)", 7), ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", -signal.SIGSEGV)],
+    ids=["exit-7", "sigsegv"],
+)
+async def test_exit_status_passes_through_unchanged(isolation: tuple[str, ...], code: str, expected: int) -> None:
+    """The main process's status, also through the namespace's pid 1 (which cannot die of a signal)."""
+    launch = dataclasses.replace(fixture_launch("-c", code), isolation=isolation)
+    with trio.fail_after(10):
+        proc = await spawn(launch)
+        assert await proc.wait() == expected
+        report = await proc.stop()
+    assert report.returncode == expected
+    assert report.step == "already-exited"
 
 
 async def test_plugin_main_exit_status_and_the_shim_ending_its_rest() -> None:

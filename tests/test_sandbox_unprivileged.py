@@ -5,8 +5,9 @@ runs under the system Python (nobody cannot enter /root, where this venv's inter
 live) with this checkout and the venv's site-packages on PYTHONPATH; its work folder is
 created for nobody. It proves, for an unprivileged user: the probe's layers apply; Landlock
 confines reads and writes; network "deny" blocks a listener on 127.0.0.1 that "allow"
-reaches; signal scoping protects another process of the same user; the shim ends a hostile
-tree.
+reaches; the same "deny" refuses socket kinds its rules do not cover (MPTCP, vsock, packet,
+netlink sock_diag) and a granted port opens plain TCP only; signal scoping protects another
+process of the same user; the shim ends a hostile tree.
 """
 
 from __future__ import annotations
@@ -97,13 +98,22 @@ async def test_layers_and_tree_kill_work_for_an_unprivileged_user(work: Path, li
     available = {name for name, ok, _ in result["probe"] if ok}
     if not {"landlock-fs", "landlock-scope", "netns"} <= available:
         pytest.skip(f"as nobody: {[(n, d) for n, ok, d in result['probe'] if not ok]}")
-    assert {"landlock-fs", "landlock-net", "landlock-scope", "netns", "seccomp"} <= set(result["isolation"])
+    assert {"landlock-fs", "landlock-net", "landlock-scope", "netns", "seccomp", "seccomp-net"} <= set(
+        result["isolation"]
+    )
     read_plugin, write_data, write_tmp, read_outside, write_outside, connect = result["fs"]
     assert [read_plugin, write_data, write_tmp] == ["ok", "ok", "ok"]
     assert read_outside == "EACCES" and write_outside == "EACCES"  # nobody's own files, outside the sandbox
     assert connect in ("EACCES", "ECONNREFUSED", "ENETUNREACH")
     assert result["net_allow"] == ["ok"]  # the same listener is reachable without "deny"
-    assert result["kill"] == ["EPERM"] and result["victim_alive"]  # nobody's own process, outside the domain
+    # Socket kinds no other layer covers (MPTCP, vsock, packet, netlink sock_diag): refused by seccomp-net.
+    assert result["sockets"] == ["EPROTONOSUPPORT", "EAFNOSUPPORT", "EAFNOSUPPORT", "EPROTONOSUPPORT"]
+    # Plain TCP to the granted port; no MPTCP to a port plain TCP was refused, nor to the granted one.
+    assert result["ports"] == ["ok", "EACCES", "EPROTONOSUPPORT", "EPROTONOSUPPORT"]
+    assert result["refused_port_reached"] is False
+    # nobody's own process, outside the Landlock domain (and, with pidns, outside the plugin's pid namespace)
+    assert result["kill"] == (["ESRCH"] if "pidns" in result["isolation"] else ["EPERM"])
+    assert result["victim_alive"]
     assert len(result["tree"]) == 4
     assert result["tree_step"] == "sigkill"
     assert result["tree_alive"] == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -16,6 +17,9 @@ from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.watchdog import LimitHit, sample_tree, watch
 
+#: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
+PRIVATE_TMP = os.path.realpath(tempfile.mkdtemp(prefix="hostd-tests-"))
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
 PYTHON_DIR = os.path.dirname(os.path.realpath(sys.executable))
 HOST_ENV = {"PATH": f"{PYTHON_DIR}:/usr/bin:/bin", "HOME": "/root"}
@@ -24,7 +28,7 @@ MB = 1_000_000
 
 def launch_of(*args: str, policy: IsolationPolicy | None = None) -> Launch:
     return resolve_launch(
-        "python3", list(args), FIXTURES, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir="/tmp", isolation_policy=policy
+        "python3", list(args), FIXTURES, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir=PRIVATE_TMP, isolation_policy=policy
     )
 
 

@@ -359,15 +359,38 @@ def test_ref_with_escaped_pointer_and_array_index() -> None:
         validate_arguments(converted, {"i": "three"})
     assert caught.value.data["pointer"] == "/i"
 
-    # "01" is not an array index (RFC 6901 forbids leading zeros).
-    bad = dict(schema, properties={"i": {"$ref": "#/$defs/list/anyOf/01"}})
-    assert problems_of("a", [tool("t", bad)]) == [
+    # The check and the validator resolve references with the same library (referencing), so they
+    # agree: what one accepts the other follows, and what one cannot resolve the other refuses.
+    past_end = dict(schema, properties={"i": {"$ref": "#/$defs/list/anyOf/2"}})
+    assert problems_of("a", [tool("t", past_end)]) == [
         {
             "tool": "t",
             "field": "inputSchema",
-            "message": "$ref '#/$defs/list/anyOf/01' does not resolve inside the schema (at /properties/i/$ref)",
+            "message": "$ref '#/$defs/list/anyOf/2' does not resolve inside the schema (at /properties/i/$ref)",
             "pointer": "/properties/i/$ref",
         }
+    ]
+
+
+def test_embedded_resources_and_anchors_resolve_as_the_validator_resolves_them() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "point": {"$id": "https://example.invalid/point", "$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"},
+            "named": {"$anchor": "label", "type": "string"},
+        },
+        "properties": {"p": {"$ref": "https://example.invalid/point"}, "l": {"$ref": "#label"}},
+    }
+    (converted,) = convert("a", [tool("t", schema)])
+    validate_arguments(converted, {"p": 3, "l": "x"})
+    with pytest.raises(HostError) as caught:
+        validate_arguments(converted, {"p": "three"})
+    assert caught.value.data["pointer"] == "/p"
+    missing = dict(schema, properties={"l": {"$ref": "#nolabel"}, "o": {"$ref": "other.json#/x"}})
+    assert [p["message"] for p in problems_of("a", [tool("t", missing)])] == [
+        "$ref '#nolabel' names an anchor the schema does not define (at /properties/l/$ref)",
+        "$ref 'other.json#/x' points outside the schema; hostd never fetches schemas, so inline it (e.g. under "
+        "$defs) and use a local '#/...' reference (at /properties/o/$ref)",
     ]
 
 

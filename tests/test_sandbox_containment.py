@@ -1,0 +1,122 @@
+"""Containment: a plugin's process tree cannot outlive its stop or hostd, even racing the sweep (issue 9).
+
+The class: any member of a plugin's tree that stays alive once ``stop()``
+has returned, or once hostd is dead. Its members found so far: a double
+fork or ``setsid`` (the subreaper covers it), a killed shim (the
+parent-death signal), a cleared environment (the token misses it), and a
+tree that forks faster than a sweep walks ``/proc`` (any sweep loses that
+race sometimes: 5 of ~96 trials under load in the issue). The ``pidns``
+layer closes the class by construction: the kernel kills every process of
+the namespace when its pid 1 goes, and the shim ends in SIGKILL of that pid
+1 (stop, main process exit, hostd's death through the lifeline).
+
+The fixture escaper.py does all of the above at once (empty environment,
+``setsid``, double fork, a parent that exits at every hop), in a tight loop.
+fixtures/sandbox/containment.py drives it through ``sandbox.process.spawn``
+with the real policy for many rounds, bounded by count and time, and finds
+survivors by a tag in their command line (escaper.py never rewrites it),
+not by anything the tree can erase. The machine is kept busy by one CPU hog
+per core during each test. Run the driver with ``--without-pidns`` to see
+the sweep lose the race (it is not asserted here: a race lost sometimes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.probe import available, probe
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = ROOT / "fixtures" / "sandbox" / "containment.py"
+NOBODY = 65534
+SYSTEM_PYTHON = "/usr/bin/python3"
+#: Seconds a CPU hog lives at most (it is killed at the end of its test in any case).
+HOG_LIFETIME = 300
+
+
+def _need_pidns() -> None:
+    if not available("pidns"):
+        pytest.skip("no pid namespace here: " + next(c.detail for c in probe() if c.name == "pidns"))
+
+
+@pytest.fixture
+def busy() -> Iterator[None]:
+    """One CPU hog per core for the length of the test (bounded: each exits by itself after HOG_LIFETIME)."""
+    code = f"import time\nend = time.monotonic() + {HOG_LIFETIME}\nwhile time.monotonic() < end:\n    pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 2)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def run_driver(mode: str, rounds: int, budget: float, *, prefix: list[str] | None = None, python: str = "") -> Any:
+    site = sysconfig.get_paths()["purelib"]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site}", "LANG": "C.UTF-8"}
+    command = [*(prefix or []), python or sys.executable, str(DRIVER), mode, str(rounds), str(budget)]
+    done = subprocess.run(command, env=env, capture_output=True, timeout=budget + 120, check=False, cwd="/")
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    result = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    print(f"\n{mode}: {json.dumps(result)}")
+    return result
+
+
+def check(result: Any, *, min_rounds: int) -> None:
+    assert result["at_end"] == []  # nothing alive when stop() returned / when the shim was gone
+    assert result["escaped"] == []  # [[round, survivors], ...] a second later
+    assert result["rounds"] >= min_rounds  # enough races were run (the rest of the count is the time budget's)
+    assert result["members"] >= 24  # the race was on: the tree was growing and hopping when it was ended
+    assert "pidns" in result["isolation"]
+    assert result["foreign_ns"] == 0  # every member found was in the plugin's pid namespace ...
+    assert result["own_ns"] == 0  # ... and that was not ours
+
+
+def test_a_tree_racing_the_stop_never_outlives_it(busy: None) -> None:
+    _need_pidns()
+    check(run_driver("stop", rounds=30, budget=90), min_rounds=10)
+
+
+def test_a_tree_racing_the_stop_never_outlives_a_killed_hostd(busy: None) -> None:
+    _need_pidns()
+    check(run_driver("hostkill", rounds=15, budget=60), min_rounds=5)
+
+
+def _nobody_skip_reason() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "Linux only"
+    if os.geteuid() != 0:
+        return "needs root to switch to nobody"
+    if shutil.which("setpriv") is None:
+        return "setpriv is not installed"
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        return f"{SYSTEM_PYTHON} is missing"
+    version = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    if version != str(sys.version_info[:2]):
+        return f"{SYSTEM_PYTHON} is {version}, this venv's packages are for {sys.version_info[:2]}"
+    return None
+
+
+def test_a_tree_racing_the_stop_never_outlives_it_as_nobody(busy: None) -> None:
+    reason = _nobody_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    result = run_driver("stop", rounds=15, budget=60, prefix=prefix, python=SYSTEM_PYTHON)
+    assert result["uid"] == NOBODY
+    if "pidns" not in result["isolation"]:
+        pytest.skip(f"as nobody the plan has no pidns: {result['isolation']}")
+    check(result, min_rounds=5)
