@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from hostd import __version__
-from hostd.control import EXIT_SOFTWARE, EXIT_USAGE, InitializeOptions, Notify, serve_stdio
+from hostd.control import EXIT_SOFTWARE, EXIT_USAGE, OUTBOX_BYTES, InitializeOptions, Notify, serve_stdio
 from hostd.framing import PARENT_FRAME_LIMIT
 from hostd.state import StateError, StateStore
 
@@ -30,6 +30,13 @@ DEFAULT_MAX_DISK_MB = 1024
 
 if TYPE_CHECKING:
     from hostd.control import HostApi
+
+
+def _outbox_bytes(text: str) -> int:
+    value = int(text)
+    if value < 1024:
+        raise argparse.ArgumentTypeError("must be at least 1024")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +60,13 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=PARENT_FRAME_LIMIT,
         help=f"bound of one message from the parent, in bytes (default {PARENT_FRAME_LIMIT})",
+    )
+    serve.add_argument(
+        "--max-outbox-bytes",
+        type=_outbox_bytes,
+        default=OUTBOX_BYTES,
+        help=f"bound of what waits to be written to the parent, in bytes (default {OUTBOX_BYTES}); "
+        "see docs/protocol.md 'Flow control'",
     )
     serve.add_argument(
         "--max-result-bytes",
@@ -169,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             state_dir=args.state_dir,
             state_store=store,
             max_frame_bytes=args.max_message_bytes,
+            max_outbox_bytes=args.max_outbox_bytes,
         )
         return trio.run(serve)
     except KeyboardInterrupt:

@@ -58,6 +58,10 @@ class ErrorKind(Enum):
         -32032,
         "The state document could not be written (data.errno: ENOSPC...); nothing of the request was applied.",
     )
+    HOST_OVERLOADED = (
+        -32033,
+        "Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later.",
+    )
 
     @property
     def code(self) -> int:

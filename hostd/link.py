@@ -51,6 +51,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from hostd import __version__
+from hostd.control import current_outbox
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, describe_head, encode
 from hostd.jsonlimits import check_json
@@ -218,6 +219,8 @@ class PluginLink:
         self._noise_limit = _RateLimit(1.0, 3.0)
         self._write_lock = trio.Lock()
         self._closing = False
+        #: True while stdout is not read because the parent is behind (docs/protocol.md "Flow control").
+        self.paused = False
         self._read_send, self._read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](64)
         self._write_send, self._write_receive = anyio.create_memory_object_stream[SessionMessage](64)
 
@@ -449,7 +452,15 @@ class PluginLink:
     # -- transport tasks --------------------------------------------------------
 
     async def _pump_stdout(self) -> None:
+        outbox = current_outbox()
         while True:
+            if outbox is not None and outbox.over_budget:
+                # The parent is behind: the plugin waits on its own full pipe, not hostd's memory.
+                self.paused = True
+                log.info("plugin %s: stdout paused: %d bytes wait for the parent", self.plugin_id, outbox.bytes)
+                await outbox.wait_room()
+                log.info("plugin %s: stdout resumed", self.plugin_id)
+                self.paused = False
             data = await _receive(self.process.stdout)
             if not data:
                 await self._stdout_closed()

@@ -646,7 +646,7 @@ class PluginSupervisor:
                     await session.send_ping()
                 except MCPError:
                     return
-            if scope.cancelled_caught:
+            if scope.cancelled_caught and not link.paused:  # paused: its answer waits in the pipe
                 link.fail(f"did not answer ping within {self.liveness.timeout:g} s")
                 return
 
