@@ -33,6 +33,8 @@ import pytest
 import yaml
 
 from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.manifest import load_manifest
+from sandbox.environment import EnvPolicy, build_environment, is_secret_name
 from tests.conftest import ROOT
 from tests.test_real_servers import manifest_of, npm_spec, uv_spec
 
@@ -88,6 +90,87 @@ def _registry_problem(folder: Path) -> str | None:
         said = " | ".join(line.strip() for line in done.stderr.splitlines()[-4:] if line.strip())
         return f"{spec} is not available from the registry ({command[0]} exited {done.returncode}): {said}"
     return None
+
+
+#: The tools each server lists to hostd (a client without capabilities), in the server's order.
+TOOLS = {
+    FILESYSTEM: [
+        "read_file",
+        "read_text_file",
+        "read_media_file",
+        "read_multiple_files",
+        "write_file",
+        "edit_file",
+        "create_directory",
+        "list_directory",
+        "list_directory_with_sizes",
+        "directory_tree",
+        "move_file",
+        "search_files",
+        "get_file_info",
+        "list_allowed_directories",
+    ],
+    MEMORY: [
+        "create_entities",
+        "create_relations",
+        "add_observations",
+        "delete_entities",
+        "delete_observations",
+        "delete_relations",
+        "read_graph",
+        "search_nodes",
+        "open_nodes",
+    ],
+    THINKING: ["sequentialthinking"],
+    GIT: [
+        "git_status",
+        "git_diff_unstaged",
+        "git_diff_staged",
+        "git_diff",
+        "git_commit",
+        "git_add",
+        "git_reset",
+        "git_log",
+        "git_create_branch",
+        "git_checkout",
+        "git_show",
+        "git_branch",
+    ],
+    FETCH: ["fetch"],
+}
+#: What each manifest declares under ``sandbox:`` (its needs beyond its arguments).
+NEEDS = {
+    GIT: {"read": ["~/.gitconfig", "~/.config/git", "/etc/gitconfig"], "write": ["~/src"]},
+}
+
+
+def test_the_five_manifests_are_valid_pinned_and_checked_by_prepare() -> None:
+    prepare = (MANIFESTS / "prepare.sh").read_text()
+    readme = (MANIFESTS / "README.md").read_text()
+    for folder, tools in TOOLS.items():
+        manifest, _digest = load_manifest(folder)
+        assert manifest.id == folder.name
+        assert manifest.permissions == []
+        assert manifest.contributes.tools == [f"{folder.name}.{t}" for t in tools]
+        assert {"read": manifest.sandbox.read, "write": manifest.sandbox.write} == NEEDS.get(
+            folder, {"read": [], "write": []}
+        )
+        if manifest.backend.command == "npx":
+            spec = npm_spec(folder)
+            assert spec == f"@modelcontextprotocol/{folder.name}@{manifest.version}"
+        else:
+            assert manifest.backend.command == "uvx"
+            spec = uv_spec(folder)
+            assert spec == f"{folder.name}=={manifest.version}"
+        # The env passes the default policy (no family refused) and names no secret.
+        build_environment({}, manifest.backend.env, EnvPolicy(), tmpdir="/tmp")
+        assert not [name for name in manifest.backend.env if is_secret_name(name)]
+        # prepare.sh checks exactly what the manifest runs; the README names the same pin.
+        assert f'"{spec}"' in prepare
+        assert spec in readme
+    # No catalog folder goes unchecked: each is here or in tests/test_real_servers.py.
+    catalog = sorted(p.name for p in MANIFESTS.iterdir() if (p / "plugin.yaml").exists())
+    assert catalog == sorted([*(f.name for f in TOOLS), "mcp-server-time", "server-everything"])
 
 
 @pytest.fixture
