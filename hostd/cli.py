@@ -21,7 +21,7 @@ import trio
 
 from hostd import __version__
 from hostd.control import EXIT_SOFTWARE, EXIT_USAGE, OUTBOX_BYTES, InitializeOptions, Notify, serve_stdio
-from hostd.framing import PARENT_FRAME_LIMIT
+from hostd.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.state import StateError, StateStore
 
 #: ``--max-disk-mb``'s default: ``sandbox.watchdog.DEFAULT_MAX_DISK_BYTES`` in MiB (not imported:
@@ -71,8 +71,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-result-bytes",
         type=int,
-        default=256 * 1024,
-        help="bound of one tool result sent to the parent, in bytes (default 262144)",
+        default=RESULT_LIMIT,
+        help=f"bound of one tool result sent to the parent, in bytes (default {RESULT_LIMIT})",
+    )
+    serve.add_argument(
+        "--max-plugin-message-bytes",
+        type=int,
+        default=PLUGIN_FRAME_LIMIT,
+        help=f"bound of one message from a plugin, in bytes (default {PLUGIN_FRAME_LIMIT}; a manifest's "
+        "backend.max_message_bytes overrides it); an answer over it fails only its call",
     )
     serve.add_argument(
         "--sandbox",
@@ -157,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             ping_interval=args.ping_interval,
             ping_timeout=args.ping_timeout,
             max_result_bytes=args.max_result_bytes,
+            max_plugin_frame_bytes=args.max_plugin_message_bytes,
             sandbox=args.sandbox,
             max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
             max_cpu_percent=args.max_cpu_percent,

@@ -49,7 +49,15 @@ import trio
 from hostd import __version__
 from hostd.content import ContentLimits
 from hostd.errors import ErrorKind, HostError
-from hostd.framing import PARENT_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, describe_head, encode
+from hostd.framing import (
+    PARENT_FRAME_LIMIT,
+    FrameTooLarge,
+    InvalidJSON,
+    LineDecoder,
+    Message,
+    describe_head,
+    encode,
+)
 from hostd.state import StateError, StateStore, default_state_dir
 
 log = logging.getLogger("hostd.control")
@@ -596,8 +604,9 @@ class ControlServer:
                             head=describe_head(event.head),
                         ),
                     )
-                else:
+                elif isinstance(event, Message):
                     self._dispatch(event.value, event.size)
+                # FrameDiscarded: the end of a line already answered as FRAME_TOO_LARGE.
 
     async def _writer(self) -> None:
         outbox = self._outbox

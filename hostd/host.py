@@ -27,12 +27,13 @@ import trio
 from hostd import protocol as p
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
+from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.importer import ConfigError, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
 from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
-from hostd.supervisor import RESULT_LIMIT, Liveness, PluginSupervisor, State
+from hostd.supervisor import Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
 from sandbox.launch import Launch, LaunchError, resolve_launch
@@ -56,6 +57,8 @@ class HostSettings:
     CA variables reach plugins. ``restart``: the restart policy after a crash.
     ``ping_interval`` / ``ping_timeout``: liveness checks, in seconds.
     ``max_result_bytes``: the bound of one tool result sent to the parent.
+    ``max_plugin_frame_bytes``: the bound of one message from a plugin (a
+    manifest's ``backend.max_message_bytes`` overrides it).
     """
 
     trust_development: bool = False
@@ -64,6 +67,7 @@ class HostSettings:
     ping_interval: float = 30.0
     ping_timeout: float = 10.0
     max_result_bytes: int = RESULT_LIMIT
+    max_plugin_frame_bytes: int = PLUGIN_FRAME_LIMIT
     sandbox: SandboxLevel = "standard"
     max_rss_bytes: int | None = None
     max_cpu_percent: float | None = None
@@ -725,6 +729,7 @@ class Host:
             liveness=Liveness(self.settings.ping_interval, self.settings.ping_timeout),
             on_change=self.persist,
             result_limit=self.settings.max_result_bytes,
+            frame_limit=self.settings.max_plugin_frame_bytes,
             limits=self.settings.isolation_policy(None),
             disk_limit=lambda: self._disk_limit(plugin_id),
         )

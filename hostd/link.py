@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import orjson
 import trio
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -53,7 +55,15 @@ from pydantic import ValidationError
 from hostd import __version__
 from hostd.control import current_outbox
 from hostd.errors import ErrorKind, HostError
-from hostd.framing import PLUGIN_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, describe_head, encode
+from hostd.framing import (
+    PLUGIN_FRAME_LIMIT,
+    FrameDiscarded,
+    FrameTooLarge,
+    InvalidJSON,
+    LineDecoder,
+    describe_head,
+    encode,
+)
 from hostd.jsonlimits import check_json
 from hostd.redact import Redactor
 from sandbox.process import SandboxedProcess
@@ -78,6 +88,38 @@ class LinkClosed(Exception):
     """The link ended (crash, violation, stop) before the plugin answered."""
 
 
+class ReplyTooLarge(Exception):
+    """The plugin's answer to a call was one line of ``size`` bytes, over the ``limit``-byte frame bound.
+
+    The line was discarded as it arrived (never held whole); the link goes on
+    serving the other calls.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"a {size}-byte answer, over the {limit}-byte frame bound")
+        self.size = size
+        self.limit = limit
+
+
+#: Where a JSON-RPC response names its id: first (after "jsonrpc"), or last. Every encoder
+#: seen puts it at one end (Python SDK: first; TypeScript SDK: last), never inside "result".
+_ID_TOKEN = rb'("(?:[^"\\]|\\.){0,64}"|-?[0-9]{1,19})'
+_ID_AT_HEAD = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID_TOKEN + rb"\s*,")
+_ID_AT_TAIL = re.compile(rb',\s*"id"\s*:\s*' + _ID_TOKEN + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
+
+
+def answered_id(head: bytes, tail: bytes) -> Any:
+    """The id a discarded response line answered, read from its first or last bytes; ``None`` if unsure."""
+    for pattern, part in ((_ID_AT_HEAD, head), (_ID_AT_TAIL, tail)):
+        found = pattern.search(part)
+        if found is not None:
+            try:
+                return orjson.loads(found.group(1))
+            except orjson.JSONDecodeError:
+                return None
+    return None
+
+
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
@@ -88,6 +130,8 @@ class _DirectCall:
     reply: dict[str, Any] | None = None
     size: int = 0
     raw: bytes = b""
+    #: Set instead of ``reply`` when the answer was over the frame bound: ``(size, limit)``.
+    too_large: tuple[int, int] | None = None
 
 
 class StderrTail:
@@ -414,6 +458,8 @@ class PluginLink:
                             }
                         )
                     )
+        if call.too_large is not None:
+            raise ReplyTooLarge(*call.too_large)
         if call.reply is None:
             raise LinkClosed(self.failure or "the plugin stopped")
         return call.reply, call.size, call.raw
@@ -449,6 +495,25 @@ class PluginLink:
             return True
         return False
 
+    def _discarded_reply(self, event: FrameDiscarded) -> bool:
+        """Fail only the call an over-long line answered; False when it answered none we can name.
+
+        The line's id is read from its first or last bytes (:func:`answered_id`);
+        if it names no call, and exactly one hot-path call and no other request
+        is in flight, it can only be that call's answer. Anything else (an
+        over-long listing, a notification) is a violation that ends the link.
+        """
+        rid = answered_id(event.head, event.tail)
+        if rid is None and len(self._direct) == 1 and not self._outstanding:
+            rid = next(iter(self._direct))
+        call = self._direct.pop(rid, None) if isinstance(rid, str) else None
+        if call is None:
+            return False
+        call.too_large = (event.size, event.limit)
+        self.last_seen_at = time.time()
+        call.done.set()
+        return True
+
     # -- transport tasks --------------------------------------------------------
 
     async def _pump_stdout(self) -> None:
@@ -467,11 +532,21 @@ class PluginLink:
                 return
             for event in self._decoder.feed(data):
                 if isinstance(event, FrameTooLarge):
-                    self._fail(
+                    if self._direct:
+                        continue  # being discarded; its end (FrameDiscarded) tells which call it answered
+                    self._fail(  # no call in flight it could answer: a violation, known at once
                         f"a message on stdout exceeded the {event.limit}-byte frame bound "
                         f"(starts {self._redact(describe_head(event.head))!r})"
                     )
                     return
+                if isinstance(event, FrameDiscarded):
+                    if not self._discarded_reply(event):
+                        self._fail(
+                            f"a message on stdout exceeded the {event.limit}-byte frame bound and answered no "
+                            f"call in flight (starts {self._redact(describe_head(event.head))!r})"
+                        )
+                        return
+                    continue
                 if isinstance(event, InvalidJSON):
                     if not await self._noise(event.head, f"not JSON ({event.reason})"):
                         return

@@ -43,8 +43,9 @@ from mcp.shared.exceptions import MCPError
 
 from hostd.content import ContentLimits, bound_content
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
+from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.jsonlimits import check_json, object_members
-from hostd.link import LinkClosed, PluginLink
+from hostd.link import LinkClosed, PluginLink, ReplyTooLarge
 from hostd.manifest import Manifest
 from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.redact import Redactor
@@ -58,7 +59,6 @@ from sandbox.watchdog import watch
 log = logging.getLogger("hostd.supervisor")
 
 #: Default bound of one tool result as sent to the parent, in bytes.
-RESULT_LIMIT = 256 * 1024
 #: Seconds the plugin gets after stdin EOF, and again after SIGTERM (case E7).
 STOP_GRACE = 2.0
 
@@ -118,6 +118,7 @@ class PluginSupervisor:
         restart_policy: RestartPolicy | None = None,
         liveness: Liveness | None = None,
         result_limit: int = RESULT_LIMIT,
+        frame_limit: int = PLUGIN_FRAME_LIMIT,
         on_change: Callable[[], Awaitable[None]] | None = None,
         limits: IsolationPolicy | None = None,
         disk_limit: Callable[[], int | None] | None = None,
@@ -146,6 +147,7 @@ class PluginSupervisor:
         self._notify = notify
         self._nursery = nursery
         self._result_limit = result_limit
+        self._frame_limit = frame_limit
         self._link: PluginLink | None = None
         self._instance_done: trio.Event | None = None
         self._op_lock = trio.Lock()
@@ -391,6 +393,7 @@ class PluginSupervisor:
             on_log=self._log,
             on_notification=self._notification,
             stdout_noise=backend.stdout_noise,
+            max_frame_bytes=backend.max_message_bytes or self._frame_limit,
         )
         self._link, self._instance_done = link, done
         # Before the handshake: a list_changed during the first walk must not be lost.
@@ -710,6 +713,18 @@ class PluginSupervisor:
         with scope:
             try:
                 reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
+            except ReplyTooLarge as over:
+                raise HostError(
+                    ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
+                    f"{tool.name} answered with {over.size} bytes, over the {over.limit}-byte frame bound of "
+                    f"{self.plugin_id} (manifest backend.max_message_bytes, or hostd serve "
+                    "--max-plugin-message-bytes); the plugin goes on serving",
+                    plugin=self.plugin_id,
+                    tool=tool.name,
+                    size=over.size,
+                    limit=over.limit,
+                    bound="frame",
+                ) from None
             except LinkClosed:
                 # Answer after the parent was told of the state change, not before.
                 with trio.move_on_after(2):

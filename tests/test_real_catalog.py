@@ -278,12 +278,6 @@ async def test_server_filesystem(tmp_path: Path, home: Path) -> None:
         assert outside == [f"Access denied - path outside allowed directories: {home / 'secret.txt'} not in {files}"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hostd: a 1 MiB image is a 2.8 MB answer (base64 twice); it exceeds the 2 MiB plugin frame bound "
-    "(hostd/framing.py PLUGIN_FRAME_LIMIT, not configurable), which marks the plugin unhealthy, and the 256 KiB "
-    "default result bound (--max-result-bytes)",
-)
 async def test_server_filesystem_reads_a_1_mib_image(tmp_path: Path, home: Path) -> None:
     registry_answers_or_skip(FILESYSTEM)
     (home / "mcp-files").mkdir()
@@ -331,12 +325,13 @@ async def test_server_memory_keeps_its_graph_in_the_data_folder(tmp_path: Path, 
     registry_answers_or_skip(MEMORY)
     async with hostd_in(tmp_path, home) as hostd:
         info, status = await enable(hostd, MEMORY)
-        assert info["launch"]["folders"] == {}
+        stored = tmp_path / "state" / "data" / "server-memory" / "memory.jsonl"
+        # MEMORY_FILE_PATH=${data}/memory.jsonl reaches the server expanded: the plugin's data folder,
+        # outside the package cache, so a cache wipe, a version bump or an uninstall keeps it.
+        assert info["launch"]["folders"] == {"$MEMORY_FILE_PATH": os.path.realpath(stored)}
+        assert info["launch"]["env"]["MEMORY_FILE_PATH"] == "${data}/memory.jsonl"
         assert status["server_name"] == "memory-server"
         await remember(hostd, "server-memory")
-        # MEMORY_FILE_PATH (relative to the server's dist/ folder) lands in the plugin's data folder:
-        # outside the package cache, so a cache wipe, a version bump or an uninstall keeps it.
-        stored = tmp_path / "state" / "data" / "server-memory" / "memory.jsonl"
         assert [json.loads(line) for line in stored.read_text().splitlines()] == memory_lines()
         restarted = await hostd.request("plugins/restart", {"id": "server-memory"}, timeout=ENABLE_TIMEOUT)
         assert restarted["status"] == "ready"

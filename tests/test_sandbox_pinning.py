@@ -345,6 +345,8 @@ async def test_home_paths_and_env_paths_become_shown_grants(tmp_path: Path) -> N
             "$MEMORY_FILE_PATH": str(home / "mem" / "memory.json"),
         }
         assert plugin["launch"]["env"] == {"MEMORY_FILE_PATH": "~/mem/memory.json"}
+        # No shell runs: hostd expands ~ in env values, so the server gets the path it was granted.
+        assert await run(hostd, ["env", "MEMORY_FILE_PATH"]) == [str(home / "mem" / "memory.json")]
         assert await run(
             hostd,
             ["write", str(home / "docs" / "note.txt"), "n"],
