@@ -263,7 +263,7 @@ class PluginInfo(Wire):
         "`--sandbox strict`",
     )
     limits: GrantedLimits = Field(
-        description="[`GrantedLimits`](#grantedlimits): `{maxRssMb, maxCpuPercent, maxDiskMb}` granted to this "
+        description="`{maxRssMb, maxCpuPercent, maxDiskMb}` granted to this "
         "plugin (`null` members: the host's limits apply)"
     )
     launch: Launch | LaunchUnresolved | None = Field(
