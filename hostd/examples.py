@@ -41,6 +41,7 @@ import trio
 
 from hostd import protocol as p
 from hostd.client import HostdClient, RpcError
+from hostd.framing import PARENT_FRAME_LIMIT as PARENT_LIMIT
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "fixtures" / "mcp-echo"
@@ -147,6 +148,20 @@ class Recorder:
             if message is not None and "method" not in message and message.get("id") == rid:
                 break
         return lines
+
+    async def raw(self, data: bytes, shown: str) -> list[str]:
+        """Write ``data`` (one line, as it is) and wait for the one answer hostd sends with ``id: null``.
+
+        Returns ``→ shown`` (the line as the block shows it) and the answer.
+        """
+        before = len(self.client.stray)
+        start = len(self.transcript)
+        await self.client.send_raw(data)
+        with trio.fail_after(60):
+            while len(self.client.stray) == before:
+                await self.client._changed.wait()
+        answer = next(raw for d, raw in self.transcript[start:] if d == "←")
+        return [f"→ {shown}", f"← {self.normalise(answer.decode())}"]
 
     async def send(self, message: dict[str, Any]) -> str:
         """Send one notification or raw message; return its line."""
@@ -478,6 +493,8 @@ async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:
                 out["status-changed"] = out["status-changed"].replace("\n```", "\n" + failed + "\n```", 1)
         out["enable-errors"] = block(enable_errors + broken)
 
+        await _import(tmp, r, out)
+        await r.call("plugins/uninstall", {"id": "echo-server"})
         lines, _ = await r.call("plugins/uninstall", {"id": "broken-echo"}, render=status_render())
         out["uninstall"] = block(lines)
         for plugin_id in ("schema-echo", "extra-echo"):  # so that shutdown stops one plugin: a fixed order
@@ -492,6 +509,52 @@ async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:
         if code != 0:
             raise RuntimeError(f"hostd exited with {code} after shutdown and exit")
         return [exit_line, "// hostd exits with code 0 (a shutdown came first)"]
+
+
+async def _import(tmp: Path, r: Recorder, out: dict[str, str]) -> None:
+    """``plugins/import``: an invalid config, then a Claude Desktop config as text, its first enable."""
+    copy = tmp / "echo-copy"  # not a plugin folder: an imported plugin may not reach another plugin's
+    copy.mkdir()
+    shutil.copyfile(FIXTURE / "server.py", copy / "server.py")
+    lines = ["// one invalid entry: nothing is imported"]
+    bad = {"mcpServers": {"ok": {"command": "python3"}, "broken": {"args": ["x"]}}}
+    more, _ = await r.call("plugins/import", {"config": bad}, expect_error=True)
+    lines += [*more, "// a Claude Desktop config, as text (comments and a trailing comma included):"]
+    text = (
+        '{\n  // Claude Desktop style\n  "mcpServers": {\n'
+        f'    "Echo Server": {{"command": "python3", "args": [{_json(str(copy / "server.py"))}]}},\n'
+        '    "weather": {"url": "https://example.invalid/mcp"},\n  }\n}'
+    )
+
+    def import_render(message: dict[str, Any]) -> str:
+        entries = message["result"]["entries"]
+        parts = []
+        for entry in entries:
+            if "plugin" in entry:
+                rest = {k: v for k, v in entry.items() if k != "plugin"}
+                parts.append(_json(rest)[:-1] + f',"plugin":{short_info(entry["plugin"])}}}')
+            else:
+                parts.append(_json(entry))
+        return _json({**message, "result": None}).replace("null}", '{"entries":[' + ",".join(parts) + "]}}")
+
+    more, result = await r.call("plugins/import", {"config": text}, render=import_render)
+    p.ImportResult.model_validate(result)
+    lines += more
+    digest = result["entries"][0]["plugin"]["launch"]["digest"]
+    more, _ = await r.call("plugins/approve", {"id": "echo-server", "digest": digest}, render=info_render)
+    lines += [*more, "// the first enable records the tools and asks for approval again:"]
+    more, error = await r.call("plugins/enable", {"id": "echo-server"}, expect_error=True, render=status_render())
+    lines += more
+    permissions = error["data"]["permissions"]
+    more, _ = await r.call("plugins/grant", {"id": "echo-server", "permissions": permissions}, render=info_render)
+    lines += more
+    digest = error["data"]["launch"]["digest"]
+    more, _ = await r.call("plugins/approve", {"id": "echo-server", "digest": digest}, render=info_render)
+    lines += more
+    more, _ = await r.call("plugins/enable", {"id": "echo-server"}, render=status_render())
+    out["import"] = block(lines + more)
+    manifest = (tmp / "state" / "imported" / "echo-server" / "plugin.json").read_text(encoding="utf-8")
+    out["import-manifest"] = "```json\n" + r.normalise(manifest).rstrip("\n") + "\n```\n"
 
 
 async def _session_exit(tmp: Path, out: dict[str, str], first: list[str]) -> None:
@@ -517,10 +580,52 @@ async def _session_exit(tmp: Path, out: dict[str, str], first: list[str]) -> Non
         )
 
 
+async def _session_framing(tmp: Path, out: dict[str, str]) -> None:
+    """Bad lines from the parent: each answered with ``id: null``, and the channel keeps serving."""
+    norm = Normaliser(tmp)
+    args = ["--state-dir", str(tmp / "state-framing"), "--no-login-path"]
+    async with HostdClient.spawn(args, env=_environment(tmp), stderr=subprocess.DEVNULL) as client:
+        client.transcript = []
+        r = Recorder(client, norm)
+        r._ids = 2  # initialize was 1
+        lines: list[str] = []
+        unclosed = '{"jsonrpc": "2.0", "id": 7, "method": "ping"'
+        lines += await r.raw(unclosed.encode() + b"\n", unclosed + "          // no closing brace")
+        head = b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"'
+        pad = PARENT_LIMIT + 70 - len(head) - len(b'"}}')
+        big = head + b"x" * pad + b'"}}\n'
+        shown = head.decode() + 'xxxxxxxx…"}}   // ' + f"{len(big) - 1} bytes on one line: 8 MiB + 70"
+        lines += await r.raw(big, shown)
+        batch = '[{"jsonrpc":"2.0","id":8,"method":"ping"}]'
+        lines += await r.raw(batch.encode() + b"\n", batch)
+        lines.append("// and the channel keeps serving:")
+        ping, _ = await r.call("ping", {})
+        out["framing"] = block(lines + ping)
+
+
+async def _session_development(tmp: Path, out: dict[str, str]) -> None:
+    """``--trust development``: an unapproved launch starts (with a warning on stderr)."""
+    norm = Normaliser(tmp)
+    args = ["--state-dir", str(tmp / "state-dev"), "--no-login-path", "--trust", "development"]
+    async with HostdClient.spawn(args, env=_environment(tmp), stderr=subprocess.DEVNULL) as client:
+        client.transcript = []
+        r = Recorder(client, norm)
+        r._ids = 1  # initialize was 1
+        lines, _ = await r.call("plugins/install", {"path": str(FIXTURE)}, render=info_render)
+        more, _ = await r.call(
+            "plugins/grant", {"id": "mcp-echo", "permissions": ["echo.use", "echo.inspect"]}, render=info_render
+        )
+        lines += more
+        more, _ = await r.call("plugins/enable", {"id": "mcp-echo"}, render=status_render())
+        out["development"] = block(lines + more)
+
+
 async def _capture(tmp: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     first = await _session_main(tmp, out)
     await _session_exit(tmp, out, first)
+    await _session_framing(tmp, out)
+    await _session_development(tmp, out)
     return out
 
 
