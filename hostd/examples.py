@@ -48,6 +48,7 @@ FIXTURE = REPO / "fixtures" / "mcp-echo"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _ELAPSED = re.compile(r"within \d+(?:\.\d+)? s \(timeout")
+_PID = re.compile(r"\(pid \d+\)")
 _ISOLATION = re.compile(r'"isolation":\[[^\]]*\]')
 #: Fields of a ``PluginStatus`` kept when a notification is shortened.
 STATUS_KEEP = ("plugin_id", "status", "tools_count", "error", "restarts", "last_exit", "next_retry_at")
@@ -620,12 +621,81 @@ async def _session_development(tmp: Path, out: dict[str, str]) -> None:
         out["development"] = block(lines + more)
 
 
+async def _session_locked(tmp: Path, out: dict[str, str]) -> None:
+    """A state directory another hostd holds: exit code 75, from the command line and from ``initialize``."""
+    norm = Normaliser(tmp)
+    locked = tmp / "locked"
+    env = _environment(tmp)
+    async with HostdClient.spawn(["--state-dir", str(locked), "--no-login-path"], env=env, stderr=subprocess.DEVNULL):
+        command = [sys.executable, "-m", "hostd", "serve", "--state-dir", str(locked), "--no-login-path"]
+        done = await trio.run_process(
+            command, env=env, stdin=b"", capture_stdout=True, capture_stderr=True, check=False
+        )
+        if done.returncode != 75:
+            raise RuntimeError(f"a second hostd on a locked state directory exited with {done.returncode}")
+        stderr = _PID.sub("(pid <pid>)", norm(done.stderr.decode().strip()))
+        out["locked-cli"] = (
+            "```console\n"
+            f"$ hostd serve --state-dir {norm(str(locked))}   # while another hostd holds it\n"
+            f"{stderr}\n$ echo $?\n75\n```\n"
+        )
+        args = ["--state-dir", str(tmp / "state-other"), "--no-login-path"]
+        async with HostdClient.spawn(args, env=env, handshake=False, stderr=subprocess.DEVNULL) as client:
+            client.transcript = []
+            r = Recorder(client, lambda text: _PID.sub("(pid <pid>)", norm(text)))
+            params = {"clientInfo": {"name": "app", "version": "1"}, "stateDir": str(locked)}
+            lines, _ = await r.call("initialize", params, expect_error=True)
+            with trio.fail_after(30):
+                code = await client.process.wait()
+            if code != 75:
+                raise RuntimeError(f"hostd exited with {code} after initialize named a locked state directory")
+            out["locked"] = block([*lines, "// hostd exits with code 75"])
+
+
+async def _session_restore(tmp: Path, out: dict[str, str]) -> None:
+    """The next session on the main session's state directory: the stored plugins come back.
+
+    The background enable races the first ``plugins/list`` (its status may already be
+    ``starting``), so that answer is shown without ``status`` and the notifications after it,
+    in the order hostd sent them, once the restore is done.
+    """
+    norm = Normaliser(tmp)
+    args = ["--state-dir", str(tmp / "state"), "--no-login-path"]
+    async with HostdClient.spawn(args, env=_environment(tmp), handshake=False, stderr=subprocess.DEVNULL) as client:
+        client.transcript = []
+        r = Recorder(client, norm)
+        lines, _ = await r.call("initialize", {"clientInfo": {"name": "hostctl", "version": "0"}})
+        lines.append("// at once: the stored plugins are installed again (not started yet)")
+
+        def unsettled(message: dict[str, Any]) -> str | None:
+            if "method" in message:
+                return None
+            plugins = [{k: v for k, v in info.items() if k != "status"} for info in message["result"]["plugins"]]
+            return info_render({**message, "result": {"plugins": plugins}})
+
+        more, _ = await r.call("plugins/list", {}, render=unsettled)
+        lines += more
+        await client.wait_for(
+            "plugins/statusChanged", lambda s: s["plugin_id"] == "mcp-echo" and s["status"] == "ready"
+        )
+        await client.wait_for("tools/listChanged")
+        lines.append("// then, in the background, the enabled one is enabled again:")
+        for note in client.notifications:
+            shown = _short(note.params, STATUS_KEEP if note.method == "plugins/statusChanged" else None)
+            text = _json({"jsonrpc": "2.0", "method": note.method, "params": None}).replace("null}", shown + "}")
+            lines.append(f"← {norm(text)}")
+        more, _ = await r.call("plugins/list", {}, render=info_render)
+        out["restore"] = block(lines + more)
+
+
 async def _capture(tmp: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     first = await _session_main(tmp, out)
     await _session_exit(tmp, out, first)
+    await _session_restore(tmp, out)
     await _session_framing(tmp, out)
     await _session_development(tmp, out)
+    await _session_locked(tmp, out)
     return out
 
 

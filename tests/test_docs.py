@@ -171,11 +171,9 @@ def test_a_stale_example_is_reported(live_examples: dict[str, str], name: str, o
     assert examples.mask(fresh) == examples.mask(text)
 
 
-# Examples that need a second hostd, another command line or a crafted state; still written by hand.
+# Examples still written by hand: the 300 MB hog under --max-rss-mb (too heavy for every test run).
 HAND_EXAMPLES = [
-    '→ {"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"app","version":"1"},"stateDir"',
     '← {"jsonrpc":"2.0","method":"plugins/statusChanged","params":{"plugin_id":"hog-echo"',
-    '→ {"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"hostctl","version":"0"}}}',
 ]
 
 
