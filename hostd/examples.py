@@ -311,7 +311,7 @@ async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:
         def missing_render(message: dict[str, Any]) -> str:
             result = message["result"]
             launch = dict(result["launch"])
-            launch["error"] = launch["error"][:80] + "…"
+            launch["error"] = norm(launch["error"])[:80] + "…"  # cut after the paths are placeholders
             return _json({**message, "result": None}).replace(
                 "null}", "{" + f'"id":{_json(result["id"])},"status":"stopped","launch":{_json(launch)},…' + "}}"
             )
