@@ -48,6 +48,7 @@ from hostd.jsonlimits import check_json, object_members
 from hostd.link import LinkClosed, PluginLink, ReplyTooLarge
 from hostd.manifest import Manifest
 from hostd.policy import RefreshPacer, RestartPolicy
+from hostd.protocol import PluginStatus
 from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
 from hostd.tools import PERMISSION_META_KEY, HostTool, convert_tools, structured_content_problem
@@ -176,27 +177,27 @@ class PluginSupervisor:
     # -- status -----------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        """``PluginStatus`` as sent on the wire (``docs/protocol.md``)."""
+        """:class:`hostd.protocol.PluginStatus` as sent on the wire (``docs/protocol.md``)."""
         link = self._link
         last_seen = link.last_seen_at if link is not None else self._last_seen_fallback
-        return {
-            "plugin_id": self.plugin_id,
-            "backend_type": self.manifest.backend.type,
-            "transport": self.manifest.backend.transport,
-            "status": self.state.value,
-            "tools_count": self._registry.count(self.plugin_id),
-            "started_at": _iso(self.started_at),
-            "last_seen_at": _iso(last_seen),
-            "protocol_version": self.protocol_version,
-            "server_name": self.server_name,
-            "server_version": self.server_version,
-            "error": self.error,
-            "restarts": self.restarts,
-            "last_exit": self.last_exit,
-            "next_retry_at": _iso(self.next_retry_at),
-            "withheld": sorted(self.withheld),
-            "isolation": self.isolation,
-        }
+        return PluginStatus(
+            plugin_id=self.plugin_id,
+            backend_type=self.manifest.backend.type,
+            transport=self.manifest.backend.transport,
+            status=self.state.value,
+            tools_count=self._registry.count(self.plugin_id),
+            started_at=_iso(self.started_at),
+            last_seen_at=_iso(last_seen),
+            protocol_version=self.protocol_version,
+            server_name=self.server_name,
+            server_version=self.server_version,
+            error=self.error,
+            restarts=self.restarts,
+            last_exit=self.last_exit,
+            next_retry_at=_iso(self.next_retry_at),
+            withheld=sorted(self.withheld),
+            isolation=self.isolation,
+        ).wire()
 
     async def _set_state(self, state: State, error: HostError | None = None) -> None:
         if state is not self.state and state not in TRANSITIONS[self.state]:
