@@ -73,6 +73,7 @@ log = logging.getLogger("hostd.link")
 #: Upper bound of ``tools/list`` pages in one walk (cases C5, D3).
 MAX_LIST_PAGES = 100
 _STDERR_LINES = 200
+_STDERR_HEAD_LINES = 5
 _STDERR_BYTES = 64 * 1024
 _STDERR_LINE_BYTES = 4096
 _LOG_RATE_PER_SECOND = 20.0
@@ -146,6 +147,9 @@ class StderrTail:
         self._lines: collections.deque[str] = collections.deque()
         self._bytes = 0
         self._partial = bytearray()
+        #: The first lines ever written: the cause of a failure often scrolls out of the tail.
+        self._head: list[str] = []
+        self._count = 0
 
     def feed(self, data: bytes | bytearray) -> list[str]:
         """Consume a chunk of stderr; return the complete lines (redacted)."""
@@ -171,11 +175,23 @@ class StderrTail:
     def _finish(self) -> str:
         line = self._redact(bytes(self._partial).rstrip(b"\r").decode("utf-8", errors="replace"))
         self._partial.clear()
+        if len(self._head) < _STDERR_HEAD_LINES:
+            self._head.append(line)
+        self._count += 1
         self._lines.append(line)
         self._bytes += len(line)
         while len(self._lines) > _STDERR_LINES or self._bytes > _STDERR_BYTES:
             self._bytes -= len(self._lines.popleft())
         return line
+
+    def excerpt(self, count: int = 10) -> dict[str, list[str]]:
+        """``{"stderrTail": last count lines}``, plus ``"stderrHead"`` (the first 5 lines) when some
+        lines between the two were left out: both ends of what a failing start wrote."""
+        tail = self.tail(count)
+        if self._count <= len(tail):
+            return {"stderrTail": tail}
+        head = self._head[: max(0, min(_STDERR_HEAD_LINES, self._count - len(tail)))]
+        return {"stderrHead": head, "stderrTail": tail}
 
     def tail(self, count: int = 10) -> list[str]:
         """The last ``count`` lines, oldest first."""
@@ -396,7 +412,7 @@ class PluginLink:
             f"plugin {self.plugin_id} failed to start: {reason}",
             plugin=self.plugin_id,
             reason=reason,
-            stderrTail=self.stderr.tail(10),
+            **self.stderr.excerpt(),
             **data,
         )
 

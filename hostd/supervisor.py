@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import stat
 import tempfile
 import time
@@ -408,14 +409,12 @@ class PluginSupervisor:
                 await self._after_failure()
         except HostError as error:
             if "stderrTail" not in error.data:
-                error.data["stderrTail"] = link.stderr.tail(10)
+                error.data.update(link.stderr.excerpt())
                 error.data.setdefault("plugin", self.plugin_id)
-            tail = error.data.get("stderrTail") or []
-            if "landlock-fs" in process.isolation and any("ermission denied" in line for line in tail):
-                error.data["hint"] = (
-                    "the sandbox may have refused a file access: the plugin reads only its folder, its "
-                    "runtime and system paths; grant a folder with hostd serve --allow-read/--allow-write"
-                )
+            if "landlock-fs" in process.isolation:
+                hint = sandbox_hint([*error.data.get("stderrHead", []), *error.data.get("stderrTail", [])])
+                if hint is not None:
+                    error.data["hint"] = hint
             raise
         finally:
             if not done.is_set():
@@ -863,6 +862,30 @@ class PluginSupervisor:
 
 
 _UPSTREAM_MESSAGE = 1000
+
+
+#: A path the kernel refused, as runtimes word it: Python "[Errno 13] Permission denied: '/x'", Node
+#: "EACCES: permission denied, open '/x'", git "unable to access '/x': Permission denied".
+_REFUSED = re.compile(r"(?i)(?:permission denied|eacces|operation not permitted)")
+_QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
+
+
+def sandbox_hint(lines: list[str]) -> str | None:
+    """``data.hint`` for a start the sandbox likely broke: the refused path and the grants that allow it.
+
+    ``lines``: the stderr excerpt. ``None`` when no line reads like a refused access.
+    """
+    refused = [line for line in lines if _REFUSED.search(line)]
+    if not refused:
+        return None
+    paths = list(dict.fromkeys(p for line in refused for p in _QUOTED_PATH.findall(line)))
+    where = f" {', '.join(paths[:3])}" if paths else " a file"
+    return (
+        f"the sandbox refused{where}: a plugin reads only its folder, its runtime and system paths and writes "
+        "only its data folder and TMPDIR. If the server needs it, declare it in the manifest "
+        "(sandbox.read / sandbox.write), name it in the approved args or env, or grant it to every plugin "
+        "with hostd serve --allow-read / --allow-write"
+    )
 
 
 #: Bytes that can only be in a result when it holds an item a ContentLimits bound counts.

@@ -531,6 +531,20 @@ def _declared_paths(
     return found
 
 
+_SCRIPT_SUFFIXES = (".py", ".pyz", ".js", ".mjs", ".cjs", ".ts", ".mts", ".rb", ".pl", ".php", ".lua", ".jar")
+
+
+def _is_script(real: str) -> bool:
+    """True for a program file: a known script suffix, or a ``#!`` first line."""
+    if real.endswith(_SCRIPT_SUFFIXES):
+        return True
+    try:
+        with open(real, "rb") as fh:
+            return fh.read(2) == b"#!"
+    except OSError:
+        return False
+
+
 def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
     """The Landlock grants that named paths bring: ``(read, write)``, paths as named (not yet resolved).
 
@@ -555,7 +569,12 @@ def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], li
             if label.startswith("$"):
                 write.append(path)
             else:
-                read += [path, os.path.dirname(path)]
+                read.append(path)
+                folder = os.path.dirname(path)
+                # A script's modules sit beside it (python /home/ada/proj/server.py); a data file's
+                # folder is not granted (/etc/hostname must not open all of /etc).
+                if _is_script(real) and os.path.dirname(folder) != "/":
+                    read.append(folder)
         elif label.startswith("$") and os.path.isdir(os.path.dirname(real)):
             # A file an env value names that does not exist yet (MEMORY_FILE_PATH): its folder, to create it.
             # A missing folder an argument names is no grant: the user has to create it.
