@@ -438,9 +438,12 @@ class ProgressParams(Wire):
     omit_none = frozenset({"total", "message"})
 
     request_id: int | str = Field(alias="requestId", description="the `id` of the `tools/call`")
-    progress: float = Field(description="progress so far (a number)")
-    total: float | None = Field(default=None, description="the total, when the plugin gave one")
-    message: str | None = Field(default=None, description="the plugin's message, at most 4096 characters")
+    # int | float: the number as the plugin sent it (3 stays 3, not 3.0).
+    progress: int | float = Field(description="progress so far (a number, as the plugin sent it)")
+    total: int | float | None = Field(default=None, description="the total, when the plugin gave one")
+    message: str | None = Field(
+        default=None, description="the plugin's message, at most 1024 bytes (cut with `…`; see Flow control)"
+    )
 
 
 class StateRecord(Wire):

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
 from hostd.client import HostdClient, RpcError
-from tests.conftest import ECHO_TOOLS, MakePlugin, ready
+from tests.conftest import ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 from tests.test_corpus_framing import (
     FRAME_BOUND,
     HOSTILE,
@@ -195,10 +196,15 @@ async def test_d3_thousand_tools_in_ten_pages(hostd: HostdClient, make_plugin: M
 
 
 async def test_d3_thousand_tools_in_one_page_over_the_bound_is_an_explicit_error(
-    hostd: HostdClient, make_plugin: MakePlugin
+    tmp_path: Path, make_plugin: MakePlugin
 ) -> None:
-    # Documented choice: the one-page listing (~2.19 MB) is over the 2 MiB default frame bound; it is
-    # rejected with an error naming the bound, never registered cut short.
+    # Documented choice: a listing over the plugin frame bound (here lowered to 2 MiB: the one-page
+    # listing is ~2.19 MB) is rejected with an error naming the bound, never registered cut short.
+    async with spawn_hostd(tmp_path, "--max-plugin-message-bytes", str(FRAME_BOUND)) as hostd:
+        await _one_page_over_the_bound(hostd, make_plugin)
+
+
+async def _one_page_over_the_bound(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         error = await failed_start(hostd, make_plugin(variant="many-tools", tools=MANY), within=5.0)
