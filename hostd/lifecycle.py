@@ -29,7 +29,9 @@ in exactly one of ``STARTED``, ``START_FAILED`` / ``RETRY_FAILED`` or
 ``CANCEL``; ``CANCEL`` covers every way a start is cut short from outside
 (the parent's ``$/cancelRequest`` of the enable or restart, a disable or
 uninstall abandoning it, hostd's shutdown), and ends ``stopped``: a start
-that is cancelled never leaves the plugin ``starting`` (issue 11).
+that is cancelled never leaves the plugin ``starting`` (issue 11), nor
+``ready`` with nothing running when the cancellation came while the start
+was announcing ready.
 
 Failures of a running instance (``CRASH`` ... ``LIST_REFUSED``) matter only
 in ``ready``: in any other state they come from an instance already being
@@ -50,7 +52,7 @@ next state, ``=`` unchanged and nothing done, ``-`` unreachable)::
     ENABLE           | starting   | -          | =          | starting   | starting
     RESTART          | starting   | -          | starting   | starting   | starting
     DISABLE          | stopped    | -          | stopped    | stopped    | stopped
-    CANCEL           | =          | stopped    | =          | =          | =
+    CANCEL           | =          | stopped    | stopped    | =          | =
     STARTED          | -          | ready      | -          | -          | -
     START_FAILED     | -          | error      | -          | -          | -
     RETRY_FAILED     | -          | error      | -          | -          | -
@@ -72,7 +74,8 @@ Actions, in order, wherever the event is not ``=`` or ``-``:
   ENABLE in ``ready``: nothing (the answer is the status).
 - DISABLE: cancel_retry, stop_instance, clear_error, notify_status
   (in ``stopped``: cancel_retry, stop_instance; nothing to tell).
-- CANCEL: stop_instance, clear_error, notify_status.
+- CANCEL (in ``starting`` and ``ready``): stop_instance, clear_error,
+  notify_status.
 - STARTED: clear_error, notify_status, announce_tools.
 - START_FAILED: record_error, notify_status.
   RETRY_FAILED (an automatic start): the same, then apply_restart_policy.
@@ -230,13 +233,18 @@ def _build() -> tuple[dict[tuple[State, Event], Outcome], dict[tuple[State, Even
             table[state, _E.DISABLE] = (
                 (_S.STOPPED, (_A.CANCEL_RETRY, _A.STOP_INSTANCE)) if state is _S.STOPPED else (_S.STOPPED, _STOP)
             )
-        if state is _S.STARTING:
+        if state in (_S.STARTING, _S.READY):
+            # In ready: the start was cut short while it announced ready (STARTED's notifications);
+            # its instance, still the start's, ends with it. The driver feeds CANCEL only for the
+            # start it is running, never once the start has handed its instance over.
             table[state, _E.CANCEL] = (_S.STOPPED, (_A.STOP_INSTANCE, _A.CLEAR_ERROR, _A.NOTIFY_STATUS))
+        else:
+            table[state, _E.CANCEL] = (state, ())  # the start already ended: nothing to cut short
+        if state is _S.STARTING:
             table[state, _E.STARTED] = (_S.READY, (_A.CLEAR_ERROR, _A.NOTIFY_STATUS, _A.ANNOUNCE_TOOLS))
             table[state, _E.START_FAILED] = (_S.ERROR, _RECORD)
             table[state, _E.RETRY_FAILED] = (_S.ERROR, (*_RECORD, _A.APPLY_RESTART_POLICY))
         else:
-            table[state, _E.CANCEL] = (state, ())  # the start already ended: nothing to cut short
             for event in (_E.STARTED, _E.START_FAILED, _E.RETRY_FAILED):
                 unreachable[state, event] = _START_ENDS
         for event in INSTANCE_FAILURES:

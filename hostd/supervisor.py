@@ -267,12 +267,16 @@ class PluginSupervisor:
             await self._feed(event, launch=launch)
         except HostError:
             raise
-        except BaseException:
+        except BaseException as exc:
             # Cancelled from outside: the parent's $/cancelRequest of enable or restart, or shutdown,
-            # wherever the start was (even before the spawn, in a blocked notification). The state
-            # must not stay "starting" (issue 11); CANCEL is a no-op once the start has ended.
+            # wherever the start was (even before the spawn, in a blocked notification, or while it
+            # announced ready). The state must not stay "starting" (issue 11), nor "ready" with the
+            # start's instance gone.
             with trio.CancelScope(shield=True):
                 await self._feed(Event.CANCEL)
+            cancelled = _only_cancelled(exc)
+            if cancelled is not None and cancelled is not exc:
+                raise cancelled from None  # the caller sees trio.Cancelled, not the instance's nursery group
             raise
 
     async def _spawn(self, launch: Launch, failed: Event) -> None:
@@ -899,6 +903,25 @@ class PluginSupervisor:
 
 
 _UPSTREAM_MESSAGE = 1000
+
+
+def _only_cancelled(exc: BaseException) -> trio.Cancelled | None:
+    """``exc`` if it is ``trio.Cancelled``; a group's first leaf if every leaf is one; else None.
+
+    A start cancelled while its instance's nursery runs (after the handshake) ends in a group of
+    ``Cancelled``; the request's caller catches ``trio.Cancelled`` (``Host.enable``'s abandon).
+    """
+    if isinstance(exc, trio.Cancelled):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = exc.split(trio.Cancelled)
+        if matched is not None and rest is None:
+            leaf: BaseException = matched
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            assert isinstance(leaf, trio.Cancelled)
+            return leaf
+    return None
 
 
 def _link_failure_event(reason: str) -> Event:

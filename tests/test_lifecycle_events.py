@@ -63,9 +63,17 @@ async def _cancel_when_blocked(host: Host, ctx: RequestContext, parent: Blocking
     assert scope.cancelled_caught
 
 
-@pytest.mark.parametrize("method", ["plugins/enable", "plugins/restart"])
-async def test_a_start_cancelled_before_its_spawn_ends_stopped(
-    make_plugin: MakePlugin, method: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("method", "blocked_at"),
+    [
+        ("plugins/enable", "starting"),  # before the spawn
+        ("plugins/restart", "starting"),
+        ("plugins/enable", "ready"),  # after the spawn, while the start announces ready
+        ("plugins/restart", "ready"),
+    ],
+)
+async def test_a_start_cancelled_in_its_notifications_ends_stopped(
+    make_plugin: MakePlugin, method: str, blocked_at: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", plugin_environment()["PATH"])  # python3 = this interpreter, as for hostd serve
     parent = BlockingParent()
@@ -73,15 +81,15 @@ async def test_a_start_cancelled_before_its_spawn_ends_stopped(
         async with trio.open_nursery() as nursery:
             host, ctx = await _host(nursery, parent, make_plugin)
             plugin = host.plugins["mcp-echo"]
+            restarts = 0
             if method == "plugins/restart":
                 assert (await host.handle("plugins/enable", {"id": "mcp-echo"}, ctx))["status"] == "ready"
-                parent.block_at = ("starting", 1)
-            else:
-                parent.block_at = ("starting", 0)
+                restarts = 1
+            parent.block_at = (blocked_at, restarts)
             await _cancel_when_blocked(host, ctx, parent, method)
-            # Was: "starting" for ever, with nothing running (the cancel came before the spawn).
+            # Was: "starting" (or "ready") for ever, with nothing running.
             assert plugin.supervisor.state is State.STOPPED
-            assert parent.statuses()[-2:] == ["starting", "stopped"]
+            assert parent.statuses()[-2:] == [blocked_at, "stopped"]
             assert parent.seen[-1][1]["error"] is None
             assert not plugin.enabled
             assert host.registry.count("mcp-echo") == 0
