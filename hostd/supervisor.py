@@ -7,7 +7,10 @@ ping, a re-discovery, the restart timer) into an :class:`~hostd.lifecycle.Event`
 feeds it to :meth:`PluginSupervisor._feed`, which stores the next state and
 performs the actions in order. Nothing else assigns ``self.state``, and the
 supervisor tells the host about a state change only by notifications
-(``plugins/statusChanged``, ``tools/listChanged``).
+(``plugins/statusChanged``, ``tools/listChanged``). Two host callbacks
+remain, neither a state change: ``relaunch`` (the trust gate, asked before an
+automatic restart) and ``on_change`` (write the state document: the restart
+count, the first pins).
 
 An instance (one spawned process tree and its :class:`~hostd.link.PluginLink`)
 runs as a task in the host's plugin nursery, not in the request that enabled
