@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from hostd.client import HostdClient, RpcError, plugin_environment
 from hostd.control import InitializeOptions, RequestContext
+from hostd.errors import HostError
 from hostd.host import Host, HostSettings
 from hostd.supervisor import State
 from tests.conftest import MakePlugin
@@ -31,12 +33,13 @@ class BlockingParent:
         self.seen: list[tuple[str, dict[str, Any]]] = []
         self.block_at: tuple[str, int] | None = None  # (status, restarts) of the statusChanged that blocks
         self.blocked = trio.Event()
+        self.release = trio.Event()  # never set unless a test reads on
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         self.seen.append((method, params))
         if method == "plugins/statusChanged" and (params["status"], params["restarts"]) == self.block_at:
             self.blocked.set()
-            await trio.sleep_forever()  # the control queue is full: the parent stopped reading
+            await self.release.wait()  # the control queue is full: the parent stopped reading
 
     def statuses(self) -> list[str]:
         return [p["status"] for m, p in self.seen if m == "plugins/statusChanged"]
@@ -98,6 +101,48 @@ async def test_a_start_cancelled_in_its_notifications_ends_stopped(
             assert (await host.handle("plugins/enable", {"id": "mcp-echo"}, ctx))["status"] == "ready"
             await host.shutdown(fast=True)
             assert plugin.supervisor.state is State.STOPPED
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_disable_while_a_crash_is_handled_arms_no_restart(
+    make_plugin: MakePlugin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that moves the plugin on while its failure is handled: the restart policy stays out.
+
+    The crash's ``unhealthy`` notification is held (the parent is slow) while ``plugins/disable``
+    arrives; the disable waits for the failed instance to end. Before the table, the failure path
+    then armed an automatic restart, so the ``stopped`` plugin said ``next_retry_at``, and an
+    ``unhealthy`` came after the disable was accepted.
+    """
+    monkeypatch.setenv("PATH", plugin_environment()["PATH"])
+    parent = BlockingParent()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            host, ctx = await _host(nursery, parent, make_plugin)
+            plugin = host.plugins["mcp-echo"]
+            assert (await host.handle("plugins/enable", {"id": "mcp-echo"}, ctx))["status"] == "ready"
+            parent.block_at = ("unhealthy", 0)
+
+            async def crash() -> None:
+                with pytest.raises(HostError) as gone:
+                    await host.handle("tools/call", {"name": "mcp-echo.exit", "arguments": {"code": 3}}, ctx)
+                assert gone.value.kind.name == "PLUGIN_HOST_UNAVAILABLE"
+
+            nursery.start_soon(crash)
+            await parent.blocked.wait()
+            answered: dict[str, Any] = {}
+
+            async def disable() -> None:
+                answered.update(await host.handle("plugins/disable", {"id": "mcp-echo"}, ctx))
+
+            async with trio.open_nursery() as requests:
+                requests.start_soon(disable)
+                await trio.testing.wait_all_tasks_blocked()  # the disable waits for the failed instance
+                parent.release.set()
+            assert (answered["status"], answered["next_retry_at"]) == ("stopped", None)
+            assert plugin.supervisor.state is State.STOPPED
+            assert parent.statuses() == ["starting", "ready", "unhealthy", "stopped"]
+            assert plugin.supervisor.status()["next_retry_at"] is None
             nursery.cancel_scope.cancel()
 
 
