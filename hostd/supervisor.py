@@ -1,17 +1,16 @@
 """Supervision of one plugin: its states, its running instance, its tool calls.
 
-States (``docs/protocol.md`` "PluginStatus")::
-
-    stopped --enable--> starting --handshake, tools ok--> ready
-    starting --any failure--> error            (nothing left: no process, no tool)
-    ready --crash, framing violation--> unhealthy   (tools unregistered at once)
-    ready | unhealthy | error --disable--> stopped
-    ready | unhealthy | error --restart--> starting
-    unhealthy --restart policy gave up--> error
-
-:data:`TRANSITIONS` is the whole rule set; :meth:`PluginSupervisor._set_state`
-refuses anything else, so a state the table does not allow is a bug that
-shows up at once.
+States and their rules are :mod:`hostd.lifecycle`: a pure (state, event) ->
+(state, actions) table. This class is its driver: it turns what happens (a
+request, the end of a start, the end of the link, the watchdog, a missed
+ping, a re-discovery, the restart timer) into an :class:`~hostd.lifecycle.Event`,
+feeds it to :meth:`PluginSupervisor._feed`, which stores the next state and
+performs the actions in order. Nothing else assigns ``self.state``, and the
+supervisor tells the host about a state change only by notifications
+(``plugins/statusChanged``, ``tools/listChanged``). Two host callbacks
+remain, neither a state change: ``relaunch`` (the trust gate, asked before an
+automatic restart) and ``on_change`` (write the state document: the restart
+count, the first pins).
 
 An instance (one spawned process tree and its :class:`~hostd.link.PluginLink`)
 runs as a task in the host's plugin nursery, not in the request that enabled
@@ -24,6 +23,7 @@ a limit, hostd's shutdown), its temporary files do not outlive it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -34,7 +34,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import Enum
 from typing import Any
 
 import mcp_types as types
@@ -42,10 +41,12 @@ import orjson
 import trio
 from mcp.shared.exceptions import MCPError
 
+from hostd import lifecycle
 from hostd.content import ContentLimits, bound_content
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.jsonlimits import check_json, object_members
+from hostd.lifecycle import Action, Event, transition
 from hostd.link import LinkClosed, PluginLink, ReplyTooLarge
 from hostd.manifest import Manifest
 from hostd.policy import RefreshPacer, RestartPolicy
@@ -73,23 +74,8 @@ class Liveness:
     timeout: float = 10.0
 
 
-class State(Enum):
-    """A plugin's lifecycle state (``PluginStatus.status``)."""
-
-    STOPPED = "stopped"
-    STARTING = "starting"
-    READY = "ready"
-    UNHEALTHY = "unhealthy"
-    ERROR = "error"
-
-
-TRANSITIONS: dict[State, frozenset[State]] = {
-    State.STOPPED: frozenset({State.STARTING, State.ERROR}),
-    State.STARTING: frozenset({State.READY, State.ERROR, State.STOPPED}),
-    State.READY: frozenset({State.UNHEALTHY, State.STOPPED, State.STARTING}),
-    State.UNHEALTHY: frozenset({State.STOPPED, State.STARTING, State.ERROR}),
-    State.ERROR: frozenset({State.STOPPED, State.STARTING}),
-}
+#: A plugin's state (:class:`hostd.lifecycle.State`), named here too for the host.
+State = lifecycle.State
 
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -169,6 +155,10 @@ class PluginSupervisor:
         self._ready_since: float | None = None
         self._pacer = RefreshPacer()
         self._refresh_wanted = trio.Event()
+        #: Whether the running instance got as far as ``ready`` (a full stop grace then).
+        self._instance_ready = False
+        #: The event of a failure hostd itself caused (ping, limit, re-discovery), else None.
+        self._failure_event: Event | None = None
 
     @property
     def plugin_id(self) -> str:
@@ -200,21 +190,133 @@ class PluginSupervisor:
             isolation=self.isolation,
         ).wire()
 
-    async def _set_state(self, state: State, error: HostError | None = None) -> None:
-        if state is not self.state and state not in TRANSITIONS[self.state]:
-            raise AssertionError(f"illegal transition {self.state.value} -> {state.value} for {self.plugin_id}")
+    # -- the lifecycle driver ------------------------------------------------------
+
+    async def _feed(
+        self,
+        event: Event,
+        *,
+        error: HostError | None = None,
+        launch: Launch | None = None,
+        grace: float = STOP_GRACE,
+        stop: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Apply ``event`` (:func:`hostd.lifecycle.transition`): store the next state, then perform the actions.
+
+        ``error`` is what ``record_error`` records; ``launch`` what ``spawn``
+        starts; ``grace`` (seconds) the stop grace of ``stop_instance``;
+        ``stop`` replaces ``stop_instance`` when the instance itself reports
+        its failure (it cannot wait for its own end). Raises what ``spawn``
+        raises (the start's error, ``Cancelled``); cancellation stops the
+        remaining actions (a start's caller then feeds ``CANCEL``).
+        """
+        state, actions = transition(self.state, event)
+        log.debug("plugin %s: %s in %s -> %s", self.plugin_id, event.name, self.state.value, state.value)
         self.state = state
-        if error is not None:
-            self.error = {"kind": error.kind.name, "message": error.message, **error.data}
-        elif state in (State.STARTING, State.READY, State.STOPPED):
+        for action in actions:
+            await self._perform(action, event, error=error, launch=launch, grace=grace, stop=stop)
+
+    async def _perform(
+        self,
+        action: Action,
+        event: Event,
+        *,
+        error: HostError | None,
+        launch: Launch | None,
+        grace: float,
+        stop: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        if action is Action.CANCEL_RETRY:
+            self._cancel_retry()
+        elif action is Action.RESET_POLICY:
+            self.policy.reset()
+        elif action is Action.STOP_INSTANCE:
+            await (stop() if stop is not None else self._stop_instance(grace=grace))
+        elif action is Action.COUNT_RESTART:
+            self.restarts += 1
+        elif action is Action.SAVE:
+            if self._on_change is not None:
+                try:
+                    await self._on_change()
+                except HostError as failed:  # a statistic: the restart goes ahead; the next write records it
+                    log.warning("plugin %s: %s", self.plugin_id, failed.message)
+        elif action is Action.CLEAR_ERROR:
             self.error = None
-        await self._notify("plugins/statusChanged", self.status())
+        elif action is Action.RECORD_ERROR:
+            assert error is not None, f"{event.name} carries no error"
+            self.error = {"kind": error.kind.name, "message": error.message, **error.data}
+        elif action is Action.NOTIFY_STATUS:
+            await self._notify("plugins/statusChanged", self.status())
+        elif action is Action.SPAWN:
+            assert launch is not None, f"{event.name} carries no launch"
+            await self._spawn(launch, Event.RETRY_FAILED if event is Event.TIMER else Event.START_FAILED)
+        elif action is Action.ANNOUNCE_TOOLS:
+            await self._tools_changed()
+        elif action is Action.UNREGISTER_TOOLS:
+            await self._unregister()
+        elif action is Action.APPLY_RESTART_POLICY:
+            await self._apply_restart_policy()
+        else:  # pragma: no cover - every Action is handled above
+            raise AssertionError(action)
+
+    def _spawns(self, event: Event) -> bool:
+        """Whether ``event`` would start an instance now (its preconditions are then checked first)."""
+        return Action.SPAWN in transition(self.state, event)[1]
+
+    async def _start(self, event: Event, launch: Launch) -> None:
+        """Feed a start event (ENABLE, RESTART, TIMER); a start cut short by cancellation feeds ``CANCEL``.
+
+        Call with the operation lock held. Raises the start's ``HostError``
+        (state ``error``), ``PLUGIN_STATE_CONFLICT`` (a disable abandoned it;
+        state ``stopped``) or ``Cancelled`` (state ``stopped``: however far the
+        start got, whatever it spawned is ended first).
+        """
+        try:
+            await self._feed(event, launch=launch)
+        except HostError:
+            raise
+        except BaseException as exc:
+            # Cancelled from outside: the parent's $/cancelRequest of enable or restart, or shutdown,
+            # wherever the start was (even before the spawn, in a blocked notification, or while it
+            # announced ready). The state must not stay "starting" (issue 11), nor "ready" with the
+            # start's instance gone.
+            with trio.CancelScope(shield=True):
+                await self._feed(Event.CANCEL)
+            cancelled = _only_cancelled(exc)
+            if cancelled is not None and cancelled is not exc:
+                raise cancelled from None  # the caller sees trio.Cancelled, not the instance's nursery group
+            raise
+
+    async def _spawn(self, launch: Launch, failed: Event) -> None:
+        """Action ``spawn``: run an instance until ready, then feed how the start ended.
+
+        ``failed`` is the event of a failed start (``START_FAILED`` or
+        ``RETRY_FAILED``). A disable abandons the start through
+        ``self._start_scope``: ``CANCEL``, then ``PLUGIN_STATE_CONFLICT``.
+        """
+        scope = trio.CancelScope()
+        self._start_scope = scope
+        try:
+            with scope, unwrap_host_error():
+                await self._nursery.start(self._run_instance, launch)
+        except HostError as error:
+            await self._feed(failed, error=error)
+            raise
+        finally:
+            self._start_scope = None
+        if scope.cancelled_caught:  # disable (or uninstall, or shutdown) came first
+            await self._feed(Event.CANCEL)
+            raise HostError(
+                ErrorKind.PLUGIN_STATE_CONFLICT,
+                f"plugin {self.plugin_id} was disabled while starting",
+                plugin=self.plugin_id,
+                status=State.STOPPED.value,
+            )
 
     async def refuse(self, error: HostError) -> None:
         """Record why a stopped plugin was not started (restore found a change): state ``error``."""
         async with self._op_lock:
-            if self.state in (State.STOPPED, State.ERROR):
-                await self._set_state(State.ERROR, error)
+            await self._feed(Event.REFUSE, error=error)
 
     async def _tools_changed(self) -> None:
         await self._notify("tools/listChanged", {"revision": self._registry.revision})
@@ -224,73 +326,42 @@ class PluginSupervisor:
     async def enable(self, launch: Launch) -> dict[str, Any]:
         """Start the plugin and return its status once ``ready``.
 
-        Raises ``PLUGIN_START_FAILED`` (state ``error``, nothing left running)
-        or ``TOOL_CONFLICT``. Returns at once when already ``ready``.
+        Raises ``PLUGIN_START_FAILED`` (state ``error``, nothing left running),
+        ``TOOL_CONFLICT`` (nothing changed) or ``PLUGIN_STATE_CONFLICT`` (a
+        disable abandoned the start). Returns at once when already ``ready``.
+        Cancelled: the start is abandoned, its tree ended, state ``stopped``.
         """
         async with self._op_lock:
-            if self.state is State.READY:
-                return self.status()
-            self._cancel_retry()
-            self.policy.reset()
-            await self._stop_instance()
-            return await self._start(launch)
+            if self._spawns(Event.ENABLE):
+                # DESIGN "Plugin lifecycle": no tool-name conflict with the registry, before spawning.
+                self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
+            await self._start(Event.ENABLE, launch)
+            return self.status()
 
     async def restart(self, launch: Launch) -> dict[str, Any]:
-        """Stop the running instance (if any) and start a new one: the whole discovery again."""
+        """Stop the running instance (if any) and start a new one: the whole discovery again.
+
+        Raises and, when cancelled, ends as :meth:`enable` does.
+        """
         async with self._op_lock:
-            self._cancel_retry()
-            self.policy.reset()
-            await self._stop_instance()
-            self.restarts += 1
-            return await self._start(launch)
+            if self._spawns(Event.RESTART):
+                self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
+            await self._start(Event.RESTART, launch)
+            return self.status()
 
     async def disable(self, *, grace: float = STOP_GRACE) -> dict[str, Any]:
         """Unregister the tools, end the whole process tree, and return the ``stopped`` status.
 
         A start in progress is abandoned at once (its tree is ended; the
         enable answers ``PLUGIN_STATE_CONFLICT``) rather than waited for.
+        ``grace`` (seconds) is the stop grace after stdin EOF and after SIGTERM.
         """
         self._cancel_retry()
         if self._start_scope is not None:
             self._start_scope.cancel()
         async with self._op_lock:
-            self._cancel_retry()
-            await self._stop_instance(grace=grace)
-            if self.state is not State.STOPPED:
-                await self._set_state(State.STOPPED)
+            await self._feed(Event.DISABLE, grace=grace)
             return self.status()
-
-    async def _start(self, launch: Launch) -> dict[str, Any]:
-        # DESIGN "Plugin lifecycle": no tool-name conflict with the registry, before spawning.
-        self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
-        await self._set_state(State.STARTING)
-        scope = trio.CancelScope()
-        self._start_scope = scope
-        try:
-            with scope, unwrap_host_error():
-                await self._nursery.start(self._run_instance, launch)
-        except HostError as error:
-            await self._set_state(State.ERROR, error)
-            raise
-        except BaseException:
-            # Cancelled from outside: the parent's $/cancelRequest of enable or restart, or shutdown.
-            # The new instance is already stopped (nursery.start ends a task cancelled before it
-            # started); the state must not stay "starting".
-            with trio.CancelScope(shield=True):
-                if self.state is State.STARTING:
-                    await self._set_state(State.STOPPED)
-            raise
-        finally:
-            self._start_scope = None
-        if scope.cancelled_caught:  # disable (or uninstall, or shutdown) came first
-            await self._set_state(State.STOPPED)
-            raise HostError(
-                ErrorKind.PLUGIN_STATE_CONFLICT,
-                f"plugin {self.plugin_id} was disabled while starting",
-                plugin=self.plugin_id,
-                status=State.STOPPED.value,
-            )
-        return self.status()
 
     def expedite(self) -> None:
         """Make a stop in progress skip its remaining grace (a second SIGTERM)."""
@@ -305,23 +376,23 @@ class PluginSupervisor:
             self._retry_scope = None
         self.next_retry_at = None
 
-    async def _after_failure(self) -> None:
-        """Apply the restart policy after a crash or a failed automatic start."""
+    async def _apply_restart_policy(self) -> None:
+        """Action ``apply_restart_policy``: arm the restart timer, feed ``GIVE_UP``, or (mode never) nothing."""
+        if self.state not in (State.UNHEALTHY, State.ERROR):
+            return  # a request moved the plugin on while the failed instance was being stopped
         now = time.monotonic()
         if self._ready_since is not None:
             self.policy.record_healthy(self._ready_since, now)
             self._ready_since = None
         delay = self.policy.record_failure(now)
         if delay is None:
-            if self.policy.mode == "on-failure" and self.state is not State.ERROR:
+            if self.policy.mode == "on-failure":
                 reason = (
                     f"gave up after {self.policy.max_restarts} restarts within {self.policy.window:g} s; "
                     "use plugins/restart"
                 )
-                await self._set_state(
-                    State.ERROR,
-                    HostError(ErrorKind.PLUGIN_START_FAILED, f"plugin {self.plugin_id} {reason}", reason=reason),
-                )
+                error = HostError(ErrorKind.PLUGIN_START_FAILED, f"plugin {self.plugin_id} {reason}", reason=reason)
+                await self._feed(Event.GIVE_UP, error=error)
             return
         self.next_retry_at = time.time() + delay
         await self._notify("plugins/statusChanged", self.status())
@@ -330,32 +401,25 @@ class PluginSupervisor:
         self._nursery.start_soon(self._retry_later, delay, scope)
 
     async def _retry_later(self, delay: float, scope: trio.CancelScope) -> None:
+        """The restart timer: after ``delay`` seconds, feed ``TIMER`` (or ``RETRY_REFUSED``)."""
         with scope:
             await trio.sleep(delay)
             async with self._op_lock:
-                if scope.cancel_called or self.state not in (State.UNHEALTHY, State.ERROR):
+                if scope.cancel_called:
                     return
                 self._retry_scope = None
                 self.next_retry_at = None
-                try:
-                    launch = self._relaunch()
-                except HostError as error:  # approval voided, command gone: no retry storm
-                    if self.state is not State.ERROR:
-                        await self._set_state(State.ERROR, error)
-                    else:
-                        self.error = {"kind": error.kind.name, "message": error.message, **error.data}
-                        await self._notify("plugins/statusChanged", self.status())
+                if not self._spawns(Event.TIMER):
+                    await self._feed(Event.TIMER)  # a request moved the plugin on: ignored
                     return
-                self.restarts += 1
-                if self._on_change is not None:
-                    try:
-                        await self._on_change()
-                    except HostError as error:  # a statistic: the restart goes ahead; the next write records it
-                        log.warning("plugin %s: %s", self.plugin_id, error.message)
-                try:
-                    await self._start(launch)
-                except HostError:
-                    await self._after_failure()
+                try:  # approval voided, command gone, a tool name taken: no retry storm
+                    launch = self._relaunch()
+                    self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
+                except HostError as error:
+                    await self._feed(Event.RETRY_REFUSED, error=error)
+                    return
+                with contextlib.suppress(HostError):  # RETRY_FAILED has applied the restart policy
+                    await self._start(Event.TIMER, launch)
 
     async def _stop_instance(self, *, grace: float = STOP_GRACE) -> None:
         link, done = self._link, self._instance_done
@@ -401,12 +465,13 @@ class PluginSupervisor:
         # Before the handshake: a list_changed during the first walk must not be lost.
         self._pacer = RefreshPacer()
         self._refresh_wanted = trio.Event()
+        self._instance_ready = False
+        self._failure_event = None
         try:
             with unwrap_host_error():
-                failed = await self._serve_instance(link, process, done, task_status)
-            if failed:
-                await self._stop_after_failure(process, link, done, tmpdir)
-                await self._after_failure()
+                await self._serve_instance(link, process, done, task_status)
+            if link.failure is not None:
+                await self._failed(link, process, done, tmpdir)
         except HostError as error:
             if "stderrTail" not in error.data:
                 error.data.update(link.stderr.excerpt())
@@ -421,7 +486,7 @@ class PluginSupervisor:
                 with trio.CancelScope(shield=True):
                     await self._unregister()
                     # A plugin that never became ready has nothing worth flushing.
-                    grace = self._stop_grace if self.state is State.READY else min(self._stop_grace, 0.5)
+                    grace = self._stop_grace if self._instance_ready else min(self._stop_grace, 0.5)
                     report = await process.stop(grace=grace)
                     self.last_exit = f"{report.step}, code {report.returncode}"
                     await _empty_tmpdir(tmpdir)  # the tree is gone: nothing writes there any more
@@ -431,8 +496,8 @@ class PluginSupervisor:
 
     async def _serve_instance(
         self, link: PluginLink, process: SandboxedProcess, done: trio.Event, task_status: trio.TaskStatus[None]
-    ) -> bool:
-        """Discovery, registration, ``ready``; then serve until the link ends. True if it failed."""
+    ) -> None:
+        """Discovery, registration, ``ready`` (``STARTED``); then serve until the link ends."""
         manifest = self.manifest
         backend = manifest.backend
         async with trio.open_nursery() as nursery:
@@ -444,8 +509,8 @@ class PluginSupervisor:
             await self._publish(tools)
             self.started_at = time.time()
             self._ready_since = time.monotonic()
-            await self._set_state(State.READY)
-            await self._tools_changed()
+            self._instance_ready = True
+            await self._feed(Event.STARTED)
             task_status.started()
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
@@ -454,9 +519,10 @@ class PluginSupervisor:
                 nursery.start_soon(self._watchdog, link, limits)
             await link.done.wait()
             nursery.cancel_scope.cancel()
-        if link.failure is None:
-            return False
-        await self._unregister()
+
+    async def _failed(self, link: PluginLink, process: SandboxedProcess, done: trio.Event, tmpdir: str | None) -> None:
+        """The running instance's link ended with a failure: feed the failure's event."""
+        assert link.failure is not None
         error = HostError(
             ErrorKind.PLUGIN_HOST_UNAVAILABLE,
             f"plugin {self.plugin_id} {link.failure}",
@@ -466,9 +532,16 @@ class PluginSupervisor:
             **({"limit": self.limit_hit} if self.limit_hit is not None else {}),
         )
         self.limit_hit = None
-        await self._set_state(State.UNHEALTHY, error)
-        link.failure_handled.set()
-        return True
+        event = self._failure_event if self._failure_event is not None else _link_failure_event(link.failure)
+
+        async def stop_failed() -> None:
+            link.failure_handled.set()  # calls in flight answer now: the parent has been told
+            await self._stop_after_failure(process, link, done, tmpdir)
+
+        try:
+            await self._feed(event, error=error, stop=stop_failed)
+        finally:
+            link.failure_handled.set()
 
     async def _publish(self, tools: list[HostTool]) -> None:
         """Register the tools whose definitions match the pins; withhold the others.
@@ -526,8 +599,7 @@ class PluginSupervisor:
         self.pinned = self.approval_pins()
         if self.pinned is not None:
             await self._publish(self._current_tools)
-            await self._tools_changed()
-            await self._notify("plugins/statusChanged", self.status())
+            await self._feed(Event.LIST_CHANGED)
 
     def withheld_error(self, name: str) -> HostError | None:
         """``TOOL_DEFINITION_CHANGED`` for a withheld tool ``name`` (host name), else None."""
@@ -601,13 +673,12 @@ class PluginSupervisor:
                 if changed:
                     await self._publish(tools)
                     digests = new_digests
-                    await self._tools_changed()
-                    await self._notify("plugins/statusChanged", self.status())
+                    await self._feed(Event.LIST_CHANGED)
             except HostError as error:
-                link.fail(f"changed its tools to a set hostd refuses: {error.message}")
+                self._fail(link, Event.LIST_REFUSED, f"changed its tools to a set hostd refuses: {error.message}")
                 return
             except trio.TooSlowError:
-                link.fail("did not finish a tools/list re-discovery in time")
+                self._fail(link, Event.LIST_REFUSED, "did not finish a tools/list re-discovery in time")
                 return
             except MCPError:
                 return  # the link is failing; its reason is recorded there
@@ -621,6 +692,12 @@ class PluginSupervisor:
                 return
             if self._pacer.requested:
                 self._refresh_wanted.set()
+
+    def _fail(self, link: PluginLink, event: Event, reason: str) -> None:
+        """End ``link`` as failed for a reason hostd found (``event``); the first reason wins, as in the link."""
+        if link.failure is None and self._failure_event is None:
+            self._failure_event = event
+        link.fail(reason)
 
     def _watch_limits(self) -> IsolationPolicy | None:
         """The limits the watchdog enforces on this instance, or None when there are none."""
@@ -636,7 +713,7 @@ class PluginSupervisor:
         """Resource limits (host policy): a plugin over its RSS, CPU or disk limit is ended."""
         hit = await watch(link.process, limits, disk_paths=self._disk_paths)
         self.limit_hit = {"limit": hit.limit, "value": hit.value, "threshold": hit.threshold}
-        link.fail(f"was stopped for exceeding a limit: {hit.message}")
+        self._fail(link, Event.LIMIT_EXCEEDED, f"was stopped for exceeding a limit: {hit.message}")
 
     async def _heartbeat(self, link: PluginLink) -> None:
         """Liveness: a plugin that stops answering ``ping`` is ended (then the restart policy applies)."""
@@ -650,7 +727,7 @@ class PluginSupervisor:
                 except MCPError:
                     return
             if scope.cancelled_caught and not link.paused:  # paused: its answer waits in the pipe
-                link.fail(f"did not answer ping within {self.liveness.timeout:g} s")
+                self._fail(link, Event.LIVENESS_FAILED, f"did not answer ping within {self.liveness.timeout:g} s")
                 return
 
     async def _unregister(self) -> None:
@@ -862,6 +939,36 @@ class PluginSupervisor:
 
 
 _UPSTREAM_MESSAGE = 1000
+
+
+def _only_cancelled(exc: BaseException) -> trio.Cancelled | None:
+    """``exc`` if it is ``trio.Cancelled``; a group's first leaf if every leaf is one; else None.
+
+    A start cancelled while its instance's nursery runs (after the handshake) ends in a group of
+    ``Cancelled``; the request's caller catches ``trio.Cancelled`` (``Host.enable``'s abandon).
+    """
+    if isinstance(exc, trio.Cancelled):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = exc.split(trio.Cancelled)
+        if matched is not None and rest is None:
+            leaf: BaseException = matched
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            assert isinstance(leaf, trio.Cancelled)
+            return leaf
+    return None
+
+
+def _link_failure_event(reason: str) -> Event:
+    """The event of a failure the link found: a stdout violation, or else a crash.
+
+    The link words its stdout violations "a message on stdout exceeded ..."
+    and "wrote a line on stdout that is ..."; an exit or a closed pipe is a
+    crash. Both have the same outcome (:mod:`hostd.lifecycle`); the event
+    names which it was.
+    """
+    return Event.STDOUT_VIOLATION if " on stdout " in reason else Event.CRASH
 
 
 #: A path the kernel refused, as runtimes word it: Python "[Errno 13] Permission denied: '/x'", Node
