@@ -631,10 +631,3 @@ def test_d3_a_thousand_tools_with_2kb_descriptions() -> None:
     assert [t.remote_name for t in converted] == [f"tool_{i:04}" for i in range(1000)]
     assert all(len(t.description) == 2048 for t in converted)
     assert len({t.function_name for t in converted}) == 1000
-
-
-def test_d3_ten_pages_concatenated_give_the_same_result() -> None:
-    listing = thousand_tools()
-    pages = [listing[i : i + 100] for i in range(0, 1000, 100)]
-    concatenated = [raw for page in pages for raw in page]
-    assert [t.to_wire() for t in convert("big", concatenated)] == [t.to_wire() for t in convert("big", listing)]
