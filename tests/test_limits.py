@@ -153,7 +153,8 @@ async def test_deep_arguments_are_invalid_arguments_with_the_pointer(
 
 
 async def raw_call(hostd: HostdClient, **arguments: Any) -> dict[str, Any]:
-    return await hostd.request("tools/call", {"name": f"{HOSTILE}.raw", "arguments": arguments})
+    result: dict[str, Any] = await hostd.request("tools/call", {"name": f"{HOSTILE}.raw", "arguments": arguments})
+    return result
 
 
 def last_call_id(record: Path) -> str:
