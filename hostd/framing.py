@@ -107,11 +107,6 @@ class LineDecoder:
         """Bytes of the unfinished line currently held (0 while discarding)."""
         return len(self._buffer)
 
-    @property
-    def pending_head(self) -> bytes:
-        """The first bytes (at most 80) of the unfinished line held."""
-        return bytes(self._buffer[:_HEAD_BYTES])
-
     def feed(self, data: bytes | bytearray) -> list[Event]:
         """Consume one read's bytes; return the events they complete, in order."""
         events: list[Event] = []

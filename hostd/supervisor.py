@@ -256,8 +256,6 @@ class PluginSupervisor:
             return self.status()
 
     async def _start(self, launch: Launch) -> dict[str, Any]:
-        # DESIGN "Plugin lifecycle": no tool-name conflict with the registry, before spawning.
-        self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
         await self._set_state(State.STARTING)
         scope = trio.CancelScope()
         self._start_scope = scope
