@@ -36,9 +36,9 @@ from typing import Any
 
 import orjson
 
-#: Default bound of one plugin message (DESIGN.md "Framing"), in bytes.
+#: Default bound of one plugin message (docs/protocol.md "Framing"), in bytes.
 PLUGIN_FRAME_LIMIT = 2 * 1024 * 1024
-#: Default bound of one parent message (DESIGN.md "Framing"), in bytes.
+#: Default bound of one parent message (docs/protocol.md "Framing"), in bytes.
 PARENT_FRAME_LIMIT = 8 * 1024 * 1024
 
 _BOM = b"\xef\xbb\xbf"

@@ -1,4 +1,4 @@
-"""Failure corpus A (stdout framing and encoding): shared/cases/README.md, cases A1-A8.
+"""Failure corpus A (stdout framing and encoding): docs/corpus.md, cases A1-A8.
 
 Every test runs a hostile fixture variant (fixtures/README.md) beside a
 well-behaved plugin (id ``healthy``) and calls that one afterwards. The

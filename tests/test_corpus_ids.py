@@ -1,4 +1,4 @@
-"""Failure corpus C (ids and server-initiated traffic): shared/cases/README.md, cases C1-C5.
+"""Failure corpus C (ids and server-initiated traffic): docs/corpus.md, cases C1-C5.
 
 Helpers (the ``healthy`` neighbour, pid and log filters) live in
 ``test_corpus_framing.py``. Counts of what reached the server come from the

@@ -1,4 +1,4 @@
-"""Failure corpus B (start-up and request lifecycle): shared/cases/README.md, cases B1-B4.
+"""Failure corpus B (start-up and request lifecycle): docs/corpus.md, cases B1-B4.
 
 Helpers (the ``healthy`` neighbour, pid and log filters) live in
 ``test_corpus_framing.py``.

@@ -1,4 +1,4 @@
-"""Failure corpus E (processes): shared/cases/README.md, cases E1-E7.
+"""Failure corpus E (processes): docs/corpus.md, cases E1-E7.
 
 Helpers (the ``healthy`` neighbour, pid and log filters) live in
 ``test_corpus_framing.py``. Tests that change hostd's own environment or kill

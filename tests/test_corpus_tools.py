@@ -1,4 +1,4 @@
-"""Failure corpus D (tool metadata and results): shared/cases/README.md, cases D1-D4.
+"""Failure corpus D (tool metadata and results): docs/corpus.md, cases D1-D4.
 
 Helpers (the ``healthy`` neighbour, pid and log filters) live in
 ``test_corpus_framing.py``.
