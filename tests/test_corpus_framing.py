@@ -14,7 +14,6 @@ only an instance that was ``ready`` becomes ``unhealthy``.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +38,14 @@ async def enable_healthy(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     assert status["status"] == "ready"
 
 
-async def failed_start(hostd: HostdClient, folder: Path, *, within: float) -> RpcError:
-    """Enable ``folder`` expecting ``PLUGIN_START_FAILED`` within ``within`` seconds (a verdict,
-    never a time-out), with nothing of the plugin left running when enable answers."""
+async def failed_start(hostd: HostdClient, folder: Path) -> RpcError:
+    """Enable ``folder`` expecting ``PLUGIN_START_FAILED`` by a verdict, never the start-up timeout,
+    with nothing of the plugin left running when enable answers."""
     before = plugin_pids(hostd)
-    started = time.monotonic()
     with pytest.raises(RpcError) as failed:
         await ready(hostd, folder)
-    assert time.monotonic() - started < within
     assert failed.value.kind == "PLUGIN_START_FAILED"
+    assert "timed out" not in failed.value.data["reason"], failed.value.data["reason"]
     assert plugin_pids(hostd) == before  # the process is gone when enable answers
     return failed.value
 
@@ -114,7 +112,7 @@ async def echo(hostd: HostdClient, text: str) -> dict[str, Any]:
 async def test_a1_banner_strict_fails_fast_quoting_the_line(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        error = await failed_start(hostd, make_plugin(variant="banner"), within=3.0)
+        error = await failed_start(hostd, make_plugin(variant="banner"))
         reason = error.data["reason"]
         assert "'demo server ready'" in reason
         assert "not JSON" in reason
@@ -162,7 +160,7 @@ async def test_a2_glued_prefix_is_a_parse_error_naming_the_first_bytes(
 ) -> None:
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        error = await failed_start(hostd, make_plugin(variant="glued"), within=3.0)
+        error = await failed_start(hostd, make_plugin(variant="glued"))
         reason = error.data["reason"]
         assert "not JSON" in reason
         assert '\'log: starting{"jsonrpc":"2.0"' in reason
@@ -221,7 +219,7 @@ async def test_a5_invalid_utf8_is_a_protocol_violation(hostd: HostdClient, make_
     # tools/list answer: the violation fails the start (hostd's `unhealthy` for a new instance).
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        error = await failed_start(hostd, make_plugin(variant="invalid-utf8"), within=3.0)
+        error = await failed_start(hostd, make_plugin(variant="invalid-utf8"))
         reason = error.data["reason"]
         assert "not JSON" in reason
         assert "UTF-8" in reason
@@ -294,10 +292,8 @@ async def test_a6_twelve_mib_message_rejected_naming_the_bound(hostd: HostdClien
         await ready(hostd, make_plugin())
         await hostd.request("tools/call", {"name": f"{HOSTILE}.large", "arguments": {"bytes": 200_000}})
         baseline = hostd_rss(hostd)
-        started = time.monotonic()
         with pytest.raises(RpcError) as rejected:
             await hostd.request("tools/call", {"name": f"{HOSTILE}.large", "arguments": {"bytes": 12 * MIB}})
-        assert time.monotonic() - started < 5.0
         assert rejected.value.kind == "PLUGIN_HOST_UNAVAILABLE"
         assert f"exceeded the {FRAME_BOUND}-byte frame bound" in rejected.value.message
         unhealthy = await hostd.wait_for(
@@ -317,7 +313,7 @@ async def test_a7_endless_line_fails_fast_with_flat_memory(hostd: HostdClient, m
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         baseline = hostd_rss(hostd)
-        error = await failed_start(hostd, make_plugin(variant="endless-line"), within=5.0)
+        error = await failed_start(hostd, make_plugin(variant="endless-line"))
         reason = error.data["reason"]
         assert f"exceeded the {FRAME_BOUND}-byte frame bound" in reason
         assert "timed out" not in reason
@@ -334,12 +330,10 @@ async def test_a8_half_a_message_times_out(hostd: HostdClient, make_plugin: Make
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin(variant="half-then-silence", args=["--record", str(record)]))
-        started = time.monotonic()
         with pytest.raises(RpcError) as timed_out:
             await hostd.request(
                 "tools/call", {"name": f"{HOSTILE}.echo", "arguments": {"text": "half"}, "timeoutMs": 500}
             )
-        assert time.monotonic() - started < 2.0
         assert timed_out.value.kind == "TOOL_TIMEOUT"
         assert timed_out.value.data["timeoutSeconds"] == 0.5
         await assert_healthy(hostd)
