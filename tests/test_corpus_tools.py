@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import pytest
@@ -145,10 +144,8 @@ async def test_d2_bad_schemas_are_reported_per_tool_with_the_pointer(
     tools = [*ECHO_TOOLS, "refs", "dangling", "remote", "no-schema"]
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        started = time.monotonic()
         with pytest.raises(RpcError) as failed:
             await ready(hostd, make_plugin(variant="schemas", tools=tools))
-        assert time.monotonic() - started < 3.0  # the remote $ref is not fetched
         assert failed.value.kind == "PLUGIN_START_FAILED"
         problems = {(p["tool"], p["field"]): p for p in failed.value.data["problems"]}
         assert set(problems) == {("dangling", "inputSchema"), ("remote", "inputSchema"), ("no-schema", "inputSchema")}
@@ -181,9 +178,8 @@ async def test_d2_local_ref_is_followed_by_argument_validation(hostd: HostdClien
 async def test_d3_thousand_tools_in_ten_pages(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     with trio.fail_after(30):
         await enable_healthy(hostd, make_plugin)
-        started = time.monotonic()
+        # Within the manifest's startup_timeout_seconds, or the enable would fail.
         status = await ready(hostd, make_plugin(variant="many-tools", tools=MANY, args=["--pages", "10"]))
-        assert time.monotonic() - started < 10.0  # the manifest's startup_timeout_seconds
         assert status["status"] == "ready"
         assert status["tools_count"] == 1000
         tools = await listing(hostd)
