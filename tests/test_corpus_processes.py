@@ -48,6 +48,9 @@ async def exited(pid: int) -> None:
         await trio.lowlevel.wait_readable(fd)
     finally:
         os.close(fd)
+    # The pidfd turns readable a few instructions before /proc shows the process as a zombie.
+    while alive(pid):
+        await trio.lowlevel.checkpoint()
 
 
 def logged_pids(hostd: HostdClient, pattern: str) -> list[int]:

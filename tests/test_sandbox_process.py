@@ -293,6 +293,9 @@ async def wait_gone(pids: list[int], seconds: float) -> bool:
                 await trio.lowlevel.wait_readable(fd)
             finally:
                 os.close(fd)
+            # The pidfd turns readable a few instructions before /proc shows the process as a zombie.
+            while alive(pid):
+                await trio.lowlevel.checkpoint()
         return True
     return False
 
