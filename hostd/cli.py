@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from hostd import __version__
-from hostd.control import EXIT_SOFTWARE, EXIT_USAGE, InitializeOptions, Notify, serve_stdio
-from hostd.framing import PARENT_FRAME_LIMIT
+from hostd.control import EXIT_SOFTWARE, EXIT_USAGE, OUTBOX_BYTES, InitializeOptions, Notify, serve_stdio
+from hostd.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.state import StateError, StateStore
 
 #: ``--max-disk-mb``'s default: ``sandbox.watchdog.DEFAULT_MAX_DISK_BYTES`` in MiB (not imported:
@@ -30,6 +30,13 @@ DEFAULT_MAX_DISK_MB = 1024
 
 if TYPE_CHECKING:
     from hostd.control import HostApi
+
+
+def _outbox_bytes(text: str) -> int:
+    value = int(text)
+    if value < 1024:
+        raise argparse.ArgumentTypeError("must be at least 1024")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,10 +62,24 @@ def _parser() -> argparse.ArgumentParser:
         help=f"bound of one message from the parent, in bytes (default {PARENT_FRAME_LIMIT})",
     )
     serve.add_argument(
+        "--max-outbox-bytes",
+        type=_outbox_bytes,
+        default=OUTBOX_BYTES,
+        help=f"bound of what waits to be written to the parent, in bytes (default {OUTBOX_BYTES}); "
+        "see docs/protocol.md 'Flow control'",
+    )
+    serve.add_argument(
         "--max-result-bytes",
         type=int,
-        default=256 * 1024,
-        help="bound of one tool result sent to the parent, in bytes (default 262144)",
+        default=RESULT_LIMIT,
+        help=f"bound of one tool result sent to the parent, in bytes (default {RESULT_LIMIT})",
+    )
+    serve.add_argument(
+        "--max-plugin-message-bytes",
+        type=int,
+        default=PLUGIN_FRAME_LIMIT,
+        help=f"bound of one message from a plugin, in bytes (default {PLUGIN_FRAME_LIMIT}; a manifest's "
+        "backend.max_message_bytes overrides it); an answer over it fails only its call",
     )
     serve.add_argument(
         "--sandbox",
@@ -143,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             ping_interval=args.ping_interval,
             ping_timeout=args.ping_timeout,
             max_result_bytes=args.max_result_bytes,
+            max_plugin_frame_bytes=args.max_plugin_message_bytes,
             sandbox=args.sandbox,
             max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
             max_cpu_percent=args.max_cpu_percent,
@@ -169,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             state_dir=args.state_dir,
             state_store=store,
             max_frame_bytes=args.max_message_bytes,
+            max_outbox_bytes=args.max_outbox_bytes,
         )
         return trio.run(serve)
     except KeyboardInterrupt:

@@ -60,6 +60,9 @@ class HostdClient:
         self._changed = trio.Event()
         self._write_lock = trio.Lock()
         self.closed = trio.Event()
+        #: When a list: every line written (``("→", bytes)``) and read (``("←", bytes)``), in order (docs examples).
+        self.transcript: list[tuple[str, bytes]] | None = None
+        self._raw = bytearray()
 
     @classmethod
     @asynccontextmanager
@@ -127,6 +130,11 @@ class HostdClient:
                 data = await self.process.stdout.receive_some(65536)
                 if not data:
                     return
+                if self.transcript is not None:
+                    self._raw += data
+                    *lines, rest = bytes(self._raw).split(b"\n")
+                    self._raw = bytearray(rest)
+                    self.transcript.extend(("←", line) for line in lines)
                 for event in decoder.feed(data):
                     if not isinstance(event, Message) or not isinstance(event.value, dict):
                         self.stray.append(event)
@@ -161,6 +169,8 @@ class HostdClient:
         """Write raw bytes to hostd's stdin (for protocol tests)."""
         assert self.process.stdin is not None
         async with self._write_lock:
+            if self.transcript is not None:
+                self.transcript.extend(("→", line) for line in data.split(b"\n") if line)
             await self.process.stdin.send_all(data)
 
     async def notify(self, method: str, params: Any) -> None:

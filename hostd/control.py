@@ -6,7 +6,12 @@ Theory of operation
 The parent holds hostd's stdin and stdout. :class:`ControlServer` reads
 stdin in one task (bounded framing, :mod:`hostd.framing`) and writes stdout
 in another, so a parent that is slow to read never stalls the reader (a
-write-then-read loop deadlocks once both pipe buffers fill). Every request
+write-then-read loop deadlocks once both pipe buffers fill). Between them sits
+the :class:`Outbox`, bounded in bytes with a policy per kind of message
+(responses never dropped, progress coalesced, logs dropped with a count,
+plugins paused when it is full; ``docs/protocol.md`` "Flow control"). The
+reader hands every message on without awaiting anything, and requests beyond
+the in-flight bound are answered ``HOST_OVERLOADED`` at once. Every request
 runs as its own task in a request nursery with its own cancel scope, so a slow
 ``tools/call`` never delays a ``ping``; ``$/cancelRequest {id}`` cancels that
 scope and the request is still answered, with -32800 (the LSP rule; see
@@ -25,13 +30,16 @@ tree, exit. This module imports only trio and orjson.
 
 from __future__ import annotations
 
+import collections
 import logging
+import math
 import os
 import signal
 import socket
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeGuard
@@ -39,8 +47,17 @@ from typing import Any, Protocol, TypeGuard
 import trio
 
 from hostd import __version__
+from hostd.content import ContentLimits
 from hostd.errors import ErrorKind, HostError
-from hostd.framing import PARENT_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, describe_head, encode
+from hostd.framing import (
+    PARENT_FRAME_LIMIT,
+    FrameTooLarge,
+    InvalidJSON,
+    LineDecoder,
+    Message,
+    describe_head,
+    encode,
+)
 from hostd.state import StateError, StateStore, default_state_dir
 
 log = logging.getLogger("hostd.control")
@@ -51,11 +68,333 @@ PROTOCOL_VERSION = "0"
 EXIT_OK, EXIT_NO_SHUTDOWN, EXIT_USAGE, EXIT_SOFTWARE, EXIT_TEMPFAIL, EXIT_CONFIG = 0, 1, 2, 70, 75, 78
 
 _READ_BYTES = 65536
-_WRITE_BATCH_BYTES = 1 << 20
-_OUTBOX_MESSAGES = 4096
+_WRITE_BATCH_BYTES = 256 * 1024
 
 RequestId = int | str
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+# -- the outgoing side: one writer, a byte budget ------------------------------------
+#
+# The class of bug this guards against: *anything that reaches the parent is
+# produced faster than the parent reads it*. A plugin's progress, its logs, its
+# answers, hostd's own replies to a parent that writes without reading: each is
+# a producer, the parent's reading is the one consumer. Every producer gets a
+# bounded policy (docs/protocol.md "Flow control"), and no producer's policy may
+# make the stdin reader wait, so $/cancelRequest, exit and shutdown always get
+# through:
+#
+# - responses from request tasks, and state notifications: always admitted,
+#   never dropped. Their number is bounded by the in-flight limit (responses)
+#   and by coalescing (a state notification waiting in the queue while the
+#   queue is over budget is replaced by a newer one with the same key). When
+#   the queue is over budget the *sources* wait: every plugin link stops
+#   reading its plugin's stdout (:meth:`Outbox.wait_room`), so the plugin
+#   blocks on its own full pipe instead of hostd's memory growing;
+# - $/progress: one slot per request, latest value wins, at most
+#   ``PROGRESS_RATE`` a second per request (bursts of ``PROGRESS_BURST``), the
+#   message cut to ``PROGRESS_MESSAGE_BYTES``; what the slot holds when the
+#   response is admitted is written just before the response;
+# - plugins/log: admitted while the log share (``budget // 16``) has room, else
+#   dropped and counted per plugin; the count is reported as one plugins/log
+#   warning once there is room again;
+# - replies the stdin reader makes itself (ping, protocol errors,
+#   HOST_OVERLOADED): admitted, but while more than ``budget // 16`` bytes of
+#   them are unread the reader stops reading stdin. Only a parent that keeps
+#   writing requests without reading a byte of their answers gets there; it
+#   then blocks on its own full pipe (ordinary stdio flow control) and resumes
+#   when it reads. The alternative, dropping answers, would break the one
+#   promise a request has (exactly one response).
+
+#: Default byte budget of everything waiting to be written to the parent.
+OUTBOX_BYTES = 16 * 1024 * 1024
+#: $/progress notifications written per request and second (token bucket), and the burst.
+PROGRESS_RATE = 10.0
+PROGRESS_BURST = 10.0
+#: Bound of a $/progress ``message``, in UTF-8 bytes (longer ones are cut and end with "…").
+PROGRESS_MESSAGE_BYTES = 1024
+#: Requests (other than ping, initialize, shutdown) in flight at once, and their frames' total bytes.
+MAX_INFLIGHT_REQUESTS = 256
+MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
+
+_REPLY, _READER, _STATE, _PROGRESS, _LOG = range(5)
+
+
+@dataclass(eq=False, slots=True)
+class _Entry:
+    data: bytes
+    kind: int
+    key: Any = None
+
+
+@dataclass(eq=False, slots=True)
+class _Slot:
+    tokens: float
+    stamp: float
+    queued: _Entry | None = None  # in the queue, not taken yet: a newer value replaces its data
+    held: bytes | None = None  # over the rate: waits for a token
+
+
+class Outbox:
+    """What waits to be written to the parent, bounded in bytes (one writer takes from it).
+
+    ``budget`` bounds the bytes waiting (queued, being written, held); logs
+    may use ``budget // 16`` of it, the reader's own replies ``budget // 16``
+    before the reader pauses. Nothing here awaits except :meth:`wait_room`,
+    :meth:`wait_reader_room` and :meth:`wait_work`; every ``put_*`` returns at
+    once. Times are ``trio.current_time()`` seconds.
+    """
+
+    def __init__(
+        self,
+        budget: int = OUTBOX_BYTES,
+        *,
+        progress_rate: float = PROGRESS_RATE,
+        progress_burst: float = PROGRESS_BURST,
+    ) -> None:
+        if budget < 1024:
+            raise ValueError("the outbox budget must be at least 1024 bytes")
+        self.budget = budget
+        self.log_budget = budget // 16
+        self.reader_budget = budget // 16
+        self._rate, self._burst = progress_rate, progress_burst
+        self._queue: collections.deque[_Entry] = collections.deque()
+        #: Bytes waiting: queued, taken by the writer and not yet written, held progress.
+        self.bytes = 0
+        self.log_bytes = 0
+        self.reader_bytes = 0
+        #: plugins/log notifications dropped since the last report, by plugin id (None: hostd's own).
+        self.dropped_logs: dict[str | None, int] = {}
+        self.dropped_logs_total = 0
+        self._slots: dict[RequestId, _Slot] = {}
+        self._held: dict[RequestId, _Slot] = {}
+        self._state_keys: dict[Any, _Entry] = {}
+        self._work = trio.Event()
+        self._room = trio.Event()
+        self._room.set()
+        self._reader_room = trio.Event()
+        self._reader_room.set()
+        self.closed = False
+
+    def close(self) -> None:
+        """The parent is gone: drop what waits and everything put from now on; release every waiter."""
+        self.closed = True
+        self._queue.clear()
+        self._slots.clear()
+        self._held.clear()
+        self._state_keys.clear()
+        self.bytes = self.log_bytes = self.reader_bytes = 0
+        self._changed()
+        self._room.set()
+        self._work.set()
+
+    # -- producers ------------------------------------------------------------------
+
+    @property
+    def over_budget(self) -> bool:
+        """True while more than ``budget`` bytes wait: sources should stop producing."""
+        return self.bytes > self.budget
+
+    def put_reply(self, data: bytes, *, from_reader: bool = False) -> None:
+        """Admit a response (never dropped). ``from_reader``: the stdin reader made it itself."""
+        self._append(_Entry(data, _READER if from_reader else _REPLY))
+
+    def put_state(self, key: Any, data: bytes) -> None:
+        """Admit a state notification; over budget, a queued one with the same ``key`` is replaced."""
+        if self.closed:
+            return
+        entry = self._state_keys.get(key)
+        if entry is not None and self.over_budget:
+            self._resize(entry, data)
+            return
+        entry = _Entry(data, _STATE, key)
+        self._state_keys[key] = entry
+        self._append(entry)
+
+    def put_log(self, plugin: str | None, data: bytes, *, force: bool = False) -> bool:
+        """Admit a plugins/log notification if the log share has room; else count it dropped.
+
+        ``force`` admits it anyway (the report of a drop count). Returns whether it was admitted.
+        """
+        if not force and (self.log_bytes + len(data) > self.log_budget or self.bytes + len(data) > self.budget):
+            self.dropped_logs[plugin] = self.dropped_logs.get(plugin, 0) + 1
+            self.dropped_logs_total += 1
+            return False
+        self._append(_Entry(data, _LOG, plugin))
+        return True
+
+    def put_progress(self, rid: RequestId, data: bytes, now: float) -> None:
+        """Set request ``rid``'s progress (latest value wins; written at most at the rate)."""
+        if self.closed:
+            return
+        slot = self._slots.get(rid)
+        if slot is None:
+            slot = self._slots[rid] = _Slot(tokens=self._burst, stamp=now)
+        if slot.queued is not None:
+            self._resize(slot.queued, data)
+            return
+        self._refill(slot, now)
+        if slot.tokens >= 1 and slot.held is None:
+            slot.tokens -= 1
+            slot.queued = _Entry(data, _PROGRESS, rid)
+            self._append(slot.queued)
+            return
+        self.bytes += len(data) - (len(slot.held) if slot.held is not None else 0)
+        slot.held = data
+        self._held[rid] = slot
+        self._changed()
+        self._work.set()  # the writer re-arms its timer
+
+    def end_progress(self, rid: RequestId) -> None:
+        """Request ``rid`` is about to be answered: queue its held progress now, forget the slot."""
+        slot = self._slots.pop(rid, None)
+        if slot is None:
+            return
+        self._held.pop(rid, None)
+        if slot.held is not None:
+            data, slot.held = slot.held, None
+            self.bytes -= len(data)
+            self._append(_Entry(data, _PROGRESS, None))
+
+    def take_drop_counts(self) -> dict[str | None, int]:
+        """The plugins/log drop counts to report now (once the log share is half free), reset."""
+        if not self.dropped_logs or self.log_bytes > self.log_budget // 2:
+            return {}
+        counts, self.dropped_logs = self.dropped_logs, {}
+        return counts
+
+    # -- the writer -----------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Wake the writer (to notice that it should stop)."""
+        self._work.set()
+
+    def take(self, max_bytes: int, now: float) -> list[_Entry]:
+        """Remove and return the next entries (at least one if any, about ``max_bytes``)."""
+        self._release_due(now)
+        taken: list[_Entry] = []
+        size = 0
+        queue = self._queue
+        while queue and (not taken or size + len(queue[0].data) <= max_bytes):
+            entry = queue.popleft()
+            if entry.kind == _PROGRESS:
+                slot = self._slots.get(entry.key)
+                if slot is not None and slot.queued is entry:
+                    slot.queued = None
+            elif entry.kind == _STATE and self._state_keys.get(entry.key) is entry:
+                del self._state_keys[entry.key]
+            taken.append(entry)
+            size += len(entry.data)
+        if not taken:
+            self._work = trio.Event()
+        return taken
+
+    def written(self, entries: list[_Entry]) -> None:
+        """The writer wrote (or gave up on) ``entries``: their bytes no longer count."""
+        if self.closed:
+            return
+        for entry in entries:
+            size = len(entry.data)
+            self.bytes -= size
+            if entry.kind == _LOG:
+                self.log_bytes -= size
+            elif entry.kind == _READER:
+                self.reader_bytes -= size
+        self._changed()
+
+    def next_due(self) -> float | None:
+        """When the first held progress gets a token (``None``: nothing held)."""
+        if not self._held:
+            return None
+        return min(slot.stamp + (1 - slot.tokens) / self._rate for slot in self._held.values())
+
+    async def wait_work(self, deadline: float) -> None:
+        """Wait until something is put (or ``deadline``, for held progress)."""
+        with trio.move_on_at(deadline):
+            await self._work.wait()
+
+    # -- back-pressure ----------------------------------------------------------------
+
+    async def wait_room(self) -> None:
+        """Wait while the outbox is over budget (plugin links call this before reading stdout).
+
+        Once over budget, it waits until the bytes are down to three quarters
+        of it, so that a parent reading slowly pauses a plugin in episodes,
+        not at every read.
+        """
+        while self.bytes > self.budget or not self._room.is_set():
+            await self._room.wait()
+
+    async def wait_reader_room(self) -> None:
+        """Wait while more than ``budget // 16`` bytes of the reader's own replies are unread."""
+        while self.reader_bytes > self.reader_budget:
+            await self._reader_room.wait()
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _append(self, entry: _Entry) -> None:
+        if self.closed:
+            return
+        size = len(entry.data)
+        self.bytes += size
+        if entry.kind == _LOG:
+            self.log_bytes += size
+        elif entry.kind == _READER:
+            self.reader_bytes += size
+        self._queue.append(entry)
+        self._changed()
+        self._work.set()
+
+    def _resize(self, entry: _Entry, data: bytes) -> None:
+        self.bytes += len(data) - len(entry.data)
+        entry.data = data
+        self._changed()
+
+    def _refill(self, slot: _Slot, now: float) -> None:
+        slot.tokens = min(self._burst, slot.tokens + (now - slot.stamp) * self._rate)
+        slot.stamp = now
+
+    def _release_due(self, now: float) -> None:
+        for rid, slot in list(self._held.items()):
+            self._refill(slot, now)
+            if slot.tokens >= 1 and slot.held is not None:
+                slot.tokens -= 1
+                data, slot.held = slot.held, None
+                self.bytes -= len(data)
+                del self._held[rid]
+                slot.queued = _Entry(data, _PROGRESS, rid)
+                self._append(slot.queued)
+
+    def _changed(self) -> None:
+        if self.bytes > self.budget:
+            if self._room.is_set():
+                self._room = trio.Event()
+        elif not self._room.is_set() and self.bytes <= self.budget - self.budget // 4:
+            self._room.set()
+        if self.reader_bytes > self.reader_budget:
+            if self._reader_room.is_set():
+                self._reader_room = trio.Event()
+        elif not self._reader_room.is_set():
+            self._reader_room.set()
+
+
+_current_outbox: ContextVar[Outbox | None] = ContextVar("hostd_outbox", default=None)
+
+
+def current_outbox() -> Outbox | None:
+    """The outbox of the control channel this task runs under (``None`` outside one).
+
+    Plugin links use it to stop reading a plugin's stdout while the parent is
+    behind (:meth:`Outbox.wait_room`).
+    """
+    return _current_outbox.get()
+
+
+def cut_utf8(text: str, limit: int) -> str:
+    """``text`` if its UTF-8 form fits ``limit`` bytes, else its longest prefix that fits with "…" added."""
+    data = text.encode("utf-8", errors="surrogatepass")
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode("utf-8", errors="ignore") + "…"
 
 
 @dataclass
@@ -69,6 +408,8 @@ class InitializeOptions:
     state_dir: str | None
     #: The locked state store for ``state_dir`` (set by the control channel).
     state_store: StateStore | None = None
+    #: ``contentLimits``: aggregate bounds on each tool result's images, audio and blobs.
+    content_limits: ContentLimits = field(default_factory=ContentLimits)
 
 
 @dataclass
@@ -101,6 +442,7 @@ HostFactory = Callable[[InitializeOptions, Notify, trio.Nursery], Awaitable[Host
 @dataclass
 class _Inflight:
     scope: trio.CancelScope
+    size: int = 0
     cancelled_by_parent: bool = False
 
 
@@ -111,6 +453,7 @@ class _State:
     stopping: bool = False
     exit_code: int | None = None
     inflight: dict[RequestId, _Inflight] = field(default_factory=dict)
+    inflight_bytes: int = 0
 
 
 def _valid_id(value: Any) -> TypeGuard[RequestId]:
@@ -124,6 +467,10 @@ class ControlServer:
     it receives the parent's options, a ``notify`` coroutine and a nursery
     that outlives every request (for plugin tasks). :meth:`serve` returns the
     process exit code (0 clean, 1 ``exit`` without ``shutdown``).
+
+    ``max_outbox_bytes`` is the :class:`Outbox` budget; beyond
+    ``max_inflight`` requests (or ``max_inflight_bytes`` of their frames) in
+    flight, a new request is answered ``HOST_OVERLOADED`` at once.
     """
 
     def __init__(
@@ -136,6 +483,9 @@ class ControlServer:
         state_dir: str | None = None,
         state_store: StateStore | None = None,
         handle_signals: bool = True,
+        max_outbox_bytes: int = OUTBOX_BYTES,
+        max_inflight: int = MAX_INFLIGHT_REQUESTS,
+        max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
     ) -> None:
         self._receive = receive
         self._send = send
@@ -145,7 +495,11 @@ class ControlServer:
         self._state_store = state_store
         self._handle_signals = handle_signals
         self._state = _State()
-        self._outbox_send, self._outbox_receive = trio.open_memory_channel[bytes](_OUTBOX_MESSAGES)
+        self._outbox = Outbox(max_outbox_bytes)
+        self._max_inflight = max_inflight
+        self._max_inflight_bytes = max_inflight_bytes
+        self._draining = False
+        self._writer_done = trio.Event()
         self._host: HostApi | None = None
         self._host_ready = trio.Event()
         self._host_error: HostError | None = None
@@ -157,6 +511,7 @@ class ControlServer:
 
     async def serve(self) -> int:
         """Run until stdin EOF, ``exit``, a signal or a broken stdout; return the exit code."""
+        _current_outbox.set(self._outbox)  # inherited by every task started below (plugin links)
         async with trio.open_nursery() as outer:
             outer.start_soon(self._writer)
             if self._handle_signals:
@@ -178,13 +533,49 @@ class ControlServer:
         return self._state.exit_code if self._state.exit_code is not None else EXIT_OK
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        """Send a notification to the parent (queued; waits when 4096 are queued)."""
-        await self._queue({"jsonrpc": "2.0", "method": method, "params": params})
+        """Send a notification to the parent; returns at once, whatever the parent does.
+
+        The :class:`Outbox` policy applies by ``method``: ``$/progress``
+        (``params.requestId`` must be a request in flight, else it is dropped)
+        is coalesced and rate-limited, its ``message`` cut to 1024 bytes;
+        ``plugins/log`` is dropped and counted when the log share is full;
+        anything else (``plugins/statusChanged``, ``tools/listChanged``) is
+        always queued, replacing a queued one for the same plugin while the
+        outbox is over budget. An unserialisable ``params`` is logged and dropped.
+        """
+        outbox = self._outbox
+        if method == "$/progress":
+            rid = params.get("requestId")
+            if not _valid_id(rid) or rid not in self._state.inflight:
+                return
+            message = params.get("message")
+            if isinstance(message, str):
+                params = {**params, "message": cut_utf8(message, PROGRESS_MESSAGE_BYTES)}
+            data = self._encode_notification(method, params)
+            if data is not None:
+                outbox.put_progress(rid, data, trio.current_time())
+            return
+        data = self._encode_notification(method, params)
+        if data is None:
+            return
+        if method == "plugins/log":
+            plugin = params.get("plugin")
+            outbox.put_log(plugin if isinstance(plugin, str) else None, data)
+        else:
+            # One key per method and plugin: statusChanged carries plugin_id, others plugin.
+            outbox.put_state((method, params.get("plugin_id", params.get("plugin"))), data)
 
     # -- tasks ------------------------------------------------------------------
 
     async def _reader(self) -> None:
+        # Every step below returns at once: the only waits are for stdin and for
+        # the parent to read the reader's own replies (Outbox, "reader replies").
+        outbox = self._outbox
         while True:
+            if outbox.reader_bytes > outbox.reader_budget:
+                log.info("stdin paused: %d bytes of replies wait for the parent to read them", outbox.reader_bytes)
+                await outbox.wait_reader_room()
+                log.info("stdin resumed")
             try:
                 data = await self._receive.receive_some(_READ_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -195,7 +586,7 @@ class ControlServer:
                 return
             for event in self._decoder.feed(data):
                 if isinstance(event, FrameTooLarge):
-                    await self._queue_error(
+                    self._reply_error(
                         None,
                         HostError(
                             ErrorKind.FRAME_TOO_LARGE,
@@ -205,7 +596,7 @@ class ControlServer:
                         ),
                     )
                 elif isinstance(event, InvalidJSON):
-                    await self._queue_error(
+                    self._reply_error(
                         None,
                         HostError(
                             ErrorKind.PARSE_ERROR,
@@ -213,27 +604,45 @@ class ControlServer:
                             head=describe_head(event.head),
                         ),
                     )
-                else:
-                    await self._dispatch(event.value)
+                elif isinstance(event, Message):
+                    self._dispatch(event.value, event.size)
+                # FrameDiscarded: the end of a line already answered as FRAME_TOO_LARGE.
 
     async def _writer(self) -> None:
-        async for first in self._outbox_receive:
-            chunks = [first]
-            size = len(first)
-            while size < _WRITE_BATCH_BYTES:
+        outbox = self._outbox
+        try:
+            while True:
+                entries = outbox.take(_WRITE_BATCH_BYTES, trio.current_time())
+                if not entries:
+                    if self._draining:
+                        return
+                    due = outbox.next_due()
+                    await outbox.wait_work(due if due is not None else math.inf)
+                    continue
                 try:
-                    more = self._outbox_receive.receive_nowait()
-                except trio.WouldBlock:
-                    break
-                chunks.append(more)
-                size += len(more)
-            try:
-                await self._send.send_all(b"".join(chunks))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                log.warning("stdout is broken: the parent is gone; shutting down")
-                self._fast_stop = True
-                self._stop.set()
-                return
+                    await self._send.send_all(b"".join([entry.data for entry in entries]))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    log.warning("stdout is broken: the parent is gone; shutting down")
+                    outbox.close()
+                    self._fast_stop = True
+                    self._stop.set()
+                    return
+                finally:
+                    outbox.written(entries)
+                self._report_dropped_logs()
+        finally:
+            self._writer_done.set()
+
+    def _report_dropped_logs(self) -> None:
+        for plugin, count in self._outbox.take_drop_counts().items():
+            message = (
+                f"{count} plugins/log notifications dropped: the parent did not read them in time "
+                f"(the log queue holds {self._outbox.log_budget} bytes)"
+            )
+            params = {"plugin": plugin, "level": "warning", "source": "host", "message": message, "dropped": count}
+            data = self._encode_notification("plugins/log", params)
+            if data is not None:
+                self._outbox.put_log(plugin, data, force=True)
 
     async def _watch_parent(self, parent: int, interval: float = 2.0) -> None:
         """Poll for the death of the parent (re-parenting), a backup for stdin EOF."""
@@ -265,10 +674,10 @@ class ControlServer:
 
     # -- dispatch ---------------------------------------------------------------
 
-    async def _dispatch(self, message: Any) -> None:
+    def _dispatch(self, message: Any, size: int) -> None:
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             rid = message.get("id") if isinstance(message, dict) else None
-            await self._queue_error(
+            self._reply_error(
                 rid if _valid_id(rid) else None,
                 HostError(
                     ErrorKind.INVALID_REQUEST, 'not a JSON-RPC 2.0 message (expected an object with "jsonrpc": "2.0")'
@@ -282,7 +691,7 @@ class ControlServer:
             if has_id and "method" not in message and ("result" in message or "error" in message):
                 log.warning("dropping a response from the parent: hostd sends no requests (id %r)", rid)
                 return
-            await self._queue_error(
+            self._reply_error(
                 rid if _valid_id(rid) else None, HostError(ErrorKind.INVALID_REQUEST, '"method" must be a string')
             )
             return
@@ -290,17 +699,17 @@ class ControlServer:
         if params is None:
             params = {}
         if not has_id:
-            await self._notification(method, params)
+            self._notification(method, params)
             return
         if not _valid_id(rid):
-            await self._queue_error(None, HostError(ErrorKind.INVALID_REQUEST, '"id" must be an integer or a string'))
+            self._reply_error(None, HostError(ErrorKind.INVALID_REQUEST, '"id" must be an integer or a string'))
             return
         if not isinstance(params, dict | list):
-            await self._queue_error(rid, HostError(ErrorKind.INVALID_REQUEST, '"params" must be an object or an array'))
+            self._reply_error(rid, HostError(ErrorKind.INVALID_REQUEST, '"params" must be an object or an array'))
             return
-        await self._request(rid, method, params)
+        self._request(rid, method, params, size)
 
-    async def _notification(self, method: str, params: Any) -> None:
+    def _notification(self, method: str, params: Any) -> None:
         if method == "exit":
             self._state.exit_code = EXIT_OK if self._state.shutdown_requested else EXIT_NO_SHUTDOWN
             self._stop.set()
@@ -315,46 +724,64 @@ class ControlServer:
         elif method != "initialized":
             log.debug("ignoring notification %s", method)
 
-    async def _request(self, rid: RequestId, method: str, params: Any) -> None:
+    def _request(self, rid: RequestId, method: str, params: Any, size: int) -> None:
         state = self._state
         if method == "initialize":
-            await self._initialize(rid, params)
+            self._initialize(rid, params)
             return
         if not state.initialized:
-            await self._queue_error(rid, HostError(ErrorKind.SERVER_NOT_INITIALIZED, f"{method} before initialize"))
+            self._reply_error(rid, HostError(ErrorKind.SERVER_NOT_INITIALIZED, f"{method} before initialize"))
             return
         if state.stopping or state.shutdown_requested:
-            await self._queue_error(rid, HostError(ErrorKind.SHUTTING_DOWN, "hostd is shutting down"))
+            self._reply_error(rid, HostError(ErrorKind.SHUTTING_DOWN, "hostd is shutting down"))
             return
         if rid in state.inflight:
-            await self._queue_error(rid, HostError(ErrorKind.INVALID_REQUEST, f"id {rid!r} is already in flight"))
+            self._reply_error(rid, HostError(ErrorKind.INVALID_REQUEST, f"id {rid!r} is already in flight"))
             return
         if method == "ping":
-            await self._queue({"jsonrpc": "2.0", "id": rid, "result": {}})
+            self._reply({"jsonrpc": "2.0", "id": rid, "result": {}})
             return
         if method == "shutdown":
             state.shutdown_requested = True
             self._requests.start_soon(self._shutdown_request, rid)
             return
-        entry = _Inflight(scope=trio.CancelScope())
+        if state.inflight and (
+            len(state.inflight) >= self._max_inflight or state.inflight_bytes + size > self._max_inflight_bytes
+        ):
+            self._reply_error(
+                rid,
+                HostError(
+                    ErrorKind.HOST_OVERLOADED,
+                    f"{len(state.inflight)} requests ({state.inflight_bytes} bytes) are in flight; "
+                    f"the bound is {self._max_inflight} requests and {self._max_inflight_bytes} bytes: "
+                    "retry once some are answered",
+                    inFlight=len(state.inflight),
+                    inFlightBytes=state.inflight_bytes,
+                    maxInFlight=self._max_inflight,
+                    maxInFlightBytes=self._max_inflight_bytes,
+                ),
+            )
+            return
+        entry = _Inflight(scope=trio.CancelScope(), size=size)
         state.inflight[rid] = entry
+        state.inflight_bytes += size
         self._requests.start_soon(self._run_request, rid, method, params, entry)
 
-    async def _initialize(self, rid: RequestId, params: Any) -> None:
+    def _initialize(self, rid: RequestId, params: Any) -> None:
         if self._state.initialized:
-            await self._queue_error(rid, HostError(ErrorKind.INVALID_REQUEST, "initialize was already answered"))
+            self._reply_error(rid, HostError(ErrorKind.INVALID_REQUEST, "initialize was already answered"))
             return
         try:
             options = _parse_initialize(params, self._default_state_dir)
             options.state_store = self._lock_state(options)
         except HostError as error:
-            await self._queue_error(rid, error)
+            self._reply_error(rid, error)
             if error.kind in (ErrorKind.STATE_LOCKED, ErrorKind.STATE_UNUSABLE):
                 self._state.exit_code = EXIT_TEMPFAIL if error.kind is ErrorKind.STATE_LOCKED else EXIT_CONFIG
                 self._stop.set()
             return
         self._state.initialized = True
-        await self._queue(
+        self._reply(
             {
                 "jsonrpc": "2.0",
                 "id": rid,
@@ -366,6 +793,7 @@ class ControlServer:
                         "tools": {"listChanged": True, "progress": True},
                         "cancelRequest": True,
                     },
+                    "contentLimits": options.content_limits.to_wire(),
                 },
             }
         )
@@ -426,7 +854,8 @@ class ControlServer:
             log.error("request %r (%s) failed:\n%s", rid, method, traceback.format_exc())
             response = _error_response(rid, HostError(ErrorKind.INTERNAL_ERROR, f"internal error: {exc!r}"))
         finally:
-            self._state.inflight.pop(rid, None)
+            if self._state.inflight.pop(rid, None) is not None:
+                self._state.inflight_bytes -= entry.size
             if response is None:
                 ended = (
                     HostError(ErrorKind.REQUEST_CANCELLED, "cancelled by $/cancelRequest")
@@ -434,12 +863,12 @@ class ControlServer:
                     else HostError(ErrorKind.SHUTTING_DOWN, "hostd is shutting down")
                 )
                 response = _error_response(rid, ended)
-            with trio.CancelScope(shield=True):
-                await self._queue(response)
+            self._outbox.end_progress(rid)
+            self._respond(response)
 
     async def _shutdown_request(self, rid: RequestId) -> None:
         await self._shutdown_host()
-        await self._queue({"jsonrpc": "2.0", "id": rid, "result": None})
+        self._respond({"jsonrpc": "2.0", "id": rid, "result": None})
 
     async def _shutdown_host(self) -> None:
         with trio.CancelScope(shield=True):
@@ -454,31 +883,38 @@ class ControlServer:
 
     # -- output -----------------------------------------------------------------
 
-    async def _queue(self, message: dict[str, Any]) -> None:
+    def _encode_response(self, message: dict[str, Any]) -> bytes:
         try:
-            data = encode(message)
+            return encode(message)
         except TypeError as exc:
-            log.error("unserialisable message dropped: %r", exc)
-            rid = message.get("id")
-            if rid is None:
-                return
-            data = encode(_error_response(rid, HostError(ErrorKind.INTERNAL_ERROR, f"unserialisable result: {exc}")))
-        try:
-            await self._outbox_send.send(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+            log.error("unserialisable result replaced by an error: %r", exc)
+            error = HostError(ErrorKind.INTERNAL_ERROR, f"unserialisable result: {exc}")
+            return encode(_error_response(message.get("id"), error))
 
-    async def _queue_error(self, rid: RequestId | None, error: HostError) -> None:
-        await self._queue(_error_response(rid, error))
+    def _encode_notification(self, method: str, params: dict[str, Any]) -> bytes | None:
+        try:
+            return encode({"jsonrpc": "2.0", "method": method, "params": params})
+        except TypeError as exc:
+            log.error("unserialisable %s notification dropped: %r", method, exc)
+            return None
+
+    def _respond(self, message: dict[str, Any]) -> None:
+        """Queue the response of a request task (never dropped, never waits)."""
+        self._outbox.put_reply(self._encode_response(message))
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        """Queue a reply the stdin reader makes itself (counted against the reader's share)."""
+        self._outbox.put_reply(self._encode_response(message), from_reader=True)
+
+    def _reply_error(self, rid: RequestId | None, error: HostError) -> None:
+        self._reply(_error_response(rid, error))
 
     async def _flush_outbox(self) -> None:
+        """Let the writer write what is queued (at most 5 s), then stop it."""
+        self._draining = True
+        self._outbox.wake()
         with trio.move_on_after(5, shield=True):
-            self._outbox_send.close()
-            async for data in self._outbox_receive:
-                try:
-                    await self._send.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
+            await self._writer_done.wait()
 
 
 def _notify_systemd(message: bytes) -> None:
@@ -525,12 +961,17 @@ def _parse_initialize(params: Any, default_state_dir: str | None) -> InitializeO
             raise bad("stateDir must be a non-empty string", "stateDir")
         if os.path.exists(state_dir) and not os.path.isdir(state_dir):
             raise bad(f"stateDir {state_dir!r} exists and is not a folder", "stateDir")
+    try:
+        content_limits = ContentLimits.from_wire(params.get("contentLimits"))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise bad(f"contentLimits: {exc}", "contentLimits") from None
     return InitializeOptions(
         client_name=name,
         client_version=version,
         protocol_version=protocol,
         known_permissions=known,
         state_dir=state_dir,
+        content_limits=content_limits,
     )
 
 
@@ -540,8 +981,11 @@ async def serve_stdio(
     state_dir: str | None = None,
     state_store: StateStore | None = None,
     max_frame_bytes: int = PARENT_FRAME_LIMIT,
+    max_outbox_bytes: int = OUTBOX_BYTES,
 ) -> int:
     """Serve the control protocol on this process's fds 0 and 1; return the exit code.
+
+    ``max_outbox_bytes``: the :class:`Outbox` budget (at least 1024; ``ValueError`` otherwise).
 
     Protocol bytes go to fd 1 directly (frozen builds ignore
     ``PYTHONUNBUFFERED``); ``sys.stdout`` is pointed at stderr so that a stray
@@ -554,7 +998,13 @@ async def serve_stdio(
     receive = trio.lowlevel.FdStream(stdin_fd)
     send = trio.lowlevel.FdStream(stdout_fd)
     server = ControlServer(
-        receive, send, host_factory, state_dir=state_dir, state_store=state_store, max_frame_bytes=max_frame_bytes
+        receive,
+        send,
+        host_factory,
+        state_dir=state_dir,
+        state_store=state_store,
+        max_frame_bytes=max_frame_bytes,
+        max_outbox_bytes=max_outbox_bytes,
     )
     code = await server.serve()
     return code
@@ -567,10 +1017,19 @@ __all__ = [
     "EXIT_SOFTWARE",
     "EXIT_TEMPFAIL",
     "EXIT_USAGE",
+    "MAX_INFLIGHT_BYTES",
+    "MAX_INFLIGHT_REQUESTS",
+    "OUTBOX_BYTES",
+    "PROGRESS_BURST",
+    "PROGRESS_MESSAGE_BYTES",
+    "PROGRESS_RATE",
     "PROTOCOL_VERSION",
     "ControlServer",
     "HostApi",
     "InitializeOptions",
+    "Outbox",
     "RequestContext",
+    "current_outbox",
+    "cut_utf8",
     "serve_stdio",
 ]

@@ -1,12 +1,24 @@
-"""Generated parts of ``docs/protocol.md``: the error table.
+"""Generated parts of ``docs/protocol.md``: the error table, the type tables, the examples.
 
-:class:`~hostd.errors.ErrorKind` is the one table of error codes. The block
-between ``<!-- errors:begin -->`` and ``<!-- errors:end -->`` in
-``docs/protocol.md`` is rendered from it by :func:`error_table_markdown`, and
-``tests/test_docs.py`` fails when the two differ. Regenerate the block with::
+Nothing between a pair of markers is written by hand:
 
-    python -m hostd.docs          # rewrite the block in docs/protocol.md in place
-    python -m hostd.docs --check  # exit 1 if it is stale
+- ``<!-- errors:begin -->`` … ``<!-- errors:end -->``: rendered from
+  :class:`~hostd.errors.ErrorKind` by :func:`error_table_markdown`;
+- ``<!-- type:NAME:begin -->`` … ``<!-- type:NAME:end -->``: the field table of
+  the wire model ``NAME`` in :data:`TYPES` (:mod:`hostd.protocol`), by
+  :func:`type_table_markdown` (field, type, meaning from its ``Field`` description);
+- ``<!-- example:NAME:begin -->`` … ``<!-- example:NAME:end -->``: an example
+  captured from a live hostd by :func:`hostd.examples.capture`;
+- ``docs/protocol.schema.json``: the JSON Schema of every result and notification
+  model (:func:`schema_document`).
+
+``tests/test_docs.py`` fails when any of them differs from what this module
+produces (the examples test runs a real hostd; it takes a few seconds).
+Regenerate with::
+
+    python -m hostd.docs                       # tables and schema, in place
+    python -m hostd.docs --examples            # also run hostd and rewrite the examples
+    python -m hostd.docs --check [--examples]  # exit 1 if anything is stale
 
 Rows come in three groups: the JSON-RPC 2.0 codes in the specification's
 order (-32700, then -32600 to -32603), the two codes borrowed from LSP (-32002
@@ -18,19 +30,33 @@ server-defined range; within a group, by code descending (-32010 before
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
+import types
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from pydantic import BaseModel
+
+from hostd import protocol as p
 from hostd.errors import ErrorKind
+from hostd.examples import capture, mask
 
 __all__ = [
     "BEGIN_MARKER",
     "END_MARKER",
     "PROTOCOL_DOC",
+    "SCHEMA_DOC",
+    "TYPES",
     "error_table_markdown",
     "extract_error_block",
+    "replace_blocks",
     "replace_error_block",
+    "schema_document",
+    "type_table_markdown",
 ]
 
 BEGIN_MARKER: Final = "<!-- errors:begin -->"
@@ -38,6 +64,34 @@ END_MARKER: Final = "<!-- errors:end -->"
 
 PROTOCOL_DOC: Final = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 """Where ``python -m hostd.docs`` rewrites the error table in a source checkout."""
+SCHEMA_DOC: Final = PROTOCOL_DOC.with_name("protocol.schema.json")
+"""The JSON Schema of the results and notifications, beside ``protocol.md``."""
+
+#: The wire models whose field tables ``docs/protocol.md`` holds (``<!-- type:NAME:begin -->``).
+TYPES: Final[Mapping[str, type[BaseModel]]] = {
+    "InitializeResult": p.InitializeResult,
+    "PluginInfo": p.PluginInfo,
+    "GrantedLimits": p.GrantedLimits,
+    "Launch": p.Launch,
+    "LaunchUnresolved": p.LaunchUnresolved,
+    "PluginStatus": p.PluginStatus,
+    "HostTool": p.HostTool,
+    "ImportEntry": p.ImportEntry,
+    "ToolsListResult": p.ToolsListResult,
+    "ToolsCallResult": p.ToolsCallResult,
+    "ProgressParams": p.ProgressParams,
+    "LogParams": p.LogParams,
+    "StateRecord": p.StateRecord,
+}
+
+_SCALARS: Final[Mapping[Any, str]] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    Any: "any",
+    type(None): "null",
+}
 
 _JSONRPC_CODES: Final = frozenset({-32700, -32600, -32601, -32602, -32603})
 _LSP_CODES: Final = frozenset({-32002, -32800})
@@ -66,6 +120,95 @@ def error_table_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def type_name(annotation: Any) -> str:
+    """A field's type as the tables write it: ``string``, ``integer[]``, ``object``,
+    ``string or null``, ``[PluginInfo](#plugininfo)``; a ``Literal`` lists its values."""
+    origin = typing.get_origin(annotation)
+    if annotation in _SCALARS:
+        return _SCALARS[annotation]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        name = annotation.__name__
+        return f"[`{name}`](#{name.lower()})" if name in TYPES else "object"
+    if origin is typing.Literal:
+        return " or ".join(f"`{json.dumps(v)}`" for v in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(type_name(arg) for arg in typing.get_args(annotation))
+    if origin is list:
+        (item,) = typing.get_args(annotation)
+        inner = type_name(item)
+        return f"{inner}[]" if " " not in inner else f"({inner})[]"
+    if origin is dict:
+        return "object"
+    raise TypeError(f"no table name for the type {annotation!r}")
+
+
+def type_table_markdown(model: type[BaseModel]) -> str:
+    """The field table of ``model``: ``field | type | meaning``, one row per field in wire order.
+
+    ``field`` is the wire name (the alias where there is one); ``type`` from
+    :func:`type_name`, with ``, optional`` for a field left out when ``null``
+    (``omit_none``); ``meaning`` is the ``Field`` description. Ends with a newline.
+    """
+    omitted: frozenset[str] = getattr(model, "omit_none", frozenset())
+    lines = ["| field | type | meaning |", "|---|---|---|"]
+    for name, info in model.model_fields.items():
+        wire = info.alias or name
+        kind = type_name(info.annotation)
+        if name in omitted:
+            kind = kind.removesuffix(" or null") + ", optional"
+        lines.append(f"| `{wire}` | {_cell(kind)} | {_cell(info.description or '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def schema_document() -> str:
+    """JSON Schema (2020-12) of each result and notification model, as ``protocol.schema.json`` holds it.
+
+    ``{"$schema", "results": {method: schema or null}, "notifications": {method: schema}}``;
+    serialised with sorted keys and a final newline, so the output depends on the models only.
+    """
+    results = {m: (model.model_json_schema(by_alias=True) if model else None) for m, model in p.RESULTS.items()}
+    notes = {m: model.model_json_schema(by_alias=True) for m, model in p.NOTIFICATIONS.items()}
+    document = {"$schema": "https://json-schema.org/draft/2020-12/schema", "results": results, "notifications": notes}
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+_BLOCK = re.compile(r"<!-- (type|example):([A-Za-z0-9_-]+):begin -->\n(.*?)<!-- \1:\2:end -->", re.DOTALL)
+
+
+def blocks(text: str, kind: str) -> dict[str, str]:
+    """``{name: content}`` of every ``<!-- KIND:NAME:begin -->`` … ``end`` block in ``text``."""
+    return {m.group(2): m.group(3) for m in _BLOCK.finditer(text) if m.group(1) == kind}
+
+
+def replace_blocks(text: str, kind: str, render: Callable[[str], str]) -> str:
+    """``text`` with the content of each ``KIND`` block replaced by ``render(name)``.
+
+    Raises ``KeyError`` (from ``render``) for a block name it does not know, and
+    ``ValueError`` for a begin marker without its end.
+    """
+    begins = len(re.findall(rf"<!-- {kind}:[A-Za-z0-9_-]+:begin -->", text))
+    if begins != len(blocks(text, kind)):
+        raise ValueError(f"a <!-- {kind}:NAME:begin --> marker has no matching end marker")
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(1) != kind:
+            return match.group(0)
+        name = match.group(2)
+        return f"<!-- {kind}:{name}:begin -->\n{render(name)}<!-- {kind}:{name}:end -->"
+
+    return _BLOCK.sub(one, text)
+
+
+def render_types(text: str) -> str:
+    """``text`` with every type table regenerated (:func:`type_table_markdown`)."""
+    return replace_blocks(text, "type", lambda name: type_table_markdown(TYPES[name]))
+
+
+def render_examples(text: str, examples: Mapping[str, str]) -> str:
+    """``text`` with every example block replaced by ``examples[name]`` (:func:`hostd.examples.capture`)."""
+    return replace_blocks(text, "example", lambda name: examples[name])
+
+
 def _markers(text: str) -> tuple[int, int]:
     """Offsets just after the begin marker's line and at the start of the end marker."""
     begin = text.find(BEGIN_MARKER)
@@ -91,30 +234,48 @@ def replace_error_block(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m hostd.docs [--check] [PATH]``: rewrite (or check) the error table block."""
+    """``python -m hostd.docs [--check] [--examples] [PATH]``: rewrite (or check) the generated parts.
+
+    Without ``--examples`` the error table, the type tables and the schema; with it
+    also the examples, captured from a hostd this runs (a few seconds). Exit 1 when
+    ``--check`` finds something stale or a marker is broken.
+    """
     parser = argparse.ArgumentParser(
-        prog="python -m hostd.docs", description="Render the ErrorKind table into docs/protocol.md."
+        prog="python -m hostd.docs", description="Render the generated parts of docs/protocol.md."
     )
     parser.add_argument("path", nargs="?", type=Path, default=PROTOCOL_DOC, help="the document to update")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the table in the document is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a generated part of the document is stale")
+    parser.add_argument("--examples", action="store_true", help="also capture the examples from a live hostd")
     args = parser.parse_args(argv)
     target: Path = args.path
     text = target.read_text(encoding="utf-8")
     try:
-        updated = replace_error_block(text)
-    except ValueError as exc:
+        updated = render_types(replace_error_block(text))
+        if args.examples:
+            updated = render_examples(updated, capture())
+    except (ValueError, KeyError) as exc:
         print(f"{target}: {exc}", file=sys.stderr)
         return 1
+    schema_path = target.with_name(SCHEMA_DOC.name)
+    schema = schema_document()
+    old_schema = schema_path.read_text(encoding="utf-8") if schema_path.exists() else None
+    what = "the error table, type tables" + (", examples" if args.examples else "") + " and schema"
     if args.check:
-        if updated != text:
-            print(f"{target}: the error table is stale; regenerate it with: python -m hostd.docs", file=sys.stderr)
+        # Examples keep this machine's isolation layers; compare without them (hostd.examples.mask).
+        same = mask(updated) == mask(text) if args.examples else updated == text
+        if not same or old_schema != schema:
+            flags = " --examples" if args.examples else ""
+            print(f"{target}: {what} are stale; regenerate them with: python -m hostd.docs{flags}", file=sys.stderr)
             return 1
         return 0
+    if old_schema != schema:
+        schema_path.write_text(schema, encoding="utf-8")
+        print(f"updated {schema_path}")
     if updated != text:
         target.write_text(updated, encoding="utf-8")
-        print(f"updated the error table in {target}")
+        print(f"updated {what} in {target}")
     else:
-        print(f"{target}: the error table is up to date")
+        print(f"{target}: {what} are up to date")
     return 0
 
 

@@ -36,7 +36,11 @@ class ErrorKind(Enum):
     PERMISSION_UNKNOWN = (-32014, "A permission is not among the parent's knownPermissions.")
     MCP_TRUST_APPROVAL_REQUIRED = (-32015, "The plugin's exact launch has not been approved.")
     PLUGIN_STATE_CONFLICT = (-32016, "The request does not fit the plugin's current state.")
-    PLUGIN_START_FAILED = (-32017, "The plugin could not be started; data.stderrTail has its last lines.")
+    PLUGIN_START_FAILED = (
+        -32017,
+        "The plugin could not be started; data.stderrTail has its last lines, data.stderrHead its first when"
+        " lines were left out between, data.hint what the sandbox refused.",
+    )
     PLUGIN_HOST_UNAVAILABLE = (-32018, "The plugin crashed, broke framing or was stopped during the call.")
     TOOL_CONFLICT = (-32019, "A tool name is already registered by another plugin.")
     TOOL_NOT_FOUND = (-32020, "No registered tool has that name.")
@@ -57,6 +61,10 @@ class ErrorKind(Enum):
     STATE_WRITE_FAILED = (
         -32032,
         "The state document could not be written (data.errno: ENOSPC...); nothing of the request was applied.",
+    )
+    HOST_OVERLOADED = (
+        -32033,
+        "Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later.",
     )
 
     @property

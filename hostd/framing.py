@@ -37,7 +37,9 @@ from typing import Any
 import orjson
 
 #: Default bound of one plugin message (docs/protocol.md "Framing"), in bytes.
-PLUGIN_FRAME_LIMIT = 2 * 1024 * 1024
+PLUGIN_FRAME_LIMIT = 16 * 1024 * 1024
+#: The default bound of one tool result forwarded to the parent (``hostd serve --max-result-bytes``).
+RESULT_LIMIT = 4 * 1024 * 1024
 #: Default bound of one parent message (docs/protocol.md "Framing"), in bytes.
 PARENT_FRAME_LIMIT = 8 * 1024 * 1024
 
@@ -68,6 +70,22 @@ class FrameTooLarge:
 
 
 @dataclass(frozen=True, slots=True)
+class FrameDiscarded:
+    """The end of a line reported by :class:`FrameTooLarge`: it was ``size`` bytes and is gone.
+
+    ``head`` / ``tail``: its first and last bytes (at most 80 each), enough
+    for a peer to find which request the line answered (``"id"`` comes first
+    or last in every JSON-RPC encoder seen). Never reported for a line that
+    has not ended.
+    """
+
+    limit: int
+    head: bytes
+    tail: bytes
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class InvalidJSON:
     """A complete line that is not UTF-8 JSON.
 
@@ -79,7 +97,7 @@ class InvalidJSON:
     size: int
 
 
-Event = Message | FrameTooLarge | InvalidJSON
+Event = Message | FrameTooLarge | FrameDiscarded | InvalidJSON
 
 
 class LineDecoder:
@@ -91,7 +109,7 @@ class LineDecoder:
     ``ValueError`` (``orjson.JSONDecodeError`` is one) when it cannot.
     """
 
-    __slots__ = ("_buffer", "_discarding", "_head", "_parse", "max_frame_bytes")
+    __slots__ = ("_buffer", "_discarded", "_discarding", "_head", "_parse", "_tail", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int, parse: Callable[[bytes], Any] = orjson.loads) -> None:
         if max_frame_bytes < 1:
@@ -101,6 +119,8 @@ class LineDecoder:
         self._buffer = bytearray()
         self._discarding = False
         self._head = b""
+        self._tail = b""
+        self._discarded = 0
 
     @property
     def pending_bytes(self) -> int:
@@ -119,17 +139,21 @@ class LineDecoder:
             if newline < 0:
                 rest = end - start
                 if self._discarding:
+                    self._skip(data, start, end)
                     return events
                 if len(buffer) + rest > limit:
                     events.append(self._begin_discard(data, start))
+                    self._skip(data, start, end)
                 else:
                     buffer += data[start:]
                 return events
             if self._discarding:
-                self._discarding = False
+                self._skip(data, start, newline)
+                events.append(self._end_discard())
             elif len(buffer) + (newline - start) > limit:
                 events.append(self._begin_discard(data, start))
-                self._discarding = False
+                self._skip(data, start, newline)
+                events.append(self._end_discard())
             elif buffer:
                 buffer += data[start:newline]
                 line = bytes(buffer)
@@ -144,9 +168,26 @@ class LineDecoder:
         head = bytes(self._buffer[:_HEAD_BYTES])
         if len(head) < _HEAD_BYTES:
             head += bytes(data[start : start + _HEAD_BYTES - len(head)])
+        self._head = head.split(b"\n", 1)[0]
+        self._discarded = len(self._buffer)
+        self._tail = bytes(self._buffer[-_HEAD_BYTES:])
         self._buffer.clear()
         self._discarding = True
-        return FrameTooLarge(limit=self.max_frame_bytes, head=head.split(b"\n", 1)[0])
+        return FrameTooLarge(limit=self.max_frame_bytes, head=self._head)
+
+    def _skip(self, data: bytes | bytearray, start: int, stop: int) -> None:
+        """Count ``data[start:stop]`` as discarded, keeping its last bytes as the line's tail."""
+        self._discarded += stop - start
+        keep = _HEAD_BYTES + 1  # one more: a trailing "\r" is not part of the line
+        self._tail = (self._tail + bytes(data[max(start, stop - keep) : stop]))[-keep:]
+
+    def _end_discard(self) -> FrameDiscarded:
+        self._discarding = False
+        tail = (self._tail[:-1] if self._tail.endswith(b"\r") else self._tail)[-_HEAD_BYTES:]
+        event = FrameDiscarded(limit=self.max_frame_bytes, head=self._head, tail=tail, size=self._discarded)
+        self._head = self._tail = b""
+        self._discarded = 0
+        return event
 
     def _emit(self, line: bytes, events: list[Event]) -> None:
         if line.endswith(b"\r"):
@@ -167,8 +208,12 @@ def encode(value: Any) -> bytes:
     """Serialise one message as a frame: compact UTF-8 JSON plus ``\\n``.
 
     Raises ``TypeError`` (``orjson.JSONEncodeError``) for values JSON cannot hold.
+    The result is an exact-size copy: orjson hands back its working buffer,
+    whose allocation can be far larger than the frame (4 KiB for a 40-byte
+    ``ping`` answer), and queues that count frames by ``len`` must not be
+    off by a factor of a hundred.
     """
-    return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
+    return bytes(memoryview(orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)))
 
 
 def describe_head(head: bytes) -> str:

@@ -27,12 +27,13 @@ import trio
 from hostd import protocol as p
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
+from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.importer import ConfigError, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
 from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
-from hostd.supervisor import RESULT_LIMIT, Liveness, PluginSupervisor, State
+from hostd.supervisor import Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
 from sandbox.launch import Launch, LaunchError, resolve_launch
@@ -56,6 +57,8 @@ class HostSettings:
     CA variables reach plugins. ``restart``: the restart policy after a crash.
     ``ping_interval`` / ``ping_timeout``: liveness checks, in seconds.
     ``max_result_bytes``: the bound of one tool result sent to the parent.
+    ``max_plugin_frame_bytes``: the bound of one message from a plugin (a
+    manifest's ``backend.max_message_bytes`` overrides it).
     """
 
     trust_development: bool = False
@@ -64,6 +67,7 @@ class HostSettings:
     ping_interval: float = 30.0
     ping_timeout: float = 10.0
     max_result_bytes: int = RESULT_LIMIT
+    max_plugin_frame_bytes: int = PLUGIN_FRAME_LIMIT
     sandbox: SandboxLevel = "standard"
     max_rss_bytes: int | None = None
     max_cpu_percent: float | None = None
@@ -533,46 +537,48 @@ class Host:
         return policy
 
     @staticmethod
-    def _launch_info(plugin: InstalledPlugin, launch: Launch) -> dict[str, Any]:
-        """``PluginInfo.launch``: what the user approves, with the approval digest."""
+    def _launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
+        """``PluginInfo.launch``: what the user approves (``Launch.describe()``), with the approval digest."""
         info = dict(launch.describe())
-        info["launchDigest"] = info["digest"]
-        info["digest"] = plugin.approval_digest(launch)
-        info["approved"] = plugin.approved_digest == info["digest"]
-        return info
+        digest = plugin.approval_digest(launch)
+        info.update(digest=digest, launchDigest=info["digest"], approved=plugin.approved_digest == digest)
+        return p.Launch.model_validate(info)
+
+    @classmethod
+    def _launch_info(cls, plugin: InstalledPlugin, launch: Launch) -> dict[str, Any]:
+        """:meth:`_launch_model` as sent on the wire (``data.launch`` of errors too)."""
+        return cls._launch_model(plugin, launch).wire()
 
     def info(self, plugin: InstalledPlugin) -> dict[str, Any]:
-        """``PluginInfo`` as sent on the wire."""
+        """:class:`hostd.protocol.PluginInfo` as sent on the wire."""
+        return self._info_model(plugin).wire()
+
+    def _info_model(self, plugin: InstalledPlugin) -> p.PluginInfo:
         manifest = plugin.manifest
-        launch: dict[str, Any] | None
+        launch: p.Launch | p.LaunchUnresolved | None = None
         if plugin.launch is not None:
-            launch = self._launch_info(plugin, plugin.launch)
+            launch = self._launch_model(plugin, plugin.launch)
         elif plugin.launch_error is not None:
-            launch = {"error": str(plugin.launch_error), "kind": plugin.launch_error.kind}
-        else:
-            launch = None
-        return {
-            "id": manifest.id,
-            "name": manifest.name,
-            "version": manifest.version,
-            "path": str(plugin.path),
-            "permissions": list(manifest.permissions),
-            "granted": sorted(plugin.granted),
-            "enabled": plugin.enabled,
-            "status": plugin.supervisor.state.value,
-            "tools": list(manifest.contributes.tools),
-            "networkPorts": sorted(plugin.network_ports),
-            "limits": {
-                "maxRssMb": plugin.limits["max_rss_bytes"] / (1024 * 1024)
-                if "max_rss_bytes" in plugin.limits
-                else None,
-                "maxCpuPercent": plugin.limits.get("max_cpu_percent"),
-                "maxDiskMb": plugin.limits["max_disk_bytes"] / (1024 * 1024)
-                if "max_disk_bytes" in plugin.limits
-                else None,
-            },
-            "launch": launch,
-        }
+            launch = p.LaunchUnresolved(error=str(plugin.launch_error), kind=plugin.launch_error.kind)
+        limits = plugin.limits
+        return p.PluginInfo(
+            id=manifest.id,
+            name=manifest.name,
+            version=manifest.version,
+            path=str(plugin.path),
+            permissions=list(manifest.permissions),
+            granted=sorted(plugin.granted),
+            enabled=plugin.enabled,
+            status=plugin.supervisor.state.value,
+            tools=list(manifest.contributes.tools),
+            networkPorts=sorted(plugin.network_ports),
+            limits=p.GrantedLimits(
+                maxRssMb=limits["max_rss_bytes"] / (1024 * 1024) if "max_rss_bytes" in limits else None,
+                maxCpuPercent=limits.get("max_cpu_percent"),
+                maxDiskMb=limits["max_disk_bytes"] / (1024 * 1024) if "max_disk_bytes" in limits else None,
+            ),
+            launch=launch,
+        )
 
     # -- plugins/* --------------------------------------------------------------
 
@@ -679,7 +685,7 @@ class Host:
                 for folder in written:
                     await trio.to_thread.run_sync(shutil.rmtree, folder, True)
             raise
-        return {"entries": results}
+        return p.ImportResult.model_validate({"entries": results}).wire()
 
     async def _record_discovered_tools(self, plugin: InstalledPlugin) -> None:
         """First enable of a ``contributes.discover`` plugin: write the tools it reported
@@ -725,6 +731,7 @@ class Host:
             liveness=Liveness(self.settings.ping_interval, self.settings.ping_timeout),
             on_change=self.persist,
             result_limit=self.settings.max_result_bytes,
+            frame_limit=self.settings.max_plugin_frame_bytes,
             limits=self.settings.isolation_policy(None),
             disk_limit=lambda: self._disk_limit(plugin_id),
         )
@@ -755,7 +762,8 @@ class Host:
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
         p.parse_params(p.Empty, params)
-        return {"plugins": [self.info(self.plugins[k]) for k in sorted(self.plugins)]}
+        plugins = [self._info_model(self.plugins[k]) for k in sorted(self.plugins)]
+        return p.PluginsListResult(plugins=plugins).wire()
 
     async def grant(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/grant {id, permissions}``: replace the granted set."""
@@ -937,10 +945,8 @@ class Host:
         args = p.parse_params(p.ToolsListParams, params)
         if args.plugin is not None:
             self._plugin(args.plugin)
-        return {
-            "tools": [tool.to_wire() for tool in self.registry.tools(args.plugin)],
-            "revision": self.registry.revision,
-        }
+        tools = [tool.to_model() for tool in self.registry.tools(args.plugin)]
+        return p.ToolsListResult(tools=tools, revision=self.registry.revision).wire()
 
     async def tools_call(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``tools/call {name, arguments, timeoutMs?}`` -> ``{content, structuredContent?}``."""
@@ -965,15 +971,17 @@ class Host:
         validate_arguments(tool, args.arguments)
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
-            note: dict[str, Any] = {"requestId": ctx.id, "progress": value}
-            if total is not None:
-                note["total"] = total
-            if message is not None:
-                note["message"] = message
-            await ctx.notify("$/progress", note)
+            note = p.ProgressParams(requestId=ctx.id, progress=value, total=total, message=message)
+            await ctx.notify("$/progress", note.wire())
 
         timeout = args.timeout_ms / 1000 if args.timeout_ms is not None else None
-        return await plugin.supervisor.call(tool, args.arguments, timeout=timeout, report_progress=progress)
+        return await plugin.supervisor.call(
+            tool,
+            args.arguments,
+            timeout=timeout,
+            report_progress=progress,
+            content_limits=self.options.content_limits,
+        )
 
 
 def _write_manifest(folder: Path, document: dict[str, Any]) -> None:

@@ -251,4 +251,32 @@ def plan_import(config: str | Mapping[str, Any], *, taken: Collection[str] = ())
                 "stdout_noise": "drop",
             },
         }
+        needs = known_needs([command, *args])
+        if needs:
+            entry.manifest["sandbox"] = needs
+            entry.notes.append(f"declared the well-known needs of {needs['for']}: read {', '.join(needs['read'])}")
+            del needs["for"]
     return entries
+
+
+#: Read-only needs of well-known servers, declared by name when a config runs them (an imported
+#: config cannot declare needs itself). Shown in launch.folders and approved like any other grant;
+#: never given to a server that is not named here.
+KNOWN_NEEDS: dict[str, tuple[str, ...]] = {
+    # git treats an unreadable global config as fatal (every call fails with exit code 128).
+    "mcp-server-git": ("~/.gitconfig", "~/.config/git"),
+}
+
+
+def known_needs(words: list[str]) -> dict[str, Any]:
+    """``{"for": name, "read": [...]}`` when ``words`` (command and args) run a server of :data:`KNOWN_NEEDS`.
+
+    A word names a server when it is the package name, optionally with a version
+    (``mcp-server-git==2026.10.19``, ``@scope/x@1.2``) or a path ending in it.
+    """
+    for word in words:
+        base = word.rsplit("/", 1)[-1]
+        for name, read in KNOWN_NEEDS.items():
+            if base == name or base.startswith((name + "=", name + "@", name + ">", name + "<")):
+                return {"for": name, "read": list(read)}
+    return {}

@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import orjson
 import trio
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -51,8 +53,17 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from hostd import __version__
+from hostd.control import current_outbox
 from hostd.errors import ErrorKind, HostError
-from hostd.framing import PLUGIN_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, describe_head, encode
+from hostd.framing import (
+    PLUGIN_FRAME_LIMIT,
+    FrameDiscarded,
+    FrameTooLarge,
+    InvalidJSON,
+    LineDecoder,
+    describe_head,
+    encode,
+)
 from hostd.jsonlimits import check_json
 from hostd.redact import Redactor
 from sandbox.process import SandboxedProcess
@@ -62,6 +73,7 @@ log = logging.getLogger("hostd.link")
 #: Upper bound of ``tools/list`` pages in one walk (cases C5, D3).
 MAX_LIST_PAGES = 100
 _STDERR_LINES = 200
+_STDERR_HEAD_LINES = 5
 _STDERR_BYTES = 64 * 1024
 _STDERR_LINE_BYTES = 4096
 _LOG_RATE_PER_SECOND = 20.0
@@ -77,6 +89,38 @@ class LinkClosed(Exception):
     """The link ended (crash, violation, stop) before the plugin answered."""
 
 
+class ReplyTooLarge(Exception):
+    """The plugin's answer to a call was one line of ``size`` bytes, over the ``limit``-byte frame bound.
+
+    The line was discarded as it arrived (never held whole); the link goes on
+    serving the other calls.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"a {size}-byte answer, over the {limit}-byte frame bound")
+        self.size = size
+        self.limit = limit
+
+
+#: Where a JSON-RPC response names its id: first (after "jsonrpc"), or last. Every encoder
+#: seen puts it at one end (Python SDK: first; TypeScript SDK: last), never inside "result".
+_ID_TOKEN = rb'("(?:[^"\\]|\\.){0,64}"|-?[0-9]{1,19})'
+_ID_AT_HEAD = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID_TOKEN + rb"\s*,")
+_ID_AT_TAIL = re.compile(rb',\s*"id"\s*:\s*' + _ID_TOKEN + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
+
+
+def answered_id(head: bytes, tail: bytes) -> Any:
+    """The id a discarded response line answered, read from its first or last bytes; ``None`` if unsure."""
+    for pattern, part in ((_ID_AT_HEAD, head), (_ID_AT_TAIL, tail)):
+        found = pattern.search(part)
+        if found is not None:
+            try:
+                return orjson.loads(found.group(1))
+            except orjson.JSONDecodeError:
+                return None
+    return None
+
+
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
@@ -87,6 +131,8 @@ class _DirectCall:
     reply: dict[str, Any] | None = None
     size: int = 0
     raw: bytes = b""
+    #: Set instead of ``reply`` when the answer was over the frame bound: ``(size, limit)``.
+    too_large: tuple[int, int] | None = None
 
 
 class StderrTail:
@@ -101,6 +147,9 @@ class StderrTail:
         self._lines: collections.deque[str] = collections.deque()
         self._bytes = 0
         self._partial = bytearray()
+        #: The first lines ever written: the cause of a failure often scrolls out of the tail.
+        self._head: list[str] = []
+        self._count = 0
 
     def feed(self, data: bytes | bytearray) -> list[str]:
         """Consume a chunk of stderr; return the complete lines (redacted)."""
@@ -126,11 +175,23 @@ class StderrTail:
     def _finish(self) -> str:
         line = self._redact(bytes(self._partial).rstrip(b"\r").decode("utf-8", errors="replace"))
         self._partial.clear()
+        if len(self._head) < _STDERR_HEAD_LINES:
+            self._head.append(line)
+        self._count += 1
         self._lines.append(line)
         self._bytes += len(line)
         while len(self._lines) > _STDERR_LINES or self._bytes > _STDERR_BYTES:
             self._bytes -= len(self._lines.popleft())
         return line
+
+    def excerpt(self, count: int = 10) -> dict[str, list[str]]:
+        """``{"stderrTail": last count lines}``, plus ``"stderrHead"`` (the first 5 lines) when some
+        lines between the two were left out: both ends of what a failing start wrote."""
+        tail = self.tail(count)
+        if self._count <= len(tail):
+            return {"stderrTail": tail}
+        head = self._head[: max(0, min(_STDERR_HEAD_LINES, self._count - len(tail)))]
+        return {"stderrHead": head, "stderrTail": tail}
 
     def tail(self, count: int = 10) -> list[str]:
         """The last ``count`` lines, oldest first."""
@@ -218,6 +279,8 @@ class PluginLink:
         self._noise_limit = _RateLimit(1.0, 3.0)
         self._write_lock = trio.Lock()
         self._closing = False
+        #: True while stdout is not read because the parent is behind (docs/protocol.md "Flow control").
+        self.paused = False
         self._read_send, self._read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](64)
         self._write_send, self._write_receive = anyio.create_memory_object_stream[SessionMessage](64)
 
@@ -349,7 +412,7 @@ class PluginLink:
             f"plugin {self.plugin_id} failed to start: {reason}",
             plugin=self.plugin_id,
             reason=reason,
-            stderrTail=self.stderr.tail(10),
+            **self.stderr.excerpt(),
             **data,
         )
 
@@ -411,6 +474,8 @@ class PluginLink:
                             }
                         )
                     )
+        if call.too_large is not None:
+            raise ReplyTooLarge(*call.too_large)
         if call.reply is None:
             raise LinkClosed(self.failure or "the plugin stopped")
         return call.reply, call.size, call.raw
@@ -446,21 +511,58 @@ class PluginLink:
             return True
         return False
 
+    def _discarded_reply(self, event: FrameDiscarded) -> bool:
+        """Fail only the call an over-long line answered; False when it answered none we can name.
+
+        The line's id is read from its first or last bytes (:func:`answered_id`);
+        if it names no call, and exactly one hot-path call and no other request
+        is in flight, it can only be that call's answer. Anything else (an
+        over-long listing, a notification) is a violation that ends the link.
+        """
+        rid = answered_id(event.head, event.tail)
+        if rid is None and len(self._direct) == 1 and not self._outstanding:
+            rid = next(iter(self._direct))
+        call = self._direct.pop(rid, None) if isinstance(rid, str) else None
+        if call is None:
+            return False
+        call.too_large = (event.size, event.limit)
+        self.last_seen_at = time.time()
+        call.done.set()
+        return True
+
     # -- transport tasks --------------------------------------------------------
 
     async def _pump_stdout(self) -> None:
+        outbox = current_outbox()
         while True:
+            if outbox is not None and outbox.over_budget:
+                # The parent is behind: the plugin waits on its own full pipe, not hostd's memory.
+                self.paused = True
+                log.info("plugin %s: stdout paused: %d bytes wait for the parent", self.plugin_id, outbox.bytes)
+                await outbox.wait_room()
+                log.info("plugin %s: stdout resumed", self.plugin_id)
+                self.paused = False
             data = await _receive(self.process.stdout)
             if not data:
                 await self._stdout_closed()
                 return
             for event in self._decoder.feed(data):
                 if isinstance(event, FrameTooLarge):
-                    self._fail(
+                    if self._direct:
+                        continue  # being discarded; its end (FrameDiscarded) tells which call it answered
+                    self._fail(  # no call in flight it could answer: a violation, known at once
                         f"a message on stdout exceeded the {event.limit}-byte frame bound "
                         f"(starts {self._redact(describe_head(event.head))!r})"
                     )
                     return
+                if isinstance(event, FrameDiscarded):
+                    if not self._discarded_reply(event):
+                        self._fail(
+                            f"a message on stdout exceeded the {event.limit}-byte frame bound and answered no "
+                            f"call in flight (starts {self._redact(describe_head(event.head))!r})"
+                        )
+                        return
+                    continue
                 if isinstance(event, InvalidJSON):
                     if not await self._noise(event.head, f"not JSON ({event.reason})"):
                         return

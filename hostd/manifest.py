@@ -167,6 +167,15 @@ class Backend(BaseModel):
             "'drop' drops them with a rate-limited warning."
         ),
     )
+    max_message_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description=(
+            "Bound of one message from the server, in bytes (1024 to 67108864); default: the host's "
+            "(16 MiB). An answer over it fails only the call it answers."
+        ),
+    )
     tcp_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
         default=[],
         json_schema_extra={"uniqueItems": True},

@@ -1,16 +1,33 @@
-"""Wire types of the control protocol (``docs/protocol.md``): request params.
+"""Wire types of the control protocol (``docs/protocol.md``): params and results.
 
 One pydantic model per method's params; :func:`parse_params` turns a
-validation failure into ``INVALID_PARAMS`` naming each bad field. Results are
-plain JSON built by the host (``PluginInfo``, ``PluginStatus``, ``HostTool``
-shapes are documented in ``docs/protocol.md``).
+validation failure into ``INVALID_PARAMS`` naming each bad field. One model per
+result and per shared wire type (:class:`PluginInfo`, :class:`Launch`,
+:class:`PluginStatus`, :class:`HostTool`...): handlers build the model and send
+:meth:`Wire.wire`, so a result cannot carry a field its model does not declare
+(``extra="forbid"``), and ``docs/protocol.md``'s type tables are rendered from
+these models (``python -m hostd.docs``), descriptions included: edit the
+``Field(description=...)`` here, never the table.
+
+Field order is wire order; field names or aliases are the wire's spelling
+(``PluginInfo`` and ``Launch`` are camelCase, ``PluginStatus`` snake_case, as
+shipped). A field in ``omit_none`` is left out when ``None``; every other
+``None`` is sent as ``null``.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from hostd.errors import ErrorKind, HostError
 
@@ -86,6 +103,398 @@ class ToolsCallParams(_Params):
 
 
 P = TypeVar("P", bound=_Params)
+
+# -- results --------------------------------------------------------------------
+
+
+class Wire(BaseModel):
+    """Base of every result type: unknown fields refused, ``omit_none`` fields dropped when ``None``."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: Field names left out of the wire form when their value is ``None`` (others are sent as ``null``).
+    omit_none: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _drop_omitted(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if self.omit_none and isinstance(data, dict):
+            fields = type(self).model_fields
+            for name in self.omit_none:
+                if getattr(self, name) is None:
+                    alias = fields[name].alias
+                    data.pop(alias if info.by_alias and alias is not None else name, None)
+        return data
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON object hostd sends: aliases, JSON types, ``omit_none`` fields dropped when ``None``."""
+        data: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
+        return data
+
+
+class InitializeServerInfo(Wire):
+    """``serverInfo`` of the ``initialize`` result."""
+
+    name: Literal["hostd"] = Field(description='`"hostd"`')
+    version: str = Field(description="hostd's version (`0.1.0`)")
+
+
+class PluginCapabilities(Wire):
+    install: bool = Field(description="`true`: `plugins/install` and `plugins/import` are served")
+    trust_gate: bool = Field(
+        alias="trustGate", description="`true`: `plugins/approve` is required ([Trust gate](#trust-gate))"
+    )
+
+
+class ToolCapabilities(Wire):
+    list_changed: bool = Field(alias="listChanged", description="`true`: `tools/listChanged` is sent")
+    progress: bool = Field(description="`true`: `$/progress` is sent")
+
+
+class Capabilities(Wire):
+    """``capabilities`` of the ``initialize`` result."""
+
+    plugins: PluginCapabilities = Field(description="`{install: true, trustGate: true}`")
+    tools: ToolCapabilities = Field(description="`{listChanged: true, progress: true}`")
+    cancel_request: bool = Field(alias="cancelRequest", description="`true`: `$/cancelRequest` is honoured")
+
+
+class ContentLimitsWire(Wire):
+    """``contentLimits``: aggregate bounds on one tool result's rich content (``hostd.content``)."""
+
+    max_images: int = Field(alias="maxImages", description="image items per result (default 16)")
+    max_audio: int = Field(alias="maxAudio", description="audio items per result (default 4)")
+    max_media_bytes: int = Field(
+        alias="maxMediaBytes", description="decoded bytes of images and audio together (default 8388608)"
+    )
+    max_blob_bytes: int = Field(
+        alias="maxBlobBytes", description="decoded bytes of embedded resource blobs (default 8388608)"
+    )
+
+
+class InitializeResult(Wire):
+    """``initialize`` result. Built by ``hostd.control`` before pydantic is imported (readiness);
+    the live examples check that shape against this model."""
+
+    server_info: InitializeServerInfo = Field(alias="serverInfo", description='`{name: "hostd", version}`')
+    protocol_version: str = Field(
+        alias="protocolVersion", description='`"0"`, whatever the parent sent: compare it with what you speak'
+    )
+    capabilities: Capabilities = Field(
+        description="`{plugins: {install: true, trustGate: true}, tools: {listChanged: true, progress: true}, "
+        "cancelRequest: true}`"
+    )
+    content_limits: ContentLimitsWire = Field(
+        alias="contentLimits",
+        description="the aggregate bounds on each tool result's rich content now in force (the parent's "
+        "`contentLimits`, defaults filled in)",
+    )
+
+
+class Launch(Wire):
+    """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
+
+    Built from ``sandbox.launch.Launch.describe()`` (which stays a dict: the sandbox
+    package does not import hostd) plus the approval fields.
+    """
+
+    command: str = Field(description="the command as the manifest wrote it (also `argv[0]`)")
+    executable: str = Field(description="the absolute file that will be executed")
+    runtime: list[str] = Field(
+        description="the real paths of what runs: the executable, then each `#!` interpreter behind it "
+        "(covered by the digest)"
+    )
+    args: list[str] = Field(description="the arguments, passed as they are (there is never a shell)")
+    files: dict[str, str] = Field(
+        description="real path → `sha256:…` of the content that runs: the executable when it is a script or "
+        "lies in the plugin folder, and every file in the plugin folder an argument names (covered by the "
+        "digest: changing one voids the approval)"
+    )
+    folders: dict[str, str] = Field(
+        description="argument → the real path it leads to, for every argument naming a folder or a file "
+        "outside the plugin folder (covered by the digest: a folder swapped for a link voids the approval)"
+    )
+    cwd: str = Field(description="the working directory: the plugin folder")
+    env_keys: list[str] = Field(
+        alias="envKeys", description="the names of all the environment variables the plugin gets, sorted"
+    )
+    env: dict[str, str | None] = Field(
+        description="the manifest's `env`: name → value, or `null` for a name that looks secret (`TOKEN`, "
+        "`KEY`, `PASS`...), whose value the digest still covers"
+    )
+    isolation: list[str] = Field(
+        description="the isolation layers that will be in force, in a fixed order: `shim`, `rlimits`, "
+        "`no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `seccomp`, "
+        "`seccomp-net` ([What a plugin sees](#what-a-plugin-sees)); which ones depends on `--sandbox` and on "
+        "what the kernel offers"
+    )
+    digest: str = Field(
+        description="**the digest to approve**: `sha256:…` over the launch and the manifest's exact bytes"
+    )
+    launch_digest: str = Field(alias="launchDigest", description="the launch's own digest (without the manifest)")
+    approved: bool = Field(description="`digest` is the approved one")
+
+
+class LaunchUnresolved(Wire):
+    """``PluginInfo.launch`` when the command cannot be resolved."""
+
+    error: str = Field(description="why, for people (names the command and the `PATH` searched)")
+    kind: str = Field(
+        description="`COMMAND_NOT_FOUND`, `COMMAND_OUTSIDE_PLUGIN`, `ENV_POLICY`, `ISOLATION_UNAVAILABLE`, "
+        "`PATH_REFUSED` or `EXEC_FAILED` (below)"
+    )
+
+
+class GrantedLimits(Wire):
+    """``PluginInfo.limits``: the limits granted to this plugin; ``null`` members: the host's apply."""
+
+    max_rss_mb: float | None = Field(
+        alias="maxRssMb", description="resident memory of the whole tree, MiB (`--max-rss-mb`)"
+    )
+    max_cpu_percent: float | None = Field(
+        alias="maxCpuPercent", description="CPU of the whole tree, percent of one core over 30 s (`--max-cpu-percent`)"
+    )
+    max_disk_mb: float | None = Field(
+        alias="maxDiskMb", description="MiB allocated beneath the data folder and `TMPDIR` (`--max-disk-mb`)"
+    )
+
+
+class PluginInfo(Wire):
+    """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
+    `plugins/approve` and `plugins/list`."""
+
+    id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
+    name: str = Field(description="human-readable name")
+    version: str = Field(description="the plugin's version")
+    path: str = Field(description="the plugin folder, absolute")
+    permissions: list[str] = Field(description="the permissions the manifest declares, in its order")
+    granted: list[str] = Field(description="the granted ones, sorted")
+    enabled: bool = Field(
+        description="the user wants it running: set by `enable` (once its checks pass), cleared by `disable` "
+        "(and by an imported plugin's first enable, which stops it); restored on the next start"
+    )
+    status: str = Field(description="the current state, as in `PluginStatus.status`")
+    tools: list[str] = Field(description="the manifest's `contributes.tools`: the tool names the plugin will have")
+    network_ports: list[int] = Field(
+        alias="networkPorts",
+        description="TCP ports the parent granted, sorted ([`plugins/grant`](#pluginsgrant)); reachable under "
+        "`--sandbox strict`",
+    )
+    limits: GrantedLimits = Field(
+        description="`{maxRssMb, maxCpuPercent, maxDiskMb}` granted to this "
+        "plugin (`null` members: the host's limits apply)"
+    )
+    launch: Launch | LaunchUnresolved | None = Field(
+        description="[`Launch`](#launch): what will run, for the approval prompt; "
+        "[`LaunchUnresolved`](#launchunresolved) `{error, kind}` when the command cannot be resolved"
+    )
+
+
+class PluginStatus(Wire):
+    """What is running. Returned by `plugins/enable`, `plugins/disable`, `plugins/restart`,
+    `plugins/status`, and sent as `plugins/statusChanged`. Times are ISO-8601 UTC with milliseconds
+    (`2026-11-30T19:19:06.453Z`)."""
+
+    plugin_id: str = Field(description="the plugin's `id`")
+    backend_type: str = Field(description='`"mcp"`')
+    transport: str = Field(description='`"stdio"`')
+    status: Literal["stopped", "starting", "ready", "unhealthy", "error"] = Field(
+        description="`stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states))"
+    )
+    tools_count: int = Field(
+        description="tools registered now (0 unless `ready`, and 0 while an imported plugin's tools are being "
+        "recorded, see [`plugins/import`](#pluginsimport))"
+    )
+    started_at: str | None = Field(description="when the current (or last) instance became ready")
+    last_seen_at: str | None = Field(description="when the plugin last sent a message")
+    protocol_version: str | None = Field(description="the MCP version negotiated with the plugin")
+    server_name: str | None = Field(description="the MCP server's `serverInfo.name`")
+    server_version: str | None = Field(description="the MCP server's `serverInfo.version`")
+    error: dict[str, Any] | None = Field(
+        description="why it is `error` or `unhealthy`: `{kind, message, …data}`, the same fields as the error a "
+        "request would get (`reason`, `stderrTail`, `problems`, `missing`, `unexpected`, …); for a plugin the "
+        'resource watchdog stopped, also `limit: {limit, value, threshold}` (`limit` is `"rss"` (bytes), '
+        '`"cpu"` (percent of one core) or `"disk"` (bytes allocated beneath the data folder and '
+        "`TMPDIR`)); `null` once it starts again"
+    )
+    restarts: int = Field(description="restarts so far, by `plugins/restart` or automatic; kept in the state")
+    last_exit: str | None = Field(
+        description='how the last instance ended: `"<step>, code <returncode>"`, `step` one of `already-exited` '
+        "(it exited by itself), `stdin-eof` (it exited when its stdin closed), `sigterm`, `sigkill`; a negative "
+        "code is a signal"
+    )
+    next_retry_at: str | None = Field(description="when the next automatic restart is due, while one is pending")
+    withheld: list[str] = Field(
+        description="tools held back because their definition changed since approval ([Trust gate](#trust-gate))"
+    )
+    isolation: list[str] = Field(
+        description="the isolation layers the running (or last) instance actually has, as its supervisor shim "
+        "reported them after applying them (in the order of `launch.isolation`; a spawn that cannot apply every "
+        "layer of the launch fails with `ISOLATION_FAILED`); `[]` before the first start"
+    )
+
+
+class HostTool(Wire):
+    """A tool as hostd offers it. Returned by `tools/list`."""
+
+    omit_none = frozenset({"output_schema", "annotations", "permission"})
+
+    name: str = Field(description="`<plugin id>.<MCP tool name>`, exact and stable (`mcp-echo.echo`)")
+    function_name: str = Field(
+        description="a name model providers accept: `[A-Za-z0-9_-]`, at most 64 characters. Other characters "
+        "become `_`; a longer name is cut and gets `_` plus 8 hex digits of a SHA-256 of `name`; names that would "
+        "collide within a plugin all get the hash suffix. Depends on `name` only, so it is stable"
+    )
+    description: str = Field(description='the MCP `description`, `""` when absent')
+    input_schema: dict[str, Any] = Field(
+        alias="inputSchema", description="the MCP `inputSchema`, as the plugin sent it (validated)"
+    )
+    output_schema: dict[str, Any] | None = Field(
+        default=None, alias="outputSchema", description="the MCP `outputSchema`; omitted when absent"
+    )
+    annotations: dict[str, Any] | None = Field(default=None, description="the MCP `annotations`; omitted when absent")
+    permission: str | None = Field(
+        default=None,
+        description='the permission the tool needs (`_meta["hostd/permission"]`); omitted when none',
+    )
+    plugin: str = Field(description="the plugin's `id`")
+
+
+class PluginsListResult(Wire):
+    """``plugins/list`` result."""
+
+    plugins: list[PluginInfo] = Field(description="every installed plugin, sorted by `id`")
+
+
+class ImportEntry(Wire):
+    """One server of a ``plugins/import`` config, in the config's order (also ``IMPORT_INVALID``'s ``data.entries``)."""
+
+    omit_none = frozenset({"message", "notes", "url", "plugin"})
+
+    name: str = Field(description="the entry's name in the config")
+    outcome: Literal["installed", "remote-not-supported", "invalid", "ready-to-install"] = Field(
+        description="`installed` or `remote-not-supported`; in an `IMPORT_INVALID` error `invalid` or "
+        "`ready-to-install`"
+    )
+    id: str | None = Field(description="the plugin id it gets (or got); `null` when none")
+    message: str | None = Field(default=None, description="why it is not installed; omitted when none")
+    notes: list[str] | None = Field(
+        default=None, description="what was changed on the way (a dropped `cwd`, a reduced command); omitted when none"
+    )
+    url: str | None = Field(default=None, description="a remote server's URL; omitted for a local one")
+    plugin: PluginInfo | None = Field(
+        default=None, description="the installed plugin's [`PluginInfo`](#plugininfo) (outcome `installed` only)"
+    )
+
+
+class ImportResult(Wire):
+    """``plugins/import`` result."""
+
+    entries: list[ImportEntry] = Field(description="each server's outcome, in the config's order")
+
+
+class ToolsListResult(Wire):
+    """``tools/list`` result."""
+
+    tools: list[HostTool] = Field(description="every registered tool (only `plugin`'s when given), sorted by `name`")
+    revision: int = Field(description="goes up on every change of the registry; the one `tools/listChanged` carries")
+
+
+class ToolsCallResult(Wire):
+    """``tools/call`` result. Documentation only: hostd forwards the plugin's own bytes
+    (``orjson.Fragment``) and never routes a result through this model."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    content: list[dict[str, Any]] = Field(
+        description="the MCP result's `content` array (text, image, audio, resource items, as MCP defines "
+        "them), as the bytes the plugin wrote"
+    )
+    structured_content: Any = Field(
+        default=None,
+        alias="structuredContent",
+        description="the MCP `structuredContent` when the tool returned one; omitted otherwise",
+    )
+
+
+class ListChangedParams(Wire):
+    """``tools/listChanged`` params."""
+
+    revision: int = Field(description="the registry's revision now; `tools/list` returns it (or a later one)")
+
+
+class LogParams(Wire):
+    """``plugins/log`` params."""
+
+    plugin: str | None = Field(description="the plugin's `id`; `null` for a message about no plugin in particular")
+    level: str = Field(description="`info` for stderr, the MCP level for `mcp`, `warning` or `error` otherwise")
+    source: Literal["stderr", "mcp", "stdout", "host"] = Field(description="where the line comes from (below)")
+    message: str = Field(description="the line, redacted, at most 4096 characters")
+
+
+class ProgressParams(Wire):
+    """``$/progress`` params."""
+
+    omit_none = frozenset({"total", "message"})
+
+    request_id: int | str = Field(alias="requestId", description="the `id` of the `tools/call`")
+    progress: float = Field(description="progress so far (a number)")
+    total: float | None = Field(default=None, description="the total, when the plugin gave one")
+    message: str | None = Field(default=None, description="the plugin's message, at most 4096 characters")
+
+
+class StateRecord(Wire):
+    """One installed plugin in ``state.json``'s ``plugins`` (``hostd.state.PluginRecord``, which
+    stays a plain dataclass so the lock is taken before pydantic loads; a test holds the two equal)."""
+
+    path: str = Field(description="the plugin folder, absolute")
+    manifest_digest: str = Field(
+        alias="manifestDigest", description="`sha256:…` of the manifest's bytes when last installed"
+    )
+    granted: list[str] = Field(description="the granted permissions, sorted")
+    approved_digest: str | None = Field(
+        alias="approvedDigest", description="the approved `launch.digest`; `null` before `plugins/approve`"
+    )
+    enabled: bool = Field(description="enabled again at the next start")
+    restarts: int = Field(description="`PluginStatus.restarts`")
+    pinned_tools: dict[str, str] | None = Field(
+        alias="pinnedTools",
+        description="tool name → digest of its definition, pinned by the first discovery after an approval "
+        "([Trust gate](#trust-gate)); `null` before",
+    )
+    network_ports: list[int] = Field(alias="networkPorts", description="granted TCP ports, sorted")
+    limits: dict[str, float] = Field(
+        description="granted limits in the units hostd enforces: `max_rss_bytes`, `max_cpu_percent`, "
+        "`max_disk_bytes` (a member absent: the host's limit applies)"
+    )
+
+
+#: The result type of each method, for docs and schemas (``None``: the result is ``null``; ``{}``: ``Empty``).
+RESULTS: dict[str, type[BaseModel] | None] = {
+    "initialize": InitializeResult,
+    "ping": Empty,
+    "shutdown": None,
+    "plugins/install": PluginInfo,
+    "plugins/import": ImportResult,
+    "plugins/uninstall": None,
+    "plugins/list": PluginsListResult,
+    "plugins/grant": PluginInfo,
+    "plugins/approve": PluginInfo,
+    "plugins/enable": PluginStatus,
+    "plugins/disable": PluginStatus,
+    "plugins/restart": PluginStatus,
+    "plugins/status": PluginStatus,
+    "tools/list": ToolsListResult,
+    "tools/call": ToolsCallResult,
+}
+
+#: The params type of each notification hostd sends.
+NOTIFICATIONS: dict[str, type[BaseModel]] = {
+    "plugins/statusChanged": PluginStatus,
+    "tools/listChanged": ListChangedParams,
+    "plugins/log": LogParams,
+    "$/progress": ProgressParams,
+}
 
 
 def parse_params(model: type[P], params: Any) -> P:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import stat
 import tempfile
 import time
@@ -41,11 +42,14 @@ import orjson
 import trio
 from mcp.shared.exceptions import MCPError
 
+from hostd.content import ContentLimits, bound_content
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
+from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.jsonlimits import check_json, object_members
-from hostd.link import LinkClosed, PluginLink
+from hostd.link import LinkClosed, PluginLink, ReplyTooLarge
 from hostd.manifest import Manifest
 from hostd.policy import RefreshPacer, RestartPolicy
+from hostd.protocol import PluginStatus
 from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
 from hostd.tools import PERMISSION_META_KEY, HostTool, convert_tools, structured_content_problem
@@ -57,7 +61,6 @@ from sandbox.watchdog import watch
 log = logging.getLogger("hostd.supervisor")
 
 #: Default bound of one tool result as sent to the parent, in bytes.
-RESULT_LIMIT = 256 * 1024
 #: Seconds the plugin gets after stdin EOF, and again after SIGTERM (case E7).
 STOP_GRACE = 2.0
 
@@ -117,6 +120,7 @@ class PluginSupervisor:
         restart_policy: RestartPolicy | None = None,
         liveness: Liveness | None = None,
         result_limit: int = RESULT_LIMIT,
+        frame_limit: int = PLUGIN_FRAME_LIMIT,
         on_change: Callable[[], Awaitable[None]] | None = None,
         limits: IsolationPolicy | None = None,
         disk_limit: Callable[[], int | None] | None = None,
@@ -145,6 +149,7 @@ class PluginSupervisor:
         self._notify = notify
         self._nursery = nursery
         self._result_limit = result_limit
+        self._frame_limit = frame_limit
         self._link: PluginLink | None = None
         self._instance_done: trio.Event | None = None
         self._op_lock = trio.Lock()
@@ -173,27 +178,27 @@ class PluginSupervisor:
     # -- status -----------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        """``PluginStatus`` as sent on the wire (``docs/protocol.md``)."""
+        """:class:`hostd.protocol.PluginStatus` as sent on the wire (``docs/protocol.md``)."""
         link = self._link
         last_seen = link.last_seen_at if link is not None else self._last_seen_fallback
-        return {
-            "plugin_id": self.plugin_id,
-            "backend_type": self.manifest.backend.type,
-            "transport": self.manifest.backend.transport,
-            "status": self.state.value,
-            "tools_count": self._registry.count(self.plugin_id),
-            "started_at": _iso(self.started_at),
-            "last_seen_at": _iso(last_seen),
-            "protocol_version": self.protocol_version,
-            "server_name": self.server_name,
-            "server_version": self.server_version,
-            "error": self.error,
-            "restarts": self.restarts,
-            "last_exit": self.last_exit,
-            "next_retry_at": _iso(self.next_retry_at),
-            "withheld": sorted(self.withheld),
-            "isolation": self.isolation,
-        }
+        return PluginStatus(
+            plugin_id=self.plugin_id,
+            backend_type=self.manifest.backend.type,
+            transport=self.manifest.backend.transport,
+            status=self.state.value,
+            tools_count=self._registry.count(self.plugin_id),
+            started_at=_iso(self.started_at),
+            last_seen_at=_iso(last_seen),
+            protocol_version=self.protocol_version,
+            server_name=self.server_name,
+            server_version=self.server_version,
+            error=self.error,
+            restarts=self.restarts,
+            last_exit=self.last_exit,
+            next_retry_at=_iso(self.next_retry_at),
+            withheld=sorted(self.withheld),
+            isolation=self.isolation,
+        ).wire()
 
     async def _set_state(self, state: State, error: HostError | None = None) -> None:
         if state is not self.state and state not in TRANSITIONS[self.state]:
@@ -388,6 +393,7 @@ class PluginSupervisor:
             on_log=self._log,
             on_notification=self._notification,
             stdout_noise=backend.stdout_noise,
+            max_frame_bytes=backend.max_message_bytes or self._frame_limit,
         )
         self._link, self._instance_done = link, done
         # Before the handshake: a list_changed during the first walk must not be lost.
@@ -401,14 +407,12 @@ class PluginSupervisor:
                 await self._after_failure()
         except HostError as error:
             if "stderrTail" not in error.data:
-                error.data["stderrTail"] = link.stderr.tail(10)
+                error.data.update(link.stderr.excerpt())
                 error.data.setdefault("plugin", self.plugin_id)
-            tail = error.data.get("stderrTail") or []
-            if "landlock-fs" in process.isolation and any("ermission denied" in line for line in tail):
-                error.data["hint"] = (
-                    "the sandbox may have refused a file access: the plugin reads only its folder, its "
-                    "runtime and system paths; grant a folder with hostd serve --allow-read/--allow-write"
-                )
+            if "landlock-fs" in process.isolation:
+                hint = sandbox_hint([*error.data.get("stderrHead", []), *error.data.get("stderrTail", [])])
+                if hint is not None:
+                    error.data["hint"] = hint
             raise
         finally:
             if not done.is_set():
@@ -643,7 +647,7 @@ class PluginSupervisor:
                     await session.send_ping()
                 except MCPError:
                     return
-            if scope.cancelled_caught:
+            if scope.cancelled_caught and not link.paused:  # paused: its answer waits in the pipe
                 link.fail(f"did not answer ping within {self.liveness.timeout:g} s")
                 return
 
@@ -665,9 +669,19 @@ class PluginSupervisor:
     # -- tools/call ---------------------------------------------------------------
 
     async def call(
-        self, tool: HostTool, arguments: dict[str, Any], *, timeout: float | None, report_progress: ProgressSink
+        self,
+        tool: HostTool,
+        arguments: dict[str, Any],
+        *,
+        timeout: float | None,
+        report_progress: ProgressSink,
+        content_limits: ContentLimits | None = None,
     ) -> dict[str, Any]:
         """Call ``tool`` on the plugin; return ``{content, structuredContent?}``.
+
+        ``content_limits`` (the parent's ``contentLimits``, default
+        :class:`~hostd.content.ContentLimits`): images, audio or blobs over them
+        are replaced by markers (:func:`hostd.content.bound_content`).
 
         ``timeout`` (seconds) defaults to the manifest's ``tool_timeout_seconds``.
         Raises ``TOOL_TIMEOUT`` (the plugin gets ``notifications/cancelled``),
@@ -697,6 +711,18 @@ class PluginSupervisor:
         with scope:
             try:
                 reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
+            except ReplyTooLarge as over:
+                raise HostError(
+                    ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
+                    f"{tool.name} answered with {over.size} bytes, over the {over.limit}-byte frame bound of "
+                    f"{self.plugin_id} (manifest backend.max_message_bytes, or hostd serve "
+                    "--max-plugin-message-bytes); the plugin goes on serving",
+                    plugin=self.plugin_id,
+                    tool=tool.name,
+                    size=over.size,
+                    limit=over.limit,
+                    bound="frame",
+                ) from None
             except LinkClosed:
                 # Answer after the parent was told of the state change, not before.
                 with trio.move_on_after(2):
@@ -714,9 +740,16 @@ class PluginSupervisor:
                 timeoutSeconds=limit,
                 pendingFrameBytes=pending,
             )
-        return self._tool_result(tool, reply, size, raw)
+        return self._tool_result(tool, reply, size, raw, content_limits or ContentLimits())
 
-    def _tool_result(self, tool: HostTool, reply: dict[str, Any], size: int, raw: bytes = b"") -> dict[str, Any]:
+    def _tool_result(
+        self,
+        tool: HostTool,
+        reply: dict[str, Any],
+        size: int,
+        raw: bytes = b"",
+        content_limits: ContentLimits | None = None,
+    ) -> dict[str, Any]:
         """Turn the plugin's raw ``tools/call`` response into ``{content, structuredContent?}``.
 
         The server's JSON is passed through as it came: ``content`` and
@@ -777,7 +810,7 @@ class PluginSupervisor:
                 size=size,
                 limit=self._result_limit,
             )
-        return _as_sent(out, raw)
+        return _as_sent(out, raw, content_limits or ContentLimits())
 
     def _bounded_upstream(self, error: Any, size: int) -> dict[str, Any]:
         """A plugin's JSON-RPC ``error`` as forwarded in ``data.upstream``, within the result bound.
@@ -829,14 +862,51 @@ class PluginSupervisor:
 _UPSTREAM_MESSAGE = 1000
 
 
-def _as_sent(out: dict[str, Any], raw: bytes) -> dict[str, Any]:
+#: A path the kernel refused, as runtimes word it: Python "[Errno 13] Permission denied: '/x'", Node
+#: "EACCES: permission denied, open '/x'", git "unable to access '/x': Permission denied".
+_REFUSED = re.compile(r"(?i)(?:permission denied|eacces|operation not permitted)")
+_QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
+
+
+def sandbox_hint(lines: list[str]) -> str | None:
+    """``data.hint`` for a start the sandbox likely broke: the refused path and the grants that allow it.
+
+    ``lines``: the stderr excerpt. ``None`` when no line reads like a refused access.
+    """
+    refused = [line for line in lines if _REFUSED.search(line)]
+    if not refused:
+        return None
+    paths = list(dict.fromkeys(p for line in refused for p in _QUOTED_PATH.findall(line)))
+    where = f" {', '.join(paths[:3])}" if paths else " a file"
+    return (
+        f"the sandbox refused{where}: a plugin reads only its folder, its runtime and system paths and writes "
+        "only its data folder and TMPDIR. If the server needs it, declare it in the manifest "
+        "(sandbox.read / sandbox.write), name it in the approved args or env, or grant it to every plugin "
+        "with hostd serve --allow-read / --allow-write"
+    )
+
+
+#: Bytes that can only be in a result when it holds an item a ContentLimits bound counts.
+_RICH_MARKERS = (b'"image"', b'"audio"', b'"blob"')
+
+
+def _as_sent(out: dict[str, Any], raw: bytes, content_limits: ContentLimits) -> dict[str, Any]:
     """``out`` with each member replaced by the plugin's own bytes for it, when they can be found.
 
     ``raw`` is the response frame; its ``result`` member's ``content`` and
     ``structuredContent`` become ``orjson.Fragment`` values, which serialise as
     exactly those bytes. Without ``raw`` (or if a member is missing) ``out`` is
-    returned as parsed.
+    returned as parsed. ``content`` over ``content_limits`` is sent as bounded
+    (parsed) instead; the check costs a byte search unless the frame may hold
+    an image, audio or blob item.
     """
+    if "content" in out and any(marker in raw for marker in _RICH_MARKERS):
+        bounded = bound_content(out["content"], content_limits)
+        if bounded is not None:
+            return {
+                **_as_sent({k: v for k, v in out.items() if k != "content"}, raw, content_limits),
+                "content": bounded,
+            }
     envelope = object_members(raw) if raw else None
     result = object_members(envelope["result"]) if envelope is not None and "result" in envelope else None
     if result is None or not all(key in result for key in out):

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urljoin
 
+from hostd import protocol
 from hostd.errors import ErrorKind, HostError
 from hostd.jsonlimits import MAX_TOOL_BYTES, check_json
 
@@ -109,20 +110,20 @@ class HostTool:
     def to_wire(self) -> dict[str, Any]:
         """The ``HostTool`` object of ``tools/list``: ``{name, function_name, description,
         inputSchema, outputSchema?, annotations?, permission?, plugin}``, ``None`` values omitted."""
-        wire: dict[str, Any] = {
-            "name": self.name,
-            "function_name": self.function_name,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-        }
-        if self.output_schema is not None:
-            wire["outputSchema"] = self.output_schema
-        if self.annotations is not None:
-            wire["annotations"] = self.annotations
-        if self.permission is not None:
-            wire["permission"] = self.permission
-        wire["plugin"] = self.plugin
-        return wire
+        return self.to_model().wire()
+
+    def to_model(self) -> protocol.HostTool:
+        """This tool as :class:`hostd.protocol.HostTool` (the model ``docs/protocol.md`` documents)."""
+        return protocol.HostTool(
+            name=self.name,
+            function_name=self.function_name,
+            description=self.description,
+            inputSchema=self.input_schema,
+            outputSchema=self.output_schema,
+            annotations=self.annotations,
+            permission=self.permission,
+            plugin=self.plugin,
+        )
 
 
 @dataclass(frozen=True)

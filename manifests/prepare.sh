@@ -1,38 +1,55 @@
 #!/usr/bin/env bash
-# Fetch the pinned third-party MCP servers of the bundled catalog into the
-# package caches, so that enabling them later needs no download.
-# Idempotent; safe to run again. Needs node/npm (for npx) and the project venv (for uv).
+# Check that the registries serve every pinned third-party MCP server of the
+# bundled catalog, before anything depends on them (CI, a first enable).
 #
-# It never fails: a server it cannot fetch is reported as a warning, and the
-# real-server tests (tests/test_real_servers.py) then skip that server with
-# the reason. The pins below must equal the manifests' (a test checks it).
+# It fetches nothing into any cache hostd uses: every plugin's npx/uvx caches
+# are its own (<state>/data/<id>/cache, see hostd/host.py plugin_cache_env), so
+# a package fetched here would never be found by a plugin; its first start
+# downloads it from the registry whatever this script does. What is left worth
+# doing ahead of time is asking the registries for the exact pins: a pin that
+# was yanked or a registry that cannot be reached shows up here, with the
+# client's own message, rather than as a plugin that fails to start.
+# Each check asks for metadata only (about a second), with a throwaway cache:
+# the user's ~/.npm and uv caches are neither read nor written.
+#
+# It never fails: a pin it cannot confirm is reported as a warning, and the
+# real-server tests (tests/test_real_servers.py, tests/test_real_catalog.py)
+# then skip that server with the reason. The pins below must equal the
+# manifests' (a test checks it). Needs npm and the project venv (for uv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SERVER_EVERYTHING="@modelcontextprotocol/server-everything@2026.8.31"
-MCP_SERVER_TIME="mcp-server-time==2026.10.19"
+NPM_PINS=(
+  "@modelcontextprotocol/server-everything@2026.8.31"
+  "@modelcontextprotocol/server-filesystem@2026.8.31"
+  "@modelcontextprotocol/server-memory@2026.8.31"
+  "@modelcontextprotocol/server-sequential-thinking@2026.8.31"
+)
+PYPI_PINS=(
+  "mcp-server-time==2026.10.19"
+  "mcp-server-git==2026.10.19"
+  "mcp-server-fetch==2026.10.24"
+)
 
 warn() { echo "manifests/prepare.sh: warning: $*" >&2; }
 
-# server-everything: install it, dependencies included, into npx's own cache
-# (~/.npm/_npx/<hash of the spec>), the very folder the manifest's
-# `npx -y <spec>` looks in: the hash covers only the spec string, so
-# `--package=<spec>` here and `npx -y <spec>` in the manifest share it. Running
-# `node -e ""` instead of the server keeps this from waiting on stdin.
-# A second run finds the install and only revalidates the package metadata.
-if command -v npx >/dev/null 2>&1; then
-  if ! npx --yes --package="$SERVER_EVERYTHING" -- node -e "" </dev/null >/dev/null; then
-    warn "could not fetch $SERVER_EVERYTHING (see npm's message above)"
-  fi
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+
+# npm: `npm view <name>@<version> version` prints the version when the registry
+# has it, and fails with E404 (or a network error) when it does not.
+if command -v npm >/dev/null 2>&1; then
+  for spec in "${NPM_PINS[@]}"; do
+    if ! found="$(npm_config_cache="$scratch/npm" npm view "$spec" version </dev/null)" \
+      || [ "$found" != "${spec##*@}" ]; then
+      warn "the npm registry does not serve $spec (see npm's message above)"
+    fi
+  done
 else
-  warn "npx not found: $SERVER_EVERYTHING not fetched"
+  warn "npm not found: ${NPM_PINS[*]} not checked"
 fi
 
-# mcp-server-time: install it as a uv tool (its own environment under
-# ~/.local/share/uv/tools, its executable in ~/.local/bin). The manifest's
-# `uvx --from <spec> mcp-server-time` then uses that installed environment as it
-# is, with no index request, as long as the installed version satisfies the pin.
-# `uv tool install` of an already installed, matching version is a no-op.
+# PyPI: `uv pip compile` resolves the pin with its dependencies, from metadata.
 UV=""
 if [ -x .venv/bin/uv ]; then
   UV=.venv/bin/uv
@@ -40,9 +57,11 @@ elif command -v uv >/dev/null 2>&1; then
   UV=uv
 fi
 if [ -n "$UV" ]; then
-  if ! "$UV" tool install --quiet "$MCP_SERVER_TIME" </dev/null; then
-    warn "could not install $MCP_SERVER_TIME with uv (see uv's message above)"
-  fi
+  for spec in "${PYPI_PINS[@]}"; do
+    if ! echo "$spec" | UV_CACHE_DIR="$scratch/uv" "$UV" pip compile --quiet --no-header - >/dev/null; then
+      warn "the package index does not serve $spec (see uv's message above)"
+    fi
+  done
 else
-  warn "uv not found (is the venv installed?): $MCP_SERVER_TIME not fetched"
+  warn "uv not found (is the venv installed?): ${PYPI_PINS[*]} not checked"
 fi

@@ -363,8 +363,13 @@ def resolve_launch(
         executable = os.path.abspath(found)
 
     runtime = runtime_chain(executable, env.get("PATH", ""))
-    files, folders = _named_paths(args, root, manifest_env, env.get("HOME"))
     data_dir = isolation_policy.data_dir if isolation_policy is not None else None
+    # Env values naming a path reach the server expanded: it does not expand ~ (no shell runs).
+    for name, value in manifest_env.items():
+        expanded = expand_home(value, env.get("HOME"), data_dir)
+        if expanded is not None and not os.path.isabs(value):
+            env[name] = expanded
+    files, folders = _named_paths(args, root, manifest_env, env.get("HOME"), data_dir)
     declared = _declared_paths(needs, env.get("HOME"), data_dir)
     folders += declared
     try:
@@ -449,22 +454,24 @@ def _runs_as_content(real: str, root: str) -> bool:
         return fh.read(2) == b"#!"
 
 
-def expand_home(word: str, home: str | None) -> str | None:
-    """``word`` with a leading ``~`` or ``${HOME}``/``$HOME`` replaced by ``home``; ``None`` if it names no path.
+def expand_home(word: str, home: str | None, data: str | None = None) -> str | None:
+    """``word`` with a leading ``~``, ``${HOME}`` / ``$HOME`` or ``${data}`` expanded; ``None`` if it names no path.
 
-    ``"~/docs"`` -> ``"/home/ada/docs"``; ``"/srv/x"`` stays; ``"stdio"`` or
-    ``"~bob/x"`` (another user's home) -> ``None``. Users write ``~`` in the
-    configs they already have; servers expand it themselves, so the
-    argument is passed as written and only the grant uses the expansion.
+    ``"~/docs"`` -> ``"/home/ada/docs"``; ``"${data}/memory.jsonl"`` -> the
+    plugin's data folder's file (with ``data``); ``"/srv/x"`` stays;
+    ``"stdio"`` or ``"~bob/x"`` (another user's home) -> ``None``. Users write
+    ``~`` in the configs they already have. Arguments are passed as written
+    (servers expand ``~`` themselves; only the grant uses the expansion);
+    env values are passed expanded (:func:`resolve_launch`).
     """
-    for prefix in ("~", "${HOME}", "$HOME"):
-        if home and (word == prefix or word.startswith(prefix + "/")):
-            return os.path.normpath(home + word[len(prefix) :])
+    for prefix, base in (("~", home), ("${HOME}", home), ("$HOME", home), ("${data}", data)):
+        if base and (word == prefix or word.startswith(prefix + "/")):
+            return os.path.normpath(base + word[len(prefix) :])
     return word if os.path.isabs(word) else None
 
 
 def _named_paths(
-    args: Sequence[str], root: str, env: Mapping[str, str], home: str | None
+    args: Sequence[str], root: str, env: Mapping[str, str], home: str | None, data: str | None = None
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
     """What the arguments and the manifest's env values name: ``(files, folders)``.
 
@@ -493,7 +500,7 @@ def _named_paths(
                 if not os.path.lexists(path):
                     continue
             named.append((word, path))
-    named += [(f"${name}", path) for name, value in env.items() if (path := expand_home(value, home)) is not None]
+    named += [(f"${name}", path) for name, value in env.items() if (path := expand_home(value, home, data)) is not None]
     for label, path in named:
         real = os.path.realpath(path)
         if os.path.isfile(real) and _is_inside(real, root):
@@ -518,13 +525,24 @@ def _declared_paths(
     found: list[tuple[str, str, str]] = []
     for kind, paths in zip(("read", "write"), needs, strict=True):
         for index, raw in enumerate(paths):
-            if raw.startswith("${data}"):
-                path = os.path.normpath(data_dir + raw[len("${data}") :]) if data_dir else None
-            else:
-                path = expand_home(raw, home)
+            path = expand_home(raw, home, data_dir)
             if path is not None:
                 found.append((f"sandbox.{kind}[{index}]", path, os.path.realpath(path)))
     return found
+
+
+_SCRIPT_SUFFIXES = (".py", ".pyz", ".js", ".mjs", ".cjs", ".ts", ".mts", ".rb", ".pl", ".php", ".lua", ".jar")
+
+
+def _is_script(real: str) -> bool:
+    """True for a program file: a known script suffix, or a ``#!`` first line."""
+    if real.endswith(_SCRIPT_SUFFIXES):
+        return True
+    try:
+        with open(real, "rb") as fh:
+            return fh.read(2) == b"#!"
+    except OSError:
+        return False
 
 
 def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
@@ -535,8 +553,9 @@ def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], li
     filesystem server serves, a data folder. A file named by an argument is
     readable with its folder (a script and the modules beside it); a file
     named by an env value (label ``$NAME``) is readable and writable
-    (``MEMORY_FILE_PATH``). A path that does not exist yet makes its folder
-    readable and writable, so the server can create it. The paths come back
+    (``MEMORY_FILE_PATH``); one that does not exist yet makes its folder
+    readable and writable, so the server can create it. A missing path an
+    argument names grants nothing (a folder the user has to create). The paths come back
     as named so that :func:`sandbox.policy.landlock_rules` checks every link
     on the way; every grant is shown in ``launch.folders`` and covered by the
     digest.
@@ -550,7 +569,14 @@ def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], li
             if label.startswith("$"):
                 write.append(path)
             else:
-                read += [path, os.path.dirname(path)]
-        elif os.path.isdir(os.path.dirname(real)):
+                read.append(path)
+                folder = os.path.dirname(path)
+                # A script's modules sit beside it (python /home/ada/proj/server.py); a data file's
+                # folder is not granted (/etc/hostname must not open all of /etc).
+                if _is_script(real) and os.path.dirname(folder) != "/":
+                    read.append(folder)
+        elif label.startswith("$") and os.path.isdir(os.path.dirname(real)):
+            # A file an env value names that does not exist yet (MEMORY_FILE_PATH): its folder, to create it.
+            # A missing folder an argument names is no grant: the user has to create it.
             write.append(os.path.dirname(path))
     return list(dict.fromkeys(read)), list(dict.fromkeys(write))

@@ -287,7 +287,16 @@ async def test_a6_tools_list_pages_over_64kib_arrive_byte_exact(hostd: HostdClie
         await assert_healthy(hostd)
 
 
-async def test_a6_twelve_mib_message_rejected_naming_the_bound(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+async def test_a6_twelve_mib_answer_fails_only_its_call_naming_the_bound(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    """An answer over the frame bound (here lowered to 2 MiB) fails the call it answers; the plugin stays
+    ready and answers the next call; the line is discarded as it arrives, never held whole."""
+    async with spawn_hostd(tmp_path, "--max-plugin-message-bytes", str(FRAME_BOUND)) as hostd:
+        await _over_long_answer_fails_only_its_call(hostd, make_plugin)
+
+
+async def _over_long_answer_fails_only_its_call(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     with trio.fail_after(30):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin())
@@ -295,22 +304,31 @@ async def test_a6_twelve_mib_message_rejected_naming_the_bound(hostd: HostdClien
         baseline = hostd_rss(hostd)
         with pytest.raises(RpcError) as rejected:
             await hostd.request("tools/call", {"name": f"{HOSTILE}.large", "arguments": {"bytes": 12 * MIB}})
-        assert rejected.value.kind == "PLUGIN_HOST_UNAVAILABLE"
-        assert f"exceeded the {FRAME_BOUND}-byte frame bound" in rejected.value.message
-        unhealthy = await hostd.wait_for(
-            "plugins/statusChanged", lambda s: s["plugin_id"] == HOSTILE and s["status"] == "unhealthy", timeout=5
-        )
-        assert unhealthy["error"]["kind"] == "PLUGIN_HOST_UNAVAILABLE"
-        assert f"exceeded the {FRAME_BOUND}-byte frame bound" in unhealthy["error"]["reason"]
+        assert rejected.value.kind == "MCP_TOOL_RESULT_TOO_LARGE"
+        assert rejected.value.data["limit"] == FRAME_BOUND and rejected.value.data["bound"] == "frame"
+        assert rejected.value.data["size"] > 12 * MIB
         assert hostd_rss(hostd) - baseline < 8 * MIB  # never the 12 MiB, at most the bound
+        assert (await hostd.request("plugins/status", {"id": HOSTILE}))["status"] == "ready"
+        after = await hostd.request("tools/call", {"name": f"{HOSTILE}.echo", "arguments": {"text": "still here"}})
+        assert after["structuredContent"] == {"text": "still here", "length": 10}
+        assert [s["status"] for s in hostd.seen("plugins/statusChanged") if s["plugin_id"] == HOSTILE] == [
+            "starting",
+            "ready",
+        ]
         await assert_healthy(hostd)
 
 
 # -- A7 endless line -------------------------------------------------------------------
 
 
-async def test_a7_endless_line_fails_fast_with_flat_memory(hostd: HostdClient, make_plugin: MakePlugin) -> None:
-    # The fixture starts the endless line on the first tools/list, i.e. during hostd's start.
+async def test_a7_endless_line_fails_fast_with_flat_memory(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    # The fixture starts the endless line on the first tools/list, i.e. during hostd's start: no call is
+    # in flight that it could answer, so it is a violation as soon as it passes the bound.
+    async with spawn_hostd(tmp_path, "--max-plugin-message-bytes", str(FRAME_BOUND)) as hostd:
+        await _endless_line_fails_fast(hostd, make_plugin)
+
+
+async def _endless_line_fails_fast(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         baseline = hostd_rss(hostd)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostd.framing import FrameTooLarge, InvalidJSON, LineDecoder, Message, encode
+from hostd.framing import FrameDiscarded, FrameTooLarge, InvalidJSON, LineDecoder, Message, encode
 
 
 def feed_all(decoder: LineDecoder, chunks: list[bytes]) -> list[object]:
@@ -52,13 +52,24 @@ def test_over_long_line_reported_early_then_resumes() -> None:
     assert decoder.pending_bytes == 0
     assert decoder.feed(b"x" * 1000) == []
     assert decoder.pending_bytes == 0
-    assert values(decoder.feed(b'yyy\n{"n":1}\n')) == [{"n": 1}]
+    events = decoder.feed(b'yyy\n{"n":1}\n')
+    # The end of the discarded line: its size and last bytes (to tell which request it answered).
+    assert events[0] == FrameDiscarded(limit=10, head=b"12345678901", tail=b"x" * 77 + b"yyy", size=1014)
+    assert values(events[1:]) == [{"n": 1}]
+
+
+def test_a_discarded_line_in_one_read_reports_its_head_tail_and_size() -> None:
+    line = b'{"jsonrpc":"2.0","result":{"blob":"' + b"z" * 200 + b'"},"id":"hostd-7"}'
+    events = LineDecoder(100).feed(line + b"\r\n" + b'{"n":2}\n')
+    assert events[0] == FrameTooLarge(limit=100, head=line[:80])
+    assert events[1] == FrameDiscarded(limit=100, head=line[:80], tail=line[-80:], size=len(line) + 1)
+    assert values(events[2:]) == [{"n": 2}]
 
 
 def test_bound_is_exact() -> None:
     line = b'"' + b"x" * 8 + b'"'  # 10 bytes
     assert values(LineDecoder(10).feed(line + b"\n")) == ["x" * 8]
-    assert values(LineDecoder(9).feed(line + b"\n")) == ["FrameTooLarge"]
+    assert values(LineDecoder(9).feed(line + b"\n")) == ["FrameTooLarge", "FrameDiscarded"]
     # the same verdict when the newline arrives in a later read
     decoder = LineDecoder(10)
     assert decoder.feed(line) == []

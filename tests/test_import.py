@@ -191,3 +191,18 @@ async def test_an_import_that_fails_while_installing_leaves_nothing(tmp_path: Pa
         assert not (tmp_path / "state" / "data" / "first").exists()
         again = await client.request("plugins/import", {"config": {"mcpServers": {"first": {"command": "python3"}}}})
         assert [e["id"] for e in again["entries"]] == ["first"]
+
+
+def test_a_well_known_server_gets_its_declared_needs_by_name_only() -> None:
+    """git treats an unreadable ~/.gitconfig as fatal: an imported mcp-server-git gets it, read-only, shown."""
+    config = {
+        "mcpServers": {
+            "git": {"command": "uvx", "args": ["mcp-server-git==2026.10.19", "--repository", "~/src/repo"]},
+            "other": {"command": "uvx", "args": ["mcp-server-gitlab"]},
+        }
+    }
+    git, other = plan_import(config)
+    assert git.manifest is not None and other.manifest is not None
+    assert git.manifest["sandbox"] == {"read": ["~/.gitconfig", "~/.config/git"]}
+    assert git.notes == ["declared the well-known needs of mcp-server-git: read ~/.gitconfig, ~/.config/git"]
+    assert "sandbox" not in other.manifest and other.notes == []

@@ -86,9 +86,9 @@ async def test_result_too_large(hostd: HostdClient, make_plugin: MakePlugin) -> 
     ok = await hostd.request("tools/call", {"name": "mcp-echo.large", "arguments": {"bytes": 200_000}})
     assert ok["content"][0]["text"] == "x" * 200_000
     with pytest.raises(RpcError) as big:
-        await hostd.request("tools/call", {"name": "mcp-echo.large", "arguments": {"bytes": 300_000}})
+        await hostd.request("tools/call", {"name": "mcp-echo.large", "arguments": {"bytes": 4_200_000}})
     assert big.value.kind == "MCP_TOOL_RESULT_TOO_LARGE"
-    assert big.value.data["limit"] == 262144
+    assert big.value.data["limit"] == 4 * 1024 * 1024
 
 
 async def test_cancel_request_reaches_the_plugin(hostd: HostdClient, make_plugin: MakePlugin) -> None:

@@ -24,7 +24,7 @@ from hostd.jsonlimits import MAX_JSON_DEPTH, MAX_TOOL_BYTES, check_json, object_
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 from tests.test_corpus_framing import HEALTHY, HOSTILE, assert_healthy, enable_healthy, failed_start, logs, recorded
 
-RESULT_BOUND = 256 * 1024
+RESULT_BOUND = 4 * 1024 * 1024  # hostd serve --max-result-bytes default
 DEEP_TOOLS = ["deep-annotations", "deep-schema", "deep-meta", "huge"]
 
 
@@ -173,11 +173,11 @@ async def test_error_data_is_held_to_the_result_bound_with_a_marker_and_the_size
         await ready(
             hostd, make_plugin(variant="raw-replies", tools=[*ECHO_TOOLS, "raw"], args=["--record", str(record)])
         )
-        # 1 MiB of data and a 2000-character message: both cut, the original size reported.
+        # 5 MiB of data and a 2000-character message: both cut, the original size reported.
         text = '{"code":-32042,"message":"' + "m" * 2000 + '","data":{"blob":"PAD"}}'
         with pytest.raises(RpcError) as big:
-            await raw_call(hostd, error=text, pad=1024 * 1024)
-        size = frame_size(last_call_id(record), "error", text.replace("PAD", "x" * 1024 * 1024))
+            await raw_call(hostd, error=text, pad=5 * 1024 * 1024)
+        size = frame_size(last_call_id(record), "error", text.replace("PAD", "x" * 5 * 1024 * 1024))
         assert big.value.kind == "MCP_UPSTREAM_ERROR"
         assert big.value.data["upstream"] == {
             "code": -32042,

@@ -345,6 +345,8 @@ async def test_home_paths_and_env_paths_become_shown_grants(tmp_path: Path) -> N
             "$MEMORY_FILE_PATH": str(home / "mem" / "memory.json"),
         }
         assert plugin["launch"]["env"] == {"MEMORY_FILE_PATH": "~/mem/memory.json"}
+        # No shell runs: hostd expands ~ in env values, so the server gets the path it was granted.
+        assert await run(hostd, ["env", "MEMORY_FILE_PATH"]) == [str(home / "mem" / "memory.json")]
         assert await run(
             hostd,
             ["write", str(home / "docs" / "note.txt"), "n"],
@@ -409,3 +411,41 @@ async def test_declared_needs_are_shown_and_granted_once_approved(tmp_path: Path
             ["write", str(home / "notes" / "n.txt"), "n"],
             ["read", str(home / ".netrc")],
         ) == ["[user]\n\tname = Ada\n", "EACCES", "ok", "EACCES"]
+
+
+# -- a start the sandbox broke says what was refused and how to grant it --------------------------
+
+
+FAILING = """
+import sys
+path = "/etc/hostname"
+try:
+    open(path).read()
+except OSError as exc:
+    print(f"PermissionError: [Errno {exc.errno}] {exc.strerror}: {path!r}", file=sys.stderr)
+for n in range(30):
+    print(f"noise {n}", file=sys.stderr)
+sys.exit(1)
+"""
+
+
+async def test_a_start_the_sandbox_broke_names_the_path_and_keeps_the_first_lines(
+    hostd: HostdClient, tmp_path: Path, secret: Path
+) -> None:
+    _need_landlock()
+    folder = probe_plugin(tmp_path, args=[])
+    (folder / "failing.py").write_text(FAILING)
+    manifest = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["backend"]["args"] = ["failing.py"]
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest))
+    with pytest.raises(RpcError) as failed:
+        await ready(hostd, folder)
+    data = failed.value.data
+    assert failed.value.kind == "PLUGIN_START_FAILED"
+    assert data["stderrHead"] == [
+        "PermissionError: [Errno 13] Permission denied: '/etc/hostname'",
+        *(f"noise {n}" for n in range(4)),
+    ]
+    assert data["stderrTail"] == [f"noise {n}" for n in range(20, 30)]
+    assert data["hint"].startswith("the sandbox refused /etc/hostname: a plugin reads only its folder")
+    assert "sandbox.read / sandbox.write" in data["hint"]
