@@ -129,7 +129,7 @@ class RawClient:
 
     async def initialize(self) -> dict[str, Any]:
         """The MCP handshake: ``initialize`` then ``notifications/initialized``."""
-        result = await self.request(
+        result: dict[str, Any] = await self.request(
             "initialize",
             {
                 "protocolVersion": MCP_PROTOCOL_VERSION,

@@ -36,12 +36,16 @@ READ = 64 * KIB
 def _message(size: int, shape: str, index: int = 0) -> bytes:
     """One JSON-RPC response line of exactly ``size`` bytes (newline included)."""
     if shape == "text":
-        envelope = {"jsonrpc": "2.0", "id": index, "result": {"content": [{"type": "text", "text": ""}]}}
+        envelope: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": index,
+            "result": {"content": [{"type": "text", "text": ""}]},
+        }
         base = len(orjson.dumps(envelope)) + 1
         envelope["result"]["content"][0]["text"] = "x" * (size - base)
         line = orjson.dumps(envelope) + b"\n"
     else:  # structured: an array of small objects, padded with a text field
-        items = []
+        items: list[dict[str, object]] = []
         envelope = {"jsonrpc": "2.0", "id": index, "result": {"structuredContent": {"items": items}, "pad": ""}}
         used = len(orjson.dumps(envelope)) + 1
         i = 0

@@ -17,7 +17,7 @@ meanwhile) and, for a and a0, their hostd's over the whole loop.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ PATHS = ("hostd", "hostd_raw_parent", "sdk", "raw")
 
 
 async def _measure(
-    calls: dict[str, Callable[[], Awaitable[Any]]], iterations: int
+    calls: Mapping[str, Callable[[], Awaitable[Any]]], iterations: int
 ) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Per-path latencies (µs) and the bench process's own CPU time per call (µs) for each path."""
     samples: dict[str, list[float]] = {name: [] for name in calls}

@@ -138,6 +138,7 @@ class HostdClient:
                 for event in decoder.feed(data):
                     if not isinstance(event, Message) or not isinstance(event.value, dict):
                         self.stray.append(event)
+                        self._wake()
                         continue
                     self._route(event.value)
         finally:
@@ -224,6 +225,19 @@ class HostdClient:
                         return note.params
                 if self.closed.is_set():
                     raise EOFError(f"hostd exited before a {method} notification")
+                await self._changed.wait()
+
+    async def wait_until(self, condition: Callable[[], bool], *, timeout: float = 30.0) -> None:
+        """Return once ``condition()`` holds, checked now and after each message hostd sends.
+
+        For conditions on what hostd sent (``stray``, ``notifications``). Raises
+        ``trio.TooSlowError`` after ``timeout`` seconds, ``EOFError`` when hostd's
+        stdout ends first.
+        """
+        with trio.fail_after(timeout):
+            while not condition():
+                if self.closed.is_set():
+                    raise EOFError("hostd's stdout ended before the condition held")
                 await self._changed.wait()
 
     def seen(self, method: str) -> list[dict[str, Any]]:

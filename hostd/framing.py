@@ -36,11 +36,11 @@ from typing import Any
 
 import orjson
 
-#: Default bound of one plugin message (DESIGN.md "Framing"), in bytes.
+#: Default bound of one plugin message (docs/protocol.md "Framing"), in bytes.
 PLUGIN_FRAME_LIMIT = 16 * 1024 * 1024
 #: The default bound of one tool result forwarded to the parent (``hostd serve --max-result-bytes``).
 RESULT_LIMIT = 4 * 1024 * 1024
-#: Default bound of one parent message (DESIGN.md "Framing"), in bytes.
+#: Default bound of one parent message (docs/protocol.md "Framing"), in bytes.
 PARENT_FRAME_LIMIT = 8 * 1024 * 1024
 
 _BOM = b"\xef\xbb\xbf"
@@ -126,11 +126,6 @@ class LineDecoder:
     def pending_bytes(self) -> int:
         """Bytes of the unfinished line currently held (0 while discarding)."""
         return len(self._buffer)
-
-    @property
-    def pending_head(self) -> bytes:
-        """The first bytes (at most 80) of the unfinished line held."""
-        return bytes(self._buffer[:_HEAD_BYTES])
 
     def feed(self, data: bytes | bytearray) -> list[Event]:
         """Consume one read's bytes; return the events they complete, in order."""

@@ -832,7 +832,7 @@ class Host:
         return self.info(plugin)
 
     async def enable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/enable {id}`` -> ``PluginStatus`` once ready (DESIGN.md "Plugin lifecycle")."""
+        """``plugins/enable {id}`` -> ``PluginStatus`` once ready (docs/protocol.md "plugins/enable")."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         launch = self._gate(plugin)
         async with self._change():

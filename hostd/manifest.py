@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A plugin is a folder holding exactly one of ``plugin.yaml``, ``plugin.yml`` or
-``plugin.json`` (DESIGN.md, "Plugin manifest (v1)"). :func:`load_manifest` reads
+``plugin.json`` (README.md "Writing a plugin"; the schema is manifests/plugin.schema.json). :func:`load_manifest` reads
 that file (bounded, never blocking on a FIFO, never through a symlink or a hard
 link: the file must be a regular file of the folder's own, so no error can quote
 another file's bytes), parses it, validates it against
@@ -237,8 +237,8 @@ class Contributes(BaseModel):
     """What the plugin adds to the host (manifest field ``contributes``).
 
     ``tools`` lists host tool names, each ``"<plugin id>.<MCP tool name>"``; at enable
-    the server's discovered tool set must equal this list exactly (DESIGN.md,
-    "Plugin lifecycle" step 9).
+    the server's discovered tool set must equal this list exactly (docs/protocol.md,
+    ``plugins/enable`` step 10).
     """
 
     model_config = _model_config("What the plugin adds to the host.")
@@ -259,7 +259,7 @@ class Contributes(BaseModel):
 
 
 class Manifest(BaseModel):
-    """A plugin manifest, v1 (DESIGN.md, "Plugin manifest (v1)").
+    """A plugin manifest, v1 (README.md "Writing a plugin"; manifests/plugin.schema.json).
 
     ``id`` is the plugin's stable identity (``^[a-z0-9][a-z0-9-]{0,62}$``; no dot, so
     ``"<id>.<tool>"`` splits unambiguously). ``permissions`` are the capability names

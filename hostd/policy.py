@@ -64,11 +64,6 @@ class RestartPolicy:
         """Forget every failure (an explicit enable or restart by the user)."""
         self._failures.clear()
 
-    @property
-    def recent_failures(self) -> int:
-        """Failures counted in the current window."""
-        return len(self._failures)
-
 
 @dataclass
 class RefreshPacer:

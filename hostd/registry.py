@@ -25,7 +25,13 @@ class ToolRegistry:
     _by_plugin: dict[str, tuple[HostTool, ...]] = field(default_factory=dict)
 
     def check_conflicts(self, plugin_id: str, tools: Sequence[HostTool]) -> None:
-        """Raise ``TOOL_CONFLICT`` if another plugin owns one of these names."""
+        """Raise ``TOOL_CONFLICT`` if another plugin owns one of these ``function_name`` values.
+
+        Host names (``<plugin id>.<tool>``) never clash across plugins: a plugin id has no dot and
+        ids are unique. A ``function_name`` can: when a host name is over 64 characters its function
+        name is a 55-character prefix plus a hash, and another plugin whose id is that prefix can
+        name a tool after the hash (tests/test_tools.py shows one).
+        """
         _refuse_clashes(
             plugin_id,
             [
@@ -35,11 +41,6 @@ class ToolRegistry:
                 and other.plugin != plugin_id
             ],
         )
-
-    def check_names(self, plugin_id: str, names: Sequence[str]) -> None:
-        """Raise ``TOOL_CONFLICT`` if another plugin owns one of these host names (before a spawn)."""
-        owned = [n for n in names if (other := self._by_name.get(n)) is not None and other.plugin != plugin_id]
-        _refuse_clashes(plugin_id, owned)
 
     def register(self, plugin_id: str, tools: Sequence[HostTool]) -> int:
         """Replace ``plugin_id``'s tools with ``tools`` as one step; return the new revision.

@@ -327,14 +327,11 @@ class PluginSupervisor:
         """Start the plugin and return its status once ``ready``.
 
         Raises ``PLUGIN_START_FAILED`` (state ``error``, nothing left running),
-        ``TOOL_CONFLICT`` (nothing changed) or ``PLUGIN_STATE_CONFLICT`` (a
+        ``TOOL_CONFLICT`` (at registration) or ``PLUGIN_STATE_CONFLICT`` (a
         disable abandoned the start). Returns at once when already ``ready``.
         Cancelled: the start is abandoned, its tree ended, state ``stopped``.
         """
         async with self._op_lock:
-            if self._spawns(Event.ENABLE):
-                # DESIGN "Plugin lifecycle": no tool-name conflict with the registry, before spawning.
-                self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
             await self._start(Event.ENABLE, launch)
             return self.status()
 
@@ -344,8 +341,6 @@ class PluginSupervisor:
         Raises and, when cancelled, ends as :meth:`enable` does.
         """
         async with self._op_lock:
-            if self._spawns(Event.RESTART):
-                self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
             await self._start(Event.RESTART, launch)
             return self.status()
 
@@ -414,7 +409,6 @@ class PluginSupervisor:
                     return
                 try:  # approval voided, command gone, a tool name taken: no retry storm
                     launch = self._relaunch()
-                    self._registry.check_names(self.plugin_id, self.manifest.contributes.tools)
                 except HostError as error:
                     await self._feed(Event.RETRY_REFUSED, error=error)
                     return

@@ -6,8 +6,8 @@ After a plugin's paginated ``tools/list`` walk, the supervisor hands the raw too
 objects (JSON dicts exactly as the server sent them, pages concatenated) to
 :func:`convert_tools`. It either returns the whole set as :class:`HostTool` values
 or raises one :class:`~hostd.errors.HostError` listing *every* problem found, so
-the registry can register the set atomically or not at all (DESIGN.md, "Plugin
-lifecycle" steps 8-10).
+the registry can register the set atomically or not at all (docs/protocol.md,
+``plugins/enable`` steps 9-11).
 
 Two rules shape it:
 
@@ -60,7 +60,7 @@ TOOL_NAME_MAX_LENGTH: Final = 128
 """Longest accepted MCP tool name, in characters (MCP 2025-11-25, "Tool names": 1 to 128)."""
 
 PERMISSION_META_KEY: Final = "hostd/permission"
-"""The ``_meta`` key on an MCP tool naming the permission it needs (DESIGN.md, "Plugin manifest")."""
+"""The ``_meta`` key on an MCP tool naming the permission it needs (README.md "Writing a plugin")."""
 
 OUTPUT_SCHEMA_ANY_ROOT_SINCE: Final = "2026-07-28"
 """First MCP protocol version whose ``outputSchema`` may have a root other than ``type: object``."""
@@ -75,7 +75,7 @@ _CACHE_SIZE: Final = 4096
 
 @dataclass(frozen=True)
 class HostTool:
-    """One tool as hostd's registry and the parent see it (DESIGN.md, "Control protocol", HostTool).
+    """One tool as hostd's registry and the parent see it (docs/protocol.md, "HostTool").
 
     Attributes:
         name: ``"<plugin_id>.<remote_name>"``, exact and stable.
@@ -154,7 +154,7 @@ class ToolProblem:
 
 
 def function_name_for(host_name: str) -> str:
-    """The provider-safe function name for a host tool name (DESIGN.md, HostTool ``function_name``).
+    """The provider-safe function name for a host tool name (docs/protocol.md, "HostTool" ``function_name``).
 
     Every character outside ``[A-Za-z0-9_-]`` becomes ``_`` (``"cal.read"`` ->
     ``"cal_read"``, ``"naïve"`` -> ``"na_ve"``). If the result is longer than 64

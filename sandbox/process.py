@@ -363,7 +363,14 @@ class SandboxedProcess:
 
 
 class _DirectProcess(SandboxedProcess):
-    """The plugin is hostd's child in a new session (no ``"shim"`` layer)."""
+    """The plugin is the caller's child in a new session (no ``"shim"`` layer).
+
+    hostd never launches this way (:func:`~sandbox.launch.resolve_launch` always lists ``"shim"``),
+    and it gives none of the shim's whole-tree guarantees. It stays as the public API's answer to a
+    launch without layers, and as the baseline every layer's cost is measured against
+    (``bench/spawn_cost.py``, the cost table in ``sandbox/README.md``); tests/test_sandbox_process.py
+    runs the stop contract against it too.
+    """
 
     @property
     def returncode(self) -> int | None:

@@ -140,4 +140,5 @@ async def ready(client: HostdClient, folder: Path) -> dict[str, Any]:
     info = await client.request("plugins/install", {"path": str(folder)})
     await client.request("plugins/grant", {"id": info["id"], "permissions": info["permissions"]})
     await client.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
-    return await client.request("plugins/enable", {"id": info["id"]})
+    status: dict[str, Any] = await client.request("plugins/enable", {"id": info["id"]})
+    return status

@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -23,9 +22,7 @@ def _replies(client: HostdClient) -> list[dict[str, object]]:
 
 
 async def _wait_replies(client: HostdClient, count: int) -> list[dict[str, object]]:
-    with trio.fail_after(10):
-        while len(_replies(client)) < count:
-            await trio.sleep(0.01)
+    await client.wait_until(lambda: len(_replies(client)) >= count, timeout=10)
     return _replies(client)
 
 
@@ -73,13 +70,18 @@ async def test_bad_frames_are_answered_with_id_null_and_the_channel_keeps_servin
 
 async def test_slow_call_does_not_delay_other_requests(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     await ready(hostd, make_plugin())
-    slow = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 3}})
-    started = time.monotonic()
+    # A call that would take 60 s is in flight in the plugin (its first progress arrived); a ping and
+    # another call are answered meanwhile, then the slow one is cancelled: ordering, not a speed target.
+    slow = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 60, "steps": 600}})
+    rid = slow.request_id  # type: ignore[attr-defined]
+    await hostd.wait_for("$/progress", lambda n: n["requestId"] == rid)
     assert await hostd.request("ping", {}) == {}
     echoed = await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "quick"}})
     assert echoed["structuredContent"]["text"] == "quick"
-    assert time.monotonic() - started < 2.5  # a bound on ordering, not a speed target
-    assert (await slow())["content"][0]["text"] == "slept 3"
+    await hostd.notify("$/cancelRequest", {"id": rid})
+    with pytest.raises(RpcError) as cancelled:
+        await slow()
+    assert cancelled.value.code == -32800
 
 
 async def test_sigterm_is_an_orderly_shutdown(tmp_path: Path, make_plugin: MakePlugin) -> None:
@@ -198,14 +200,31 @@ async def test_fuzzed_input_never_crashes_and_every_request_is_answered(tmp_path
         assert await client.request("plugins/list", {}) == {"plugins": []}
 
 
+async def _read_until(stream: trio.abc.ReceiveStream, seen: bytearray, needle: bytes) -> None:
+    with trio.fail_after(10):
+        while needle not in seen:
+            chunk = await stream.receive_some(65536)
+            assert chunk, f"hostd's stderr ended before {needle!r}: {bytes(seen)!r}"
+            seen += chunk
+
+
 async def test_second_sigterm_skips_the_graces(tmp_path: Path, make_plugin: MakePlugin) -> None:
-    # ignore-term ignores stdin EOF and SIGTERM: a graceful stop waits 2 s + 2 s before SIGKILL.
-    async with spawn_hostd(tmp_path) as client:
-        await ready(client, make_plugin(variant="ignore-term"))
-        started = time.monotonic()
+    # slow-exit needs 1.5 s after stdin EOF to write its marker, and an orderly stop gives it that
+    # (test_corpus_processes::test_e7_slow_exit_gets_its_grace). A second SIGTERM, sent as soon as hostd
+    # says the first one started the shutdown, skips the graces: the plugin is killed before its marker.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    folder = make_plugin(variant="slow-exit", backend={"env": {"ECHO_MARKER_DIR": str(shared)}})
+    args = ["--state-dir", str(tmp_path / "state"), "--allow-write", str(shared)]
+    async with HostdClient.spawn(args, env=plugin_environment(), stderr=subprocess.PIPE) as client:
+        await ready(client, folder)
+        stderr = client.process.stderr
+        assert stderr is not None
+        seen = bytearray()
         client.process.send_signal(signal.SIGTERM)
-        await trio.sleep(0.3)
+        await _read_until(stderr, seen, b"SIGTERM: shutting down")
         client.process.send_signal(signal.SIGTERM)
+        await _read_until(stderr, seen, b"second SIGTERM: skipping the graces")
         with trio.fail_after(15):
             assert await client.process.wait() == 0
-        assert time.monotonic() - started < 3.5  # well before the 4 s the graces take
+    assert not (shared / "exited.marker").exists()

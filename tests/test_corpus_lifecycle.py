@@ -1,4 +1,4 @@
-"""Failure corpus B (start-up and request lifecycle): shared/cases/README.md, cases B1-B4.
+"""Failure corpus B (start-up and request lifecycle): docs/corpus.md, cases B1-B4.
 
 Helpers (the ``healthy`` neighbour, pid and log filters) live in
 ``test_corpus_framing.py``.
@@ -6,7 +6,6 @@ Helpers (the ``healthy`` neighbour, pid and log filters) live in
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -32,16 +31,17 @@ async def test_b1_exit_at_start_fails_within_a_second_with_the_stderr_tail(
 ) -> None:
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
-        error = await failed_start(hostd, make_plugin(variant="exit-at-start"), within=1.5)
+        error = await failed_start(hostd, make_plugin(variant="exit-at-start"))
         assert "exited with code 1" in error.data["reason"]
         assert error.data["stderrTail"] == ["API key missing"]
         status = await hostd.request("plugins/status", {"id": HOSTILE})
         assert status["status"] == "error"
         assert status["last_exit"] == "already-exited, code 1"
-        # No retry storm: a failed enable is not retried in a loop.
-        await trio.sleep(1.0)
+        # No retry storm: a failed enable is not retried, now or later (no retry is scheduled).
         assert starts(hostd) == 1
-        assert (await hostd.request("plugins/status", {"id": HOSTILE}))["status"] == "error"
+        status = await hostd.request("plugins/status", {"id": HOSTILE})
+        assert status["status"] == "error"
+        assert status["next_retry_at"] is None
         await assert_healthy(hostd)
 
 
@@ -57,8 +57,9 @@ async def test_b1_exit_at_start_reason_says_during_start(hostd: HostdClient, mak
 
 
 async def test_b1_crash_restarts_back_off(hostd: HostdClient, make_plugin: MakePlugin) -> None:
-    async def crash_and_time_restart(restarts: int) -> float:
-        failed_at = time.monotonic()
+    # The delays themselves (0.5 s, 1 s, ... exactly) are tests/test_policy.py's; here: each crash schedules
+    # one automatic restart (next_retry_at), which happens and counts.
+    async def crash_and_restart(restarts: int) -> None:
         with pytest.raises(RpcError) as gone:
             await hostd.request("tools/call", {"name": f"{HOSTILE}.exit", "arguments": {"code": 5}})
         assert gone.value.kind == "PLUGIN_HOST_UNAVAILABLE"
@@ -67,22 +68,17 @@ async def test_b1_crash_restarts_back_off(hostd: HostdClient, make_plugin: MakeP
             lambda s: s["plugin_id"] == HOSTILE and s["status"] == "starting" and s["restarts"] == restarts,
             timeout=5,
         )
-        delay = time.monotonic() - failed_at
         await hostd.wait_for(
             "plugins/statusChanged",
             lambda s: s["plugin_id"] == HOSTILE and s["status"] == "ready" and s["restarts"] == restarts,
             timeout=5,
         )
-        return delay
 
     with trio.fail_after(30):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin())
-        first = await crash_and_time_restart(1)
-        second = await crash_and_time_restart(2)
-        assert 0.35 < first < 1.0  # 0.5 s +-20 %
-        assert 0.75 < second < 1.6  # 1.0 s +-20 %
-        assert second > first
+        await crash_and_restart(1)
+        await crash_and_restart(2)
         retrying = [
             s
             for s in hostd.seen("plugins/statusChanged")
@@ -106,14 +102,13 @@ async def test_b2_slow_start_within_the_timeout_is_starting_then_ready(
         info = await hostd.request("plugins/install", {"path": str(folder)})
         await hostd.request("plugins/grant", {"id": HOSTILE, "permissions": info["permissions"]})
         await hostd.request("plugins/approve", {"id": HOSTILE, "digest": info["launch"]["digest"]})
-        started = time.monotonic()
         enabling = await hostd.start("plugins/enable", {"id": HOSTILE})
-        await trio.sleep(0.7)
+        # The plugin runs and is still loading: its first stderr line comes at the start of its 1.5 s delay.
+        await hostd.wait_for("plugins/log", lambda n: n["plugin"] == HOSTILE and n["message"] == "loading 1")
         waiting = await hostd.request("plugins/status", {"id": HOSTILE})
         assert waiting["status"] == "starting"
         assert waiting["tools_count"] == 0
         status = await enabling()
-        assert time.monotonic() - started >= 1.4
         assert status["status"] == "ready"
         assert status["tools_count"] == 7
         progress = [n["message"] for n in hostd.seen("plugins/log") if n["plugin"] == HOSTILE]
@@ -126,14 +121,11 @@ async def test_b2_slow_start_past_the_timeout_kills_the_tree(hostd: HostdClient,
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         before = plugin_pids(hostd)
-        started = time.monotonic()
         with pytest.raises(RpcError) as failed:
             await ready(
                 hostd,
                 make_plugin(variant="slow-start", args=["--delay", "8"], backend={"startup_timeout_seconds": 1.5}),
             )
-        elapsed = time.monotonic() - started
-        assert 1.5 <= elapsed < 6.0  # the timeout, then the stop (stdin EOF grace, SIGTERM)
         assert failed.value.kind == "PLUGIN_START_FAILED"
         assert failed.value.data["reason"] == "startup timed out after 1.5 s"
         assert failed.value.data["stderrTail"][:3] == ["loading 1", "loading 2", "loading 3"]
@@ -154,12 +146,10 @@ async def test_b3_unanswered_tool_times_out_and_is_cancelled(
     with trio.fail_after(20):
         await enable_healthy(hostd, make_plugin)
         await ready(hostd, make_plugin(variant="never-answers", args=["--record", str(record)]))
-        started = time.monotonic()
         with pytest.raises(RpcError) as slow:
             await hostd.request(
                 "tools/call", {"name": f"{HOSTILE}.sleep", "arguments": {"seconds": 1}, "timeoutMs": 500}
             )
-        assert time.monotonic() - started < 1.5
         assert slow.value.kind == "TOOL_TIMEOUT"
         assert slow.value.data["timeoutSeconds"] == 0.5
         call_id = next(

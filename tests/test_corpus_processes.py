@@ -1,4 +1,4 @@
-"""Failure corpus E (processes): shared/cases/README.md, cases E1-E7.
+"""Failure corpus E (processes): docs/corpus.md, cases E1-E7.
 
 Helpers (the ``healthy`` neighbour, pid and log filters) live in
 ``test_corpus_framing.py``. Tests that change hostd's own environment or kill
@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -39,6 +38,21 @@ def alive(pid: int) -> bool:
         return False
 
 
+async def exited(pid: int) -> None:
+    """Return once process ``pid`` (any process, not only a child) has exited: its pidfd turns readable."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+    # The pidfd turns readable a few instructions before /proc shows the process as a zombie.
+    while alive(pid):
+        await trio.lowlevel.checkpoint()
+
+
 def logged_pids(hostd: HostdClient, pattern: str) -> list[int]:
     """Pids the hostile plugin printed on stderr as ``pattern`` (a regex with one group)."""
     found = []
@@ -61,14 +75,14 @@ async def test_e1_stderr_flood_bounded_tail_and_rate_limited_logs(
     with trio.fail_after(40):
         await enable_healthy(hostd, make_plugin)
         baseline = hostd_rss(hostd)
-        started = time.monotonic()
         status = await ready(hostd, make_plugin(variant=variant))
         assert status["status"] == "ready"
         for text in ("one", "two", "three"):
             assert (await echo(hostd, text))["structuredContent"] == {"text": text, "length": len(text)}
         forwarded = len(logs(hostd, source="stderr"))
-        # initialize, two tools/list pages, three calls: >= 6 x 256 lines written; the bucket allows 50 + 20/s.
-        assert forwarded <= 50 + 20 * (time.monotonic() - started) + 5
+        # initialize, two tools/list pages, three calls: >= 6 x 256 = 1536 lines written. The bucket allows
+        # 50 + 20/s, so forwarding them all would take over 70 s, past this test's 40 s guard.
+        assert 0 < forwarded < 6 * 256
         assert hostd_rss(hostd) - baseline < 16 * MIB
         # The tail hostd keeps is bounded in lines and in bytes per line: crash it to see it.
         with pytest.raises(RpcError) as gone:
@@ -92,12 +106,9 @@ async def test_e2_stubborn_server_is_killed_reaped_and_reported(hostd: HostdClie
         await ready(hostd, make_plugin(variant="ignore-term"))
         tree = plugin_pids(hostd) - before
         assert tree
-        started = time.monotonic()
         status = await hostd.request("plugins/disable", {"id": HOSTILE})
-        elapsed = time.monotonic() - started
         assert status["status"] == "stopped"
-        assert status["last_exit"] == "sigkill, code -9"
-        assert 3.5 < elapsed < 8.0  # 2 s after stdin EOF, 2 s after SIGTERM, then SIGKILL
+        assert status["last_exit"] == "sigkill, code -9"  # stdin EOF, then SIGTERM, were not enough
         assert [pid for pid in tree if psutil.pid_exists(pid)] == []  # killed and reaped, no zombie
         assert plugin_pids(hostd) == before
         await assert_healthy(hostd)
@@ -114,9 +125,8 @@ async def test_e3_wrapper_and_its_child_both_end(hostd: HostdClient, make_plugin
         assert status["status"] == "ready"
         assert (await echo(hostd, "through the wrapper"))["structuredContent"]["text"] == "through the wrapper"
         tree = plugin_pids(hostd) - before
-        with trio.fail_after(5):
-            while not (children := logged_pids(hostd, r"wrapper child pid (\d+)")):
-                await trio.sleep(0.05)
+        await hostd.wait_until(lambda: bool(logged_pids(hostd, r"wrapper child pid (\d+)")), timeout=5)
+        children = logged_pids(hostd, r"wrapper child pid (\d+)")
         assert children[0] in tree
         assert len(tree) >= 3  # shim, wrapper, child
         status = await hostd.request("plugins/disable", {"id": HOSTILE})
@@ -137,17 +147,16 @@ async def test_e4_nothing_outlives_a_killed_host(tmp_path: Path, make_plugin: Ma
             await ready(hostd, make_plugin(variant="setsid-child"))
             wrapped = make_plugin("wrapped", variant="wrapper")
             await ready(hostd, wrapped)
-            with trio.fail_after(5):
-                while len(escapees := logged_pids(hostd, r"child pid (\d+)")) < 2:
-                    await trio.sleep(0.05)
+            await hostd.wait_until(lambda: len(logged_pids(hostd, r"child pid (\d+)")) >= 2, timeout=5)
+            escapees = logged_pids(hostd, r"child pid (\d+)")
             tree = plugin_pids(hostd)
             assert set(escapees) <= tree  # the setsid child and the double-forked grandchild
             assert len(tree) >= 9  # 3 shims, 3 servers, the wrapper's child, the two escapees
             hostd.process.kill()
             await hostd.process.wait()
             with trio.move_on_after(5):
-                while [pid for pid in tree if alive(pid)]:
-                    await trio.sleep(0.05)
+                for pid in tree:
+                    await exited(pid)
             assert [pid for pid in tree if alive(pid)] == []
 
 
@@ -159,20 +168,18 @@ async def _assert_not_found(hostd: HostdClient, folder: Path, command: str, sear
     assert info["launch"]["kind"] == "COMMAND_NOT_FOUND"  # shown at install, before any approval
     assert repr(command) in info["launch"]["error"]
     await hostd.request("plugins/grant", {"id": HOSTILE, "permissions": info["permissions"]})
-    started = time.monotonic()
     with pytest.raises(RpcError) as failed:
         await hostd.request("plugins/enable", {"id": HOSTILE})
-    assert time.monotonic() - started < 1.0
     assert failed.value.kind == "PLUGIN_START_FAILED"
     assert failed.value.data["launchError"] == "COMMAND_NOT_FOUND"
     reason = failed.value.data["reason"]
     assert repr(command) in reason
     if searched is not None:
         assert f"PATH={searched!r}" in reason
-    # No retry storm: nothing is started, now or later.
-    await trio.sleep(1.0)
+    # No retry storm: nothing is started, now or later (no retry is scheduled).
     starting = [s for s in hostd.seen("plugins/statusChanged") if s["plugin_id"] == HOSTILE]
     assert [s for s in starting if s["status"] in ("starting", "ready")] == []
+    assert (await hostd.request("plugins/status", {"id": HOSTILE}))["next_retry_at"] is None
     with pytest.raises(RpcError) as again:
         await hostd.request("plugins/enable", {"id": HOSTILE})
     assert again.value.data["reason"] == reason
@@ -247,12 +254,9 @@ async def test_e7_slow_exit_gets_its_grace(hostd: HostdClient, make_plugin: Make
         before = plugin_pids(hostd)
         folder = make_plugin(variant="slow-exit", backend={"env": {"ECHO_MARKER_DIR": str(tmp_path / "shared")}})
         await ready(hostd, folder)
-        started = time.monotonic()
         status = await hostd.request("plugins/disable", {"id": HOSTILE})
-        elapsed = time.monotonic() - started
         assert status["status"] == "stopped"
-        assert status["last_exit"] == "stdin-eof, code 0"
-        assert 1.4 < elapsed < 3.0
+        assert status["last_exit"] == "stdin-eof, code 0"  # it exited by itself, after its 1.5 s flush
         marker = tmp_path / "shared" / "exited.marker"
         assert marker.exists()
         assert int(marker.read_text()) > 0

@@ -430,7 +430,10 @@ def _progress(rid: int, value: int) -> bytes:
 
 def test_outbox_progress_latest_value_wins_and_is_written_before_the_response() -> None:
     outbox = Outbox(1 << 20, progress_rate=10, progress_burst=2)
-    values = lambda now: [f.get("params", {}).get("progress", "response") for f in _frames(outbox, now)]  # noqa: E731
+
+    def values(now: float) -> list[object]:
+        return [f.get("params", {}).get("progress", "response") for f in _frames(outbox, now)]
+
     outbox.put_progress(7, _progress(7, 1), now=0.0)
     assert values(0.0) == [1]
     outbox.put_progress(7, _progress(7, 2), now=0.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,7 +18,7 @@ def feed_all(decoder: LineDecoder, chunks: list[bytes]) -> list[object]:
     return events
 
 
-def values(events: list[object]) -> list[object]:
+def values(events: Sequence[object]) -> list[object]:
     return [e.value if isinstance(e, Message) else type(e).__name__ for e in events]
 
 

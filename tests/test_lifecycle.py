@@ -93,9 +93,9 @@ async def test_result_too_large(hostd: HostdClient, make_plugin: MakePlugin) -> 
 
 async def test_cancel_request_reaches_the_plugin(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     await ready(hostd, make_plugin())
-    response = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 30}})
-    await trio.sleep(0.5)
+    response = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 30, "steps": 300}})
     rid = response.request_id  # type: ignore[attr-defined]
+    await hostd.wait_for("$/progress", lambda n: n["requestId"] == rid)  # the plugin is inside the call
     await hostd.notify("$/cancelRequest", {"id": rid})
     with trio.fail_after(2):
         with pytest.raises(RpcError) as cancelled:
@@ -134,8 +134,9 @@ async def test_crash_makes_plugin_unhealthy_and_fails_pending(tmp_path: Path, ma
 
 async def _crash_then_restart(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     await ready(hostd, make_plugin())
-    pending = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 20}})
-    await trio.sleep(0.2)
+    pending = await hostd.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 20, "steps": 200}})
+    rid = pending.request_id  # type: ignore[attr-defined]
+    await hostd.wait_for("$/progress", lambda n: n["requestId"] == rid)  # the call is in flight in the plugin
     with pytest.raises(RpcError) as gone:
         await hostd.request("tools/call", {"name": "mcp-echo.exit", "arguments": {"code": 3}})
     assert gone.value.kind == "PLUGIN_HOST_UNAVAILABLE"
@@ -159,14 +160,6 @@ async def test_restart_of_a_disabled_plugin_conflicts(hostd: HostdClient, make_p
     assert (await hostd.request("plugins/status", {"id": "mcp-echo"}))["status"] == "stopped"
 
 
-async def test_environment_is_trimmed(hostd: HostdClient, make_plugin: MakePlugin) -> None:
-    await ready(hostd, make_plugin())
-    seen = await hostd.request("tools/call", {"name": "mcp-echo.environment", "arguments": {}})
-    names = seen["structuredContent"]["names"]
-    assert "PATH" in names
-    assert not [n for n in names if "SECRET" in n or "API_KEY" in n or n.startswith("PYTEST")]
-
-
 async def test_crash_is_restarted_with_backoff(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     await ready(hostd, make_plugin())
     with pytest.raises(RpcError):
@@ -183,8 +176,9 @@ async def test_crash_is_restarted_with_backoff(hostd: HostdClient, make_plugin: 
     assert result["structuredContent"] == {"text": "again", "length": 5}
 
 
-async def test_crash_loop_gives_up_after_max_restarts(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+async def test_a_failed_enable_is_not_retried(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     # exit-at-start never becomes ready: the first enable fails, and nothing retries an enable failure.
+    # (Giving up after 5 crashes in 60 s is the restart policy's arithmetic: tests/test_policy.py.)
     folder = make_plugin(variant="exit-at-start")
     with pytest.raises(RpcError) as failed:
         await ready(hostd, folder)
@@ -299,7 +293,8 @@ async def test_disable_during_a_slow_start_abandons_it(hostd: HostdClient, make_
     await hostd.request("plugins/approve", {"id": "mcp-echo", "digest": info["launch"]["digest"]})
     enabling = await hostd.start("plugins/enable", {"id": "mcp-echo"})
     await hostd.wait_for("plugins/statusChanged", lambda s: s["status"] == "starting")
-    await trio.sleep(0.5)
+    # The plugin runs and is still loading (its stderr says so), well inside its 20 s delay.
+    await hostd.wait_for("plugins/log", lambda n: n["source"] == "stderr" and n["message"] == "loading 1")
     with trio.fail_after(5):
         stopped = await hostd.request("plugins/disable", {"id": "mcp-echo"})
     assert stopped["status"] == "stopped"

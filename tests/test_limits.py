@@ -77,9 +77,7 @@ async def test_tools_over_a_bound_are_refused_at_discovery_with_name_and_pointer
 ) -> None:
     with trio.fail_after(30):
         await enable_healthy(hostd, make_plugin)
-        failure = await failed_start(
-            hostd, make_plugin(variant="deep-tools", tools=[*ECHO_TOOLS, *DEEP_TOOLS]), within=20
-        )
+        failure = await failed_start(hostd, make_plugin(variant="deep-tools", tools=[*ECHO_TOOLS, *DEEP_TOOLS]))
         huge = {
             "name": "huge",
             "description": "x" * (200 * 1024),
@@ -114,7 +112,7 @@ async def test_tools_over_a_bound_are_refused_at_discovery_with_name_and_pointer
 async def test_a_deep_initialize_answer_is_a_start_failure(hostd: HostdClient, make_plugin: MakePlugin) -> None:
     with trio.fail_after(30):
         await enable_healthy(hostd, make_plugin)
-        failure = await failed_start(hostd, make_plugin(variant="deep-initialize"), within=20)
+        failure = await failed_start(hostd, make_plugin(variant="deep-initialize"))
         assert failure.data["reason"] == "invalid answer from the server: Maximum serialization depth exceeded"
         await assert_everyone_listed(hostd)
         await assert_healthy(hostd)
@@ -153,7 +151,8 @@ async def test_deep_arguments_are_invalid_arguments_with_the_pointer(
 
 
 async def raw_call(hostd: HostdClient, **arguments: Any) -> dict[str, Any]:
-    return await hostd.request("tools/call", {"name": f"{HOSTILE}.raw", "arguments": arguments})
+    result: dict[str, Any] = await hostd.request("tools/call", {"name": f"{HOSTILE}.raw", "arguments": arguments})
+    return result
 
 
 def last_call_id(record: Path) -> str:

@@ -127,7 +127,7 @@ async def enable(client: HostdClient, folder: Path) -> dict[str, Any]:
     assert info["launch"]["cwd"] == str(folder)
     await client.request("plugins/grant", {"id": info["id"], "permissions": []})
     await client.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
-    status = await client.request("plugins/enable", {"id": info["id"]}, timeout=ENABLE_TIMEOUT)
+    status: dict[str, Any] = await client.request("plugins/enable", {"id": info["id"]}, timeout=ENABLE_TIMEOUT)
     assert status["status"] == "ready", status
     return status
 

@@ -373,6 +373,21 @@ async def test_seccomp_denies_ptrace_and_unix_sockets_when_network_is_denied(
 # -- the tree still ends -----------------------------------------------------------------------
 
 
+async def exited(pid: int) -> None:
+    """Return once process ``pid`` (any process, not only a child) has exited: its pidfd turns readable."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+    # The pidfd turns readable a few instructions before /proc shows the process as a zombie.
+    while alive(pid):
+        await trio.lowlevel.checkpoint()
+
+
 def alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -418,10 +433,8 @@ async def test_parent_death_signal_survives_the_namespace_switch(folders: dict[s
             assert not alive(pids[0])
             if pidns:
                 # pid 1 of the namespace died of its parent-death signal, and the kernel took the rest.
-                for _ in range(200):
-                    if not any(alive(pid) for pid in pids):
-                        break
-                    await trio.sleep(0.01)
+                for pid in pids:
+                    await exited(pid)
                 assert [pid for pid in pids if alive(pid)] == []
                 assert sweep_leftovers(proc.token) == 0
             else:

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,9 +262,7 @@ async def test_sweep_leftovers_kills_every_token_carrier(isolation: tuple[str, .
         other = await spawn(fixture_launch("stubborn.py", isolation=isolation))
         try:
             assert await read_line(other.stdout) == b"ready\n"
-            start = time.monotonic()
             count = sweep_leftovers(proc.token)
-            assert time.monotonic() - start < 1.0
             assert count >= 4
             assert [pid for pid in pids if alive(pid)] == []
             assert alive(other.pid)  # another instance's token is left alone
@@ -283,14 +280,24 @@ def _status(pid: int) -> dict[str, str]:
         return {k: v.strip() for k, v in (line.split(":", 1) for line in fh.read().splitlines())}
 
 
-async def wait_gone(pids: list[int], seconds: float) -> float:
-    """Poll until none of ``pids`` is alive; return the seconds it took (or ``seconds`` if some live on)."""
-    started = time.monotonic()
-    for _ in range(int(seconds / 0.01)):
-        if not any(alive(pid) for pid in pids):
-            break
-        await trio.sleep(0.01)
-    return time.monotonic() - started
+async def wait_gone(pids: list[int], seconds: float) -> bool:
+    """Wait until every process of ``pids`` has exited (its pidfd turns readable; any process, not only
+    a child); True if they all did within ``seconds`` (a guard against a hang, not a measure)."""
+    with trio.move_on_after(seconds):
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                await trio.lowlevel.wait_readable(fd)
+            finally:
+                os.close(fd)
+            # The pidfd turns readable a few instructions before /proc shows the process as a zombie.
+            while alive(pid):
+                await trio.lowlevel.checkpoint()
+        return True
+    return False
 
 
 async def test_pid_is_the_plugin_under_the_shim() -> None:
@@ -404,7 +411,7 @@ async def test_plugin_main_exit_status_and_the_shim_ending_its_rest() -> None:
         await proc.stdin.aclose()
         assert await proc.wait() == 0
         # The shim kills the rest of the tree on its own once the main process has exited.
-        assert await wait_gone(pids, 2.0) < 2.0
+        assert await wait_gone(pids, 2.0)
         report = await proc.stop()
         assert report.step == "already-exited"
         assert report.returncode == 0
@@ -417,7 +424,7 @@ async def test_sigterm_step_is_reported() -> None:
         report = await proc.stop(grace=0.3)
         assert report.step == "sigterm"
         assert report.returncode == 0  # the wrapper's handler exits 0 without forwarding
-        assert 0.3 <= report.seconds < 1.0
+        assert report.seconds >= 0.3  # the grace was given (a lower bound: how long it took is bench/'s)
         assert [pid for pid in pids if alive(pid)] == []
 
 
@@ -425,8 +432,9 @@ async def test_fork_storm_is_ended_by_the_stop_sweep() -> None:
     with trio.fail_after(15):
         proc = await spawn(fixture_launch("forker.py", "120"))
         assert await read_line(proc.stdout) == b"ready\n"
-        await trio.sleep(0.3)
-        assert len(psutil.Process(proc.shim_pid or 0).children(recursive=True)) > 10
+        shim = psutil.Process(proc.shim_pid or 0)
+        while len(shim.children(recursive=True)) <= 10:  # the storm is under way (a condition, not a delay)
+            await trio.sleep(0.01)
         report = await proc.stop(grace=0.2)
         assert report.step == "sigkill"
         # no_leftovers (autouse) checks that no process with our tokens is alive
@@ -446,7 +454,7 @@ async def test_host_killed_with_sigkill_takes_the_whole_tree_along() -> None:
             assert len(tree) == 5 and all(alive(pid) for pid in tree)
             host.kill()
             await host.wait()
-            assert await wait_gone(tree, 2.0) < 2.0
+            assert await wait_gone(tree, 2.0)
             assert [pid for pid in tree if alive(pid)] == []
         finally:
             host.kill()
@@ -469,14 +477,15 @@ async def test_plugin_survives_trio_retiring_the_thread_that_forked_it(monkeypat
         def pdeathsig() -> None:
             ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
 
+        # The plugin first: its forking thread goes idle (and retires) no later than the control's.
+        proc = await spawn(fixture_launch("stubborn.py"))
         naive = await trio.lowlevel.open_process(
             [sys.executable, "-c", "import time; time.sleep(30)"], preexec_fn=pdeathsig
         )
-        proc = await spawn(fixture_launch("stubborn.py"))
         try:
             assert await read_line(proc.stdout) == b"ready\n"
-            await trio.sleep(1.0)
-            assert naive.poll() == -signal.SIGKILL, "the trap did not reproduce"
+            # The control dies once its forking thread retires: that is the moment to look.
+            assert await naive.wait() == -signal.SIGKILL, "the trap did not reproduce"
             assert alive(proc.pid)
             assert proc.returncode is None
         finally:
@@ -515,19 +524,6 @@ async def test_cancelled_spawn_leaves_nothing(delay: float) -> None:
         if result is not None:
             await result.stop(grace=0.1)
         # no_leftovers (autouse) checks the rest
-
-
-async def test_spawn_and_stop_cost() -> None:
-    with trio.fail_after(20):
-        for variant in (DEFAULT_ISOLATION, DIRECT):
-            launch = fixture_launch("echo.py", isolation=variant)
-            started = time.monotonic()
-            proc = await spawn(launch)
-            spawned = time.monotonic() - started
-            report = await proc.stop()
-            assert report.step == "stdin-eof"
-            assert spawned < 1.0
-            assert report.seconds < 1.0
 
 
 async def test_sweep_orphans_spares_live_hosts_and_ends_a_dead_hosts_leftovers() -> None:
@@ -571,7 +567,7 @@ async def test_sigterm_to_the_shim_terminates_the_tree() -> None:
         assert proc.shim_pid is not None
         os.kill(proc.shim_pid, signal.SIGTERM)
         assert await proc.wait() == -signal.SIGTERM  # the main process does not handle SIGTERM
-        assert await wait_gone(pids, 2.0) < 2.0  # its children ignore SIGTERM: the sweep killed them
+        assert await wait_gone(pids, 2.0)  # its children ignore SIGTERM: the sweep killed them
         report = await proc.stop()
         assert report.step == "already-exited"
         assert report.returncode == -signal.SIGTERM

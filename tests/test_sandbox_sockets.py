@@ -80,7 +80,9 @@ def run_filter(program: bytes, arch: int, nr: int, args: tuple[int, ...] = ()) -
     """The action ``program`` returns for one system call (a classic-BPF interpreter for its opcodes)."""
     full = (*args, *([0] * (6 - len(args))))
     data = struct.pack("<iIQ6Q", nr, arch, 0, *full)
-    code = [struct.unpack_from("=HBBI", program, offset) for offset in range(0, len(program), 8)]
+    code: list[tuple[int, int, int, int]] = [
+        struct.unpack_from("=HBBI", program, offset) for offset in range(0, len(program), 8)
+    ]
     assert 0 < len(code) <= 4096
     a = pc = 0
     while True:

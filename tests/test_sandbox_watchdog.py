@@ -82,7 +82,7 @@ async def test_sustained_cpu_is_reported_and_an_idle_plugin_is_not() -> None:
             await busy.stop(grace=0.1)
     assert hit.limit == "cpu"
     assert hit.value > 40.0 and hit.threshold == 40.0
-    assert 1.0 <= elapsed < 5.0  # judged only over a full window
+    assert elapsed >= 1.0  # judged only over a full window (a lower bound; the cost is bench/'s)
     assert "1 s" in hit.message
 
 

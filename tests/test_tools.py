@@ -17,6 +17,7 @@ import pytest
 
 from hostd import tools as tools_module
 from hostd.errors import ErrorKind, HostError
+from hostd.registry import ToolRegistry
 from hostd.tools import HostTool, ToolProblem, convert_tools, function_name_for, validate_arguments
 
 OBJECT = {"type": "object"}
@@ -633,8 +634,27 @@ def test_d3_a_thousand_tools_with_2kb_descriptions() -> None:
     assert len({t.function_name for t in converted}) == 1000
 
 
-def test_d3_ten_pages_concatenated_give_the_same_result() -> None:
-    listing = thousand_tools()
-    pages = [listing[i : i + 100] for i in range(0, 1000, 100)]
-    concatenated = [raw for page in pages for raw in page]
-    assert [t.to_wire() for t in convert("big", concatenated)] == [t.to_wire() for t in convert("big", listing)]
+# --- function_name clashes across plugins ------------------------------------------------
+# The class: two plugins whose tools get one function_name. Host names cannot clash (the plugin id,
+# unique and dot-free, comes first); function names can, when a long host name is cut to a
+# 55-character prefix plus a hash and another plugin's id is that prefix.
+
+
+def test_a_function_name_clash_across_plugins_is_refused_by_the_registry() -> None:
+    long_id, short_id = "p" * 60, "p" * 55
+    (long_tool,) = convert(long_id, [tool("t" * 10)])
+    assert long_tool.function_name.startswith(short_id + "_")
+    hashed = long_tool.function_name.removeprefix(short_id + "_")
+    (copycat,) = convert(short_id, [tool(hashed)])
+    assert copycat.name != long_tool.name
+    assert copycat.function_name == long_tool.function_name
+    registry = ToolRegistry()
+    registry.register(long_id, [long_tool])
+    with pytest.raises(HostError) as clash:
+        registry.register(short_id, [copycat])
+    assert clash.value.kind is ErrorKind.TOOL_CONFLICT
+    assert clash.value.data == {"plugin": short_id, "tools": [copycat.name]}
+    assert registry.tools() == [long_tool]  # nothing of the refused set was registered
+    # The same plugin replacing its own set is no clash.
+    registry.register(long_id, [long_tool])
+    assert registry.lookup(long_tool.function_name) is long_tool
