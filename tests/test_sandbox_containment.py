@@ -24,22 +24,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox.probe import available, probe
+from tests.nobody import NOBODY, ROOT, SETPRIV, SYSTEM_PYTHON, skip_reason
 
-ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "fixtures" / "sandbox" / "containment.py"
-NOBODY = 65534
-SYSTEM_PYTHON = "/usr/bin/python3"
 #: Seconds a CPU hog lives at most (it is killed at the end of its test in any case).
 HOG_LIFETIME = 300
 
@@ -93,29 +89,11 @@ def test_a_tree_racing_the_stop_never_outlives_a_killed_hostd(busy: None) -> Non
     check(run_driver("hostkill", rounds=15, budget=60), min_rounds=5)
 
 
-def _nobody_skip_reason() -> str | None:
-    if not sys.platform.startswith("linux"):
-        return "Linux only"
-    if os.geteuid() != 0:
-        return "needs root to switch to nobody"
-    if shutil.which("setpriv") is None:
-        return "setpriv is not installed"
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        return f"{SYSTEM_PYTHON} is missing"
-    version = subprocess.run(
-        [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    if version != str(sys.version_info[:2]):
-        return f"{SYSTEM_PYTHON} is {version}, this venv's packages are for {sys.version_info[:2]}"
-    return None
-
-
 def test_a_tree_racing_the_stop_never_outlives_it_as_nobody(busy: None) -> None:
-    reason = _nobody_skip_reason()
+    reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    result = run_driver("stop", rounds=15, budget=60, prefix=prefix, python=SYSTEM_PYTHON)
+    result = run_driver("stop", rounds=15, budget=60, prefix=SETPRIV, python=SYSTEM_PYTHON)
     assert result["uid"] == NOBODY
     if "pidns" not in result["isolation"]:
         pytest.skip(f"as nobody the plan has no pidns: {result['isolation']}")

@@ -19,23 +19,19 @@ the rules themselves; tests/test_sandbox_unprivileged.py repeats the TMPDIR and 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
-import sysconfig
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 import yaml
 
 from hostd.client import HostdClient, RpcError
 from tests.conftest import ready, spawn_hostd
-from tests.test_sandbox_unprivileged import NOBODY, ROOT, SYSTEM_PYTHON, _skip_reason
+from tests.nobody import ROOT, nobody_folder, run_driver, skip_reason
 
 PROBE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp-probe"
 
@@ -277,17 +273,11 @@ def _landlock_on() -> bool:
 
 @pytest.fixture
 def nobody_work() -> Iterator[Path]:
-    """A work folder owned by nobody (as tests/test_sandbox_unprivileged.py's)."""
-    reason = _skip_reason()
+    reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    folder = Path(tempfile.mkdtemp(prefix="hostd-nobody-"))
-    os.chown(folder, NOBODY, NOBODY)
-    folder.chmod(0o700)
-    try:
+    with nobody_folder() as folder:
         yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def test_pinned_rules_hold_for_an_unprivileged_user(nobody_work: Path) -> None:
@@ -295,21 +285,7 @@ async def test_pinned_rules_hold_for_an_unprivileged_user(nobody_work: Path) -> 
     interpreter path with ``..`` reach nothing outside; the swapped TMPDIR is a real folder again."""
     work = nobody_work
     _need_landlock()
-    site = sysconfig.get_paths()["purelib"]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site}", "LANG": "C.UTF-8", "HOME": str(work)}
-    command = [
-        "setpriv",
-        f"--reuid={NOBODY}",
-        f"--regid={NOBODY}",
-        "--clear-groups",
-        SYSTEM_PYTHON,
-        str(ROOT / "fixtures" / "sandbox" / "unprivileged_pinning.py"),
-        str(work),
-    ]
-    with trio.fail_after(60):
-        done = await trio.run_process(command, env=env, capture_stdout=True, capture_stderr=True, check=False)
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    result = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    result = await run_driver(ROOT / "fixtures" / "sandbox" / "unprivileged_pinning.py", work)
     assert result == {
         "swapped_before_resolve": ["EACCES", "EACCES"],
         "swapped_before_spawn": ["EACCES", "EACCES"],

@@ -13,53 +13,24 @@ process of the same user; the shim ends a hostile tree.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.nobody import NOBODY, ROOT, nobody_folder, run_driver, skip_reason
+
 DRIVER = ROOT / "fixtures" / "sandbox" / "unprivileged.py"
-NOBODY = 65534
-SYSTEM_PYTHON = "/usr/bin/python3"
-
-
-def _skip_reason() -> str | None:
-    if not sys.platform.startswith("linux"):
-        return "Linux only"
-    if os.geteuid() != 0:
-        return "needs root to switch to nobody"
-    if shutil.which("setpriv") is None:
-        return "setpriv is not installed"
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        return f"{SYSTEM_PYTHON} is missing"
-    version = subprocess.run(
-        [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    if version != str(sys.version_info[:2]):
-        return f"{SYSTEM_PYTHON} is {version}, this venv's packages are for {sys.version_info[:2]}"
-    return None
 
 
 @pytest.fixture
 def work() -> Iterator[Path]:
-    reason = _skip_reason()
+    reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    folder = Path(tempfile.mkdtemp(prefix="hostd-nobody-"))
-    os.chown(folder, NOBODY, NOBODY)
-    folder.chmod(0o700)
-    try:
+    with nobody_folder() as folder:
         yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
@@ -75,22 +46,7 @@ async def listener_port() -> AsyncIterator[int]:
 
 
 async def test_layers_and_tree_kill_work_for_an_unprivileged_user(work: Path, listener_port: int) -> None:
-    site = sysconfig.get_paths()["purelib"]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site}", "LANG": "C.UTF-8", "HOME": str(work)}
-    command = [
-        "setpriv",
-        f"--reuid={NOBODY}",
-        f"--regid={NOBODY}",
-        "--clear-groups",
-        SYSTEM_PYTHON,
-        str(DRIVER),
-        str(work),
-        str(listener_port),
-    ]
-    with trio.fail_after(60):
-        done = await trio.run_process(command, env=env, capture_stdout=True, capture_stderr=True, check=False)
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    result = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    result = await run_driver(DRIVER, work, str(listener_port))
     print("\nas nobody:", json.dumps(result["isolation"]))
 
     assert result["uid"] == NOBODY
