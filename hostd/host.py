@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
+import functools
 import hashlib
 import logging
 import os
@@ -287,7 +288,7 @@ class Host:
             plugin.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
             plugin.limits = dict(record.limits)
             with contextlib.suppress(LaunchError):
-                self._resolve(plugin)
+                await self._resolve(plugin)
             if record.enabled:
                 to_enable.append((plugin, record))
         return to_enable
@@ -314,7 +315,7 @@ class Host:
                 )
                 return
             try:
-                launch = self._gate(plugin)
+                launch = await self._gate(plugin)
                 await plugin.supervisor.enable(launch)
             except HostError as error:
                 if plugin.supervisor.state is State.STOPPED:
@@ -355,7 +356,7 @@ class Host:
                 plugin.supervisor.manifest = manifest
             plugin.manifest, plugin.manifest_digest = manifest, digest
             with contextlib.suppress(LaunchError):
-                self._resolve(plugin)
+                await self._resolve(plugin)
             await self.notify(
                 "plugins/log",
                 {
@@ -475,7 +476,17 @@ class Host:
             raise HostError(ErrorKind.PLUGIN_NOT_FOUND, f"no installed plugin {plugin_id!r}", plugin=plugin_id)
         return plugin
 
-    def _resolve(self, plugin: InstalledPlugin) -> Launch:
+    async def _resolve(self, plugin: InstalledPlugin) -> Launch:
+        """Resolve ``plugin``'s launch (:func:`sandbox.launch.resolve_launch`) in a worker thread.
+
+        The policy is computed here, on the event loop (it reads every plugin);
+        the resolution itself is blocking work (the first ``probe()`` runs a
+        process, ~50-300 ms; the approval hashes files; every rule path is
+        walked with ``lstat``) and runs off the loop, so ``ping`` and other
+        plugins' calls go on meanwhile. Records the result (or the
+        :class:`LaunchError`, re-raised) on ``plugin``. Cancellation waits for
+        the thread (it is short and has no side effect but folders created).
+        """
         backend = plugin.manifest.backend
         try:
             data_dir = tmpdir = None
@@ -486,7 +497,8 @@ class Host:
                 data_dir = self.store.directory / "data" / plugin.manifest.id
                 tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
                 host_vars = plugin_cache_env(data_dir)
-            launch = resolve_launch(
+            resolve = functools.partial(
+                resolve_launch,
                 backend.command,
                 backend.args,
                 plugin.path,
@@ -498,6 +510,7 @@ class Host:
                 host_vars=host_vars,
                 needs=(plugin.manifest.sandbox.read, plugin.manifest.sandbox.write),
             )
+            launch = await trio.to_thread.run_sync(resolve)
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
             raise
@@ -623,7 +636,7 @@ class Host:
             plugin.approved_digest = existing.approved_digest
             plugin.supervisor.pinned = existing.supervisor.pinned
         with contextlib.suppress(LaunchError):
-            self._resolve(plugin)  # a failure is shown in launch.error; enable fails with it
+            await self._resolve(plugin)  # a failure is shown in launch.error; enable fails with it
         return plugin
 
     async def import_config(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -708,7 +721,7 @@ class Host:
             fresh = self._add_plugin(plugin.path, manifest, digest)
             fresh.granted = plugin.granted & set(manifest.permissions)
             fresh.approved_digest = plugin.approved_digest
-            launch = self._resolve(fresh)
+            launch = await self._resolve(fresh)
         raise HostError(
             ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
             f"plugin {plugin_id} reported {len(names)} tools, now recorded in its manifest; "
@@ -801,7 +814,7 @@ class Host:
                     if v is not None
                 }
             with contextlib.suppress(LaunchError):
-                self._resolve(plugin)  # ports and limits are part of the launch
+                await self._resolve(plugin)  # ports and limits are part of the launch
         return self.info(plugin)
 
     async def approve(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -809,7 +822,7 @@ class Host:
         args = p.parse_params(p.ApproveParams, params)
         plugin = self._plugin(args.id)
         try:
-            launch = self._resolve(plugin)
+            launch = await self._resolve(plugin)
         except LaunchError as exc:
             raise HostError(
                 ErrorKind.PLUGIN_START_FAILED, f"plugin {args.id}: {exc}", plugin=args.id, launchError=exc.kind
@@ -834,7 +847,7 @@ class Host:
     async def enable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/enable {id}`` -> ``PluginStatus`` once ready (docs/protocol.md "plugins/enable")."""
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
-        launch = self._gate(plugin)
+        launch = await self._gate(plugin)
         async with self._change():
             plugin.enabled = True
         try:
@@ -846,7 +859,7 @@ class Host:
             await self._record_discovered_tools(plugin)
         return status
 
-    def _gate(self, plugin: InstalledPlugin) -> Launch:
+    async def _gate(self, plugin: InstalledPlugin) -> Launch:
         """Steps 1 and 2 of enable: every permission granted, the launch approved."""
         plugin_id = plugin.manifest.id
         missing = sorted(set(plugin.manifest.permissions) - plugin.granted)
@@ -858,7 +871,7 @@ class Host:
                 permissions=missing,
             )
         try:
-            launch = self._resolve(plugin)
+            launch = await self._resolve(plugin)
         except LaunchError as exc:
             raise HostError(
                 ErrorKind.PLUGIN_START_FAILED,
@@ -913,7 +926,7 @@ class Host:
                 plugin=plugin.manifest.id,
                 status=plugin.supervisor.state.value,
             )
-        launch = self._gate(plugin)
+        launch = await self._gate(plugin)
         try:
             return await plugin.supervisor.restart(launch)
         except trio.Cancelled:

@@ -102,7 +102,7 @@ class PluginSupervisor:
         notify: Notify,
         nursery: trio.Nursery,
         *,
-        relaunch: Callable[[], Launch],
+        relaunch: Callable[[], Awaitable[Launch]],
         restart_policy: RestartPolicy | None = None,
         liveness: Liveness | None = None,
         result_limit: int = RESULT_LIMIT,
@@ -408,7 +408,7 @@ class PluginSupervisor:
                     await self._feed(Event.TIMER)  # a request moved the plugin on: ignored
                     return
                 try:  # approval voided, command gone, a tool name taken: no retry storm
-                    launch = self._relaunch()
+                    launch = await self._relaunch()
                 except HostError as error:
                     await self._feed(Event.RETRY_REFUSED, error=error)
                     return

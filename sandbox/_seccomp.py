@@ -141,7 +141,29 @@ DENIED: tuple[str, ...] = (
     "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
+    # File ownership and extended attributes: Landlock (ABI 7) governs opening files, not chown or
+    # xattrs, so without these a plugin could give away or relabel any file its user owns, outside
+    # its rules. chmod itself cannot be refused (npm and uv set modes while installing; tested):
+    # its setuid, setgid and sticky bits are (MODE_CHECKED below).
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
 )
+#: chmod-family calls and the index of their mode argument: refused (EPERM) when the mode sets
+#: setuid, setgid or sticky. Without it a root plugin (its user namespace maps uid 0 to itself)
+#: made any root-owned program setuid root for every local user. Left: a plugin can still change
+#: the other mode bits of files its user owns outside its rules (sandbox/README.md, honest limits).
+MODE_CHECKED: dict[str, int] = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
+_SPECIAL_MODE_BITS = 0o7000
+_ARG_OFFSETS = {1: 24, 2: 32}
+
 _ENOSYS_CALLS = frozenset({"io_uring_setup", "io_uring_enter", "io_uring_register"})
 
 # (AUDIT_ARCH, syscall numbers, number of socket(), number of socketpair()).
@@ -185,6 +207,20 @@ _X86_64 = (
         "io_uring_setup": 425,
         "io_uring_enter": 426,
         "io_uring_register": 427,
+        "chmod": 90,
+        "fchmod": 91,
+        "fchmodat": 268,
+        "fchmodat2": 452,
+        "chown": 92,
+        "fchown": 93,
+        "lchown": 94,
+        "fchownat": 260,
+        "setxattr": 188,
+        "lsetxattr": 189,
+        "fsetxattr": 190,
+        "removexattr": 197,
+        "lremovexattr": 198,
+        "fremovexattr": 199,
     },
     41,
     53,
@@ -227,6 +263,17 @@ _AARCH64 = (
         "io_uring_setup": 425,
         "io_uring_enter": 426,
         "io_uring_register": 427,
+        "fchmod": 52,
+        "fchmodat": 53,
+        "fchmodat2": 452,
+        "fchown": 55,
+        "fchownat": 54,
+        "setxattr": 5,
+        "lsetxattr": 6,
+        "fsetxattr": 7,
+        "removexattr": 14,
+        "lremovexattr": 15,
+        "fremovexattr": 16,
     },
     198,
     199,
@@ -334,6 +381,17 @@ def build_filter(
             continue
         err = errno.ENOSYS if name in _ENOSYS_CALLS else errno.EPERM
         prog += [_insn(_JEQ_K, numbers[name], jt=0, jf=1), _insn(_RET_K, _RET_ERRNO | err)]
+    for name, index in MODE_CHECKED.items() if deny_calls else ():
+        if name not in numbers:
+            continue
+        prog += [
+            _insn(_JEQ_K, numbers[name], jt=0, jf=4),
+            _insn(_LD_W_ABS, _ARG_OFFSETS[index]),  # A = the mode (low 32 bits)
+            _insn(_AND_K, _SPECIAL_MODE_BITS),
+            _insn(_JEQ_K, 0, jt=1, jf=0),
+            _insn(_RET_K, _RET_ERRNO | errno.EPERM),
+            _insn(_LD_W_ABS, _NR),  # A = seccomp_data.nr again for the rules below
+        ]
     if socket_allowlist:
         prog += _assemble(_socket_allowlist(socket_nr, socketpair_nr))
     elif deny_unix_sockets:

@@ -412,6 +412,36 @@ ENV_FAMILIES: tuple[EnvFamily, ...] = (
         ("GI_TYPELIB_PATH",),
         "make a toolkit load plugin modules from another folder",
     ),
+    _family(
+        "host-set folders",
+        "TMPDIR, TMP, TEMP",
+        (),
+        ("TMPDIR", "TMP", "TEMP", "TEMPDIR"),
+        "replace the private temporary folder hostd creates, checks and empties for the plugin",
+        advice="remove it from the manifest's env: hostd gives every plugin a private TMPDIR",
+    ),
+    _family(
+        "install prefix",
+        "PREFIX, DESTDIR, npm's PREFIX/etc/npmrc ...",
+        (),
+        ("PREFIX", "DESTDIR", "INSTALL_PREFIX"),
+        "move the prefix a package tool reads its configuration from (npm reads PREFIX/etc/npmrc, whose "
+        "script-shell it runs), to a folder the plugin writes",
+    ),
+    _family(
+        "other runtimes' load paths",
+        "ERL_*, JULIA_*, GUILE_*, OCAML*, R_LIBS*, PYTEST_*, DJANGO_SETTINGS_MODULE, IPYTHONDIR, MPLBACKEND ...",
+        ("ERL_", "JULIA_", "GUILE_", "OCAML", "CAML_", "PYTEST_", "COQ", "RACKET", "SBCL_", "NIX_", "ANSIBLE_"),
+        ("DJANGO_SETTINGS_MODULE", "IPYTHONDIR", "MPLBACKEND", "MPLCONFIGDIR", "JUPYTER_PATH", "JUPYTER_CONFIG_DIR"),
+        "make a runtime or framework load modules, plugins or settings code from another place",
+    ),
+    _family(
+        "programs run on a tool's behalf",
+        "PUPPETEER_*, CHROME_PATH, *_RSH, SVN_*, CVS_*, PKCS11_*, ODBC* ...",
+        ("PUPPETEER_", "PLAYWRIGHT_", "SVN_", "CVS_", "PKCS11_", "ODBC", "SUDO_", "DBUS_"),
+        ("CHROME_PATH", "CHROME_BIN", "RSYNC_RSH", "CVS_RSH", "FIREFOX_BIN", "OPENSC_CONF", "TERMINAL", "SHELL"),
+        "name a program or module a library starts or loads (a browser, a remote shell, a PKCS#11 module)",
+    ),
 )
 
 #: Members of refused families that only tune output, encoding, prompting or

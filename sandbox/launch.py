@@ -421,6 +421,10 @@ def resolve_launch(
                     writable=isolation_policy.writable_paths,
                     code=isolation_policy.code_paths,
                 )
+                _refuse_code_in_writable(
+                    [real for real, _ in files],
+                    [*isolation_policy.writable_paths, *rules["write"]],
+                )
             except PathRefused as exc:
                 raise LaunchError("PATH_REFUSED", command, f"command {command!r}: {exc}") from exc
             plan = dataclasses.replace(plan, rules=tuple((k, tuple(v)) for k, v in rules.items()))
@@ -438,6 +442,19 @@ def resolve_launch(
         files=tuple(dict.fromkeys(files)),
         folders=tuple(dict.fromkeys((label, real) for label, _, real in folders)),
     )
+
+
+def _refuse_code_in_writable(programs: Sequence[str], writable: Sequence[str]) -> None:
+    """Raise :class:`PathRefused` when a file that runs (a script the arguments name) lies where a plugin writes.
+
+    Another plugin (or this one) could rewrite it between two starts: the
+    digest would notice, but the plugin must not run from there at all.
+    """
+    roots = [os.path.realpath(w) for w in writable]
+    for program in programs:
+        for root in roots:
+            if _is_inside(program, root):
+                raise PathRefused(program, f"is code that runs, inside {root}, which a plugin can write")
 
 
 def _content_digest(path: str) -> str:
@@ -509,6 +526,10 @@ def _named_paths(
                 continue
             except OSError:
                 pass
+        if os.path.isfile(real) and not label.startswith("$") and _is_script(real):
+            # A script outside the plugin folder runs too: its content is pinned like one inside.
+            with contextlib.suppress(OSError):
+                files.append((real, _content_digest(real)))
         folders.append((label, path, real))
     return files, folders
 

@@ -470,6 +470,11 @@ def landlock_rules(
         for root in writable:
             if is_inside(program, root):
                 raise PathRefused(program, f"is a program of the runtime, inside {root}, which a plugin can write")
+    real_plugin_dir = os.path.realpath(plugin_dir)
+    for root in writable:
+        if is_inside(real_plugin_dir, root):
+            # Another plugin's grant (or a host-wide one) over this plugin's code: it could plant code here.
+            raise PathRefused(plugin_dir, f"the plugin folder lies in {root}, which a plugin can write")
     runtime = runtime_read_paths(executable, path_env, home, protected)
     system = [p for p in (*SYSTEM_READ, *ETC_READ) if os.path.lexists(p)]
     read = _checked([*system, plugin_dir, *runtime, *plan.extra_read], writable=writable, protected=protected)

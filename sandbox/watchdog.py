@@ -168,7 +168,9 @@ async def watch(
 
         async def disk_watch() -> None:
             assert policy.max_disk_bytes is not None
-            await first(await watch_disk(disk_paths, policy.max_disk_bytes, policy.disk_interval_seconds))
+            await first(
+                await watch_disk(disk_paths, policy.max_disk_bytes, policy.disk_interval_seconds, process=process)
+            )
 
         if tree:
             nursery.start_soon(tree_watch)
@@ -228,8 +230,17 @@ class DiskWalk:
                 if not self._folders:
                     self.done = True
                     break
+                folder = self._folders.pop()
                 try:
-                    self._listing = os.scandir(self._folders.pop())
+                    self._listing = os.scandir(folder)
+                except PermissionError:
+                    # A folder the plugin made unreadable (chmod 000) must not hide what it holds.
+                    if not _restore_owner_access(folder):
+                        continue
+                    try:
+                        self._listing = os.scandir(folder)
+                    except OSError:
+                        continue
                 except OSError:
                     continue
             try:
@@ -253,6 +264,69 @@ class DiskWalk:
         return self.done
 
 
+def _lstat_or_none(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _restore_owner_access(folder: str) -> bool:
+    """Give the owner read, write and search on ``folder`` again, never through a symlink; True if done.
+
+    Only a real folder owned by this user (checked on an ``O_PATH|O_NOFOLLOW``
+    descriptor, which cannot be swapped afterwards); the change goes through
+    ``/proc/self/fd``, since ``fchmod`` refuses ``O_PATH`` descriptors.
+    """
+    try:
+        fd = os.open(folder, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            return False
+        os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) | 0o700)
+    except OSError:
+        return False
+    else:
+        return True
+    finally:
+        os.close(fd)
+
+
+def deleted_open_bytes(process: SandboxedProcess, devices: set[int]) -> int:
+    """Bytes allocated to files the tree of ``process`` holds open after deleting them, on ``devices``.
+
+    An unlinked file no folder walk can see still holds its blocks until the
+    last descriptor closes: a plugin wrote 300 MB that way past a 50 MB bound.
+    Each such file counts once (by device and inode); only files on the
+    filesystems of the plugin's folders (``devices``, ``st_dev`` values).
+    Blocking; processes or descriptors that vanish are skipped.
+    """
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for member in _members(process):
+        folder = f"/proc/{member.pid}/fd"
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            link = f"{folder}/{name}"
+            try:
+                if not os.readlink(link).endswith(" (deleted)"):
+                    continue
+                st = os.stat(link)
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if st.st_dev in devices and stat.S_ISREG(st.st_mode) and key not in seen:
+                seen.add(key)
+                total += st.st_blocks * 512
+    return total
+
+
 def _outermost(roots: Sequence[str]) -> list[str]:
     """``roots`` without those inside another one (after resolving symlinks of the roots themselves)."""
     real = {root: os.path.realpath(root) for root in roots}
@@ -274,25 +348,33 @@ async def watch_disk(
     interval: float = 5.0,
     *,
     entries_per_sample: int = DISK_ENTRIES_PER_SAMPLE,
+    process: SandboxedProcess | None = None,
 ) -> LimitHit:
     """Return a ``disk`` :class:`LimitHit` once the bytes allocated beneath ``paths`` exceed ``limit``.
 
     One :class:`DiskWalk` step of ``entries_per_sample`` entries every
     ``interval`` seconds, in a worker thread (the first at once); a finished
-    walk starts again. Cancellable at any point (a step in progress is
-    abandoned).
+    walk starts again. With ``process``, files its tree holds open after
+    deleting them count too (:func:`deleted_open_bytes`). Cancellable at any
+    point (a step in progress is abandoned).
     """
+    devices = {st.st_dev for path in paths if (st := _lstat_or_none(path)) is not None}
     walk = DiskWalk(paths)
     while True:
         done = await trio.to_thread.run_sync(walk.step, entries_per_sample, abandon_on_cancel=True)
-        if walk.allocated > limit:
+        hidden = 0
+        if process is not None:
+            hidden = await trio.to_thread.run_sync(deleted_open_bytes, process, devices, abandon_on_cancel=True)
+        if walk.allocated + hidden > limit:
+            used = walk.allocated + hidden
             return LimitHit(
                 limit="disk",
-                value=float(walk.allocated),
+                value=float(used),
                 threshold=float(limit),
                 message=(
-                    f"disk: the plugin's data folder and TMPDIR hold {_mb(walk.allocated)}, "
-                    f"over the limit of {_mb(limit)}"
+                    f"disk: the plugin's data folder and TMPDIR hold {_mb(used)}"
+                    + (f" ({_mb(hidden)} of it in deleted files it keeps open)" if hidden else "")
+                    + f", over the limit of {_mb(limit)}"
                 ),
             )
         if done:

@@ -450,3 +450,27 @@ async def test_a_plugin_setting_git_config_in_env_is_refused_at_install_and_enab
             assert "starting" not in statuses
             assert "ready" not in statuses
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        # npm reads $PREFIX/etc/npmrc, whose script-shell it runs: a plugin wrote both into its data folder.
+        ("PREFIX", "install prefix"),
+        ("DESTDIR", "install prefix"),
+        ("TMPDIR", "host-set folders"),
+        ("TEMP", "host-set folders"),
+        ("ERL_AFLAGS", "other runtimes' load paths"),
+        ("JULIA_DEPOT_PATH", "other runtimes' load paths"),
+        ("PYTEST_PLUGINS", "other runtimes' load paths"),
+        ("DJANGO_SETTINGS_MODULE", "other runtimes' load paths"),
+        ("PUPPETEER_EXECUTABLE_PATH", "programs run on a tool's behalf"),
+        ("RSYNC_RSH", "programs run on a tool's behalf"),
+        ("PKCS11_MODULE_PATH", "programs run on a tool's behalf"),
+    ],
+)
+def test_families_found_by_an_attack_are_refused(name: str, family: str) -> None:
+    with pytest.raises(EnvironmentPolicyError) as refused:
+        build({name: "/x"})
+    assert refused.value.variable == name
+    assert f"a variable of the {family} family" in str(refused.value)

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from hostd.client import HostdClient, RpcError
-from tests.conftest import ready, spawn_hostd
+from tests.conftest import MakePlugin, ready, spawn_hostd
 from tests.nobody import ROOT, nobody_folder, run_driver, skip_reason
 
 PROBE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp-probe"
@@ -425,3 +425,120 @@ async def test_a_start_the_sandbox_broke_names_the_path_and_keeps_the_first_line
     assert data["stderrTail"] == [f"noise {n}" for n in range(20, 30)]
     assert data["hint"].startswith("the sandbox refused /etc/hostname: a plugin reads only its folder")
     assert "sandbox.read / sandbox.write" in data["hint"]
+
+
+# -- file metadata: no setuid, no chown, no xattrs -------------------------------------------------
+
+
+async def test_a_plugin_cannot_make_a_file_setuid_nor_change_owners_or_attributes(
+    hostd: HostdClient, tmp_path: Path
+) -> None:
+    """Landlock does not govern chmod, chown or xattrs: seccomp refuses chown, xattr writes, and any chmod
+    that sets setuid, setgid or sticky. A root plugin once made a root-owned copy of ``id``, outside its
+    rules, setuid root for every local user."""
+    tool = tmp_path / "tool"
+    shutil.copy("/usr/bin/id", tool)
+    before = tool.stat().st_mode
+    await ready(hostd, probe_plugin(tmp_path))
+    [data] = await run(hostd, ["env", "XDG_CACHE_HOME"])
+    own = os.path.join(os.path.dirname(data), "own.sh")
+    assert await run(
+        hostd,
+        ["chmod", str(tool), "4755"],
+        ["chmod", str(tool), "2755"],
+        ["chown", str(tool)],
+        ["setxattr", str(tool)],
+        ["write", own, "#!/bin/sh\n"],
+        ["chmod", own, "755"],
+        ["chmod", own, "4755"],
+    ) == ["EPERM", "EPERM", "EPERM", "EPERM", "ok", "ok", "EPERM"]
+    assert tool.stat().st_mode == before
+    assert os.stat(own).st_mode & 0o7777 == 0o755
+
+
+# -- code that runs never lies where a plugin can write (found by an attack) --------------------------
+
+
+async def test_a_script_in_a_plugin_writable_folder_is_refused_and_one_elsewhere_is_pinned(
+    hostd: HostdClient, tmp_path: Path
+) -> None:
+    """A script named by absolute path outside the plugin folder: in the host-wide write grant another
+    plugin could rewrite it (refused); elsewhere its content is in the approval (a change voids it)."""
+    _need_landlock()
+    planted = tmp_path / "shared" / "tool" / "server.py"
+    planted.parent.mkdir(parents=True)
+    shutil.copy(PROBE / "server.py", planted)
+    folder = probe_plugin(tmp_path, "victim", command="python3")
+    manifest = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["backend"]["args"] = [str(planted)]
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest))
+    info = await hostd.request("plugins/install", {"path": str(folder)})
+    assert info["launch"]["kind"] == "PATH_REFUSED"
+    assert (
+        f"{planted}: is code that runs, inside {tmp_path / 'shared'}, which a plugin can write"
+        in (info["launch"]["error"])
+    )
+
+    elsewhere = tmp_path / "tools" / "server.py"
+    elsewhere.parent.mkdir()
+    shutil.copy(PROBE / "server.py", elsewhere)
+    manifest["backend"]["args"] = [str(elsewhere)]
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest))
+    await hostd.request("plugins/uninstall", {"id": "victim"})
+    info = await hostd.request("plugins/install", {"path": str(folder)})
+    assert list(info["launch"]["files"]) == [str(elsewhere)]
+    await hostd.request("plugins/grant", {"id": "victim", "permissions": ["probe.run"]})
+    await hostd.request("plugins/approve", {"id": "victim", "digest": info["launch"]["digest"]})
+    with elsewhere.open("a") as fh:
+        fh.write("\n# changed after approval\n")
+    with pytest.raises(RpcError) as refused:
+        await hostd.request("plugins/enable", {"id": "victim"})
+    assert refused.value.kind == "MCP_TRUST_APPROVAL_REQUIRED"
+
+
+async def test_a_plugin_folder_inside_another_plugins_grant_is_refused(hostd: HostdClient, tmp_path: Path) -> None:
+    """Plugin A may write ~/proj (approved); a plugin installed later from ~/proj/plugD would run code A
+    can rewrite."""
+    _need_landlock()
+    project = tmp_path / "proj"
+    project.mkdir()
+    await hostd.request("plugins/install", {"path": str(probe_plugin(tmp_path, "probe-a", args=[str(project)]))})
+    inner = probe_plugin(project, "plugd")
+    info = await hostd.request("plugins/install", {"path": str(inner)})
+    assert info["launch"]["kind"] == "PATH_REFUSED"
+    assert f"the plugin folder lies in {project}, which a plugin can write" in info["launch"]["error"]
+
+
+# -- the disk bound sees what a plugin hides (found by an attack) --------------------------------
+
+
+@pytest.mark.parametrize("trick", ["hold", "hide"])
+async def test_the_disk_bound_counts_deleted_open_files_and_unreadable_folders(
+    tmp_path: Path, make_plugin: MakePlugin, trick: str
+) -> None:
+    """``hold``: a file written, unlinked and kept open (no folder walk sees it); ``hide``: a folder chmod 000
+    after filling it. Both once held hundreds of MB past a 50 MB bound; both now stop the plugin. (As root
+    ``hide`` cannot hide anything; the walk's part of it is proved as nobody below.)"""
+    async with spawn_hostd(tmp_path, "--restart", "never", "--max-disk-mb", "8") as hostd:
+        assert (await ready(hostd, make_plugin("other")))["status"] == "ready"
+        await ready(hostd, probe_plugin(tmp_path))
+        [cache] = await run(hostd, ["env", "XDG_CACHE_HOME"])
+        target = os.path.join(os.path.dirname(cache), "hidden")
+        assert await run(hostd, [trick, target, 16]) == ["ok"]
+        stopped = await hostd.wait_for(
+            "plugins/statusChanged",
+            lambda s: s["plugin_id"] == "mcp-probe" and s["status"] == "unhealthy",
+            timeout=30,
+        )
+        assert stopped["error"]["limit"]["limit"] == "disk"
+        assert stopped["error"]["limit"]["value"] >= 16 * 1024 * 1024
+        if trick == "hold":
+            assert "in deleted files it keeps open" in stopped["error"]["reason"]
+        result = await hostd.request("tools/call", {"name": "other.echo", "arguments": {"text": "up"}})
+        assert result["structuredContent"] == {"text": "up", "length": 2}
+
+
+async def test_an_unreadable_folder_still_counts_in_the_disk_walk_as_nobody(nobody_work: Path) -> None:
+    result = await run_driver(ROOT / "fixtures" / "sandbox" / "unprivileged_diskwalk.py", nobody_work)
+    assert result["allocated"] >= 4 * 1024 * 1024
+    assert result["mode"] == "0o700"  # the owner's access given back (never through a link)
