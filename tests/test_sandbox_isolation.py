@@ -199,13 +199,28 @@ async def test_landlock_confines_reads_and_writes(folders: dict[str, Path]) -> N
 
 
 async def test_a_manifest_tmpdir_does_not_widen_the_writable_set(tmp_path: Path, folders: dict[str, Path]) -> None:
+    """TMPDIR is hostd's (created, checked, emptied): a manifest may not set it (ENV_POLICY); even allowed
+    (the embedder's escape hatch), the folder it names gets no write rule."""
     need("landlock-fs")
+    poke = ["poke.py", json.dumps([["write", str(folders["outside"] / "via-manifest")]])]
+    with pytest.raises(LaunchError) as refused:
+        resolve_launch(
+            "python3",
+            poke,
+            FIXTURES,
+            {"TMPDIR": str(folders["outside"])},
+            EnvPolicy(),
+            host_env=HOST_ENV,
+            tmpdir=str(folders["tmp"]),
+            isolation_policy=IsolationPolicy(),
+        )
+    assert refused.value.kind == "ENV_POLICY"
     launch = resolve_launch(
         "python3",
-        ["poke.py", json.dumps([["write", str(folders["outside"] / "via-manifest")]])],
+        poke,
         FIXTURES,
         {"TMPDIR": str(folders["outside"])},
-        EnvPolicy(),
+        EnvPolicy(allow_loader_vars=True),
         host_env=HOST_ENV,
         tmpdir=str(folders["tmp"]),
         isolation_policy=IsolationPolicy(),

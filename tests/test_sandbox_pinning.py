@@ -159,12 +159,14 @@ async def test_a_link_in_another_plugins_writable_folder_is_refused(
 
 async def test_a_host_grant_covering_the_state_folder_is_refused(tmp_path: Path) -> None:
     _need_landlock()
+    granted = tmp_path / "granted"  # holds the state folder, not the plugin
+    granted.mkdir()
     async with HostdClient.spawn(
-        ["--state-dir", str(tmp_path / "state"), "--allow-write", str(tmp_path)], env=_env()
+        ["--state-dir", str(granted / "state"), "--allow-write", str(granted)], env=_env()
     ) as hostd:
         info = await hostd.request("plugins/install", {"path": str(probe_plugin(tmp_path))})
         assert info["launch"]["kind"] == "PATH_REFUSED"
-        assert f"contains {os.path.realpath(tmp_path / 'state')}, which no plugin may reach" in info["launch"]["error"]
+        assert f"contains {os.path.realpath(granted / 'state')}, which no plugin may reach" in info["launch"]["error"]
         await hostd.request("plugins/grant", {"id": "mcp-probe", "permissions": ["probe.run"]})
         with pytest.raises(RpcError) as refused:
             await hostd.request("plugins/enable", {"id": "mcp-probe"})
