@@ -246,3 +246,10 @@ def test_restart_counts_and_an_automatic_restart_is_saved() -> None:
     for state in (State.UNHEALTHY, State.ERROR):
         _, actions = TABLE[state, Event.TIMER]
         assert actions.index(Action.COUNT_RESTART) < actions.index(Action.SAVE) < actions.index(Action.NOTIFY_STATUS)
+
+
+def test_design_doc_shows_the_table_as_the_code_has_it() -> None:
+    from pathlib import Path  # noqa: PLC0415
+
+    design = (Path(__file__).resolve().parent.parent / "docs" / "design.md").read_text()
+    assert render_table().rstrip() in design, "docs/design.md: paste hostd.lifecycle.render_table() again"
