@@ -1,0 +1,47 @@
+"""The fast path of tools/call results: a frame the number check lets through re-encodes byte-exact.
+
+``hostd.supervisor._as_sent`` forwards the parsed result (orjson writes it back) unless the frame
+holds a number orjson might write differently; then it slices the plugin's own bytes. Property:
+for any number the check lets through, orjson's round trip gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hostd.supervisor import _REWRITTEN_NUMBER
+
+NUMBERS = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70).map(lambda n: str(n).encode()),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda f: repr(f).encode()),
+    st.from_regex(rb"\A-?(0|[1-9][0-9]{0,20})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?\Z", fullmatch=True),
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(NUMBERS)
+def test_a_number_let_through_round_trips_byte_exact(number: bytes) -> None:
+    frame = b'{"structuredContent":{"n":' + number + b"}}"
+    if _REWRITTEN_NUMBER.search(frame) is None:
+        assert orjson.dumps(orjson.loads(frame)) == frame
+
+
+def test_an_ordinary_response_takes_the_fast_path() -> None:
+    """The envelope's "jsonrpc":"2.0" is not a number (the search skips it); a plain result passes."""
+    from hostd.content import ContentLimits  # noqa: PLC0415
+    from hostd.supervisor import _as_sent  # noqa: PLC0415
+
+    out = {"content": [{"type": "text", "text": "hi"}], "structuredContent": {"text": "hi", "length": 2}}
+    raw = orjson.dumps({"jsonrpc": "2.0", "id": "hostd-5", "result": out})
+    assert _as_sent(out, raw, ContentLimits()) is out
+    exact = raw.replace(b'"length":2', b'"length":2.50')
+    assert isinstance(_as_sent(out, exact, ContentLimits())["structuredContent"], orjson.Fragment)
+
+
+def test_forms_that_change_take_the_exact_path() -> None:
+    for number in (b"1E2", b"1e22", b"18446744073709551616", b"1.50", b"-0", b"0.000001", b"1.5E+3"):
+        frame = b'{"n":' + number + b"}"
+        assert orjson.dumps(orjson.loads(frame)) != frame
+        assert _REWRITTEN_NUMBER.search(frame) is not None
