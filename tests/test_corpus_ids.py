@@ -24,6 +24,7 @@ from tests.test_corpus_framing import (
     logs,
     recorded,
 )
+from tests.waiting import until
 
 
 def messages(record: Path, method: str) -> list[dict[str, Any]]:
@@ -126,11 +127,8 @@ async def test_c3_cancel_reaches_the_server(hostd: HostdClient, make_plugin: Mak
             await response()
         assert cancelled.value.code == -32800
         call_id = next(r["msg"]["id"] for r in messages(record, "tools/call"))
-        cancels: list[dict[str, Any]] = []
-        with trio.fail_after(2):
-            while not cancels:
-                await trio.sleep(0.02)
-                cancels = messages(record, "notifications/cancelled")
+        await until(lambda: bool(messages(record, "notifications/cancelled")), timeout=2)
+        cancels = messages(record, "notifications/cancelled")
         assert len(cancels) == 1
         assert cancels[0]["msg"]["params"]["requestId"] == call_id
         assert hostd.stray == []

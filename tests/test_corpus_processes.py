@@ -29,28 +29,7 @@ from tests.test_corpus_framing import (
     logs,
     plugin_pids,
 )
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-async def exited(pid: int) -> None:
-    """Return once process ``pid`` (any process, not only a child) has exited: its pidfd turns readable."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await trio.lowlevel.wait_readable(fd)
-    finally:
-        os.close(fd)
-    # The pidfd turns readable a few instructions before /proc shows the process as a zombie.
-    while alive(pid):
-        await trio.lowlevel.checkpoint()
+from tests.waiting import alive, exited
 
 
 def logged_pids(hostd: HostdClient, pattern: str) -> list[int]:

@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 import termios
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from hostd.client import HostdClient, RpcError, plugin_environment
 from hostd.control import PROGRESS_BURST, PROGRESS_MESSAGE_BYTES, PROGRESS_RATE, Outbox, cut_utf8
 from hostd.framing import PARENT_FRAME_LIMIT, LineDecoder, Message
 from tests.conftest import MakePlugin, ready
+from tests.waiting import until
 
 MIB = 1024 * 1024
 #: docs/protocol.md "Flow control": twice the 16 MiB outbox + 8 MiB for each of the two plugins.
@@ -170,13 +171,6 @@ def shared(tmp_path: Path) -> Path:
     folder = tmp_path / "shared"
     folder.mkdir(exist_ok=True)
     return folder
-
-
-async def until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    """Poll ``condition`` (a state of another process: a file, a pipe) until it holds."""
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.02)
 
 
 async def two_plugins(parent: Parent, make_plugin: MakePlugin, **healthy: Any) -> None:

@@ -19,7 +19,6 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import psutil
 import pytest
 import trio
 
@@ -28,6 +27,7 @@ from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy, IsolationUnavailable, plan_layers
 from sandbox.probe import probe
 from sandbox.process import SandboxedProcess, spawn, sweep_leftovers
+from tests.waiting import alive, exited
 
 #: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
 PRIVATE_TMP = os.path.realpath(tempfile.mkdtemp(prefix="hostd-tests-"))
@@ -386,28 +386,6 @@ async def test_seccomp_denies_ptrace_and_unix_sockets_when_network_is_denied(
 
 
 # -- the tree still ends -----------------------------------------------------------------------
-
-
-async def exited(pid: int) -> None:
-    """Return once process ``pid`` (any process, not only a child) has exited: its pidfd turns readable."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await trio.lowlevel.wait_readable(fd)
-    finally:
-        os.close(fd)
-    # The pidfd turns readable a few instructions before /proc shows the process as a zombie.
-    while alive(pid):
-        await trio.lowlevel.checkpoint()
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 async def read_pids(proc: SandboxedProcess) -> list[int]:

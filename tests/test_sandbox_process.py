@@ -23,6 +23,7 @@ from sandbox.launch import DEFAULT_ISOLATION, Launch, LaunchError, resolve_launc
 from sandbox.policy import order_layers
 from sandbox.probe import available, probe
 from sandbox.process import TOKEN_VAR, SandboxedProcess, _pids_with_token, spawn, sweep_leftovers, sweep_orphans
+from tests.waiting import alive, exited, until
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
 PYTHON_DIR = os.path.dirname(os.path.realpath(sys.executable))
@@ -61,13 +62,6 @@ def no_leftovers() -> Iterator[None]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert left == [], f"processes left behind: {left}"
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 DIRECT: tuple[str, ...] = ()
@@ -285,17 +279,7 @@ async def wait_gone(pids: list[int], seconds: float) -> bool:
     a child); True if they all did within ``seconds`` (a guard against a hang, not a measure)."""
     with trio.move_on_after(seconds):
         for pid in pids:
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue
-            try:
-                await trio.lowlevel.wait_readable(fd)
-            finally:
-                os.close(fd)
-            # The pidfd turns readable a few instructions before /proc shows the process as a zombie.
-            while alive(pid):
-                await trio.lowlevel.checkpoint()
+            await exited(pid)
         return True
     return False
 
@@ -433,8 +417,7 @@ async def test_fork_storm_is_ended_by_the_stop_sweep() -> None:
         proc = await spawn(fixture_launch("forker.py", "120"))
         assert await read_line(proc.stdout) == b"ready\n"
         shim = psutil.Process(proc.shim_pid or 0)
-        while len(shim.children(recursive=True)) <= 10:  # the storm is under way (a condition, not a delay)
-            await trio.sleep(0.01)
+        await until(lambda: len(shim.children(recursive=True)) > 10)  # the storm is under way
         report = await proc.stop(grace=0.2)
         assert report.step == "sigkill"
         # no_leftovers (autouse) checks that no process with our tokens is alive
