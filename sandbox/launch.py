@@ -46,7 +46,7 @@ from sandbox.environment import (
     is_secret_name,
     trim_path,
 )
-from sandbox.paths import PathRefused, ensure_private_dir
+from sandbox.paths import PathRefused, ensure_private_dir, is_inside
 from sandbox.policy import (
     IsolationPlan,
     IsolationPolicy,
@@ -255,10 +255,6 @@ def plugin_tmpdir(plugin_dir: Path) -> str:
     return tempfile.mkdtemp(prefix=f"hostd-{os.geteuid()}-{key}-")
 
 
-def _is_inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
 def _resolve_path_command(command: str, root: str) -> str:
     """The executable for a command with a ``/``.
 
@@ -273,7 +269,7 @@ def _resolve_path_command(command: str, root: str) -> str:
         executable = os.path.normpath(command)
     else:
         resolved = executable = os.path.realpath(os.path.join(root, command))
-    if not os.path.isabs(command) and not _is_inside(resolved, root):
+    if not os.path.isabs(command) and not is_inside(resolved, root):
         raise LaunchError(
             "COMMAND_OUTSIDE_PLUGIN",
             command,
@@ -420,6 +416,7 @@ def resolve_launch(
                     protected=isolation_policy.protected_paths,
                     writable=isolation_policy.writable_paths,
                     code=isolation_policy.code_paths,
+                    chain=runtime,
                 )
                 _refuse_code_in_writable(
                     [real for real, _ in files],
@@ -453,7 +450,7 @@ def _refuse_code_in_writable(programs: Sequence[str], writable: Sequence[str]) -
     roots = [os.path.realpath(w) for w in writable]
     for program in programs:
         for root in roots:
-            if _is_inside(program, root):
+            if is_inside(program, root):
                 raise PathRefused(program, f"is code that runs, inside {root}, which a plugin can write")
 
 
@@ -465,7 +462,7 @@ def _content_digest(path: str) -> str:
 
 def _runs_as_content(real: str, root: str) -> bool:
     """True when the approval must pin ``real``'s bytes: it lies in the plugin folder, or is a ``#!`` script."""
-    if _is_inside(real, root):
+    if is_inside(real, root):
         return True
     with open(real, "rb") as fh:
         return fh.read(2) == b"#!"
@@ -520,7 +517,7 @@ def _named_paths(
     named += [(f"${name}", path) for name, value in env.items() if (path := expand_home(value, home, data)) is not None]
     for label, path in named:
         real = os.path.realpath(path)
-        if os.path.isfile(real) and _is_inside(real, root):
+        if os.path.isfile(real) and is_inside(real, root):
             try:
                 files.append((real, _content_digest(real)))
                 continue

@@ -414,7 +414,11 @@ def runtime_chain(executable: str, path_env: str) -> list[tuple[str, str]]:
 
 
 def runtime_read_paths(
-    executable: str, path_env: str, home: str | None = None, guarded: Sequence[str] = ()
+    executable: str,
+    path_env: str,
+    home: str | None = None,
+    guarded: Sequence[str] = (),
+    chain: Sequence[tuple[str, str]] | None = None,
 ) -> list[str]:
     """Paths the runtime of ``executable`` needs to read: each program of :func:`runtime_chain` and its prefix.
 
@@ -423,11 +427,12 @@ def runtime_read_paths(
     also ``node``'s, found on ``path_env``. Everything is derived from real
     paths, and no folder granted as a whole is ``/``, a top-level folder, the
     ``home`` folder, or one covering a ``guarded`` path (``~/bin/tool`` adds
-    ``~/bin``, never ``~``).
+    ``~/bin``, never ``~``). ``chain``: :func:`runtime_chain`'s result when
+    the caller has it already (each ``#!`` line is then read once).
     """
     guard = [*guarded, *([home] if home else [])]
     found: list[str] = []
-    for found_at, real in runtime_chain(executable, path_env):
+    for found_at, real in chain if chain is not None else runtime_chain(executable, path_env):
         found += _prefix_paths(found_at, real, guard)
     return list(dict.fromkeys(found))
 
@@ -446,6 +451,7 @@ def landlock_rules(
     protected: Sequence[str] = (),
     writable: Sequence[str] = (),
     code: Sequence[str] = (),
+    chain: Sequence[tuple[str, str]] | None = None,
 ) -> dict[str, list[str]]:
     """The Landlock path lists for one launch (``read``, ``write``, ``devices_rw``, ``devices_r``), as real paths.
 
@@ -462,11 +468,14 @@ def landlock_rules(
     ``code`` folder (every plugin's folder), and no program of the runtime
     may lie in a plugin-writable folder (it would run code a plugin wrote).
     Raises :class:`~sandbox.paths.PathRefused` naming the path and why.
+    ``chain``: :func:`runtime_chain`'s result when the caller has it already.
     Blocking (``lstat`` and a read of the first line of each script).
     """
+    if chain is None:
+        chain = runtime_chain(executable, path_env)
     own = [plan.tmpdir, *([plan.data_dir] if plan.data_dir else []), *plan.extra_write]
     writable = list(dict.fromkeys(os.path.realpath(p) for p in (*writable, *own)))
-    for program in dict.fromkeys(real for _, real in runtime_chain(executable, path_env)):
+    for program in dict.fromkeys(real for _, real in chain):
         for root in writable:
             if is_inside(program, root):
                 raise PathRefused(program, f"is a program of the runtime, inside {root}, which a plugin can write")
@@ -475,7 +484,7 @@ def landlock_rules(
         if is_inside(real_plugin_dir, root):
             # Another plugin's grant (or a host-wide one) over this plugin's code: it could plant code here.
             raise PathRefused(plugin_dir, f"the plugin folder lies in {root}, which a plugin can write")
-    runtime = runtime_read_paths(executable, path_env, home, protected)
+    runtime = runtime_read_paths(executable, path_env, home, protected, chain)
     system = [p for p in (*SYSTEM_READ, *ETC_READ) if os.path.lexists(p)]
     read = _checked([*system, plugin_dir, *runtime, *plan.extra_read], writable=writable, protected=protected)
     write = _checked(
