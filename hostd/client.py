@@ -142,11 +142,15 @@ class HostdClient:
                         continue
                     self._route(event.value)
         finally:
-            self.closed.set()
-            for channel in self._waiting.values():
-                channel.close()
-            self._waiting.clear()
-            self._wake()
+            self._finish()
+
+    def _finish(self) -> None:
+        """hostd's stdout ended: mark the client closed and wake every request still waiting."""
+        self.closed.set()
+        for channel in self._waiting.values():
+            channel.close()
+        self._waiting.clear()
+        self._wake()
 
     def _route(self, message: dict[str, Any]) -> None:
         if "method" in message and "id" not in message:

@@ -117,11 +117,7 @@ class Parent:
                     assert isinstance(event, Message) and isinstance(event.value, dict), event
                     client._route(event.value)
         finally:
-            client.closed.set()
-            for channel in client._waiting.values():
-                channel.close()
-            client._waiting.clear()
-            client._wake()
+            client._finish()
 
     async def read_log(self) -> None:
         assert self.process.stderr is not None
