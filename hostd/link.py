@@ -590,7 +590,16 @@ class PluginLink:
         """The legacy handshake offering ``version`` (default the newest); adopt what the server answers."""
         self._stage = "initialize"
         offer = version or LEGACY_VERSIONS[-1]
-        result = await self._call_raw(offer)
+        try:
+            result = await self._call_raw(offer)
+        except PluginRequestError as exc:
+            offered = _supported(exc.data) if exc.code == UNSUPPORTED_PROTOCOL_VERSION else []
+            if not offered:
+                raise
+            wanted = f"pins {version}" if version is not None else f"is {self._protocol!r}"
+            raise self._start_error(
+                f"backend.protocol {wanted} but the server offers {', '.join(offered)}", offered=offered
+            ) from None
         answered, capabilities, server_info = _validate_initialize(result, self._start_error)
         if answered not in LEGACY_VERSIONS:
             raise self._start_error(f"Unsupported protocol version from the server: {answered}", offered=[answered])
