@@ -98,10 +98,12 @@ log = logging.getLogger("hostd.link")
 __all__ = [
     "Discovery",
     "LinkClosed",
+    "NotificationSink",
     "PluginLink",
     "PluginRequestError",
     "ProgressSink",
     "ReplyTooLarge",
+    "RequestHandler",
     "StderrTail",
     "answered_id",
 ]
