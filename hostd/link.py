@@ -483,7 +483,7 @@ class PluginLink:
         started = time.monotonic()
         try:
             with trio.fail_after(startup_timeout):
-                await self._negotiate()
+                await self._negotiate(startup_timeout)
                 if not isinstance(self.server_capabilities.get("tools"), dict):
                     raise self._start_error("the server does not declare the tools capability")
                 tools = await self.list_tools()
@@ -511,21 +511,37 @@ class PluginLink:
 
     _stage = "initialize"
 
-    async def _negotiate(self) -> None:
-        """Settle the era (manifest ``backend.protocol``) and adopt it in the session."""
+    async def _negotiate(self, startup_timeout: float) -> None:
+        """Settle the era (manifest ``backend.protocol``) and adopt it in the session.
+
+        The ``server/discover`` probe waits at most 10 s (and half the start
+        timeout); a modern server that was too slow for it still answers the
+        ``initialize`` that follows with -32022 naming its versions, and is
+        probed once more (the SDK's ``negotiate_auto`` does the same).
+        """
         choice = self._protocol
-        cached = ERA_CACHE.get(self._launch_digest) if self._launch_digest else None
-        if choice == "legacy" or choice in LEGACY_VERSIONS or (choice == "auto" and cached == "legacy"):
-            await self._initialize(choice if choice in LEGACY_VERSIONS else None)
-            return
-        pin = choice if choice in MODERN_VERSIONS else None
-        if choice not in ("auto", *MODERN_VERSIONS):
+        if choice not in ("auto", "legacy", *LEGACY_VERSIONS, *MODERN_VERSIONS):
             raise self._start_error(
                 f"backend.protocol {choice!r} is not a revision hostd speaks "
                 f"({', '.join((*LEGACY_VERSIONS, *MODERN_VERSIONS))})"
             )
-        offered = await self._probe(pin or MODERN_VERSIONS[-1])
-        if self.session.era == "modern":
+        probe_timeout = min(DISCOVER_TIMEOUT, startup_timeout / 2)
+        if choice == "legacy" or choice in LEGACY_VERSIONS:
+            pin = choice if choice in LEGACY_VERSIONS else None
+            offered = await self._initialize(pin)
+            if offered is not None:
+                wanted = f"pins {pin}" if pin is not None else "is 'legacy'"
+                raise self._start_error(
+                    f"backend.protocol {wanted} but the server offers {', '.join(offered)}", offered=offered
+                )
+            return
+        if choice == "auto" and self._cached() == "legacy":
+            if await self._initialize(None) is None:
+                return
+            ERA_CACHE.pop(self._launch_digest or "", None)  # the same launch refuses the handshake now: probe
+        pin = choice if choice in MODERN_VERSIONS else None
+        offered = await self._probe(pin or MODERN_VERSIONS[-1], probe_timeout)
+        if self._modern():
             self._remember("modern")
             return
         if pin is not None:
@@ -535,14 +551,32 @@ class PluginLink:
                 f"backend.protocol pins {pin} but the server offers {', '.join(offered) or 'no version'}",
                 offered=offered,
             )
-        await self._initialize(None)
-        self._remember("legacy")
+        offered = await self._initialize(None)
+        if offered is None:
+            self._remember("legacy")
+            return
+        mutual = [v for v in MODERN_VERSIONS if v in offered]
+        if mutual:
+            await self._probe(mutual[-1], startup_timeout)
+            if self._modern():
+                self._remember("modern")
+                return
+        raise self._start_error(
+            f"backend.protocol is 'auto' but the server offers {', '.join(offered)}", offered=offered
+        )
+
+    def _modern(self) -> bool:
+        """Whether the session adopted the modern era (a call, so checks after awaits are not narrowed away)."""
+        return self.session.era == "modern"
+
+    def _cached(self) -> str | None:
+        return ERA_CACHE.get(self._launch_digest) if self._launch_digest else None
 
     def _remember(self, era: Literal["legacy", "modern"]) -> None:
         if self._launch_digest and self._protocol == "auto":
             ERA_CACHE[self._launch_digest] = era
 
-    async def _probe(self, version: str) -> list[str] | None:
+    async def _probe(self, version: str, timeout: float) -> list[str] | None:
         """``server/discover`` at ``version``; adopt the modern era on positive evidence.
 
         Returns the versions the server named when it is modern-capable but
@@ -555,7 +589,7 @@ class PluginLink:
             rid, message = self.session.discover_request(version, context=waiter)
             if not await self._write(encode(message)):
                 raise LinkClosed(self.failure or "the plugin is stopping")
-            with trio.move_on_after(DISCOVER_TIMEOUT):
+            with trio.move_on_after(timeout):
                 await waiter.done.wait()
             if waiter.reply is None:
                 if self.done.is_set():
@@ -588,8 +622,14 @@ class PluginLink:
             return None
         return None
 
-    async def _initialize(self, version: str | None) -> None:
-        """The legacy handshake offering ``version`` (default the newest); adopt what the server answers."""
+    async def _initialize(self, version: str | None) -> list[str] | None:
+        """The legacy handshake offering ``version`` (default the newest); adopt what the server answers.
+
+        Returns None once adopted, or the versions a -32022 answer named (the
+        server refuses the handshake). Raises ``PLUGIN_START_FAILED`` for an
+        invalid answer or a version it did not ask for, :class:`PluginRequestError`
+        for any other error.
+        """
         self._stage = "initialize"
         offer = version or LEGACY_VERSIONS[-1]
         try:
@@ -598,10 +638,7 @@ class PluginLink:
             offered = _supported(exc.data) if exc.code == UNSUPPORTED_PROTOCOL_VERSION else []
             if not offered:
                 raise
-            wanted = f"pins {version}" if version is not None else f"is {self._protocol!r}"
-            raise self._start_error(
-                f"backend.protocol {wanted} but the server offers {', '.join(offered)}", offered=offered
-            ) from None
+            return offered
         answered, capabilities, server_info = _validate_initialize(result, self._start_error)
         if answered not in LEGACY_VERSIONS:
             raise self._start_error(f"Unsupported protocol version from the server: {answered}", offered=[answered])
@@ -612,6 +649,7 @@ class PluginLink:
         self.session.adopt_legacy(answered, capabilities, server_info)
         await self._write(encode(self.session.initialized_notification()))
         self._stage = "tools/list"
+        return None
 
     async def _legacy_offer(self) -> list[str]:
         """What version a server that is not modern answers ``initialize`` with (for a failed pin's message)."""
