@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from hostd.client import RpcError
-from hostd.importer import MAX_IMPORT_BYTES, MAX_IMPORT_ENTRIES, ConfigError, plan_import, sanitize_id, strip_jsonc
+from hostd.importer import MAX_IMPORT_BYTES, MAX_IMPORT_ENTRIES, ConfigError, parse_jsonc, plan_import, sanitize_id
 from tests.conftest import ECHO, ECHO_TOOLS, spawn_hostd
 
 DATA = Path(__file__).parent / "data"
@@ -56,7 +56,7 @@ def test_ids_and_jsonc() -> None:
     assert sanitize_id("GitHub (work)") == "github-work"
     assert sanitize_id("***") == "server"
     assert len(sanitize_id("x" * 100)) == 63
-    assert strip_jsonc('{"a": "// not a comment", /* c */ "b": [1,2,],}') == '{"a": "// not a comment",  "b": [1,2]}'
+    assert parse_jsonc('{"a": "// not a comment", /* c */ "b": [1,2,],}') == {"a": "// not a comment", "b": [1, 2]}
 
 
 def _echo_config(name: str = "Echo Fixture") -> str:
@@ -132,14 +132,24 @@ async def test_hostctl_import_prints_each_outcome(tmp_path: Path) -> None:
 # -- issue 10 / 11: a config is hostile input -----------------------------------------
 
 
+# The class: text inside a string that looks like JSONC syntax (a comma before a closing bracket, a
+# comment marker, a quote escape) must stay the string's text; syntax outside strings (comments,
+# trailing commas) must still be accepted. Members: the issue's args, comment markers in strings,
+# an escaped quote followed by a trailing-comma look-alike, and every kind of comment and comma.
+
+
 def test_jsonc_commas_and_brackets_inside_strings_survive() -> None:
     text = '{"mcpServers": {"s": {"command": "x", "args": ["a, ]b", "c,}", "d,  ]",], /* c */ }, // end\n}}'
     (entry,) = plan_import(text)
     assert entry.manifest is not None
     assert entry.manifest["backend"]["args"] == ["a, ]b", "c,}", "d,  ]"]
-    assert strip_jsonc("[1, /* a */ // b\n ]") == "[1  \n ]"
-    with pytest.raises(ConfigError, match="unterminated"):
-        strip_jsonc('["/*", 1] /* open')
+    assert parse_jsonc('{"args": ["a, ]b", "c,}"]}') == {"args": ["a, ]b", "c,}"]}
+    assert parse_jsonc(r'["// no", "/* nor */", "q\",]", ",]", "\\",]') == ["// no", "/* nor */", 'q",]', ",]", "\\"]
+    assert parse_jsonc("[1, /* a */ // b\n ]") == [1]
+    assert parse_jsonc('{"a": [1, 2,], "b": {"c": 3,},}') == {"a": [1, 2], "b": {"c": 3}}
+    for broken in ('["/*", 1] /* open', '{"a": 1} extra', "[" * 40 + "]" * 40):
+        with pytest.raises(ConfigError, match="not JSON"):
+            parse_jsonc(broken)
 
 
 def test_alike_names_get_distinct_ids_up_to_the_entry_bound() -> None:
