@@ -217,6 +217,8 @@ class Host:
         self.env_policy = EnvPolicy(pass_proxy=settings.pass_proxy)
         self.known_permissions = set(options.known_permissions) if options.known_permissions is not None else None
         self._shutting_down = False
+        #: Around the restore of enabled plugins; :meth:`shutdown` cancels it.
+        self._restore_scope = trio.CancelScope()
         self.store: StateStore | None = options.state_store
         self._records: dict[str, PluginRecord] = {}
         self._save_lock = trio.Lock()
@@ -294,13 +296,27 @@ class Host:
         return to_enable
 
     async def _restore_enabled(self, plugins: list[tuple[InstalledPlugin, PluginRecord]]) -> None:
-        """Enable again what was enabled (4 at a time), unless it changed since approval."""
+        """Enable again what was enabled (4 at a time), unless it changed since approval.
+
+        Runs under :attr:`_restore_scope`, which :meth:`shutdown` cancels first:
+        a plugin still queued is not started, one mid-start ends ``stopped``.
+        """
         limiter = trio.CapacityLimiter(4)
-        async with trio.open_nursery() as nursery:
-            for plugin, record in plugins:
-                nursery.start_soon(self._restore_one, plugin, record, limiter)
+        with self._restore_scope:
+            async with trio.open_nursery() as nursery:
+                for plugin, record in plugins:
+                    nursery.start_soon(self._restore_one, plugin, record, limiter)
 
     async def _restore_one(self, plugin: InstalledPlugin, record: PluginRecord, limiter: trio.CapacityLimiter) -> None:
+        """Restore one plugin: refused (state ``error``) only for what restore itself found.
+
+        The class: what the gate finds (a changed manifest or launch, a permission
+        withdrawn) is a refusal the user must act on. A start that something else
+        ended (``shutdown`` cancels the restore, ``disable`` or ``uninstall``
+        abandons the start) is not: the plugin ends ``stopped`` with no error and
+        keeps ``enabled``, so the next hostd starts it again (issue 14). A failed
+        start is already ``error`` with its own reason.
+        """
         plugin_id = plugin.manifest.id
         async with limiter:
             if plugin.manifest_digest != record.manifest_digest:
@@ -316,10 +332,13 @@ class Host:
                 return
             try:
                 launch = await self._gate(plugin)
+            except HostError as error:
+                await plugin.supervisor.refuse(error)
+                log.warning("restoring plugin %s refused: %s", plugin_id, error.message)
+                return
+            try:
                 await plugin.supervisor.enable(launch)
             except HostError as error:
-                if plugin.supervisor.state is State.STOPPED:
-                    await plugin.supervisor.refuse(error)
                 log.warning("restoring plugin %s failed: %s", plugin_id, error.message)
 
     def expedite(self) -> None:
@@ -457,6 +476,7 @@ class Host:
     async def shutdown(self, *, fast: bool) -> None:
         """Stop every plugin concurrently (whole trees); ``fast`` skips the graces."""
         self._shutting_down = True
+        self._restore_scope.cancel()  # nothing queued starts now; a start in progress ends stopped
         grace = 0.0 if fast else 2.0
         async with trio.open_nursery() as nursery:
             for plugin in self.plugins.values():
