@@ -13,7 +13,6 @@ import contextlib
 import copy
 import errno
 import functools
-import hashlib
 import logging
 import os
 import shutil
@@ -26,10 +25,11 @@ import orjson
 import trio
 
 from hostd import protocol as p
+from hostd import trust
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
-from hostd.importer import ConfigError, plan_import
+from hostd.importer import ConfigError, Imported, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
@@ -170,13 +170,8 @@ class InstalledPlugin:
     limits: dict[str, Any] = field(default_factory=dict)
 
     def approval_digest(self, launch: Launch) -> str:
-        """The digest the user approves: the resolved launch and the manifest's bytes.
-
-        Any change to either (arguments, environment keys, the executable, a
-        tool added to the manifest...) gives a new digest and voids the approval.
-        """
-        joined = f"{launch.digest}\n{self.manifest_digest}".encode()
-        return "sha256:" + hashlib.sha256(joined).hexdigest()
+        """The digest the user approves now (:func:`hostd.trust.approval_digest`)."""
+        return trust.approval_digest(launch.digest, self.manifest_digest)
 
     def record(self) -> PluginRecord:
         """What the state store keeps of this plugin."""
@@ -671,10 +666,15 @@ class Host:
         ``<stateDir>/imported/<id>/plugin.json``; uninstall removes that folder.
         """
         args = p.parse_params(p.ImportParams, params)
+        root = self.store.directory / "imported" if self.store is not None else None
+        taken = set(self.plugins)
+        earlier = {pid: plugin.path for pid, plugin in self.plugins.items() if plugin.path.parent == root}
         try:
-            # Off the event loop: parsing and planning are CPU work on parent-sized input.
-            taken = set(self.plugins)
-            entries = await trio.to_thread.run_sync(lambda: plan_import(args.config, taken=taken))
+            # Off the event loop: reading the installed manifests is file I/O, parsing and
+            # planning are CPU work on parent-sized input.
+            entries = await trio.to_thread.run_sync(
+                lambda: plan_import(args.config, taken=taken, imported=_read_imported(earlier))
+            )
         except ConfigError as exc:
             raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[]) from None
         invalid = [e for e in entries if e.outcome == "invalid"]
@@ -685,10 +685,10 @@ class Host:
                 f"({', '.join(repr(e.name) for e in invalid)})",
                 entries=[e.to_wire() for e in entries],
             )
-        if self.store is None:
+        if self.store is None or root is None:
             raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/import needs a state directory")
-        root = self.store.directory / "imported"
         written: list[Path] = []
+        replaced: dict[Path, bytes] = {}  # updated entries: the manifest bytes to put back on failure
         results: list[dict[str, Any]] = []
         try:
             async with self._change():  # a failure undoes every install of this import
@@ -698,59 +698,40 @@ class Host:
                     if entry.manifest is None or entry.plugin_id is None:
                         continue
                     folder = root / entry.plugin_id
-                    for made in (  # install creates them (data folder, TMPDIR)
-                        self.store.directory / "data" / entry.plugin_id,
-                        self.store.directory / "tmp" / entry.plugin_id,
-                    ):
-                        if not made.exists():
-                            written.append(made)
-                    written.append(folder)
+                    if entry.outcome == "unchanged":
+                        wire["plugin"] = self.info(self.plugins[entry.plugin_id])
+                        continue
+                    if entry.outcome == "updated":
+                        replaced[folder] = await trio.to_thread.run_sync((folder / "plugin.json").read_bytes)
+                    else:
+                        for made in (  # install creates them (data folder, TMPDIR)
+                            self.store.directory / "data" / entry.plugin_id,
+                            self.store.directory / "tmp" / entry.plugin_id,
+                        ):
+                            if not made.exists():
+                                written.append(made)
+                        written.append(folder)
                     try:
                         await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
                     except OSError as exc:
                         raise _write_failed(exc, folder / "plugin.json") from None
                     plugin = await self._install(folder)
-                    wire["outcome"] = "installed"
+                    if entry.outcome == "updated":
+                        plugin.approved_digest = None  # a changed entry is a new launch to approve
+                    else:
+                        wire["outcome"] = "installed"
                     wire["plugin"] = self.info(plugin)
         except BaseException:
-            # Any failure, cancellation included, leaves nothing: no plugin (undone above), no folder.
+            # Any failure, cancellation included, leaves nothing: no plugin (undone above), no
+            # folder, and an updated plugin's manifest as it was.
             with trio.CancelScope(shield=True):
                 for folder in written:
                     await trio.to_thread.run_sync(shutil.rmtree, folder, True)
+                for folder, document in replaced.items():
+                    with contextlib.suppress(OSError):
+                        await trio.to_thread.run_sync(_restore_manifest, folder, document)
             raise
         return p.ImportResult.model_validate({"entries": results}).wire()
-
-    async def _record_discovered_tools(self, plugin: InstalledPlugin) -> None:
-        """First enable of a ``contributes.discover`` plugin: write the tools it reported
-        into its manifest, stop it, and ask for approval of the result."""
-        plugin_id = plugin.manifest.id
-        tools = plugin.supervisor.discovered  # never registered: not approved yet
-        names = sorted(t.name for t in tools)
-        permissions = sorted(set(plugin.manifest.permissions) | {t.permission for t in tools if t.permission})
-        await plugin.supervisor.disable()
-        document = plugin.manifest.model_dump(mode="json", exclude_none=True)
-        document["contributes"] = {"tools": names}
-        document["permissions"] = permissions
-        try:
-            await trio.to_thread.run_sync(_write_manifest, plugin.path, document)
-        except OSError as exc:
-            raise _write_failed(exc, plugin.path / "plugin.json") from None
-        manifest, digest = await trio.to_thread.run_sync(load_manifest, plugin.path)
-        async with self._change():
-            plugin.enabled = False
-            fresh = self._add_plugin(plugin.path, manifest, digest)
-            fresh.granted = plugin.granted & set(manifest.permissions)
-            fresh.approved_digest = plugin.approved_digest
-            launch = await self._resolve(fresh)
-        raise HostError(
-            ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
-            f"plugin {plugin_id} reported {len(names)} tools, now recorded in its manifest; "
-            "approve the plugin with its tools, then enable it",
-            plugin=plugin_id,
-            launch=self._launch_info(fresh, launch),
-            discoveredTools=names,
-            permissions=permissions,
-        )
 
     def _add_plugin(self, folder: Path, manifest: Manifest, digest: str) -> InstalledPlugin:
         plugin_id = manifest.id
@@ -865,19 +846,19 @@ class Host:
         return self.info(plugin)
 
     async def enable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/enable {id}`` -> ``PluginStatus`` once ready (docs/protocol.md "plugins/enable")."""
+        """``plugins/enable {id}`` -> ``PluginStatus`` once ready (docs/protocol.md "plugins/enable").
+
+        ``pinned`` lists the tools this enable pinned on first use (:mod:`hostd.trust`).
+        """
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         launch = await self._gate(plugin)
         async with self._change():
             plugin.enabled = True
         try:
-            status = await plugin.supervisor.enable(launch)
+            return await plugin.supervisor.enable(launch)
         except trio.Cancelled:
             await self._abandoned(plugin)
             raise
-        if plugin.manifest.contributes.discover:
-            await self._record_discovered_tools(plugin)
-        return status
 
     async def _gate(self, plugin: InstalledPlugin) -> Launch:
         """Steps 1 and 2 of enable: every permission granted, the launch approved."""
@@ -1034,6 +1015,29 @@ def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise
+
+
+def _restore_manifest(folder: Path, document: bytes) -> None:
+    """Put ``plugin.json`` back as ``document`` (an updated import that failed). Raises ``OSError``."""
+    temporary = folder / MANIFEST_TEMPORARY
+    temporary.write_bytes(document)
+    os.chmod(temporary, 0o600)
+    os.replace(temporary, folder / "plugin.json")
+
+
+def _read_imported(folders: dict[str, Path]) -> dict[str, Imported]:
+    """The plugins earlier imports installed, by the config entry name each came from (its
+    manifest's ``name``): ``plugins/import`` compares a new entry with them. Blocking (reads
+    each ``plugin.json``); one that cannot be read is left out (then it is installed anew)."""
+    found: dict[str, Imported] = {}
+    for plugin_id, folder in sorted(folders.items()):
+        try:
+            document = orjson.loads((folder / "plugin.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if isinstance(document, dict) and isinstance(document.get("name"), str):
+            found[document["name"]] = Imported(plugin_id, document)
+    return found
 
 
 def _write_failed(exc: OSError, path: Path) -> HostError:

@@ -12,8 +12,10 @@ tolerated, as editors write them):
 
 :func:`plan_import` turns a config into one :class:`ImportEntry` per server:
 a sanitised, collision-free plugin id and a generated manifest (with
-``contributes.discover: true``, since such configs declare no tools), or the
-reason it cannot be imported. Remote (``url``) entries are recorded and
+``contributes.discover: true``, since such configs declare no tools: their
+tools are pinned on first use, :mod:`hostd.trust`), or the reason it cannot
+be imported. An entry an earlier import installed keeps its id and is
+``unchanged`` or ``updated``. Remote (``url``) entries are recorded and
 reported as not yet supported. The host writes the manifests and installs
 them all-or-nothing (``plugins/import``).
 """
@@ -27,7 +29,7 @@ from typing import Any, Literal
 
 import pyjson5
 
-Outcome = Literal["ready-to-install", "remote-not-supported", "invalid"]
+Outcome = Literal["ready-to-install", "unchanged", "updated", "remote-not-supported", "invalid"]
 
 _ID_MAX = 63
 
@@ -170,14 +172,35 @@ def _command(raw: str, notes: list[str]) -> str:
     return command
 
 
-def plan_import(config: str | Mapping[str, Any], *, taken: Collection[str] = ()) -> list[ImportEntry]:
+@dataclass(frozen=True)
+class Imported:
+    """A plugin an earlier import installed: its id and the manifest document it was given."""
+
+    plugin_id: str
+    manifest: Mapping[str, Any]
+
+
+def plan_import(
+    config: str | Mapping[str, Any],
+    *,
+    taken: Collection[str] = (),
+    imported: Mapping[str, Imported] | None = None,
+) -> list[ImportEntry]:
     """One :class:`ImportEntry` per server in ``config``, in the config's order.
 
     ``taken`` holds plugin ids already installed; generated ids never collide
-    with them or with each other. Time is linear in the number of servers (plus
-    ``taken``). Raises :class:`ConfigError` for an unreadable config or one over
+    with them or with each other. ``imported`` maps the config entry name an
+    installed plugin was imported from (its manifest's ``name``) to that plugin:
+    importing the same entry again is idempotent (issue 14), never a numbered
+    duplicate. The entry keeps its plugin id and is ``unchanged`` when the
+    manifest it would get equals the installed one, ``updated`` otherwise
+    (ready to be written over it). Only distinct names get distinct ids
+    (``My Server`` and ``my-server`` become ``my-server`` and ``my-server-2``).
+    Time is linear in the number of servers (plus ``taken``). Raises
+    :class:`ConfigError` for an unreadable config or one over
     ``MAX_IMPORT_BYTES`` / ``MAX_IMPORT_ENTRIES``.
     """
+    imported = imported or {}
     servers = parse_config(config)
     used = set(taken)
     counters: dict[str, int] = {}
@@ -209,7 +232,8 @@ def plan_import(config: str | Mapping[str, Any], *, taken: Collection[str] = ())
             continue
         if "cwd" in server:
             entry.notes.append(f"cwd {server['cwd']!r} ignored: a plugin runs in its own folder")
-        plugin_id = _unique(sanitize_id(entry.name), used, counters)
+        earlier = imported.get(entry.name)
+        plugin_id = earlier.plugin_id if earlier is not None else _unique(sanitize_id(entry.name), used, counters)
         entry.plugin_id = plugin_id
         entry.outcome = "ready-to-install"
         entry.manifest = {
@@ -235,6 +259,8 @@ def plan_import(config: str | Mapping[str, Any], *, taken: Collection[str] = ())
             entry.manifest["sandbox"] = needs
             entry.notes.append(f"declared the well-known needs of {needs['for']}: read {', '.join(needs['read'])}")
             del needs["for"]
+        if earlier is not None:
+            entry.outcome = "unchanged" if entry.manifest == earlier.manifest else "updated"
     return entries
 
 

@@ -41,7 +41,7 @@ import orjson
 import trio
 from mcp.shared.exceptions import MCPError
 
-from hostd import lifecycle
+from hostd import lifecycle, trust
 from hostd.content import ContentLimits, bound_content
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
@@ -53,7 +53,7 @@ from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.protocol import PluginStatus
 from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
-from hostd.tools import PERMISSION_META_KEY, HostTool, convert_tools, structured_content_problem
+from hostd.tools import HostTool, convert_tools, structured_content_problem
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
@@ -127,7 +127,9 @@ class PluginSupervisor:
         #: None until the first discovery after an approval records them.
         self.pinned: dict[str, str] | None = None
         #: Tools withheld because their definition changed since approval: name -> digests.
-        self.withheld: dict[str, dict[str, str]] = {}
+        self.withheld: trust.Withheld = {}
+        #: The host names the current start pinned on first use (:mod:`hostd.trust`), else None.
+        self.first_use: list[str] | None = None
         self._current_tools: list[HostTool] = []
         #: The resource limit the last instance was stopped for, if any.
         self.limit_hit: dict[str, Any] | None = None
@@ -167,8 +169,11 @@ class PluginSupervisor:
 
     # -- status -----------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        """:class:`hostd.protocol.PluginStatus` as sent on the wire (``docs/protocol.md``)."""
+    def status(self, *, pinned: list[str] | None = None) -> dict[str, Any]:
+        """:class:`hostd.protocol.PluginStatus` as sent on the wire (``docs/protocol.md``).
+
+        ``pinned``: the host names an enable pinned on first use (its result only).
+        """
         link = self._link
         last_seen = link.last_seen_at if link is not None else self._last_seen_fallback
         return PluginStatus(
@@ -188,6 +193,7 @@ class PluginSupervisor:
             next_retry_at=_iso(self.next_retry_at),
             withheld=sorted(self.withheld),
             isolation=self.isolation,
+            pinned=pinned,
         ).wire()
 
     # -- the lifecycle driver ------------------------------------------------------
@@ -332,8 +338,9 @@ class PluginSupervisor:
         Cancelled: the start is abandoned, its tree ended, state ``stopped``.
         """
         async with self._op_lock:
+            self.first_use = None
             await self._start(Event.ENABLE, launch)
-            return self.status()
+            return self.status(pinned=self.first_use)
 
     async def restart(self, launch: Launch) -> dict[str, Any]:
         """Stop the running instance (if any) and start a new one: the whole discovery again.
@@ -538,39 +545,34 @@ class PluginSupervisor:
             link.failure_handled.set()
 
     async def _publish(self, tools: list[HostTool]) -> None:
-        """Register the tools whose definitions match the pins; withhold the others.
+        """Register the tools the pins allow; withhold the others (:func:`hostd.trust.screen`).
 
-        The first discovery after an approval pins every definition (issue:
-        tool pinning). Raises ``TOOL_CONFLICT`` from the registry.
+        The first discovery after an approval pins every definition and
+        serves it (trust on first use, :mod:`hostd.trust`); the pins are
+        recorded before any tool is registered. Raises ``TOOL_CONFLICT`` from
+        the registry, ``STATE_WRITE_FAILED`` when the first pins cannot be
+        recorded (then nothing is pinned and the start fails).
         """
         self._current_tools = list(tools)
-        if self.manifest.contributes.discover:
-            return  # imported and not yet approved with its tools: recorded by the host, never callable
         if self.pinned is None:
-            self.pinned = {t.remote_name: t.definition_digest for t in tools}
+            self.pinned = trust.pins_of(tools)
             if self._on_change is not None:
                 try:
                     await self._on_change()
                 except HostError:  # not recorded on disk: not pinned in memory either; the start fails
                     self.pinned = None
                     raise
-        allowed: list[HostTool] = []
-        withheld: dict[str, dict[str, str]] = {}
-        for tool in tools:
-            pinned = self.pinned.get(tool.remote_name)
-            if pinned is None or pinned == tool.definition_digest:
-                allowed.append(tool)
-            else:
-                withheld[tool.name] = {"approvedDigest": pinned, "currentDigest": tool.definition_digest}
-        if withheld != self.withheld and withheld:
+            self.first_use = sorted(t.name for t in tools)
+        screened = trust.screen(self.manifest, tools, self.pinned)
+        if screened.withheld != self.withheld and screened.withheld:
             await self._log(
                 "warning",
                 "host",
                 "tool definitions changed since approval, withheld until approved again: "
-                + ", ".join(sorted(withheld)),
+                + ", ".join(sorted(screened.withheld)),
             )
-        self.withheld = withheld
-        self._registry.register(self.plugin_id, allowed)
+        self.withheld = screened.withheld
+        self._registry.register(self.plugin_id, screened.allowed)
 
     @property
     def discovered(self) -> list[HostTool]:
@@ -598,40 +600,21 @@ class PluginSupervisor:
     def withheld_error(self, name: str) -> HostError | None:
         """``TOOL_DEFINITION_CHANGED`` for a withheld tool ``name`` (host name), else None."""
         digests = self.withheld.get(name)
-        if digests is None:
-            return None
-        return HostError(
-            ErrorKind.TOOL_DEFINITION_CHANGED,
-            f"{name} changed its definition since it was approved; approve the plugin again to use it",
-            plugin=self.plugin_id,
-            tool=name,
-            **digests,
-        )
+        return trust.withheld_error(self.plugin_id, name, digests) if digests is not None else None
 
     async def _convert(self, raw: list[dict[str, Any]], protocol_version: str | None) -> list[HostTool]:
         """Validate a listing against the manifest (in a worker thread: schema checks cost)."""
         manifest = self.manifest
 
-        contributes = manifest.contributes.tools
-        permissions = list(manifest.permissions)
-        if manifest.contributes.discover:  # imported: whatever the server reports, recorded by the host
-            for tool in raw:
-                meta = tool.get("_meta")
-                declared = meta.get(PERMISSION_META_KEY) if isinstance(meta, dict) else None
-                if isinstance(declared, str) and declared not in permissions:
-                    permissions.append(declared)
-
         def convert(listing: list[dict[str, Any]]) -> list[HostTool]:
-            expected = contributes
-            if manifest.contributes.discover:
-                expected = [f"{self.plugin_id}.{t['name']}" for t in listing if isinstance(t.get("name"), str)]
-            return convert_tools(
+            tools = convert_tools(
                 self.plugin_id,
                 listing,
-                permissions=permissions,
-                contributes=expected,
+                permissions=trust.listing_permissions(manifest, listing),
+                contributes=trust.expected_tools(manifest, listing),
                 protocol_version=protocol_version,
             )
+            return trust.served(manifest, tools)
 
         return await trio.to_thread.run_sync(convert, raw)
 
