@@ -34,7 +34,15 @@ from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
 from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
-from hostd.supervisor import Liveness, PluginSupervisor, State
+from hostd.supervisor import (
+    Liveness,
+    PluginSupervisor,
+    RestartCounted,
+    Start,
+    State,
+    SupervisorEvent,
+    ToolsPinned,
+)
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
 from sandbox.launch import Launch, LaunchError, resolve_launch
@@ -168,6 +176,10 @@ class InstalledPlugin:
     network_ports: set[int] = field(default_factory=set)
     #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes.
     limits: dict[str, Any] = field(default_factory=dict)
+    #: Tool pins recorded for the approval (:mod:`hostd.trust`); None: the next discovery pins.
+    pins: trust.Pins | None = None
+    #: The isolation policy of the last resolution (what a start hands the watchdog).
+    policy: IsolationPolicy | None = None
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves now (:func:`hostd.trust.approval_digest`)."""
@@ -182,7 +194,7 @@ class InstalledPlugin:
             approved_digest=self.approved_digest,
             enabled=self.enabled,
             restarts=self.supervisor.restarts,
-            pinned_tools=self.supervisor.pinned,
+            pinned_tools=self.pins,
             network_ports=sorted(self.network_ports),
             limits=dict(self.limits),
         )
@@ -276,12 +288,11 @@ class Host:
             if manifest.id != plugin_id:
                 log.warning("stored plugin %s now has id %s: not restored", plugin_id, manifest.id)
                 continue
-            plugin = self._add_plugin(Path(record.path), manifest, digest)
+            plugin = self._add_plugin(Path(record.path), manifest, digest, restarts=record.restarts)
             plugin.granted = set(record.granted) & set(manifest.permissions)
             plugin.approved_digest = record.approved_digest
             plugin.enabled = record.enabled
-            plugin.supervisor.restarts = record.restarts
-            plugin.supervisor.pinned = record.pinned_tools
+            plugin.pins = record.pinned_tools
             plugin.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
             plugin.limits = dict(record.limits)
             with contextlib.suppress(LaunchError):
@@ -326,13 +337,13 @@ class Host:
                 )
                 return
             try:
-                launch = await self._gate(plugin)
+                start = await self._gate(plugin)
             except HostError as error:
                 await plugin.supervisor.refuse(error)
                 log.warning("restoring plugin %s refused: %s", plugin_id, error.message)
                 return
             try:
-                await plugin.supervisor.enable(launch)
+                await plugin.supervisor.enable(start)
             except HostError as error:
                 log.warning("restoring plugin %s failed: %s", plugin_id, error.message)
 
@@ -366,9 +377,7 @@ class Host:
                 continue
             if digest == plugin.manifest_digest or manifest.id != plugin_id:
                 continue
-            if plugin.supervisor.state is State.STOPPED:
-                plugin.supervisor.manifest = manifest
-            plugin.manifest, plugin.manifest_digest = manifest, digest
+            plugin.manifest, plugin.manifest_digest = manifest, digest  # a running plugin keeps its own
             with contextlib.suppress(LaunchError):
                 await self._resolve(plugin)
             await self.notify(
@@ -439,8 +448,6 @@ class Host:
         for plugin in self.plugins.values():
             for name in _PLUGIN_FIELDS:
                 fields[(id(plugin), name)] = (plugin, _copied(getattr(plugin, name)))
-            for name in _SUPERVISOR_FIELDS:
-                fields[(id(plugin.supervisor), name)] = (plugin.supervisor, _copied(getattr(plugin.supervisor, name)))
         return _Snapshot(plugins=dict(self.plugins), records=dict(self._records), fields=fields)
 
     def _undo(self, before: _Snapshot, after: _Snapshot) -> None:
@@ -561,7 +568,7 @@ class Host:
             writable=[os.path.realpath(w) for w in writable],
             code=[os.path.realpath(p.path) for p in self.plugins.values()],
         )
-        plugin.supervisor.limits = policy
+        plugin.policy = policy
         return policy
 
     @staticmethod
@@ -649,7 +656,7 @@ class Host:
         if existing is not None:
             plugin.granted = existing.granted & set(manifest.permissions)
             plugin.approved_digest = existing.approved_digest
-            plugin.supervisor.pinned = existing.supervisor.pinned
+            plugin.pins = existing.pins
         with contextlib.suppress(LaunchError):
             await self._resolve(plugin)  # a failure is shown in launch.error; enable fails with it
         return plugin
@@ -733,30 +740,53 @@ class Host:
             raise
         return p.ImportResult.model_validate({"entries": results}).wire()
 
-    def _add_plugin(self, folder: Path, manifest: Manifest, digest: str) -> InstalledPlugin:
-        plugin_id = manifest.id
+    def _add_plugin(self, folder: Path, manifest: Manifest, digest: str, *, restarts: int = 0) -> InstalledPlugin:
+        """Add a stopped plugin (replacing one of the same id) with a supervisor of its own."""
+        bound: list[InstalledPlugin] = []  # the supervisor's events go to this plugin, not to its id's successor
+
+        async def on_event(event: SupervisorEvent) -> None:
+            await self._supervisor_event(bound[0], event)
+
         supervisor = PluginSupervisor(
             manifest,
             self.registry,
             self.notify,
             self.nursery,
-            relaunch=lambda: self._gate(self._plugin(plugin_id)),
+            on_event=on_event,
             restart_policy=RestartPolicy(mode=self.settings.restart),
             liveness=Liveness(self.settings.ping_interval, self.settings.ping_timeout),
-            on_change=self.persist,
             result_limit=self.settings.max_result_bytes,
             frame_limit=self.settings.max_plugin_frame_bytes,
-            limits=self.settings.isolation_policy(None),
-            disk_limit=lambda: self._disk_limit(plugin_id),
+            restarts=restarts,
         )
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
-        self.plugins[plugin_id] = plugin
+        bound.append(plugin)
+        self.plugins[manifest.id] = plugin
         return plugin
 
-    def _disk_limit(self, plugin_id: str) -> int | None:
-        """The disk bound of ``plugin_id``'s next start: its own (``plugins/grant``) or the host's, in bytes."""
-        plugin = self.plugins.get(plugin_id)
-        own = plugin.limits.get("max_disk_bytes") if plugin is not None else None
+    async def _supervisor_event(self, plugin: InstalledPlugin, event: SupervisorEvent) -> None:
+        """What a supervisor tells the host (:data:`hostd.supervisor.SupervisorEvent`).
+
+        ``RestartCounted``: save the count best-effort. ``ToolsPinned``: record the
+        first pins with the state document, or raise ``STATE_WRITE_FAILED`` (the
+        start fails, nothing pinned). ``RetryDue``: run the trust gate again and
+        answer with a start or the gate's refusal (approval voided, command gone).
+        """
+        if isinstance(event, RestartCounted):
+            await self._persist_quietly()
+        elif isinstance(event, ToolsPinned):
+            async with self._change():
+                plugin.pins = dict(event.pins)
+        else:
+            try:
+                start: Start | HostError = await self._gate(plugin)
+            except HostError as refused:
+                start = refused
+            await plugin.supervisor.retry(start)
+
+    def _disk_limit(self, plugin: InstalledPlugin) -> int | None:
+        """The disk bound of ``plugin``'s next start: its own (``plugins/grant``) or the host's, in bytes."""
+        own = plugin.limits.get("max_disk_bytes")
         return int(own) if own is not None else self.settings.max_disk_bytes
 
     async def uninstall(self, params: Any, ctx: RequestContext) -> None:
@@ -840,9 +870,9 @@ class Host:
         async with self._change():
             if repin:
                 plugin.approved_digest = digest
-                plugin.supervisor.pinned = plugin.supervisor.approval_pins()
+                plugin.pins = plugin.supervisor.approval_pins()
         if repin:  # written: now release the withheld tools
-            await plugin.supervisor.repin()
+            await plugin.supervisor.repin(plugin.pins)
         return self.info(plugin)
 
     async def enable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -851,17 +881,23 @@ class Host:
         ``pinned`` lists the tools this enable pinned on first use (:mod:`hostd.trust`).
         """
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
-        launch = await self._gate(plugin)
+        start = await self._gate(plugin)
         async with self._change():
             plugin.enabled = True
         try:
-            return await plugin.supervisor.enable(launch)
+            return await plugin.supervisor.enable(start)
         except trio.Cancelled:
             await self._abandoned(plugin)
             raise
 
-    async def _gate(self, plugin: InstalledPlugin) -> Launch:
-        """Steps 1 and 2 of enable: every permission granted, the launch approved."""
+    async def _gate(self, plugin: InstalledPlugin) -> Start:
+        """Steps 1 and 2 of enable: every permission granted, the launch approved.
+
+        Returns the :class:`~hostd.supervisor.Start` for the supervisor: the
+        approved launch with the manifest, pins and limits it runs with. Raises
+        ``PERMISSION_NOT_GRANTED``, ``PLUGIN_START_FAILED`` (the launch does not
+        resolve) or ``MCP_TRUST_APPROVAL_REQUIRED``.
+        """
         plugin_id = plugin.manifest.id
         missing = sorted(set(plugin.manifest.permissions) - plugin.granted)
         if missing:
@@ -893,7 +929,13 @@ class Host:
                     launch=self._launch_info(plugin, launch),
                     approvedDigest=plugin.approved_digest,
                 )
-        return launch
+        return Start(
+            launch=launch,
+            manifest=plugin.manifest,
+            pins=plugin.pins,
+            limits=plugin.policy,
+            disk_limit=self._disk_limit(plugin),
+        )
 
     async def disable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``).
@@ -927,9 +969,9 @@ class Host:
                 plugin=plugin.manifest.id,
                 status=plugin.supervisor.state.value,
             )
-        launch = await self._gate(plugin)
+        start = await self._gate(plugin)
         try:
-            return await plugin.supervisor.restart(launch)
+            return await plugin.supervisor.restart(start)
         except trio.Cancelled:
             await self._abandoned(plugin)
             raise
@@ -1095,8 +1137,9 @@ _PLUGIN_FIELDS = (
     "launch_error",
     "network_ports",
     "limits",
+    "pins",
+    "policy",
 )
-_SUPERVISOR_FIELDS = ("pinned", "limits", "manifest")
 
 
 def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:

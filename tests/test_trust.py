@@ -24,7 +24,7 @@ from hostd.client import RpcError
 from hostd.errors import ErrorKind
 from hostd.manifest import Manifest
 from hostd.tools import HostTool, convert_tools
-from tests.conftest import ECHO, ECHO_TOOLS, spawn_hostd
+from tests.conftest import ECHO, ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 
 OBJECT = {"type": "object"}
 
@@ -133,3 +133,28 @@ async def test_an_imported_plugin_needs_one_approval_and_one_spawn(tmp_path: Pat
         assert (await client.request("plugins/status", {"id": "echo-fixture"}))["withheld"] == []
         echoed = await client.request("tools/call", {"name": "echo-fixture.echo", "arguments": {"text": "again"}})
         assert echoed["structuredContent"] == {"text": "again", "length": 5}
+
+
+async def test_an_automatic_restart_goes_through_the_trust_gate(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    # Every start is gated: enable and restart (tests/test_lifecycle.py), and the restart timer's retry,
+    # which the supervisor asks of the host as an event (RetryDue) and the host answers after the gate.
+    folder = make_plugin()
+    async with spawn_hostd(tmp_path) as client:
+        assert (await ready(client, folder))["status"] == "ready"
+        with (folder / "server.py").open("a") as script:  # what runs changed: the approval is void
+            script.write("\n# changed after approval\n")
+        with pytest.raises(RpcError) as gone:
+            await client.request("tools/call", {"name": "mcp-echo.exit", "arguments": {"code": 5}})
+        assert gone.value.kind == "PLUGIN_HOST_UNAVAILABLE"
+        refused = await client.wait_for("plugins/statusChanged", lambda s: s["status"] == "error")
+        assert refused["error"]["kind"] == "MCP_TRUST_APPROVAL_REQUIRED"
+        assert (refused["next_retry_at"], refused["restarts"]) == (None, 0)
+        seen = [(s["status"], s["next_retry_at"] is not None) for s in client.seen("plugins/statusChanged")]
+        # the crash, the retry armed, then refused by the gate: no spawn after the crash
+        assert seen == [
+            ("starting", False),
+            ("ready", False),
+            ("unhealthy", False),
+            ("unhealthy", True),
+            ("error", False),
+        ]
