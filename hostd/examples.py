@@ -51,7 +51,7 @@ _ELAPSED = re.compile(r"within \d+(?:\.\d+)? s \(timeout")
 _PID = re.compile(r"\(pid \d+\)")
 _ISOLATION = re.compile(r'"isolation":\[[^\]]*\]')
 #: Fields of a ``PluginStatus`` kept when a notification is shortened.
-STATUS_KEEP = ("plugin_id", "status", "tools_count", "error", "restarts", "last_exit", "next_retry_at")
+STATUS_KEEP = ("plugin_id", "status", "tools_count", "error", "restarts", "last_exit", "next_retry_at", "pinned")
 #: Fields of a ``PluginInfo`` kept when it is shortened.
 INFO_KEEP = ("id", "name", "version", "path", "permissions", "granted", "enabled", "status", "tools", "launch")
 
@@ -513,7 +513,7 @@ async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:
 
 
 async def _import(tmp: Path, r: Recorder, out: dict[str, str]) -> None:
-    """``plugins/import``: an invalid config, then a Claude Desktop config as text, its first enable."""
+    """``plugins/import``: an invalid config, a Claude Desktop config as text, its first enable, the same again."""
     copy = tmp / "echo-copy"  # not a plugin folder: an imported plugin may not reach another plugin's
     copy.mkdir()
     shutil.copyfile(FIXTURE / "server.py", copy / "server.py")
@@ -543,16 +543,10 @@ async def _import(tmp: Path, r: Recorder, out: dict[str, str]) -> None:
     lines += more
     digest = result["entries"][0]["plugin"]["launch"]["digest"]
     more, _ = await r.call("plugins/approve", {"id": "echo-server", "digest": digest}, render=info_render)
-    lines += [*more, "// the first enable records the tools and asks for approval again:"]
-    more, error = await r.call("plugins/enable", {"id": "echo-server"}, expect_error=True, render=status_render())
-    lines += more
-    permissions = error["data"]["permissions"]
-    more, _ = await r.call("plugins/grant", {"id": "echo-server", "permissions": permissions}, render=info_render)
-    lines += more
-    digest = error["data"]["launch"]["digest"]
-    more, _ = await r.call("plugins/approve", {"id": "echo-server", "digest": digest}, render=info_render)
-    lines += more
+    lines += [*more, "// one approval, one spawn: the first enable pins the tools it finds and serves them"]
     more, _ = await r.call("plugins/enable", {"id": "echo-server"}, render=status_render())
+    lines += [*more, "// the same config again: nothing new"]
+    more, _ = await r.call("plugins/import", {"config": text}, render=import_render)
     out["import"] = block(lines + more)
     manifest = (tmp / "state" / "imported" / "echo-server" / "plugin.json").read_text(encoding="utf-8")
     out["import-manifest"] = "```json\n" + r.normalise(manifest).rstrip("\n") + "\n```\n"

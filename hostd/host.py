@@ -13,7 +13,6 @@ import contextlib
 import copy
 import errno
 import functools
-import hashlib
 import logging
 import os
 import shutil
@@ -26,15 +25,24 @@ import orjson
 import trio
 
 from hostd import protocol as p
+from hostd import trust
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
-from hostd.importer import ConfigError, plan_import
+from hostd.importer import ConfigError, Imported, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
 from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
-from hostd.supervisor import Liveness, PluginSupervisor, State
+from hostd.supervisor import (
+    Liveness,
+    PluginSupervisor,
+    RestartCounted,
+    Start,
+    State,
+    SupervisorEvent,
+    ToolsPinned,
+)
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
 from sandbox.launch import Launch, LaunchError, resolve_launch
@@ -168,15 +176,14 @@ class InstalledPlugin:
     network_ports: set[int] = field(default_factory=set)
     #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes.
     limits: dict[str, Any] = field(default_factory=dict)
+    #: Tool pins recorded for the approval (:mod:`hostd.trust`); None: the next discovery pins.
+    pins: trust.Pins | None = None
+    #: The isolation policy of the last resolution (what a start hands the watchdog).
+    policy: IsolationPolicy | None = None
 
     def approval_digest(self, launch: Launch) -> str:
-        """The digest the user approves: the resolved launch and the manifest's bytes.
-
-        Any change to either (arguments, environment keys, the executable, a
-        tool added to the manifest...) gives a new digest and voids the approval.
-        """
-        joined = f"{launch.digest}\n{self.manifest_digest}".encode()
-        return "sha256:" + hashlib.sha256(joined).hexdigest()
+        """The digest the user approves now (:func:`hostd.trust.approval_digest`)."""
+        return trust.approval_digest(launch.digest, self.manifest_digest)
 
     def record(self) -> PluginRecord:
         """What the state store keeps of this plugin."""
@@ -187,7 +194,7 @@ class InstalledPlugin:
             approved_digest=self.approved_digest,
             enabled=self.enabled,
             restarts=self.supervisor.restarts,
-            pinned_tools=self.supervisor.pinned,
+            pinned_tools=self.pins,
             network_ports=sorted(self.network_ports),
             limits=dict(self.limits),
         )
@@ -217,6 +224,8 @@ class Host:
         self.env_policy = EnvPolicy(pass_proxy=settings.pass_proxy)
         self.known_permissions = set(options.known_permissions) if options.known_permissions is not None else None
         self._shutting_down = False
+        #: Around the restore of enabled plugins; :meth:`shutdown` cancels it.
+        self._restore_scope = trio.CancelScope()
         self.store: StateStore | None = options.state_store
         self._records: dict[str, PluginRecord] = {}
         self._save_lock = trio.Lock()
@@ -279,12 +288,11 @@ class Host:
             if manifest.id != plugin_id:
                 log.warning("stored plugin %s now has id %s: not restored", plugin_id, manifest.id)
                 continue
-            plugin = self._add_plugin(Path(record.path), manifest, digest)
+            plugin = self._add_plugin(Path(record.path), manifest, digest, restarts=record.restarts)
             plugin.granted = set(record.granted) & set(manifest.permissions)
             plugin.approved_digest = record.approved_digest
             plugin.enabled = record.enabled
-            plugin.supervisor.restarts = record.restarts
-            plugin.supervisor.pinned = record.pinned_tools
+            plugin.pins = record.pinned_tools
             plugin.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
             plugin.limits = dict(record.limits)
             with contextlib.suppress(LaunchError):
@@ -294,13 +302,27 @@ class Host:
         return to_enable
 
     async def _restore_enabled(self, plugins: list[tuple[InstalledPlugin, PluginRecord]]) -> None:
-        """Enable again what was enabled (4 at a time), unless it changed since approval."""
+        """Enable again what was enabled (4 at a time), unless it changed since approval.
+
+        Runs under :attr:`_restore_scope`, which :meth:`shutdown` cancels first:
+        a plugin still queued is not started, one mid-start ends ``stopped``.
+        """
         limiter = trio.CapacityLimiter(4)
-        async with trio.open_nursery() as nursery:
-            for plugin, record in plugins:
-                nursery.start_soon(self._restore_one, plugin, record, limiter)
+        with self._restore_scope:
+            async with trio.open_nursery() as nursery:
+                for plugin, record in plugins:
+                    nursery.start_soon(self._restore_one, plugin, record, limiter)
 
     async def _restore_one(self, plugin: InstalledPlugin, record: PluginRecord, limiter: trio.CapacityLimiter) -> None:
+        """Restore one plugin: refused (state ``error``) only for what restore itself found.
+
+        The class: what the gate finds (a changed manifest or launch, a permission
+        withdrawn) is a refusal the user must act on. A start that something else
+        ended (``shutdown`` cancels the restore, ``disable`` or ``uninstall``
+        abandons the start) is not: the plugin ends ``stopped`` with no error and
+        keeps ``enabled``, so the next hostd starts it again (issue 14). A failed
+        start is already ``error`` with its own reason.
+        """
         plugin_id = plugin.manifest.id
         async with limiter:
             if plugin.manifest_digest != record.manifest_digest:
@@ -315,11 +337,14 @@ class Host:
                 )
                 return
             try:
-                launch = await self._gate(plugin)
-                await plugin.supervisor.enable(launch)
+                start = await self._gate(plugin)
             except HostError as error:
-                if plugin.supervisor.state is State.STOPPED:
-                    await plugin.supervisor.refuse(error)
+                await plugin.supervisor.refuse(error)
+                log.warning("restoring plugin %s refused: %s", plugin_id, error.message)
+                return
+            try:
+                await plugin.supervisor.enable(start)
+            except HostError as error:
                 log.warning("restoring plugin %s failed: %s", plugin_id, error.message)
 
     def expedite(self) -> None:
@@ -352,9 +377,7 @@ class Host:
                 continue
             if digest == plugin.manifest_digest or manifest.id != plugin_id:
                 continue
-            if plugin.supervisor.state is State.STOPPED:
-                plugin.supervisor.manifest = manifest
-            plugin.manifest, plugin.manifest_digest = manifest, digest
+            plugin.manifest, plugin.manifest_digest = manifest, digest  # a running plugin keeps its own
             with contextlib.suppress(LaunchError):
                 await self._resolve(plugin)
             await self.notify(
@@ -425,8 +448,6 @@ class Host:
         for plugin in self.plugins.values():
             for name in _PLUGIN_FIELDS:
                 fields[(id(plugin), name)] = (plugin, _copied(getattr(plugin, name)))
-            for name in _SUPERVISOR_FIELDS:
-                fields[(id(plugin.supervisor), name)] = (plugin.supervisor, _copied(getattr(plugin.supervisor, name)))
         return _Snapshot(plugins=dict(self.plugins), records=dict(self._records), fields=fields)
 
     def _undo(self, before: _Snapshot, after: _Snapshot) -> None:
@@ -457,6 +478,7 @@ class Host:
     async def shutdown(self, *, fast: bool) -> None:
         """Stop every plugin concurrently (whole trees); ``fast`` skips the graces."""
         self._shutting_down = True
+        self._restore_scope.cancel()  # nothing queued starts now; a start in progress ends stopped
         grace = 0.0 if fast else 2.0
         async with trio.open_nursery() as nursery:
             for plugin in self.plugins.values():
@@ -546,7 +568,7 @@ class Host:
             writable=[os.path.realpath(w) for w in writable],
             code=[os.path.realpath(p.path) for p in self.plugins.values()],
         )
-        plugin.supervisor.limits = policy
+        plugin.policy = policy
         return policy
 
     @staticmethod
@@ -634,7 +656,7 @@ class Host:
         if existing is not None:
             plugin.granted = existing.granted & set(manifest.permissions)
             plugin.approved_digest = existing.approved_digest
-            plugin.supervisor.pinned = existing.supervisor.pinned
+            plugin.pins = existing.pins
         with contextlib.suppress(LaunchError):
             await self._resolve(plugin)  # a failure is shown in launch.error; enable fails with it
         return plugin
@@ -651,10 +673,15 @@ class Host:
         ``<stateDir>/imported/<id>/plugin.json``; uninstall removes that folder.
         """
         args = p.parse_params(p.ImportParams, params)
+        root = self.store.directory / "imported" if self.store is not None else None
+        taken = set(self.plugins)
+        earlier = {pid: plugin.path for pid, plugin in self.plugins.items() if plugin.path.parent == root}
         try:
-            # Off the event loop: parsing and planning are CPU work on parent-sized input.
-            taken = set(self.plugins)
-            entries = await trio.to_thread.run_sync(lambda: plan_import(args.config, taken=taken))
+            # Off the event loop: reading the installed manifests is file I/O, parsing and
+            # planning are CPU work on parent-sized input.
+            entries = await trio.to_thread.run_sync(
+                lambda: plan_import(args.config, taken=taken, imported=_read_imported(earlier))
+            )
         except ConfigError as exc:
             raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[]) from None
         invalid = [e for e in entries if e.outcome == "invalid"]
@@ -665,10 +692,10 @@ class Host:
                 f"({', '.join(repr(e.name) for e in invalid)})",
                 entries=[e.to_wire() for e in entries],
             )
-        if self.store is None:
+        if self.store is None or root is None:
             raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/import needs a state directory")
-        root = self.store.directory / "imported"
         written: list[Path] = []
+        replaced: dict[Path, bytes] = {}  # updated entries: the manifest bytes to put back on failure
         results: list[dict[str, Any]] = []
         try:
             async with self._change():  # a failure undoes every install of this import
@@ -678,84 +705,88 @@ class Host:
                     if entry.manifest is None or entry.plugin_id is None:
                         continue
                     folder = root / entry.plugin_id
-                    for made in (  # install creates them (data folder, TMPDIR)
-                        self.store.directory / "data" / entry.plugin_id,
-                        self.store.directory / "tmp" / entry.plugin_id,
-                    ):
-                        if not made.exists():
-                            written.append(made)
-                    written.append(folder)
+                    if entry.outcome == "unchanged":
+                        wire["plugin"] = self.info(self.plugins[entry.plugin_id])
+                        continue
+                    if entry.outcome == "updated":
+                        replaced[folder] = await trio.to_thread.run_sync((folder / "plugin.json").read_bytes)
+                    else:
+                        for made in (  # install creates them (data folder, TMPDIR)
+                            self.store.directory / "data" / entry.plugin_id,
+                            self.store.directory / "tmp" / entry.plugin_id,
+                        ):
+                            if not made.exists():
+                                written.append(made)
+                        written.append(folder)
                     try:
                         await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
                     except OSError as exc:
                         raise _write_failed(exc, folder / "plugin.json") from None
                     plugin = await self._install(folder)
-                    wire["outcome"] = "installed"
+                    if entry.outcome == "updated":
+                        plugin.approved_digest = None  # a changed entry is a new launch to approve
+                    else:
+                        wire["outcome"] = "installed"
                     wire["plugin"] = self.info(plugin)
         except BaseException:
-            # Any failure, cancellation included, leaves nothing: no plugin (undone above), no folder.
+            # Any failure, cancellation included, leaves nothing: no plugin (undone above), no
+            # folder, and an updated plugin's manifest as it was.
             with trio.CancelScope(shield=True):
                 for folder in written:
                     await trio.to_thread.run_sync(shutil.rmtree, folder, True)
+                for folder, document in replaced.items():
+                    with contextlib.suppress(OSError):
+                        await trio.to_thread.run_sync(_restore_manifest, folder, document)
             raise
         return p.ImportResult.model_validate({"entries": results}).wire()
 
-    async def _record_discovered_tools(self, plugin: InstalledPlugin) -> None:
-        """First enable of a ``contributes.discover`` plugin: write the tools it reported
-        into its manifest, stop it, and ask for approval of the result."""
-        plugin_id = plugin.manifest.id
-        tools = plugin.supervisor.discovered  # never registered: not approved yet
-        names = sorted(t.name for t in tools)
-        permissions = sorted(set(plugin.manifest.permissions) | {t.permission for t in tools if t.permission})
-        await plugin.supervisor.disable()
-        document = plugin.manifest.model_dump(mode="json", exclude_none=True)
-        document["contributes"] = {"tools": names}
-        document["permissions"] = permissions
-        try:
-            await trio.to_thread.run_sync(_write_manifest, plugin.path, document)
-        except OSError as exc:
-            raise _write_failed(exc, plugin.path / "plugin.json") from None
-        manifest, digest = await trio.to_thread.run_sync(load_manifest, plugin.path)
-        async with self._change():
-            plugin.enabled = False
-            fresh = self._add_plugin(plugin.path, manifest, digest)
-            fresh.granted = plugin.granted & set(manifest.permissions)
-            fresh.approved_digest = plugin.approved_digest
-            launch = await self._resolve(fresh)
-        raise HostError(
-            ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
-            f"plugin {plugin_id} reported {len(names)} tools, now recorded in its manifest; "
-            "approve the plugin with its tools, then enable it",
-            plugin=plugin_id,
-            launch=self._launch_info(fresh, launch),
-            discoveredTools=names,
-            permissions=permissions,
-        )
+    def _add_plugin(self, folder: Path, manifest: Manifest, digest: str, *, restarts: int = 0) -> InstalledPlugin:
+        """Add a stopped plugin (replacing one of the same id) with a supervisor of its own."""
+        bound: list[InstalledPlugin] = []  # the supervisor's events go to this plugin, not to its id's successor
 
-    def _add_plugin(self, folder: Path, manifest: Manifest, digest: str) -> InstalledPlugin:
-        plugin_id = manifest.id
+        async def on_event(event: SupervisorEvent) -> None:
+            await self._supervisor_event(bound[0], event)
+
         supervisor = PluginSupervisor(
             manifest,
             self.registry,
             self.notify,
             self.nursery,
-            relaunch=lambda: self._gate(self._plugin(plugin_id)),
+            on_event=on_event,
             restart_policy=RestartPolicy(mode=self.settings.restart),
             liveness=Liveness(self.settings.ping_interval, self.settings.ping_timeout),
-            on_change=self.persist,
             result_limit=self.settings.max_result_bytes,
             frame_limit=self.settings.max_plugin_frame_bytes,
-            limits=self.settings.isolation_policy(None),
-            disk_limit=lambda: self._disk_limit(plugin_id),
+            restarts=restarts,
         )
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
-        self.plugins[plugin_id] = plugin
+        bound.append(plugin)
+        self.plugins[manifest.id] = plugin
         return plugin
 
-    def _disk_limit(self, plugin_id: str) -> int | None:
-        """The disk bound of ``plugin_id``'s next start: its own (``plugins/grant``) or the host's, in bytes."""
-        plugin = self.plugins.get(plugin_id)
-        own = plugin.limits.get("max_disk_bytes") if plugin is not None else None
+    async def _supervisor_event(self, plugin: InstalledPlugin, event: SupervisorEvent) -> None:
+        """What a supervisor tells the host (:data:`hostd.supervisor.SupervisorEvent`).
+
+        ``RestartCounted``: save the count best-effort. ``ToolsPinned``: record the
+        first pins with the state document, or raise ``STATE_WRITE_FAILED`` (the
+        start fails, nothing pinned). ``RetryDue``: run the trust gate again and
+        answer with a start or the gate's refusal (approval voided, command gone).
+        """
+        if isinstance(event, RestartCounted):
+            await self._persist_quietly()
+        elif isinstance(event, ToolsPinned):
+            async with self._change():
+                plugin.pins = dict(event.pins)
+        else:
+            try:
+                start: Start | HostError = await self._gate(plugin)
+            except HostError as refused:
+                start = refused
+            await plugin.supervisor.retry(start)
+
+    def _disk_limit(self, plugin: InstalledPlugin) -> int | None:
+        """The disk bound of ``plugin``'s next start: its own (``plugins/grant``) or the host's, in bytes."""
+        own = plugin.limits.get("max_disk_bytes")
         return int(own) if own is not None else self.settings.max_disk_bytes
 
     async def uninstall(self, params: Any, ctx: RequestContext) -> None:
@@ -839,28 +870,34 @@ class Host:
         async with self._change():
             if repin:
                 plugin.approved_digest = digest
-                plugin.supervisor.pinned = plugin.supervisor.approval_pins()
+                plugin.pins = plugin.supervisor.approval_pins()
         if repin:  # written: now release the withheld tools
-            await plugin.supervisor.repin()
+            await plugin.supervisor.repin(plugin.pins)
         return self.info(plugin)
 
     async def enable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/enable {id}`` -> ``PluginStatus`` once ready (docs/protocol.md "plugins/enable")."""
+        """``plugins/enable {id}`` -> ``PluginStatus`` once ready (docs/protocol.md "plugins/enable").
+
+        ``pinned`` lists the tools this enable pinned on first use (:mod:`hostd.trust`).
+        """
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
-        launch = await self._gate(plugin)
+        start = await self._gate(plugin)
         async with self._change():
             plugin.enabled = True
         try:
-            status = await plugin.supervisor.enable(launch)
+            return await plugin.supervisor.enable(start)
         except trio.Cancelled:
             await self._abandoned(plugin)
             raise
-        if plugin.manifest.contributes.discover:
-            await self._record_discovered_tools(plugin)
-        return status
 
-    async def _gate(self, plugin: InstalledPlugin) -> Launch:
-        """Steps 1 and 2 of enable: every permission granted, the launch approved."""
+    async def _gate(self, plugin: InstalledPlugin) -> Start:
+        """Steps 1 and 2 of enable: every permission granted, the launch approved.
+
+        Returns the :class:`~hostd.supervisor.Start` for the supervisor: the
+        approved launch with the manifest, pins and limits it runs with. Raises
+        ``PERMISSION_NOT_GRANTED``, ``PLUGIN_START_FAILED`` (the launch does not
+        resolve) or ``MCP_TRUST_APPROVAL_REQUIRED``.
+        """
         plugin_id = plugin.manifest.id
         missing = sorted(set(plugin.manifest.permissions) - plugin.granted)
         if missing:
@@ -892,7 +929,13 @@ class Host:
                     launch=self._launch_info(plugin, launch),
                     approvedDigest=plugin.approved_digest,
                 )
-        return launch
+        return Start(
+            launch=launch,
+            manifest=plugin.manifest,
+            pins=plugin.pins,
+            limits=plugin.policy,
+            disk_limit=self._disk_limit(plugin),
+        )
 
     async def disable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``).
@@ -926,9 +969,9 @@ class Host:
                 plugin=plugin.manifest.id,
                 status=plugin.supervisor.state.value,
             )
-        launch = await self._gate(plugin)
+        start = await self._gate(plugin)
         try:
-            return await plugin.supervisor.restart(launch)
+            return await plugin.supervisor.restart(start)
         except trio.Cancelled:
             await self._abandoned(plugin)
             raise
@@ -1016,6 +1059,29 @@ def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
         raise
 
 
+def _restore_manifest(folder: Path, document: bytes) -> None:
+    """Put ``plugin.json`` back as ``document`` (an updated import that failed). Raises ``OSError``."""
+    temporary = folder / MANIFEST_TEMPORARY
+    temporary.write_bytes(document)
+    os.chmod(temporary, 0o600)
+    os.replace(temporary, folder / "plugin.json")
+
+
+def _read_imported(folders: dict[str, Path]) -> dict[str, Imported]:
+    """The plugins earlier imports installed, by the config entry name each came from (its
+    manifest's ``name``): ``plugins/import`` compares a new entry with them. Blocking (reads
+    each ``plugin.json``); one that cannot be read is left out (then it is installed anew)."""
+    found: dict[str, Imported] = {}
+    for plugin_id, folder in sorted(folders.items()):
+        try:
+            document = orjson.loads((folder / "plugin.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if isinstance(document, dict) and isinstance(document.get("name"), str):
+            found[document["name"]] = Imported(plugin_id, document)
+    return found
+
+
 def _write_failed(exc: OSError, path: Path) -> HostError:
     """``STATE_WRITE_FAILED`` for a failed write of ``path``, with the errno name and text."""
     name = errno.errorcode.get(exc.errno or 0, "EIO")
@@ -1071,8 +1137,9 @@ _PLUGIN_FIELDS = (
     "launch_error",
     "network_ports",
     "limits",
+    "pins",
+    "policy",
 )
-_SUPERVISOR_FIELDS = ("pinned", "limits", "manifest")
 
 
 def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:

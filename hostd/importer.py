@@ -12,8 +12,10 @@ tolerated, as editors write them):
 
 :func:`plan_import` turns a config into one :class:`ImportEntry` per server:
 a sanitised, collision-free plugin id and a generated manifest (with
-``contributes.discover: true``, since such configs declare no tools), or the
-reason it cannot be imported. Remote (``url``) entries are recorded and
+``contributes.discover: true``, since such configs declare no tools: their
+tools are pinned on first use, :mod:`hostd.trust`), or the reason it cannot
+be imported. An entry an earlier import installed keeps its id and is
+``unchanged`` or ``updated``. Remote (``url``) entries are recorded and
 reported as not yet supported. The host writes the manifests and installs
 them all-or-nothing (``plugins/import``).
 """
@@ -25,9 +27,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import orjson
+import pyjson5
 
-Outcome = Literal["ready-to-install", "remote-not-supported", "invalid"]
+Outcome = Literal["ready-to-install", "unchanged", "updated", "remote-not-supported", "invalid"]
 
 _ID_MAX = 63
 
@@ -67,44 +69,26 @@ class ImportEntry:
         return out
 
 
-# One JSONC token that matters: a string (escapes included), a comment, a comma or a
-# closing bracket. Matching strings whole is what keeps "a, ]b" intact (issue 11: the
-# old trailing-comma pass ran over string contents too).
-_JSONC_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|//[^\n]*|/\*.*?\*/|/\*|,|[}\]]', re.DOTALL)
+def parse_jsonc(text: str) -> Any:
+    """Parse a config as editors write it: JSON plus ``//`` and ``/* */`` comments and trailing commas.
 
-
-def strip_jsonc(text: str) -> str:
-    """Remove ``//`` and ``/* */`` comments and trailing commas outside strings.
-
-    One pass over the text (linear; strings and comments are skipped by one
-    regular-expression match each). A comma is dropped only when the next thing
-    after it, comments and whitespace aside, closes an object or array.
+    The parser is a JSON5 one (``pyjson5``, compiled): it tokenises strings
+    before anything else, so commas, brackets and comment markers inside a
+    string are its text (issue 11: a hand-written stripper's trailing-comma
+    pass ran inside strings and turned ``"a, ]b"`` into ``"a ]b"``). JSON5
+    accepts a little more than JSONC (single quotes, unquoted keys, hex);
+    harmless for a config. Nesting is bounded by the parser (32 levels), and
+    time is linear (~2 ms per MiB; the pure-Python ``json5`` package took 24 s
+    for a 1 MiB config, which ``MAX_IMPORT_BYTES`` allows).
 
     Raises:
-        ConfigError: an unterminated ``/*`` comment.
+        ConfigError: not JSON5 (the message says where), an unterminated
+            comment, nesting deeper than 32, a lone surrogate escape.
     """
-    out: list[str] = []
-    comma: int | None = None  # index in ``out`` of a comma that may be trailing
-    position = 0
-    for match in _JSONC_TOKEN.finditer(text):
-        between = text[position : match.start()]
-        if between.strip() and comma is not None:
-            comma = None  # something significant followed it: it stays
-        out.append(between)
-        token = match.group()
-        position = match.end()
-        if token.startswith("//") or (token.startswith("/*") and len(token) >= 4 and token.endswith("*/")):
-            continue
-        if token == "/*":
-            raise ConfigError("unterminated /* comment")
-        if token == ",":
-            comma = len(out)
-        elif token in "}]" and comma is not None:
-            out[comma] = ""
-        comma = comma if token == "," else None
-        out.append(token)
-    out.append(text[position:])
-    return "".join(out)
+    try:
+        return pyjson5.decode(text)
+    except pyjson5.Json5Exception as exc:
+        raise ConfigError(f"not JSON: {exc.args[0] if exc.args else exc}") from None
 
 
 def parse_config(config: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -117,10 +101,7 @@ def parse_config(config: str | Mapping[str, Any]) -> dict[str, Any]:
         size = len(config.encode("utf-8", "surrogatepass"))
         if size > MAX_IMPORT_BYTES:
             raise ConfigError(f"the config is {size} bytes; at most {MAX_IMPORT_BYTES} are accepted")
-        try:
-            value = orjson.loads(strip_jsonc(config))
-        except orjson.JSONDecodeError as exc:
-            raise ConfigError(f"not JSON: {exc}") from None
+        value = parse_jsonc(config)
     else:
         value = dict(config)
     if not isinstance(value, dict):
@@ -191,14 +172,35 @@ def _command(raw: str, notes: list[str]) -> str:
     return command
 
 
-def plan_import(config: str | Mapping[str, Any], *, taken: Collection[str] = ()) -> list[ImportEntry]:
+@dataclass(frozen=True)
+class Imported:
+    """A plugin an earlier import installed: its id and the manifest document it was given."""
+
+    plugin_id: str
+    manifest: Mapping[str, Any]
+
+
+def plan_import(
+    config: str | Mapping[str, Any],
+    *,
+    taken: Collection[str] = (),
+    imported: Mapping[str, Imported] | None = None,
+) -> list[ImportEntry]:
     """One :class:`ImportEntry` per server in ``config``, in the config's order.
 
     ``taken`` holds plugin ids already installed; generated ids never collide
-    with them or with each other. Time is linear in the number of servers (plus
-    ``taken``). Raises :class:`ConfigError` for an unreadable config or one over
+    with them or with each other. ``imported`` maps the config entry name an
+    installed plugin was imported from (its manifest's ``name``) to that plugin:
+    importing the same entry again is idempotent (issue 14), never a numbered
+    duplicate. The entry keeps its plugin id and is ``unchanged`` when the
+    manifest it would get equals the installed one, ``updated`` otherwise
+    (ready to be written over it). Only distinct names get distinct ids
+    (``My Server`` and ``my-server`` become ``my-server`` and ``my-server-2``).
+    Time is linear in the number of servers (plus ``taken``). Raises
+    :class:`ConfigError` for an unreadable config or one over
     ``MAX_IMPORT_BYTES`` / ``MAX_IMPORT_ENTRIES``.
     """
+    imported = imported or {}
     servers = parse_config(config)
     used = set(taken)
     counters: dict[str, int] = {}
@@ -230,7 +232,8 @@ def plan_import(config: str | Mapping[str, Any], *, taken: Collection[str] = ())
             continue
         if "cwd" in server:
             entry.notes.append(f"cwd {server['cwd']!r} ignored: a plugin runs in its own folder")
-        plugin_id = _unique(sanitize_id(entry.name), used, counters)
+        earlier = imported.get(entry.name)
+        plugin_id = earlier.plugin_id if earlier is not None else _unique(sanitize_id(entry.name), used, counters)
         entry.plugin_id = plugin_id
         entry.outcome = "ready-to-install"
         entry.manifest = {
@@ -256,6 +259,8 @@ def plan_import(config: str | Mapping[str, Any], *, taken: Collection[str] = ())
             entry.manifest["sandbox"] = needs
             entry.notes.append(f"declared the well-known needs of {needs['for']}: read {', '.join(needs['read'])}")
             del needs["for"]
+        if earlier is not None:
+            entry.outcome = "unchanged" if entry.manifest == earlier.manifest else "updated"
     return entries
 
 

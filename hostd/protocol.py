@@ -271,7 +271,7 @@ class PluginInfo(Wire):
     granted: list[str] = Field(description="the granted ones, sorted")
     enabled: bool = Field(
         description="the user wants it running: set by `enable` (once its checks pass), cleared by `disable` "
-        "(and by an imported plugin's first enable, which stops it); restored on the next start"
+        "(and by a cancelled `enable` or `restart`); restored on the next start"
     )
     status: str = Field(description="the current state, as in `PluginStatus.status`")
     tools: list[str] = Field(description="the manifest's `contributes.tools`: the tool names the plugin will have")
@@ -295,16 +295,15 @@ class PluginStatus(Wire):
     `plugins/status`, and sent as `plugins/statusChanged`. Times are ISO-8601 UTC with milliseconds
     (`2026-11-30T19:19:06.453Z`)."""
 
+    omit_none = frozenset({"pinned"})
+
     plugin_id: str = Field(description="the plugin's `id`")
     backend_type: str = Field(description='`"mcp"`')
     transport: str = Field(description='`"stdio"`')
     status: Literal["stopped", "starting", "ready", "unhealthy", "error"] = Field(
         description="`stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states))"
     )
-    tools_count: int = Field(
-        description="tools registered now (0 unless `ready`, and 0 while an imported plugin's tools are being "
-        "recorded, see [`plugins/import`](#pluginsimport))"
-    )
+    tools_count: int = Field(description="tools registered now (0 unless `ready`; withheld tools are not counted)")
     started_at: str | None = Field(description="when the current (or last) instance became ready")
     last_seen_at: str | None = Field(description="when the plugin last sent a message")
     protocol_version: str | None = Field(description="the MCP version negotiated with the plugin")
@@ -336,6 +335,12 @@ class PluginStatus(Wire):
         description="the isolation layers the running (or last) instance actually has, as its supervisor shim "
         "reported them after applying them (in the order of `launch.isolation`; a spawn that cannot apply every "
         "layer of the launch fails with `ISOLATION_FAILED`); `[]` before the first start"
+    )
+    pinned: list[str] | None = Field(
+        default=None,
+        description="in a `plugins/enable` result only: the tools this enable pinned and serves on first use "
+        "(a plugin without a declared tool list, first enable after approval; [Trust gate](#trust-gate)), "
+        "sorted host names; omitted otherwise",
     )
 
 
@@ -377,9 +382,13 @@ class ImportEntry(Wire):
     omit_none = frozenset({"message", "notes", "url", "plugin"})
 
     name: str = Field(description="the entry's name in the config")
-    outcome: Literal["installed", "remote-not-supported", "invalid", "ready-to-install"] = Field(
-        description="`installed` or `remote-not-supported`; in an `IMPORT_INVALID` error `invalid` or "
-        "`ready-to-install`"
+    outcome: Literal["installed", "unchanged", "updated", "remote-not-supported", "invalid", "ready-to-install"] = (
+        Field(
+            description="`installed` (new), `unchanged` (an earlier import installed this entry as it is now), "
+            "`updated` (an earlier import installed this entry; its manifest was rewritten and its approval "
+            "voided) or `remote-not-supported`; in an `IMPORT_INVALID` error `invalid`, `ready-to-install`, "
+            "`unchanged` or `updated`"
+        )
     )
     id: str | None = Field(description="the plugin id it gets (or got); `null` when none")
     message: str | None = Field(default=None, description="why it is not installed; omitted when none")
@@ -388,7 +397,8 @@ class ImportEntry(Wire):
     )
     url: str | None = Field(default=None, description="a remote server's URL; omitted for a local one")
     plugin: PluginInfo | None = Field(
-        default=None, description="the installed plugin's [`PluginInfo`](#plugininfo) (outcome `installed` only)"
+        default=None,
+        description="the plugin's [`PluginInfo`](#plugininfo) (outcomes `installed`, `unchanged`, `updated`)",
     )
 
 

@@ -7,10 +7,19 @@ ping, a re-discovery, the restart timer) into an :class:`~hostd.lifecycle.Event`
 feeds it to :meth:`PluginSupervisor._feed`, which stores the next state and
 performs the actions in order. Nothing else assigns ``self.state``, and the
 supervisor tells the host about a state change only by notifications
-(``plugins/statusChanged``, ``tools/listChanged``). Two host callbacks
-remain, neither a state change: ``relaunch`` (the trust gate, asked before an
-automatic restart) and ``on_change`` (write the state document: the restart
-count, the first pins).
+(``plugins/statusChanged``, ``tools/listChanged``).
+
+The supervisor and the host talk in one direction each. The host calls the
+public coroutines (``enable``, ``restart``, ``disable``, ``retry``,
+``repin``...) and hands every start its inputs in a :class:`Start` (the
+approved launch, the manifest, the pins, the limits); it never writes a
+supervisor field. The supervisor tells the host what happened by typed
+events (:data:`SupervisorEvent`, through the one ``on_event`` coroutine):
+``RestartCounted`` (a statistic to save), ``ToolsPinned`` (the first pins
+after an approval, which must be recorded before any tool is served: a
+failure fails the start) and ``RetryDue`` (the restart timer fired: the host
+runs the trust gate and answers with :meth:`PluginSupervisor.retry`). It
+never reads or writes host state.
 
 An instance (one spawned process tree and its :class:`~hostd.link.PluginLink`)
 runs as a task in the host's plugin nursery, not in the request that enabled
@@ -39,7 +48,7 @@ from typing import Any, Literal
 import orjson
 import trio
 
-from hostd import lifecycle
+from hostd import lifecycle, trust
 from hostd.content import ContentLimits, bound_content
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
@@ -51,7 +60,7 @@ from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.protocol import PluginStatus
 from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
-from hostd.tools import PERMISSION_META_KEY, HostTool, convert_tools, structured_content_problem
+from hostd.tools import HostTool, convert_tools, structured_content_problem
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
@@ -74,6 +83,57 @@ class Liveness:
 
 #: A plugin's state (:class:`hostd.lifecycle.State`), named here too for the host.
 State = lifecycle.State
+
+
+@dataclass(frozen=True)
+class Start:
+    """What the host hands a start (enable, restart, a retry): everything it decided for it.
+
+    ``launch``: the approved launch. ``manifest``: the manifest it was approved
+    with. ``pins``: the tool pins (:mod:`hostd.trust`; None: the first discovery
+    pins). ``limits``: the isolation policy (the watchdog's RSS and CPU limits).
+    ``disk_limit``: the bound of the data folder and TMPDIR together, in bytes
+    (None: no bound).
+    """
+
+    launch: Launch
+    manifest: Manifest
+    pins: trust.Pins | None = None
+    limits: IsolationPolicy | None = None
+    disk_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class RestartCounted:
+    """The restart count went up (``restarts``): a statistic the host saves best-effort."""
+
+    plugin_id: str
+    restarts: int
+
+
+@dataclass(frozen=True)
+class ToolsPinned:
+    """The first discovery after an approval pinned ``pins`` (remote name -> digest).
+
+    The host records them before the tools are served; raising ``HostError``
+    (``STATE_WRITE_FAILED``) from the handler fails the start with nothing pinned.
+    """
+
+    plugin_id: str
+    pins: trust.Pins
+
+
+@dataclass(frozen=True)
+class RetryDue:
+    """The restart timer fired. The host answers with :meth:`PluginSupervisor.retry`
+    (a :class:`Start`, or the ``HostError`` its trust gate raised), from the handler."""
+
+    plugin_id: str
+
+
+#: Everything a supervisor tells its host, other than notifications to the parent.
+SupervisorEvent = RestartCounted | ToolsPinned | RetryDue
+OnEvent = Callable[[SupervisorEvent], Awaitable[None]]
 
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -100,21 +160,19 @@ class PluginSupervisor:
         notify: Notify,
         nursery: trio.Nursery,
         *,
-        relaunch: Callable[[], Awaitable[Launch]],
+        on_event: OnEvent,
         restart_policy: RestartPolicy | None = None,
         liveness: Liveness | None = None,
         result_limit: int = RESULT_LIMIT,
         frame_limit: int = PLUGIN_FRAME_LIMIT,
-        on_change: Callable[[], Awaitable[None]] | None = None,
-        limits: IsolationPolicy | None = None,
-        disk_limit: Callable[[], int | None] | None = None,
+        restarts: int = 0,
     ) -> None:
         self.manifest = manifest
         self.policy = restart_policy if restart_policy is not None else RestartPolicy()
         self.liveness = liveness if liveness is not None else Liveness()
         self.next_retry_at: float | None = None
         self.state = State.STOPPED
-        self.restarts = 0
+        self.restarts = restarts
         self.started_at: float | None = None
         self.error: dict[str, Any] | None = None
         self.protocol_version: str | None = None
@@ -123,11 +181,13 @@ class PluginSupervisor:
         self.server_name: str | None = None
         self.server_version: str | None = None
         self.last_exit: str | None = None
-        #: Tool definition digests pinned by the user's approval (remote name -> digest);
-        #: None until the first discovery after an approval records them.
-        self.pinned: dict[str, str] | None = None
+        #: The pins the running instance is screened against (from its :class:`Start`, or
+        #: :meth:`repin`); None until the first discovery after an approval pins them.
+        self.pinned: trust.Pins | None = None
         #: Tools withheld because their definition changed since approval: name -> digests.
-        self.withheld: dict[str, dict[str, str]] = {}
+        self.withheld: trust.Withheld = {}
+        #: The host names the current start pinned on first use (:mod:`hostd.trust`), else None.
+        self.first_use: list[str] | None = None
         self._current_tools: list[HostTool] = []
         #: The resource limit the last instance was stopped for, if any.
         self.limit_hit: dict[str, Any] | None = None
@@ -140,16 +200,15 @@ class PluginSupervisor:
         self._instance_done: trio.Event | None = None
         self._op_lock = trio.Lock()
         self._last_seen_fallback: float | None = None
-        self._relaunch = relaunch
-        #: The isolation policy of the next start (the watchdog reads its limits).
-        self.limits = limits
-        #: The disk bound of the next start in bytes (read at each start; None: ``limits.max_disk_bytes``).
-        self._disk_limit = disk_limit
+        #: The isolation policy of the running instance (the watchdog reads its limits).
+        self.limits: IsolationPolicy | None = None
+        #: The disk bound of the running instance in bytes (None: no bound).
+        self._disk_limit: int | None = None
         #: The folders the disk bound covers for the running instance (data folder, TMPDIR).
         self._disk_paths: tuple[str, ...] = ()
         #: The isolation layers the shim reported in force for the running instance.
         self.isolation: list[str] = []
-        self._on_change = on_change
+        self._on_event = on_event
         self._retry_scope: trio.CancelScope | None = None
         self._start_scope: trio.CancelScope | None = None
         self._ready_since: float | None = None
@@ -167,8 +226,11 @@ class PluginSupervisor:
 
     # -- status -----------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        """:class:`hostd.protocol.PluginStatus` as sent on the wire (``docs/protocol.md``)."""
+    def status(self, *, pinned: list[str] | None = None) -> dict[str, Any]:
+        """:class:`hostd.protocol.PluginStatus` as sent on the wire (``docs/protocol.md``).
+
+        ``pinned``: the host names an enable pinned on first use (its result only).
+        """
         link = self._link
         last_seen = link.last_seen_at if link is not None else self._last_seen_fallback
         return PluginStatus(
@@ -189,6 +251,7 @@ class PluginSupervisor:
             next_retry_at=_iso(self.next_retry_at),
             withheld=sorted(self.withheld),
             isolation=self.isolation,
+            pinned=pinned,
         ).wire()
 
     # -- the lifecycle driver ------------------------------------------------------
@@ -236,11 +299,10 @@ class PluginSupervisor:
         elif action is Action.COUNT_RESTART:
             self.restarts += 1
         elif action is Action.SAVE:
-            if self._on_change is not None:
-                try:
-                    await self._on_change()
-                except HostError as failed:  # a statistic: the restart goes ahead; the next write records it
-                    log.warning("plugin %s: %s", self.plugin_id, failed.message)
+            try:
+                await self._on_event(RestartCounted(self.plugin_id, self.restarts))
+            except HostError as failed:  # a statistic: the restart goes ahead; the next write records it
+                log.warning("plugin %s: %s", self.plugin_id, failed.message)
         elif action is Action.CLEAR_ERROR:
             self.error = None
         elif action is Action.RECORD_ERROR:
@@ -264,16 +326,22 @@ class PluginSupervisor:
         """Whether ``event`` would start an instance now (its preconditions are then checked first)."""
         return Action.SPAWN in transition(self.state, event)[1]
 
-    async def _start(self, event: Event, launch: Launch) -> None:
+    async def _start(self, event: Event, start: Start) -> None:
         """Feed a start event (ENABLE, RESTART, TIMER); a start cut short by cancellation feeds ``CANCEL``.
+
+        When the event spawns, ``start``'s manifest, pins and limits become the
+        instance's (only then: a refused event changes nothing).
 
         Call with the operation lock held. Raises the start's ``HostError``
         (state ``error``), ``PLUGIN_STATE_CONFLICT`` (a disable abandoned it;
         state ``stopped``) or ``Cancelled`` (state ``stopped``: however far the
         start got, whatever it spawned is ended first).
         """
+        if self._spawns(event):
+            self.manifest, self.pinned = start.manifest, start.pins
+            self.limits, self._disk_limit = start.limits, start.disk_limit
         try:
-            await self._feed(event, launch=launch)
+            await self._feed(event, launch=start.launch)
         except HostError:
             raise
         except BaseException as exc:
@@ -324,7 +392,7 @@ class PluginSupervisor:
 
     # -- enable / disable / restart ---------------------------------------------
 
-    async def enable(self, launch: Launch) -> dict[str, Any]:
+    async def enable(self, start: Start) -> dict[str, Any]:
         """Start the plugin and return its status once ``ready``.
 
         Raises ``PLUGIN_START_FAILED`` (state ``error``, nothing left running),
@@ -333,16 +401,17 @@ class PluginSupervisor:
         Cancelled: the start is abandoned, its tree ended, state ``stopped``.
         """
         async with self._op_lock:
-            await self._start(Event.ENABLE, launch)
-            return self.status()
+            self.first_use = None
+            await self._start(Event.ENABLE, start)
+            return self.status(pinned=self.first_use)
 
-    async def restart(self, launch: Launch) -> dict[str, Any]:
+    async def restart(self, start: Start) -> dict[str, Any]:
         """Stop the running instance (if any) and start a new one: the whole discovery again.
 
         Raises and, when cancelled, ends as :meth:`enable` does.
         """
         async with self._op_lock:
-            await self._start(Event.RESTART, launch)
+            await self._start(Event.RESTART, start)
             return self.status()
 
     async def disable(self, *, grace: float = STOP_GRACE) -> dict[str, Any]:
@@ -397,24 +466,39 @@ class PluginSupervisor:
         self._nursery.start_soon(self._retry_later, delay, scope)
 
     async def _retry_later(self, delay: float, scope: trio.CancelScope) -> None:
-        """The restart timer: after ``delay`` seconds, feed ``TIMER`` (or ``RETRY_REFUSED``)."""
+        """The restart timer: after ``delay`` seconds, emit ``RetryDue``; the host answers with :meth:`retry`.
+
+        The host's handler runs inside ``scope``: a disable (which cancels the
+        timer) also cancels a retry in progress, as it would a start.
+        """
         with scope:
             await trio.sleep(delay)
-            async with self._op_lock:
-                if scope.cancel_called:
-                    return
-                self._retry_scope = None
-                self.next_retry_at = None
-                if not self._spawns(Event.TIMER):
-                    await self._feed(Event.TIMER)  # a request moved the plugin on: ignored
-                    return
-                try:  # approval voided, command gone, a tool name taken: no retry storm
-                    launch = await self._relaunch()
-                except HostError as error:
-                    await self._feed(Event.RETRY_REFUSED, error=error)
-                    return
-                with contextlib.suppress(HostError):  # RETRY_FAILED has applied the restart policy
-                    await self._start(Event.TIMER, launch)
+            await self._on_event(RetryDue(self.plugin_id))
+
+    async def retry(self, start: Start | HostError) -> None:
+        """The host's answer to ``RetryDue``: feed ``TIMER`` with ``start``, or ``RETRY_REFUSED``.
+
+        ``start`` is what the trust gate allowed, or the ``HostError`` it raised
+        (approval voided, command gone: no retry storm). Call it only from the
+        ``RetryDue`` handler. Does nothing when the timer was cancelled meanwhile;
+        feeds ``TIMER`` without a start when a request moved the plugin on (the
+        table ignores it). A failed start is not raised (``RETRY_FAILED`` has
+        applied the restart policy).
+        """
+        async with self._op_lock:
+            scope = self._retry_scope
+            if scope is None or scope.cancel_called:
+                return
+            self._retry_scope = None
+            self.next_retry_at = None
+            if not self._spawns(Event.TIMER):
+                await self._feed(Event.TIMER)
+                return
+            if isinstance(start, HostError):
+                await self._feed(Event.RETRY_REFUSED, error=start)
+                return
+            with contextlib.suppress(HostError):
+                await self._start(Event.TIMER, start)
 
     async def _stop_instance(self, *, grace: float = STOP_GRACE) -> None:
         link, done = self._link, self._instance_done
@@ -542,39 +626,30 @@ class PluginSupervisor:
             link.failure_handled.set()
 
     async def _publish(self, tools: list[HostTool]) -> None:
-        """Register the tools whose definitions match the pins; withhold the others.
+        """Register the tools the pins allow; withhold the others (:func:`hostd.trust.screen`).
 
-        The first discovery after an approval pins every definition (issue:
-        tool pinning). Raises ``TOOL_CONFLICT`` from the registry.
+        The first discovery after an approval pins every definition and
+        serves it (trust on first use, :mod:`hostd.trust`); the pins are
+        recorded before any tool is registered. Raises ``TOOL_CONFLICT`` from
+        the registry, ``STATE_WRITE_FAILED`` when the first pins cannot be
+        recorded (then nothing is pinned and the start fails).
         """
         self._current_tools = list(tools)
-        if self.manifest.contributes.discover:
-            return  # imported and not yet approved with its tools: recorded by the host, never callable
         if self.pinned is None:
-            self.pinned = {t.remote_name: t.definition_digest for t in tools}
-            if self._on_change is not None:
-                try:
-                    await self._on_change()
-                except HostError:  # not recorded on disk: not pinned in memory either; the start fails
-                    self.pinned = None
-                    raise
-        allowed: list[HostTool] = []
-        withheld: dict[str, dict[str, str]] = {}
-        for tool in tools:
-            pinned = self.pinned.get(tool.remote_name)
-            if pinned is None or pinned == tool.definition_digest:
-                allowed.append(tool)
-            else:
-                withheld[tool.name] = {"approvedDigest": pinned, "currentDigest": tool.definition_digest}
-        if withheld != self.withheld and withheld:
+            pins = trust.pins_of(tools)
+            await self._on_event(ToolsPinned(self.plugin_id, pins))  # raises: not recorded, not pinned
+            self.pinned = pins
+            self.first_use = sorted(t.name for t in tools)
+        screened = trust.screen(self.manifest, tools, self.pinned)
+        if screened.withheld != self.withheld and screened.withheld:
             await self._log(
                 "warning",
                 "host",
                 "tool definitions changed since approval, withheld until approved again: "
-                + ", ".join(sorted(withheld)),
+                + ", ".join(sorted(screened.withheld)),
             )
-        self.withheld = withheld
-        self._registry.register(self.plugin_id, allowed)
+        self.withheld = screened.withheld
+        self._registry.register(self.plugin_id, screened.allowed)
 
     @property
     def discovered(self) -> list[HostTool]:
@@ -588,54 +663,35 @@ class PluginSupervisor:
             return {t.remote_name: t.definition_digest for t in self._current_tools}
         return None
 
-    async def repin(self) -> None:
-        """The user approved again: pin the current definitions and release withheld tools.
+    async def repin(self, pins: trust.Pins | None) -> None:
+        """The user approved again: screen against ``pins`` and release what they allow.
 
-        The host records :meth:`approval_pins` in the state document first;
-        this then publishes with them (no further write).
+        ``pins``: what the host recorded (:meth:`approval_pins` when it asked,
+        None when nothing ran: the next discovery pins).
         """
-        self.pinned = self.approval_pins()
-        if self.pinned is not None:
+        self.pinned = pins
+        if pins is not None:
             await self._publish(self._current_tools)
             await self._feed(Event.LIST_CHANGED)
 
     def withheld_error(self, name: str) -> HostError | None:
         """``TOOL_DEFINITION_CHANGED`` for a withheld tool ``name`` (host name), else None."""
         digests = self.withheld.get(name)
-        if digests is None:
-            return None
-        return HostError(
-            ErrorKind.TOOL_DEFINITION_CHANGED,
-            f"{name} changed its definition since it was approved; approve the plugin again to use it",
-            plugin=self.plugin_id,
-            tool=name,
-            **digests,
-        )
+        return trust.withheld_error(self.plugin_id, name, digests) if digests is not None else None
 
     async def _convert(self, raw: list[dict[str, Any]], protocol_version: str | None) -> list[HostTool]:
         """Validate a listing against the manifest (in a worker thread: schema checks cost)."""
         manifest = self.manifest
 
-        contributes = manifest.contributes.tools
-        permissions = list(manifest.permissions)
-        if manifest.contributes.discover:  # imported: whatever the server reports, recorded by the host
-            for tool in raw:
-                meta = tool.get("_meta")
-                declared = meta.get(PERMISSION_META_KEY) if isinstance(meta, dict) else None
-                if isinstance(declared, str) and declared not in permissions:
-                    permissions.append(declared)
-
         def convert(listing: list[dict[str, Any]]) -> list[HostTool]:
-            expected = contributes
-            if manifest.contributes.discover:
-                expected = [f"{self.plugin_id}.{t['name']}" for t in listing if isinstance(t.get("name"), str)]
-            return convert_tools(
+            tools = convert_tools(
                 self.plugin_id,
                 listing,
-                permissions=permissions,
-                contributes=expected,
+                permissions=trust.listing_permissions(manifest, listing),
+                contributes=trust.expected_tools(manifest, listing),
                 protocol_version=protocol_version,
             )
+            return trust.served(manifest, tools)
 
         return await trio.to_thread.run_sync(convert, raw)
 
@@ -697,9 +753,9 @@ class PluginSupervisor:
 
     def _watch_limits(self) -> IsolationPolicy | None:
         """The limits the watchdog enforces on this instance, or None when there are none."""
-        limits = self.limits if self.limits is not None else IsolationPolicy()
-        if self._disk_limit is not None:
-            limits = dataclasses.replace(limits, max_disk_bytes=self._disk_limit())
+        limits = dataclasses.replace(
+            self.limits if self.limits is not None else IsolationPolicy(), max_disk_bytes=self._disk_limit
+        )
         disk = limits.max_disk_bytes is not None and bool(self._disk_paths)
         if limits.max_rss_bytes is None and limits.max_cpu_percent is None and not disk:
             return None

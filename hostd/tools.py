@@ -40,6 +40,7 @@ from hostd.errors import ErrorKind, HostError
 from hostd.jsonlimits import MAX_TOOL_BYTES, check_json
 
 if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
     from referencing import Registry
 
 __all__ = [
@@ -469,7 +470,7 @@ def _schema_problems(label: str | int, field: str, schema: Any, *, require_objec
 
 _Finding = tuple[str, "str | None"]  # (message, JSON pointer inside the schema)
 _FINDINGS: dict[str, tuple[_Finding, ...]] = {}
-_METASCHEMA_VALIDATORS: dict[type[Any], Any] = {}
+_METASCHEMA_VALIDATORS: dict[type[Validator], Validator] = {}
 
 
 def _schema_findings(schema: dict[str, Any]) -> tuple[_Finding, ...]:
@@ -488,7 +489,7 @@ def _schema_findings(schema: dict[str, Any]) -> tuple[_Finding, ...]:
     if key is not None and (cached := _FINDINGS.get(key)) is not None:
         return cached
 
-    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]  # noqa: PLC0415
+    from jsonschema.exceptions import best_match  # noqa: PLC0415
 
     validator_class = _validator_class(schema)
     metaschema_validator = _METASCHEMA_VALIDATORS.get(validator_class)
@@ -612,9 +613,9 @@ def _reference_findings(schema: dict[str, Any], validator_class: Any) -> list[_F
     return findings
 
 
-def _validator_class(schema: Mapping[str, Any]) -> Any:
+def _validator_class(schema: Mapping[str, Any]) -> type[Validator]:
     """The jsonschema validator class for the draft ``$schema`` names; 2020-12 when absent or unknown."""
-    from jsonschema.validators import (  # type: ignore[import-untyped]  # noqa: PLC0415
+    from jsonschema.validators import (  # noqa: PLC0415
         Draft202012Validator,
         validator_for,
     )
@@ -622,7 +623,7 @@ def _validator_class(schema: Mapping[str, Any]) -> Any:
     return validator_for(schema, default=Draft202012Validator)
 
 
-_VALIDATORS: dict[str, Any] = {}
+_VALIDATORS: dict[str, Validator] = {}
 _CACHE_LOCK = threading.Lock()
 
 
@@ -806,7 +807,7 @@ def _quote(value: str | int) -> str:
     return _trim(repr(value), _MAX_QUOTED)
 
 
-_OUTPUT_VALIDATORS: dict[str, Any] = {}
+_OUTPUT_VALIDATORS: dict[str, Validator] = {}
 
 
 def structured_content_problem(tool: HostTool, value: Any) -> str | None:

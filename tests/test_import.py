@@ -5,13 +5,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
 from hostd.client import RpcError
-from hostd.importer import MAX_IMPORT_BYTES, MAX_IMPORT_ENTRIES, ConfigError, plan_import, sanitize_id, strip_jsonc
-from tests.conftest import ECHO, ECHO_TOOLS, spawn_hostd
+from hostd.importer import (
+    MAX_IMPORT_BYTES,
+    MAX_IMPORT_ENTRIES,
+    ConfigError,
+    Imported,
+    parse_jsonc,
+    plan_import,
+    sanitize_id,
+)
+from tests.conftest import ECHO, spawn_hostd
 
 DATA = Path(__file__).parent / "data"
 
@@ -56,40 +65,11 @@ def test_ids_and_jsonc() -> None:
     assert sanitize_id("GitHub (work)") == "github-work"
     assert sanitize_id("***") == "server"
     assert len(sanitize_id("x" * 100)) == 63
-    assert strip_jsonc('{"a": "// not a comment", /* c */ "b": [1,2,],}') == '{"a": "// not a comment",  "b": [1,2]}'
+    assert parse_jsonc('{"a": "// not a comment", /* c */ "b": [1,2,],}') == {"a": "// not a comment", "b": [1, 2]}
 
 
 def _echo_config(name: str = "Echo Fixture") -> str:
     return json.dumps({"mcpServers": {name: {"command": "python3", "args": [str(ECHO / "server.py")]}}})
-
-
-async def test_import_then_first_enable_records_tools_and_asks_for_approval(tmp_path: Path) -> None:
-    async with spawn_hostd(tmp_path) as client:
-        result = await client.request("plugins/import", {"config": _echo_config()})
-        assert [(e["name"], e["outcome"], e["id"]) for e in result["entries"]] == [
-            ("Echo Fixture", "installed", "echo-fixture")
-        ]
-        info = result["entries"][0]["plugin"]
-        assert info["path"] == str(tmp_path / "state" / "imported" / "echo-fixture")
-        assert info["tools"] == []
-        await client.request("plugins/approve", {"id": "echo-fixture", "digest": info["launch"]["digest"]})
-        with pytest.raises(RpcError) as recorded:
-            await client.request("plugins/enable", {"id": "echo-fixture"})
-        assert recorded.value.kind == "MCP_TRUST_APPROVAL_REQUIRED"
-        assert recorded.value.data["discoveredTools"] == sorted(f"echo-fixture.{t}" for t in ECHO_TOOLS)
-        manifest = json.loads((tmp_path / "state" / "imported" / "echo-fixture" / "plugin.json").read_text())
-        assert manifest["contributes"] == {"tools": recorded.value.data["discoveredTools"]}
-        assert recorded.value.data["permissions"] == ["echo.inspect", "echo.use"]
-        assert (await client.request("plugins/status", {"id": "echo-fixture"}))["status"] == "stopped"
-        await client.request("plugins/grant", {"id": "echo-fixture", "permissions": ["echo.inspect", "echo.use"]})
-        digest = recorded.value.data["launch"]["digest"]
-        assert digest != info["launch"]["digest"]
-        await client.request("plugins/approve", {"id": "echo-fixture", "digest": digest})
-        status = await client.request("plugins/enable", {"id": "echo-fixture"})
-        assert status["status"] == "ready"
-        assert status["tools_count"] == 7
-        echoed = await client.request("tools/call", {"name": "echo-fixture.echo", "arguments": {"text": "imported"}})
-        assert echoed["structuredContent"] == {"text": "imported", "length": 8}
 
 
 async def test_import_is_all_or_nothing(tmp_path: Path) -> None:
@@ -132,14 +112,24 @@ async def test_hostctl_import_prints_each_outcome(tmp_path: Path) -> None:
 # -- issue 10 / 11: a config is hostile input -----------------------------------------
 
 
+# The class: text inside a string that looks like JSONC syntax (a comma before a closing bracket, a
+# comment marker, a quote escape) must stay the string's text; syntax outside strings (comments,
+# trailing commas) must still be accepted. Members: the issue's args, comment markers in strings,
+# an escaped quote followed by a trailing-comma look-alike, and every kind of comment and comma.
+
+
 def test_jsonc_commas_and_brackets_inside_strings_survive() -> None:
     text = '{"mcpServers": {"s": {"command": "x", "args": ["a, ]b", "c,}", "d,  ]",], /* c */ }, // end\n}}'
     (entry,) = plan_import(text)
     assert entry.manifest is not None
     assert entry.manifest["backend"]["args"] == ["a, ]b", "c,}", "d,  ]"]
-    assert strip_jsonc("[1, /* a */ // b\n ]") == "[1  \n ]"
-    with pytest.raises(ConfigError, match="unterminated"):
-        strip_jsonc('["/*", 1] /* open')
+    assert parse_jsonc('{"args": ["a, ]b", "c,}"]}') == {"args": ["a, ]b", "c,}"]}
+    assert parse_jsonc(r'["// no", "/* nor */", "q\",]", ",]", "\\",]') == ["// no", "/* nor */", 'q",]', ",]", "\\"]
+    assert parse_jsonc("[1, /* a */ // b\n ]") == [1]
+    assert parse_jsonc('{"a": [1, 2,], "b": {"c": 3,},}') == {"a": [1, 2], "b": {"c": 3}}
+    for broken in ('["/*", 1] /* open', '{"a": 1} extra', "[" * 40 + "]" * 40):
+        with pytest.raises(ConfigError, match="not JSON"):
+            parse_jsonc(broken)
 
 
 def test_alike_names_get_distinct_ids_up_to_the_entry_bound() -> None:
@@ -206,3 +196,60 @@ def test_a_well_known_server_gets_its_declared_needs_by_name_only() -> None:
     assert git.manifest["sandbox"] == {"read": ["~/.gitconfig", "~/.config/git"]}
     assert git.notes == ["declared the well-known needs of mcp-server-git: read ~/.gitconfig, ~/.config/git"]
     assert "sandbox" not in other.manifest and other.notes == []
+
+
+# -- issue 14: importing the same config again --------------------------------------------
+# The class: an entry an earlier import installed, imported again. Members: the same entry (unchanged:
+# nothing written, approval kept), a changed entry (updated: manifest rewritten, approval voided, same
+# id), a new entry beside them (installed), and two names that differ only in case and punctuation
+# (still two plugins, the second numbered). Never a numbered duplicate of the same entry.
+
+
+def test_plan_import_matches_earlier_imports_by_entry_name() -> None:
+    config = {"mcpServers": {"fs": {"command": "npx", "args": ["a"]}, "My Server": {"command": "x"}}}
+    (fs, mine) = plan_import(config)
+    assert fs.manifest is not None and mine.manifest is not None
+    imported = {"fs": Imported("fs", fs.manifest), "My Server": Imported("my-server", mine.manifest)}
+    again = {"mcpServers": {**config["mcpServers"], "my-server": {"command": "x"}}}
+    planned = plan_import(again, taken={"fs", "my-server"}, imported=imported)
+    assert [(e.name, e.outcome, e.plugin_id) for e in planned] == [
+        ("fs", "unchanged", "fs"),
+        ("My Server", "unchanged", "my-server"),
+        ("my-server", "ready-to-install", "my-server-2"),
+    ]
+    changed = {"mcpServers": {"fs": {"command": "npx", "args": ["b"]}}}
+    assert [(e.outcome, e.plugin_id) for e in plan_import(changed, taken={"fs"}, imported=imported)] == [
+        ("updated", "fs")
+    ]
+
+
+async def test_importing_the_same_config_again_is_idempotent(tmp_path: Path) -> None:
+    def config(args: list[str]) -> dict[str, Any]:
+        return {"mcpServers": {"Echo Fixture": {"command": "python3", "args": [str(ECHO / "server.py"), *args]}}}
+
+    async with spawn_hostd(tmp_path) as client:
+        first = (await client.request("plugins/import", {"config": config([])}))["entries"]
+        digest = first[0]["plugin"]["launch"]["digest"]
+        await client.request("plugins/approve", {"id": "echo-fixture", "digest": digest})
+        manifest = tmp_path / "state" / "imported" / "echo-fixture" / "plugin.json"
+        written = manifest.stat().st_mtime_ns
+        again = (await client.request("plugins/import", {"config": config([])}))["entries"]
+        assert [(e["name"], e["outcome"], e["id"]) for e in again] == [("Echo Fixture", "unchanged", "echo-fixture")]
+        assert again[0]["plugin"]["launch"]["approved"] is True
+        assert manifest.stat().st_mtime_ns == written
+        both = {"mcpServers": {**config(["--delay", "1"])["mcpServers"], "echo fixture": {"command": "python3"}}}
+        updated = (await client.request("plugins/import", {"config": both}))["entries"]
+        assert [(e["name"], e["outcome"], e["id"]) for e in updated] == [
+            ("Echo Fixture", "updated", "echo-fixture"),
+            ("echo fixture", "installed", "echo-fixture-2"),
+        ]
+        launch = updated[0]["plugin"]["launch"]
+        assert (launch["args"][1:], launch["approved"]) == (["--delay", "1"], False)
+        listed = (await client.request("plugins/list", {}))["plugins"]
+        assert [(i["id"], i["launch"]["approved"]) for i in listed] == [
+            ("echo-fixture", False),
+            ("echo-fixture-2", False),
+        ]
+        # the approval stays void when the entry changes back: the user approves what runs now
+        back = (await client.request("plugins/import", {"config": config([])}))["entries"]
+        assert [(e["outcome"], e["plugin"]["launch"]["approved"]) for e in back] == [("updated", False)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import trio
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from hostd.client import RpcError

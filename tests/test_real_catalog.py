@@ -560,16 +560,9 @@ async def test_claude_desktop_config_with_home_paths_and_an_env_path(tmp_path: P
             ("memory", manifest_of(MEMORY)["contributes"]["tools"]),
         ):
             await hostd.request("plugins/approve", {"id": plugin_id, "digest": launches[plugin_id]["digest"]})
-            with pytest.raises(RpcError) as discovered:
-                await hostd.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
-            assert discovered.value.kind == "MCP_TRUST_APPROVAL_REQUIRED"
-            assert discovered.value.data["discoveredTools"] == sorted(
-                t.replace(t.split(".")[0], plugin_id, 1) for t in tools
-            )
-            digest = discovered.value.data["launch"]["digest"]
-            await hostd.request("plugins/approve", {"id": plugin_id, "digest": digest})
             status = await hostd.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
-            assert status["status"] == "ready"
+            assert status["status"] == "ready"  # one approval, one spawn (issue 14)
+            assert status["pinned"] == sorted(t.replace(t.split(".")[0], plugin_id, 1) for t in tools)
 
         copied = await call(hostd, "filesystem.read_text_file", {"path": "~/Downloads/report.txt"})
         assert texts(copied) == ["quarterly numbers\n"]

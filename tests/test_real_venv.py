@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.client import HostdClient, plugin_environment
 
 pytestmark = pytest.mark.real_server
 
@@ -71,13 +71,8 @@ async def test_a_venv_fastmcp_server_imported_as_written_works_under_the_default
         assert launch["runtime"] == [os.path.realpath(python)]
         assert launch["folders"] == {str(project / "server.py"): str(project / "server.py")}
         await hostd.request("plugins/approve", {"id": "venv-demo", "digest": launch["digest"]})
-        with pytest.raises(RpcError) as recorded:
-            await hostd.request("plugins/enable", {"id": "venv-demo"})
-        assert recorded.value.kind == "MCP_TRUST_APPROVAL_REQUIRED"
-        assert recorded.value.data["discoveredTools"] == ["venv-demo.add"]
-        await hostd.request("plugins/approve", {"id": "venv-demo", "digest": recorded.value.data["launch"]["digest"]})
-        status = await hostd.request("plugins/enable", {"id": "venv-demo"})
-        assert (status["status"], status["tools_count"]) == ("ready", 1)
+        status = await hostd.request("plugins/enable", {"id": "venv-demo"})  # one approval, one spawn
+        assert (status["status"], status["tools_count"], status["pinned"]) == ("ready", 1, ["venv-demo.add"])
         added = await hostd.request("tools/call", {"name": "venv-demo.add", "arguments": {"a": 2, "b": 40}})
         assert added["content"] == [{"type": "text", "text": "42"}]
         assert added == {"content": [{"type": "text", "text": "42"}], "structuredContent": {"result": 42}}
