@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from jsonschema.validators import Draft202012Validator, validator_for  # type: ignore[import-untyped]
+from jsonschema.validators import Draft202012Validator, validator_for
 
 from hostd.errors import HostError
 from hostd.tools import HostTool, structured_content_problem, validate_arguments
