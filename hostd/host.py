@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal
 import orjson
 import trio
 
+from hostd import features
 from hostd import protocol as p
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
@@ -606,7 +607,7 @@ class Host:
         """Read and validate ``folder``'s manifest and add the plugin (stopped)."""
         manifest, digest = await trio.to_thread.run_sync(load_manifest, folder)
         if self.known_permissions is not None:
-            unknown = sorted(set(manifest.permissions) - self.known_permissions)
+            unknown = sorted(set(manifest.permissions) - self.known_permissions - features.RESERVED_PERMISSIONS)
             if unknown:
                 raise HostError(
                     ErrorKind.PERMISSION_UNKNOWN,
@@ -748,6 +749,7 @@ class Host:
             limits=self.settings.isolation_policy(None),
             disk_limit=lambda: self._disk_limit(plugin_id),
         )
+        supervisor.features = features.PluginFeatures(self, plugin_id)
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         self.plugins[plugin_id] = plugin
         return plugin
@@ -862,7 +864,7 @@ class Host:
     async def _gate(self, plugin: InstalledPlugin) -> Launch:
         """Steps 1 and 2 of enable: every permission granted, the launch approved."""
         plugin_id = plugin.manifest.id
-        missing = sorted(set(plugin.manifest.permissions) - plugin.granted)
+        missing = sorted(set(plugin.manifest.permissions) - plugin.granted - features.RESERVED_PERMISSIONS)
         if missing:
             raise HostError(
                 ErrorKind.PERMISSION_NOT_GRANTED,
@@ -1109,4 +1111,5 @@ Host.METHODS = {
     "plugins/status": Host.status,
     "tools/list": Host.tools_list,
     "tools/call": Host.tools_call,
+    **features.METHODS,
 }

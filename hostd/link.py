@@ -83,6 +83,8 @@ _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params", "result", "erro
 
 LogSink = Callable[[str, str, str], Awaitable[None]]  # (level, source, message)
 NotificationSink = Callable[[types.ServerNotification], Awaitable[None]]
+#: Answers a server->client request: ``(method, params) -> result``; raises to answer with an error.
+RequestSink = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class LinkClosed(Exception):
@@ -252,8 +254,19 @@ class PluginLink:
         on_notification: NotificationSink,
         max_frame_bytes: int = PLUGIN_FRAME_LIMIT,
         stdout_noise: str = "strict",
+        on_request: RequestSink | None = None,
+        client_capabilities: dict[str, Any] | None = None,
     ) -> None:
         self.plugin_id = plugin_id
+        #: Answers the server's requests other than ping (None: -32601); see hostd.features.
+        self._on_request = on_request
+        #: The client capabilities advertised in initialize (None: none).
+        self._client_capabilities = client_capabilities
+        #: The server's declared capabilities (JSON), known once the handshake is done.
+        self.server_capabilities: dict[str, Any] = {}
+        self._nursery: trio.Nursery | None = None
+        #: Server->client requests being answered, by the server's id: their cancel scopes.
+        self._serving: dict[Any, trio.CancelScope] = {}
         self.process = process
         self.failure: str | None = None
         self.done = trio.Event()
@@ -309,6 +322,10 @@ class PluginLink:
                     message_handler=self._message,
                 ) as session:
                     self.session = session
+                    self._nursery = nursery
+                    if self._client_capabilities:
+                        advertised = types.ClientCapabilities.model_validate(self._client_capabilities)
+                        session._build_capabilities = lambda version: advertised  # type: ignore[method-assign]
                     try:
                         discovery = await self._discover(session, startup_timeout)
                     except HostError as exc:
@@ -328,6 +345,7 @@ class PluginLink:
         try:
             with trio.fail_after(startup_timeout):
                 init = await session.initialize()
+                self.server_capabilities = init.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
                 if init.capabilities.tools is None:
                     raise self._start_error("the server does not declare the tools capability")
                 tools = await self.list_tools(session)
@@ -463,6 +481,10 @@ class PluginLink:
             await call.done.wait()
         finally:
             self._direct.pop(rid, None)
+            if not call.done.is_set() and not self._direct:
+                # The server's requests in flight (sampling...) can only have served this call.
+                for serving in self._serving.values():
+                    serving.cancel()
             if not call.done.is_set() and not self.done.is_set():
                 with trio.CancelScope(shield=True), trio.move_on_after(1):
                     await self._write(
@@ -578,6 +600,10 @@ class PluginLink:
                 if isinstance(message, types.JSONRPCRequest):
                     await self._answer_server_request(message)
                     continue
+                if isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+                    serving = self._serving.get((message.params or {}).get("requestId"))
+                    if serving is not None:
+                        serving.cancel()
                 if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
                     method = self._outstanding.pop(message.id, None) if message.id is not None else None
                     if method is None:
@@ -629,6 +655,10 @@ class PluginLink:
         return True
 
     async def _answer_server_request(self, request: types.JSONRPCRequest) -> None:
+        if request.method != "ping" and self._on_request is not None and self._nursery is not None:
+            # Answered in its own task: the parent may take minutes, stdout keeps being read.
+            self._nursery.start_soon(self._serve_request, request)
+            return
         if request.method == "ping":
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request.id, "result": {}}
         else:
@@ -638,6 +668,25 @@ class PluginLink:
                 "error": {"code": types.METHOD_NOT_FOUND, "message": f"hostd does not serve {request.method}"},
             }
         await self._write(encode(reply))
+
+    async def _serve_request(self, request: types.JSONRPCRequest) -> None:
+        """Answer one server->client request with ``on_request``; its HostError becomes the JSON-RPC error."""
+        assert self._on_request is not None
+        params = request.params if isinstance(request.params, dict) else {}
+        scope = self._serving[request.id] = trio.CancelScope()
+        reply: dict[str, Any] | None = None
+        try:
+            with scope:
+                result = await self._on_request(request.method, params)
+                reply = {"jsonrpc": "2.0", "id": request.id, "result": result}
+        except HostError as error:
+            reply = {"jsonrpc": "2.0", "id": request.id, "error": error.to_error_object()}
+        finally:
+            self._serving.pop(request.id, None)
+        if reply is None:  # cancelled: by the server, or with the only call it could serve
+            reply = {"jsonrpc": "2.0", "id": request.id, "error": {"code": -32800, "message": "request cancelled"}}
+        if not self.done.is_set():
+            await self._write(encode(reply))
 
     async def _pump_stdin(self) -> None:
         async for item in self._write_receive:

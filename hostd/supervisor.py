@@ -159,6 +159,8 @@ class PluginSupervisor:
         self._instance_ready = False
         #: The event of a failure hostd itself caused (ping, limit, re-discovery), else None.
         self._failure_event: Event | None = None
+        #: MCP features beyond tools (hostd.features.PluginFeatures), set by the host.
+        self.features: Any = None
 
     @property
     def plugin_id(self) -> str:
@@ -454,6 +456,8 @@ class PluginSupervisor:
             on_notification=self._notification,
             stdout_noise=backend.stdout_noise,
             max_frame_bytes=backend.max_message_bytes or self._frame_limit,
+            on_request=self.features.on_request if self.features is not None else None,
+            client_capabilities=self.features.client_capabilities() if self.features is not None else None,
         )
         self._link, self._instance_done = link, done
         # Before the handshake: a list_changed during the first walk must not be lost.
@@ -738,6 +742,13 @@ class PluginSupervisor:
     async def _notification(self, message: types.ServerNotification) -> None:
         if isinstance(message, types.ToolListChangedNotification) and self._pacer.notify(time.monotonic()):
             self._refresh_wanted.set()
+        elif self.features is not None:
+            await self.features.on_notification(message)
+
+    @property
+    def link(self) -> PluginLink | None:
+        """The running instance's link once ``ready`` (None otherwise)."""
+        return self._link if self.state is State.READY else None
 
     # -- tools/call ---------------------------------------------------------------
 
