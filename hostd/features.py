@@ -36,21 +36,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-import mcp_types as types
 import orjson
 import trio
-from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
-from pydantic import TypeAdapter, ValidationError
 
 from hostd import protocol as p
 from hostd.content import ContentLimits, bound_content
 from hostd.control import RequestContext
 from hostd.errors import ErrorKind, HostError
-from hostd.link import MAX_LIST_PAGES, PluginLink
+from hostd.link import MAX_LIST_PAGES, LinkClosed, PluginLink, ReplyTooLarge
+from hostd.session import PluginRequestError
 
 if TYPE_CHECKING:
     from hostd.host import Host, InstalledPlugin
@@ -61,33 +58,97 @@ CLIENT_FEATURE_PERMISSIONS = {"sampling": "mcp.sampling", "elicitation": "mcp.el
 RESERVED_PERMISSIONS = frozenset(CLIENT_FEATURE_PERMISSIONS.values())
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
-_RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
 # -- the one place that sends a raw request over the link -------------------------------------
 
+#: Rounds of ``resultType: "input_required"`` one request may take (the SDKs' cap).
+MAX_INPUT_ROUNDS = 10
+_STATE_ONLY_DELAY = 0.05
+
+InputAnswer = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
 
 async def plugin_request(
-    link: PluginLink, method: str, params: dict[str, Any] | None = None, *, on_progress: ProgressFn | None = None
+    link: PluginLink,
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    on_progress: ProgressFn | None = None,
+    answer: InputAnswer | None = None,
 ) -> dict[str, Any]:
-    """Send MCP request ``method`` with ``params`` to the plugin; return the raw result (JSON object).
+    """Send MCP request ``method`` with ``params`` to the plugin; return the raw, complete result.
 
-    Raises :class:`MCPError` for the server's JSON-RPC error (and when the link
-    closes: the SDK's connection-closed error), ``ValidationError`` when the
-    result does not fit the negotiated revision's schema. Cancelling the caller
-    sends ``notifications/cancelled`` to the server.
+    A modern server may answer ``resultType: "input_required"`` with
+    ``inputRequests`` (``{key: {method, params}}``: sampling, elicitation,
+    roots) and an opaque ``requestState``: each input request is answered by
+    ``answer(method, params)`` (concurrently), and the request is sent again
+    (a new id) with ``inputResponses`` and the unmodified ``requestState``;
+    at most ``MAX_INPUT_ROUNDS`` rounds, then ``MCP_UPSTREAM_ERROR``. A round
+    with only ``requestState`` is retried after 50 ms. Without ``answer`` an
+    ``input_required`` result is ``CAPABILITY_NOT_SUPPORTED``.
+
+    Raises :class:`PluginRequestError` (the server's JSON-RPC error),
+    :class:`LinkClosed`, :class:`ReplyTooLarge`, and the :class:`HostError`
+    ``answer`` raises. Cancelling the caller sends ``notifications/cancelled``
+    for the round in flight.
     """
-    session = link.session
-    if session is None:
-        raise MCPError(types.CONNECTION_CLOSED, "the plugin is not connected")
-    request: types.Request[Any, Any] = types.Request[dict[str, Any] | None, str](method=method, params=params)
-    progress = cast("ProgressFnT | None", on_progress)
-    result: dict[str, Any] = await session.send_request(
-        request,
-        _RAW_RESULT,  # type: ignore[type-var]  # a TypeAdapter: the server's JSON, checked by the SDK
-        progress_callback=progress,
-    )
+    result = await link.request(method, params, on_progress=on_progress)
+    rounds = 0
+    while result.get("resultType") == "input_required":
+        if answer is None:
+            raise HostError(
+                ErrorKind.CAPABILITY_NOT_SUPPORTED,
+                f"plugin {link.plugin_id} asked for input during {method}, which hostd cannot route",
+                plugin=link.plugin_id,
+                capability="inputRequests",
+            )
+        rounds += 1
+        if rounds > MAX_INPUT_ROUNDS:
+            raise HostError(
+                ErrorKind.MCP_UPSTREAM_ERROR,
+                f"plugin {link.plugin_id} still asked for input after {MAX_INPUT_ROUNDS} rounds of {method}; "
+                "hostd gave up (the server never completed the request)",
+                plugin=link.plugin_id,
+                rounds=MAX_INPUT_ROUNDS,
+            )
+        requests = result.get("inputRequests")
+        state = result.get("requestState")
+        retry = dict(params or {})
+        if isinstance(requests, dict) and requests:
+            retry["inputResponses"] = await _answer_all(link.plugin_id, requests, answer)
+        else:
+            await trio.sleep(_STATE_ONLY_DELAY)
+        if state is not None:
+            retry["requestState"] = state
+        result = await link.request(method, retry, on_progress=on_progress)
     return result
+
+
+async def _answer_all(plugin_id: str, requests: dict[str, Any], answer: InputAnswer) -> dict[str, Any]:
+    """``{key: answer(method, params)}`` for every input request, concurrently; the first error wins."""
+    responses: dict[str, Any] = {}
+    failure: list[HostError] = []
+
+    async def one(key: str, request: Any, cancel: trio.CancelScope) -> None:
+        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+            failure.append(
+                HostError(ErrorKind.MCP_UPSTREAM_ERROR, f"plugin {plugin_id}: input request {key!r} has no method")
+            )
+            cancel.cancel()
+            return
+        try:
+            responses[key] = await answer(request["method"], request.get("params") or {})
+        except HostError as error:
+            failure.append(error)
+            cancel.cancel()
+
+    async with trio.open_nursery() as nursery:
+        for key, request in requests.items():
+            nursery.start_soon(one, key, request, nursery.cancel_scope)
+    if failure:
+        raise failure[0]
+    return responses
 
 
 # -- per plugin: client capabilities, server requests, notifications --------------------------
@@ -173,14 +234,16 @@ class PluginFeatures:
         kept = [root for root in roots if isinstance(root, dict) and _inside_any(root.get("uri"), folders)]
         return {"roots": kept}
 
-    async def on_notification(self, message: types.ServerNotification) -> None:
-        """Forward the server's resource and prompt notifications to the parent, naming the plugin."""
+    async def on_notification(self, method: str, params: dict[str, Any]) -> None:
+        """Forward the server's resource and prompt notifications (raw) to the parent, naming the plugin."""
         notify = self._host.notify
-        if isinstance(message, types.ResourceUpdatedNotification):
-            await notify("resources/updated", {"plugin": self.plugin_id, "uri": str(message.params.uri)})
-        elif isinstance(message, types.ResourceListChangedNotification):
+        if method == "notifications/resources/updated":
+            uri = params.get("uri")
+            if isinstance(uri, str):
+                await notify("resources/updated", {"plugin": self.plugin_id, "uri": uri})
+        elif method == "notifications/resources/list_changed":
             await notify("resources/listChanged", {"plugin": self.plugin_id})
-        elif isinstance(message, types.PromptListChangedNotification):
+        elif method == "notifications/prompts/list_changed":
             await notify("prompts/listChanged", {"plugin": self.plugin_id})
 
 
@@ -235,31 +298,34 @@ async def _ask(
             note = p.ProgressParams(requestId=rid, progress=progress, total=total, message=message)
             await notify("$/progress", note.wire())
 
+    features = plugin.supervisor.features
+    answer = features.on_request if isinstance(features, PluginFeatures) else None
     result: dict[str, Any] | None = None
     with trio.move_on_after(timeout):
         try:
-            result = await plugin_request(link, method, params, on_progress=on_progress)
-        except MCPError as exc:
-            if exc.error.code == types.CONNECTION_CLOSED or link.done.is_set():
-                raise HostError(
-                    ErrorKind.PLUGIN_HOST_UNAVAILABLE,
-                    f"plugin {plugin_id} {link.failure or 'stopped'} during {method}",
-                    plugin=plugin_id,
-                ) from None
-            upstream: dict[str, Any] = {"code": exc.error.code, "message": exc.error.message}
-            if exc.error.data is not None:
-                upstream["data"] = exc.error.data
+            result = await plugin_request(link, method, params, on_progress=on_progress, answer=answer)
+        except LinkClosed:
             raise HostError(
-                ErrorKind.MCP_UPSTREAM_ERROR,
-                f"{method} failed: {exc.error.message[:500]}",
+                ErrorKind.PLUGIN_HOST_UNAVAILABLE,
+                f"plugin {plugin_id} {link.failure or 'stopped'} during {method}",
                 plugin=plugin_id,
-                upstream=upstream,
             ) from None
-        except ValidationError as exc:
+        except ReplyTooLarge as over:
+            raise HostError(
+                ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
+                f"{method} of plugin {plugin_id} answered with {over.size} bytes, over the {over.limit}-byte frame "
+                "bound; the plugin goes on serving",
+                plugin=plugin_id,
+                size=over.size,
+                limit=over.limit,
+                bound="frame",
+            ) from None
+        except PluginRequestError as exc:
             raise HostError(
                 ErrorKind.MCP_UPSTREAM_ERROR,
-                f"{method}: invalid answer from plugin {plugin_id}: {exc.errors()[0]['msg'] if exc.errors() else exc}",
+                f"{method} failed: {exc.message[:500]}",
                 plugin=plugin_id,
+                upstream=exc.wire(),
             ) from None
     if result is None:
         raise HostError(
