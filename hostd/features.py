@@ -112,17 +112,25 @@ async def plugin_request(
                 plugin=link.plugin_id,
                 rounds=MAX_INPUT_ROUNDS,
             )
-        requests = result.get("inputRequests")
-        state = result.get("requestState")
-        retry = dict(params or {})
-        if isinstance(requests, dict) and requests:
-            retry["inputResponses"] = await _answer_all(link.plugin_id, requests, answer)
-        else:
-            await trio.sleep(_STATE_ONLY_DELAY)
-        if state is not None:
-            retry["requestState"] = state
+        retry = {**(params or {}), **await _next_round(link.plugin_id, result, answer)}
         result = await link.request(method, retry, on_progress=on_progress)
     return result
+
+
+async def _next_round(plugin_id: str, result: dict[str, Any], answer: InputAnswer) -> dict[str, Any]:
+    """What the retry of an ``input_required`` result adds to the request's params:
+    ``inputResponses`` (every input request answered) and ``requestState`` exactly as sent.
+    A result with only ``requestState`` is retried after 50 ms (the SDK's first backoff step)."""
+    requests = result.get("inputRequests")
+    state = result.get("requestState")
+    extra: dict[str, Any] = {}
+    if isinstance(requests, dict) and requests:
+        extra["inputResponses"] = await _answer_all(plugin_id, requests, answer)
+    else:
+        await trio.sleep(_STATE_ONLY_DELAY)
+    if state is not None:
+        extra["requestState"] = state
+    return extra
 
 
 async def _answer_all(plugin_id: str, requests: dict[str, Any], answer: InputAnswer) -> dict[str, Any]:
@@ -214,6 +222,42 @@ class PluginFeatures:
         if not isinstance(answer, dict):
             raise HostError(ErrorKind.PARENT_REQUEST_FAILED, f"the parent's {method} result is not an object")
         return answer
+
+    async def complete_call(
+        self,
+        link: PluginLink,
+        tool: Any,
+        arguments: dict[str, Any],
+        on_progress: ProgressFn,
+        first: tuple[dict[str, Any], int, bytes],
+    ) -> tuple[dict[str, Any], int, bytes]:
+        """The final ``tools/call`` response once a modern server's ``input_required`` rounds are done.
+
+        ``first`` is the first ``(response, size, frame)`` (:meth:`PluginLink.call_tool`); while its
+        result is ``resultType: "input_required"``, each input request is answered by
+        :meth:`on_request` and the call is sent again (a new id) with ``inputResponses`` and the
+        unmodified ``requestState``. At most ``MAX_INPUT_ROUNDS`` rounds, then ``MCP_UPSTREAM_ERROR``
+        naming the tool. The parent sees one ``tools/call``: progress of every round goes to
+        ``on_progress``; cancelling it cancels the round in flight.
+        """
+        reply, size, raw = first
+        rounds = 0
+        while True:
+            result = reply.get("result")
+            if not isinstance(result, dict) or result.get("resultType") != "input_required":
+                return reply, size, raw
+            rounds += 1
+            if rounds > MAX_INPUT_ROUNDS:
+                raise HostError(
+                    ErrorKind.MCP_UPSTREAM_ERROR,
+                    f"{tool.name} still asked for input after {MAX_INPUT_ROUNDS} rounds; hostd gave up "
+                    "(the server never completed the call)",
+                    plugin=self.plugin_id,
+                    tool=tool.name,
+                    rounds=MAX_INPUT_ROUNDS,
+                )
+            extra = await _next_round(self.plugin_id, result, self.on_request)
+            reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress, extra)
 
     def _not_offered(self, capability: str) -> HostError:
         return HostError(
@@ -502,11 +546,18 @@ async def completion_complete(host: Host, params: Any, ctx: RequestContext) -> d
 
 
 async def set_log_level(host: Host, params: Any, ctx: RequestContext) -> dict[str, Any]:
-    """``plugins/setLogLevel {id, level}`` -> ``{}``: the server's MCP log messages from ``level`` up
-    (``logging/setLevel``); they keep arriving as ``plugins/log``."""
+    """``plugins/setLogLevel {id, level}`` -> ``{}``: the server's MCP log messages from ``level`` up;
+    they keep arriving as ``plugins/log``. Legacy era: ``logging/setLevel`` (needs the ``logging``
+    capability); modern era: the level rides in every request's ``_meta`` (the session's envelope)."""
     args = p.parse_params(p.SetLogLevelParams, params)
-    plugin, link = _ready(host, args.id, "logging")
-    await _ask(plugin, link, "logging/setLevel", {"level": args.level})
+    plugin = host._plugin(args.id)
+    running = plugin.supervisor.link
+    if running is not None and running.era == "modern":
+        # 2026-07-28 has no logging/setLevel: the level travels in every request's _meta.
+        running.session.set_log_level(args.level)
+    else:
+        plugin, link = _ready(host, args.id, "logging")
+        await _ask(plugin, link, "logging/setLevel", {"level": args.level})
     features = plugin.supervisor.features
     if isinstance(features, PluginFeatures):
         features.log_level = args.level

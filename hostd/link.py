@@ -387,7 +387,7 @@ class PluginLink:
         return _result_of(waiter.reply)
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], on_progress: ProgressSink
+        self, name: str, arguments: dict[str, Any], on_progress: ProgressSink, extra: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], int, bytes]:
         """Send ``tools/call``; return the plugin's JSON-RPC response (``result`` or ``error``), its
         frame size (bytes) and the frame itself (so an unchanged result can be forwarded byte for byte).
@@ -399,7 +399,8 @@ class PluginLink:
         self._tool_calls += 1
         answered = False
         try:
-            waiter = await self._roundtrip("tools/call", {"name": name, "arguments": arguments}, on_progress)
+            params = {"name": name, "arguments": arguments, **(extra or {})}  # extra: inputResponses, requestState
+            waiter = await self._roundtrip("tools/call", params, on_progress)
             answered = True
         finally:
             self._tool_calls -= 1

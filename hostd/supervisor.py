@@ -800,6 +800,10 @@ class PluginSupervisor:
         with scope:
             try:
                 reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
+                if self.features is not None:  # a modern server's input_required rounds (hostd.features)
+                    reply, size, raw = await self.features.complete_call(
+                        link, tool, arguments, on_progress, (reply, size, raw)
+                    )
             except ReplyTooLarge as over:
                 raise HostError(
                     ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
