@@ -82,6 +82,13 @@ TYPES: Final[Mapping[str, type[BaseModel]]] = {
     "ProgressParams": p.ProgressParams,
     "LogParams": p.LogParams,
     "StateRecord": p.StateRecord,
+    "PagedResult": p.PagedResult,
+    "ReadResourceResult": p.ReadResourceResult,
+    "GetPromptResult": p.GetPromptResult,
+    "CompleteResult": p.CompleteResult,
+    "ResourceUpdatedParams": p.ResourceUpdatedParams,
+    "SamplingRequestParams": p.SamplingRequestParams,
+    "RootsRequestParams": p.RootsRequestParams,
 }
 
 _SCALARS: Final[Mapping[Any, str]] = {
@@ -163,12 +170,19 @@ def type_table_markdown(model: type[BaseModel]) -> str:
 def schema_document() -> str:
     """JSON Schema (2020-12) of each result and notification model, as ``protocol.schema.json`` holds it.
 
-    ``{"$schema", "results": {method: schema or null}, "notifications": {method: schema}}``;
+    ``{"$schema", "results": {method: schema or null}, "notifications": {method: schema},
+    "parentRequests": {method: params schema}}``;
     serialised with sorted keys and a final newline, so the output depends on the models only.
     """
     results = {m: (model.model_json_schema(by_alias=True) if model else None) for m, model in p.RESULTS.items()}
     notes = {m: model.model_json_schema(by_alias=True) for m, model in p.NOTIFICATIONS.items()}
-    document = {"$schema": "https://json-schema.org/draft/2020-12/schema", "results": results, "notifications": notes}
+    asks = {m: model.model_json_schema(by_alias=True) for m, model in p.PARENT_REQUESTS.items()}
+    document = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "results": results,
+        "notifications": notes,
+        "parentRequests": asks,
+    }
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 import orjson
 import trio
 
+from hostd import features
 from hostd import protocol as p
 from hostd import trust
 from hostd.control import InitializeOptions, Notify, RequestContext
@@ -628,7 +629,7 @@ class Host:
         """Read and validate ``folder``'s manifest and add the plugin (stopped)."""
         manifest, digest = await trio.to_thread.run_sync(load_manifest, folder)
         if self.known_permissions is not None:
-            unknown = sorted(set(manifest.permissions) - self.known_permissions)
+            unknown = sorted(set(manifest.permissions) - self.known_permissions - features.RESERVED_PERMISSIONS)
             if unknown:
                 raise HostError(
                     ErrorKind.PERMISSION_UNKNOWN,
@@ -759,6 +760,7 @@ class Host:
             frame_limit=self.settings.max_plugin_frame_bytes,
             restarts=restarts,
         )
+        supervisor.features = features.PluginFeatures(self, plugin_id)
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         bound.append(plugin)
         self.plugins[manifest.id] = plugin
@@ -899,7 +901,7 @@ class Host:
         resolve) or ``MCP_TRUST_APPROVAL_REQUIRED``.
         """
         plugin_id = plugin.manifest.id
-        missing = sorted(set(plugin.manifest.permissions) - plugin.granted)
+        missing = sorted(set(plugin.manifest.permissions) - plugin.granted - features.RESERVED_PERMISSIONS)
         if missing:
             raise HostError(
                 ErrorKind.PERMISSION_NOT_GRANTED,
@@ -1176,4 +1178,5 @@ Host.METHODS = {
     "plugins/status": Host.status,
     "tools/list": Host.tools_list,
     "tools/call": Host.tools_call,
+    **features.METHODS,
 }

@@ -340,6 +340,9 @@ class PluginLink:
         self._nursery: trio.Nursery | None = None
         #: Server-to-client requests being answered: id -> the handler's cancel scope.
         self._serving: dict[RequestId, trio.CancelScope] = {}
+        #: Of those, the ones hostd cancelled because the only tools/call in flight ended (answered -32800).
+        self._abandoned: set[RequestId] = set()
+        self._tool_calls = 0
         #: True while stdout is not read because the parent is behind (docs/protocol.md "Flow control").
         self.paused = False
 
@@ -384,7 +387,7 @@ class PluginLink:
         return _result_of(waiter.reply)
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], on_progress: ProgressSink
+        self, name: str, arguments: dict[str, Any], on_progress: ProgressSink, extra: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], int, bytes]:
         """Send ``tools/call``; return the plugin's JSON-RPC response (``result`` or ``error``), its
         frame size (bytes) and the frame itself (so an unchanged result can be forwarded byte for byte).
@@ -393,7 +396,19 @@ class PluginLink:
         no model. Progress, cancellation and errors as there, except that a
         JSON-RPC error is returned, not raised.
         """
-        waiter = await self._roundtrip("tools/call", {"name": name, "arguments": arguments}, on_progress)
+        self._tool_calls += 1
+        answered = False
+        try:
+            params = {"name": name, "arguments": arguments, **(extra or {})}  # extra: inputResponses, requestState
+            waiter = await self._roundtrip("tools/call", params, on_progress)
+            answered = True
+        finally:
+            self._tool_calls -= 1
+            if not answered and not self._tool_calls:
+                # The server's requests in flight (sampling...) can only have served the abandoned call.
+                self._abandoned.update(self._serving)
+                for scope in self._serving.values():
+                    scope.cancel()
         assert waiter.reply is not None
         return waiter.reply, waiter.size, waiter.raw
 
@@ -913,6 +928,9 @@ class PluginLink:
                 reply = self.session.reply_error(event.request_id, error["code"], error["message"], error["data"])
             finally:
                 self._serving.pop(event.request_id, None)
+        if reply is None and event.request_id in self._abandoned:
+            self._abandoned.discard(event.request_id)
+            reply = self.session.reply_error(event.request_id, -32800, "cancelled: the tools/call it served ended")
         if reply is not None:  # withdrawn by the server: never answered (MCP "Cancellation")
             await self._write(encode(reply))
 

@@ -102,6 +102,51 @@ class ToolsCallParams(_Params):
     timeout_ms: int | None = Field(default=None, alias="timeoutMs", gt=0, le=24 * 3600 * 1000)
 
 
+class PluginPageParams(_Params):
+    """``resources/list`` and ``resources/templates/list`` ``{plugin, cursor?}``."""
+
+    plugin: str = Field(min_length=1)
+    cursor: str | None = None
+
+
+class ResourceParams(_Params):
+    """``resources/read``, ``resources/subscribe``, ``resources/unsubscribe`` ``{plugin, uri}``."""
+
+    plugin: str = Field(min_length=1)
+    uri: str = Field(min_length=1)
+
+
+class PromptsListParams(_Params):
+    """``prompts/list {plugin?, cursor?}`` (a ``cursor`` needs the ``plugin`` it came from)."""
+
+    plugin: str | None = None
+    cursor: str | None = None
+
+
+class PromptsGetParams(_Params):
+    """``prompts/get {name, arguments?}``; ``name`` is the host name ``<plugin>.<prompt>``."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, str] | None = None
+
+
+class CompleteParams(_Params):
+    """``completion/complete {plugin, ref, argument, context?}``: MCP's ``ref``
+    (``{type: "ref/prompt", name}`` or ``{type: "ref/resource", uri}``), ``argument`` ``{name, value}``."""
+
+    plugin: str = Field(min_length=1)
+    ref: dict[str, Any]
+    argument: dict[str, str]
+    context: dict[str, Any] | None = None
+
+
+class SetLogLevelParams(_Params):
+    """``plugins/setLogLevel {id, level}``: an MCP log level."""
+
+    id: str = Field(min_length=1)
+    level: Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
 P = TypeVar("P", bound=_Params)
 
 # -- results --------------------------------------------------------------------
@@ -461,6 +506,79 @@ class ProgressParams(Wire):
     )
 
 
+class PagedResult(Wire):
+    """The server's page of a listing, forwarded as it came (``resources/list``, ``resources/templates/list``,
+    ``prompts/list``)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    next_cursor: str | None = Field(
+        default=None,
+        alias="nextCursor",
+        description="the server's cursor for the next page (pass it back with the same `plugin`); omitted at the end."
+        " Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name`"
+        " is the host name `<plugin>.<name>`, with `plugin`)",
+    )
+
+
+class ReadResourceResult(Wire):
+    """``resources/read`` result: the server's, bounded like a tool result."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    contents: list[dict[str, Any]] = Field(
+        description="the MCP `contents` (`{uri, mimeType?, text}` or `{uri, mimeType?, blob}`); a blob over "
+        "`contentLimits.maxBlobBytes` is replaced by a text item naming its size and the bound"
+    )
+
+
+class GetPromptResult(Wire):
+    """``prompts/get`` result: the server's, bounded by the result bound."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    description: str | None = Field(default=None, description="the MCP `description`, when given")
+    messages: list[dict[str, Any]] = Field(description="the MCP `messages` (`{role, content}`)")
+
+
+class CompleteResult(Wire):
+    """``completion/complete`` result: the server's."""
+
+    completion: dict[str, Any] = Field(description="MCP `{values, total?, hasMore?}`")
+
+
+class PluginNoteParams(Wire):
+    """``resources/listChanged`` and ``prompts/listChanged`` params."""
+
+    plugin: str = Field(description="the plugin's `id`: list again with `plugin`")
+
+
+class ResourceUpdatedParams(Wire):
+    """``resources/updated`` params (after ``resources/subscribe``)."""
+
+    plugin: str = Field(description="the plugin's `id`")
+    uri: str = Field(description="the resource that changed: read it again")
+
+
+class SamplingRequestParams(Wire):
+    """hostd->parent ``sampling/createMessage`` and ``elicitation/create`` params."""
+
+    plugin: str = Field(description="the plugin's `id` whose server asks")
+    params: dict[str, Any] = Field(
+        description="the server's MCP params, as sent (elicitation: `mode` `form` with `requestedSchema`, or "
+        "`url` with `url`: hostd never opens it). Answer with the MCP result; it goes back to the server as is"
+    )
+
+
+class RootsRequestParams(Wire):
+    """hostd->parent ``roots/list`` params."""
+
+    plugin: str = Field(
+        description="the plugin's `id`; answer MCP `{roots: [{uri, name?}]}`: hostd passes on only `file://` "
+        "roots inside the folders the plugin was granted"
+    )
+
+
 class StateRecord(Wire):
     """One installed plugin in ``state.json``'s ``plugins`` (``hostd.state.PluginRecord``, which
     stays a plain dataclass so the lock is taken before pydantic loads; a test holds the two equal)."""
@@ -504,6 +622,22 @@ RESULTS: dict[str, type[BaseModel] | None] = {
     "plugins/status": PluginStatus,
     "tools/list": ToolsListResult,
     "tools/call": ToolsCallResult,
+    "resources/list": PagedResult,
+    "resources/templates/list": PagedResult,
+    "resources/read": ReadResourceResult,
+    "resources/subscribe": Empty,
+    "resources/unsubscribe": Empty,
+    "prompts/list": PagedResult,
+    "prompts/get": GetPromptResult,
+    "completion/complete": CompleteResult,
+    "plugins/setLogLevel": Empty,
+}
+
+#: Requests hostd sends the parent (client features), by method: their params type.
+PARENT_REQUESTS: dict[str, type[BaseModel]] = {
+    "sampling/createMessage": SamplingRequestParams,
+    "elicitation/create": SamplingRequestParams,
+    "roots/list": RootsRequestParams,
 }
 
 #: The params type of each notification hostd sends.
@@ -512,6 +646,9 @@ NOTIFICATIONS: dict[str, type[BaseModel]] = {
     "tools/listChanged": ListChangedParams,
     "plugins/log": LogParams,
     "$/progress": ProgressParams,
+    "resources/updated": ResourceUpdatedParams,
+    "resources/listChanged": PluginNoteParams,
+    "prompts/listChanged": PluginNoteParams,
 }
 
 

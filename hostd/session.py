@@ -75,6 +75,7 @@ PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
 SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
+LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
 
 #: Revisions reached with the ``initialize`` handshake, oldest first (the SDK's ``HANDSHAKE_PROTOCOL_VERSIONS``).
 LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -233,6 +234,7 @@ class ClientSession:
         "capabilities",
         "client_info",
         "era",
+        "log_level",
         "orphans",
         "protocol_version",
         "server_capabilities",
@@ -252,16 +254,27 @@ class ClientSession:
         self.server_capabilities: dict[str, Any] = {}
         self.server_info: dict[str, Any] = {}
         self._envelope: dict[str, Any] | None = None
+        #: The MCP log level the modern envelope asks for (``plugins/setLogLevel``); None: the server's default.
+        self.log_level: str | None = None
+
+    def set_log_level(self, level: str | None) -> None:
+        """Carry ``io.modelcontextprotocol/logLevel`` = ``level`` in every modern request from now on."""
+        self.log_level = level
+        if self._envelope is not None:
+            self._envelope = self.envelope(self._envelope[PROTOCOL_VERSION_META_KEY])
 
     # -- era ------------------------------------------------------------------------
 
     def envelope(self, version: str) -> dict[str, Any]:
         """The modern ``_meta`` envelope at ``version``: protocol version, client capabilities, client info."""
-        return {
+        envelope = {
             PROTOCOL_VERSION_META_KEY: version,
             CLIENT_CAPABILITIES_META_KEY: self.capabilities,
             CLIENT_INFO_META_KEY: self.client_info,
         }
+        if self.log_level is not None:
+            envelope[LOG_LEVEL_META_KEY] = self.log_level
+        return envelope
 
     def adopt_legacy(self, version: str, capabilities: dict[str, Any], server_info: dict[str, Any]) -> None:
         """The ``initialize`` handshake succeeded at ``version``: no envelope from now on."""

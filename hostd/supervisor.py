@@ -218,6 +218,8 @@ class PluginSupervisor:
         self._instance_ready = False
         #: The event of a failure hostd itself caused (ping, limit, re-discovery), else None.
         self._failure_event: Event | None = None
+        #: MCP features beyond tools (hostd.features.PluginFeatures), set by the host.
+        self.features: Any = None
 
     @property
     def plugin_id(self) -> str:
@@ -541,6 +543,8 @@ class PluginSupervisor:
             max_frame_bytes=backend.max_message_bytes or self._frame_limit,
             protocol=backend.protocol,
             launch_digest=launch.digest,
+            on_request=self.features.on_request if self.features is not None else None,
+            capabilities=self.features.client_capabilities() if self.features is not None else None,
         )
         self._link, self._instance_done = link, done
         # Before the handshake: a list_changed during the first walk must not be lost.
@@ -799,6 +803,13 @@ class PluginSupervisor:
         on the link's ``subscriptions/listen`` stream)."""
         if method == "notifications/tools/list_changed" and self._pacer.notify(time.monotonic()):
             self._refresh_wanted.set()
+        elif self.features is not None:
+            await self.features.on_notification(method, params or {})
+
+    @property
+    def link(self) -> PluginLink | None:
+        """The running instance's link once ``ready`` (None otherwise)."""
+        return self._link if self.state is State.READY else None
 
     # -- tools/call ---------------------------------------------------------------
 
@@ -845,6 +856,10 @@ class PluginSupervisor:
         with scope:
             try:
                 reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
+                if self.features is not None:  # a modern server's input_required rounds (hostd.features)
+                    reply, size, raw = await self.features.complete_call(
+                        link, tool, arguments, on_progress, (reply, size, raw)
+                    )
             except ReplyTooLarge as over:
                 raise HostError(
                     ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
