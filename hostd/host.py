@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
-import functools
 import hashlib
 import logging
 import os
@@ -25,7 +24,9 @@ from typing import Any, ClassVar, Literal
 import orjson
 import trio
 
+from hostd import bundle as bundles
 from hostd import protocol as p
+from hostd import secrets as secrets_
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
@@ -168,6 +169,10 @@ class InstalledPlugin:
     network_ports: set[int] = field(default_factory=set)
     #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes.
     limits: dict[str, Any] = field(default_factory=dict)
+    #: user_config values set (non-secret), secret names stored, required settings not set; read at resolution.
+    settings: dict[str, Any] = field(default_factory=dict)
+    secret_names: set[str] = field(default_factory=set)
+    config_missing: list[str] = field(default_factory=list)
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves: the resolved launch and the manifest's bytes.
@@ -224,6 +229,8 @@ class Host:
         self._change_lock = trio.Lock()
         #: The PATH of the user's login shell, appended to hostd's own for command lookup.
         self.login_path: str | None = None
+        #: Secret values of plugins (hostd/secrets.py); none without a state folder.
+        self.secret_store = secrets_.SecretStore(self.store.directory) if self.store is not None else None
 
     @classmethod
     async def create(
@@ -487,7 +494,6 @@ class Host:
         :class:`LaunchError`, re-raised) on ``plugin``. Cancellation waits for
         the thread (it is short and has no side effect but folders created).
         """
-        backend = plugin.manifest.backend
         try:
             data_dir = tmpdir = None
             host_vars: dict[str, str] = {}
@@ -497,25 +503,67 @@ class Host:
                 data_dir = self.store.directory / "data" / plugin.manifest.id
                 tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
                 host_vars = plugin_cache_env(data_dir)
-            resolve = functools.partial(
-                resolve_launch,
-                backend.command,
-                backend.args,
-                plugin.path,
-                backend.env,
-                self.env_policy,
-                host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
-                tmpdir=tmpdir,
-                isolation_policy=self._policy(plugin, data_dir),
-                host_vars=host_vars,
-                needs=(plugin.manifest.sandbox.read, plugin.manifest.sandbox.write),
-            )
+            policy = self._policy(plugin, data_dir)
+
+            def resolve() -> Launch:
+                # user_config values and host variables (${HOME}...) are substituted first; secrets stay
+                # ${secret:NAME} references until spawn (_gate), so the launch shown never holds one.
+                applied = self._applied_settings(plugin)
+                return resolve_launch(
+                    applied.command,
+                    applied.args,
+                    plugin.path,
+                    applied.env,
+                    self.env_policy,
+                    host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
+                    tmpdir=tmpdir,
+                    isolation_policy=policy,
+                    host_vars=host_vars,
+                    needs=(
+                        [*plugin.manifest.sandbox.read, *applied.read],
+                        [*plugin.manifest.sandbox.write, *applied.write],
+                    ),
+                )
+
             launch = await trio.to_thread.run_sync(resolve)
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
             raise
         plugin.launch, plugin.launch_error = launch, None
         return launch
+
+    def _applied_settings(self, plugin: InstalledPlugin) -> secrets_.Applied:
+        """Read ``plugin``'s settings and stored secret names, and substitute them into its backend (blocking)."""
+        backend, plugin_id = plugin.manifest.backend, plugin.manifest.id
+        if self.store is not None and self.secret_store is not None:
+            plugin.settings = secrets_.load_settings(self.store.directory, plugin_id)
+            plugin.secret_names = set(self.secret_store.names(plugin_id))
+        applied = secrets_.apply_settings(
+            backend.command,
+            args=backend.args,
+            env=backend.env,
+            options=plugin.manifest.user_config,
+            settings=plugin.settings,
+            secret_names=plugin.secret_names,
+            home=str(Path.home()),
+        )
+        declared = set(plugin.manifest.user_config)
+        unset = secrets_.references([*applied.args, *applied.env.values()]) - plugin.secret_names - declared
+        plugin.config_missing = sorted({*applied.missing, *unset})
+        return applied
+
+    def _with_secrets(self, plugin: InstalledPlugin, launch: Launch) -> Launch:
+        """``launch`` with its ``${secret:NAME}`` references filled in, for spawning only (blocking)."""
+        store = self.secret_store
+        options = plugin.manifest.user_config
+
+        def lookup(name: str) -> str | None:
+            value = store.get(plugin.manifest.id, name) if store is not None else None
+            if value is None and name in options and not options[name].required:
+                return ""  # an optional secret left unset
+            return value
+
+        return secrets_.inject(launch, lookup, plugin.manifest.id)
 
     def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> IsolationPolicy:
         """The plugin's isolation policy: host policy plus what the parent granted it.
@@ -591,16 +639,138 @@ class Host:
                 maxDiskMb=limits["max_disk_bytes"] / (1024 * 1024) if "max_disk_bytes" in limits else None,
             ),
             launch=launch,
+            userConfig=self._config_items(plugin) or None,
+            origin=manifest.origin.model_dump(exclude_none=True) if manifest.origin is not None else None,
         )
+
+    @staticmethod
+    def _config_items(plugin: InstalledPlugin) -> list[p.ConfigItem]:
+        """``PluginInfo.userConfig``: the declared options, then the secrets referenced but not declared."""
+        manifest = plugin.manifest
+        values = secrets_.effective_values(manifest.user_config, plugin.settings, str(Path.home()))
+        items = [
+            p.ConfigItem(
+                name=name,
+                type=option.type,
+                title=option.title or name,
+                description=option.description,
+                required=option.required,
+                sensitive=option.sensitive,
+                multiple=option.multiple,
+                set=name in plugin.secret_names if option.sensitive else values.get(name) is not None,
+                value=None if option.sensitive else values.get(name),
+            )
+            for name, option in manifest.user_config.items()
+        ]
+        backend = manifest.backend
+        for name in sorted(secrets_.references([*backend.args, *backend.env.values()]) - set(manifest.user_config)):
+            items.append(
+                p.ConfigItem(
+                    name=name,
+                    type="string",
+                    title=name,
+                    description="a secret the manifest refers to as ${secret:" + name + "}",
+                    required=True,
+                    sensitive=True,
+                    multiple=False,
+                    set=name in plugin.secret_names,
+                    value=None,
+                )
+            )
+        return items
 
     # -- plugins/* --------------------------------------------------------------
 
     async def install(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/install {path}``: read and validate the manifest; start nothing."""
+        """``plugins/install {path} | {serverJson, package?}``: read and validate; start nothing.
+
+        ``path``: a plugin folder, or an MCPB bundle file (``.mcpb`` / ``.dxt``, extracted into
+        ``<stateDir>/bundles/<id>``, hostd/bundle.py). ``serverJson``: an MCP Registry entry
+        (hostd/serverjson.py; its manifest is written to ``<stateDir>/registry/<id>``).
+        ``PACKAGE_INVALID`` for a bundle or entry that cannot be installed (``data.errors``).
+        """
         args = p.parse_params(p.InstallParams, params)
+        if (args.path is None) == (args.server_json is None):
+            raise HostError(ErrorKind.INVALID_PARAMS, "give exactly one of 'path' and 'serverJson'")
+        if args.server_json is not None:
+            folder = await self._unpack_server_json(args.server_json, args.package or 0)
+        else:
+            assert args.path is not None
+            folder = Path(os.path.abspath(os.path.expanduser(args.path)))
+            if folder.suffix.lower() in bundles.BUNDLE_SUFFIXES or folder.is_file():
+                folder = await self._unpack_bundle(folder)
         async with self._change():
-            plugin = await self._install(Path(os.path.abspath(os.path.expanduser(args.path))))
+            plugin = await self._install(folder)
         return self.info(plugin)
+
+    def _generated_root(self, kind: str) -> Path:
+        if self.store is None:
+            raise HostError(ErrorKind.STATE_UNUSABLE, f"installing {kind} needs a state directory")
+        return self.store.directory / kind
+
+    def _check_replace(self, plugin_id: str, folder: Path) -> None:
+        """Refuse to (re)install ``plugin_id`` from ``folder``: another folder has it, or it is not stopped."""
+        existing = self.plugins.get(plugin_id)
+        if existing is None:
+            return
+        if existing.path != folder:
+            raise HostError(
+                ErrorKind.PLUGIN_ALREADY_INSTALLED,
+                f"plugin {plugin_id!r} is already installed from {existing.path}",
+                plugin=plugin_id,
+                path=str(existing.path),
+            )
+        if existing.supervisor.state is not State.STOPPED:
+            raise HostError(
+                ErrorKind.PLUGIN_STATE_CONFLICT,
+                f"plugin {plugin_id!r} is {existing.supervisor.state.value}; disable it before reinstalling",
+                plugin=plugin_id,
+            )
+
+    async def _unpack_bundle(self, path: Path, *, origin: dict[str, Any] | None = None) -> Path:
+        """Extract the bundle file at ``path`` and write its ``plugin.json``; return the plugin folder."""
+        root = self._generated_root("bundles")
+
+        def unpack() -> Path:
+            bundle = bundles.read_bundle(path)
+            folder: Path
+            folder, document = bundles.install_bundle(bundle, root, check=self._check_replace)
+            if origin is not None:
+                document["origin"] = {**document["origin"], **origin}
+            _write_manifest(folder, document)
+            return folder
+
+        return await trio.to_thread.run_sync(unpack)
+
+    async def _unpack_server_json(self, entry: dict[str, Any] | str, index: int) -> Path:
+        """Turn a registry ``server.json`` into a plugin folder (an mcpb package: a bundle); return it."""
+        from hostd import serverjson  # noqa: PLC0415 - only installs from the registry pay for it
+
+        plan = await trio.to_thread.run_sync(serverjson.plan, entry, index)
+        if plan.bundle_url is not None:
+            root = self._generated_root("bundles")
+            path = await trio.to_thread.run_sync(serverjson.download_bundle, plan, root)
+            try:
+                return await self._unpack_bundle(path, origin={"kind": "registry", "source": plan.name})
+            finally:
+                path.unlink(missing_ok=True)
+        assert plan.manifest is not None
+        plugin_id = str(plan.manifest["id"])
+        folder: Path = self._generated_root("registry") / plugin_id
+        self._check_replace(plugin_id, folder)
+        try:
+            await trio.to_thread.run_sync(_write_manifest, folder, plan.manifest)
+        except OSError as exc:
+            raise _write_failed(exc, folder / "plugin.json") from None
+        if plan.remote is not None:
+            raise HostError(
+                ErrorKind.PACKAGE_INVALID,
+                f"{plan.name}: a remote server ({plan.remote.get('type')} at {plan.remote.get('url')}); its manifest "
+                f"is recorded in {folder}, but this hostd runs only stdio servers",
+                errors=[{"field": "remotes", "message": "remote transports are not supported yet"}],
+                path=str(folder),
+            )
+        return folder
 
     async def _install(self, folder: Path) -> InstalledPlugin:
         """Read and validate ``folder``'s manifest and add the plugin (stopped)."""
@@ -616,20 +786,7 @@ class Host:
                     permissions=unknown,
                 )
         existing = self.plugins.get(manifest.id)
-        if existing is not None:
-            if existing.path != folder:
-                raise HostError(
-                    ErrorKind.PLUGIN_ALREADY_INSTALLED,
-                    f"plugin {manifest.id!r} is already installed from {existing.path}",
-                    plugin=manifest.id,
-                    path=str(existing.path),
-                )
-            if existing.supervisor.state is not State.STOPPED:
-                raise HostError(
-                    ErrorKind.PLUGIN_STATE_CONFLICT,
-                    f"plugin {manifest.id!r} is {existing.supervisor.state.value}; disable it before reinstalling",
-                    plugin=manifest.id,
-                )
+        self._check_replace(manifest.id, folder)
         plugin = self._add_plugin(folder, manifest, digest)
         if existing is not None:
             plugin.granted = existing.granted & set(manifest.permissions)
@@ -669,6 +826,7 @@ class Host:
             raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/import needs a state directory")
         root = self.store.directory / "imported"
         written: list[Path] = []
+        stored: list[str] = []  # plugin ids whose secrets this import stored
         results: list[dict[str, Any]] = []
         try:
             async with self._change():  # a failure undoes every install of this import
@@ -685,6 +843,7 @@ class Host:
                         if not made.exists():
                             written.append(made)
                     written.append(folder)
+                    await self._store_secret_env(entry.plugin_id, entry.manifest, wire, stored)
                     try:
                         await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
                     except OSError as exc:
@@ -697,8 +856,36 @@ class Host:
             with trio.CancelScope(shield=True):
                 for folder in written:
                     await trio.to_thread.run_sync(shutil.rmtree, folder, True)
+                if self.secret_store is not None:
+                    for plugin_id in stored:
+                        await trio.to_thread.run_sync(self.secret_store.drop, plugin_id)
             raise
         return p.ImportResult.model_validate({"entries": results}).wire()
+
+    async def _store_secret_env(
+        self, plugin_id: str, manifest: dict[str, Any], wire: dict[str, Any], stored: list[str]
+    ) -> None:
+        """Move the secret-looking ``env`` values of an imported entry into the secret store.
+
+        ``manifest["backend"]["env"]`` keeps ``${secret:NAME}`` in their place (hostd/secrets.py);
+        the entry's notes name the variables moved (never their values).
+        """
+        env, values = secrets_.split_secrets(manifest["backend"]["env"])
+        if not values or self.secret_store is None:
+            return
+        store = self.secret_store
+        stored.append(plugin_id)
+
+        def save() -> None:
+            for name, value in values.items():
+                store.set(plugin_id, name, value)
+
+        try:
+            await trio.to_thread.run_sync(save)
+        except OSError as exc:
+            raise _write_failed(exc, store.path) from None
+        manifest["backend"]["env"] = env
+        wire.setdefault("notes", []).append(f"kept {', '.join(sorted(values))} in the secret store")
 
     async def _record_discovered_tools(self, plugin: InstalledPlugin) -> None:
         """First enable of a ``contributes.discover`` plugin: write the tools it reported
@@ -771,6 +958,8 @@ class Host:
         await plugin.supervisor.disable()
         if self.store is not None:
             await trio.to_thread.run_sync(_remove_generated, self.store.directory, plugin.path, plugin.manifest.id)
+            if self.secret_store is not None:
+                await trio.to_thread.run_sync(self.secret_store.drop, plugin.manifest.id)
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
@@ -815,6 +1004,68 @@ class Host:
                 }
             with contextlib.suppress(LaunchError):
                 await self._resolve(plugin)  # ports and limits are part of the launch
+        return self.info(plugin)
+
+    async def configure(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/configure {id, values}``: set (``null``: unset) settings and secrets -> ``PluginInfo``.
+
+        A name is a ``user_config`` option of the manifest or a secret it refers to as
+        ``${secret:NAME}``. Secret values (``sensitive`` options, ``${secret:}`` names) go to the
+        secret store (hostd/secrets.py) and are never shown; other values are kept in
+        ``<stateDir>/settings/<id>.json`` and appear in the launch (so changing one asks for
+        approval again). ``INVALID_PARAMS`` (``data.errors``, names only, never values) for an
+        unknown name or a value of the wrong kind; nothing is stored then. Needs a state folder.
+        """
+        args = p.parse_params(p.ConfigureParams, params)
+        plugin = self._plugin(args.id)
+        options = plugin.manifest.user_config
+        backend = plugin.manifest.backend
+        referenced = secrets_.references([*backend.args, *backend.env.values()])
+        errors: list[dict[str, str]] = []
+        for name, value in args.values.items():
+            option = options.get(name)
+            if option is None and name not in referenced:
+                known = sorted({*options, *referenced})
+                errors.append({"field": name, "message": f"not a setting of {args.id} (known: {', '.join(known)})"})
+            elif value is not None:
+                problem = (
+                    secrets_.check_value(name, option, value)
+                    if option is not None
+                    else None
+                    if isinstance(value, str)
+                    else f"{name}: a secret is a string"
+                )
+                if problem is not None:
+                    errors.append({"field": name, "message": problem})
+        if errors:
+            raise HostError(
+                ErrorKind.INVALID_PARAMS,
+                f"plugins/configure {args.id}: " + "; ".join(e["message"] for e in errors),
+                plugin=args.id,
+                errors=errors,
+            )
+        if self.store is None or self.secret_store is None:
+            raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/configure needs a state directory")
+        directory, store = self.store.directory, self.secret_store
+
+        def save() -> None:
+            settings = secrets_.load_settings(directory, args.id)
+            for name, value in args.values.items():
+                option = options.get(name)
+                if option is None or option.sensitive:
+                    store.set(args.id, name, None if value is None else str(value))
+                elif value is None:
+                    settings.pop(name, None)
+                else:
+                    settings[name] = value
+            secrets_.save_settings(directory, args.id, settings)
+
+        try:
+            await trio.to_thread.run_sync(save)
+        except OSError as exc:
+            raise _write_failed(exc, directory / "settings") from None
+        with contextlib.suppress(LaunchError):
+            await self._resolve(plugin)  # the values are part of the launch
         return self.info(plugin)
 
     async def approve(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -881,6 +1132,14 @@ class Host:
                 launchError=exc.kind,
                 stderrTail=[],
             ) from None
+        if plugin.config_missing:
+            raise HostError(
+                ErrorKind.CONFIG_REQUIRED,
+                f"plugin {plugin_id} needs settings that are not set: {', '.join(plugin.config_missing)}; "
+                "set them with plugins/configure",
+                plugin=plugin_id,
+                missing=list(plugin.config_missing),
+            )
         if plugin.approved_digest != plugin.approval_digest(launch):
             if self.settings.trust_development:
                 log.warning("plugin %s: launch not approved (--trust development): starting anyway", plugin_id)
@@ -892,7 +1151,7 @@ class Host:
                     launch=self._launch_info(plugin, launch),
                     approvedDigest=plugin.approved_digest,
                 )
-        return launch
+        return await trio.to_thread.run_sync(self._with_secrets, plugin, launch)
 
     async def disable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/disable {id}`` -> ``PluginStatus`` (``stopped``).
@@ -1080,8 +1339,10 @@ def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
     ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
     (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), and its
     data folder if that is then empty (the plugin's own data is kept)."""
-    if folder.parent == state_dir / "imported":
+    if folder.parent in (state_dir / "imported", state_dir / "bundles", state_dir / "registry"):
         shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        (state_dir / "settings" / f"{plugin_id}.json").unlink()
     data_dir = state_dir / "data" / plugin_id
     for generated in (state_dir / "tmp" / plugin_id, data_dir / "cache", data_dir / "uv-tools"):
         shutil.rmtree(generated, ignore_errors=True)
@@ -1098,6 +1359,7 @@ async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:
 
 Host.METHODS = {
     "plugins/install": Host.install,
+    "plugins/configure": Host.configure,
     "plugins/import": Host.import_config,
     "plugins/uninstall": Host.uninstall,
     "plugins/list": Host.list,
