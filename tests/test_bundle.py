@@ -36,7 +36,7 @@ def mcpb_manifest(**overrides: Any) -> dict[str, Any]:
             "entry_point": "server/index.js",
             "mcp_config": {"command": "node", "args": ["${__dirname}/server/index.js"]},
         },
-        "tools": [{"name": "echo"}, {"name": "env"}, {"name": "argv"}],
+        "tools": [{"name": "echo"}, {"name": "env"}, {"name": "argv"}, {"name": "log"}],
     }
     manifest.update(overrides)
     return manifest
@@ -286,7 +286,7 @@ async def test_node_bundle_with_user_config_secret_and_folders(tmp_path: Path) -
         folder = tmp_path / "state" / "bundles" / "node-echo"
         assert info["id"] == "node-echo"
         assert info["path"] == str(folder)
-        assert info["tools"] == ["node-echo.echo", "node-echo.env", "node-echo.argv"]
+        assert info["tools"] == ["node-echo.echo", "node-echo.env", "node-echo.argv", "node-echo.log"]
         assert info["origin"] == {
             "kind": "mcpb",
             "source": str(path),

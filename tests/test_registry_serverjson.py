@@ -188,7 +188,7 @@ async def test_mcpb_package_is_checked_against_file_sha256(tmp_path: Path, hostd
     assert info["origin"]["kind"] == "registry"
     assert info["origin"]["source"] == "io.example/x"
     assert info["origin"]["sha256"] == digest
-    assert info["tools"] == ["node-echo.echo", "node-echo.env", "node-echo.argv"]
+    assert info["tools"] == ["node-echo.echo", "node-echo.env", "node-echo.argv", "node-echo.log"]
     await hostd.request("plugins/approve", {"id": "node-echo", "digest": info["launch"]["digest"]})
     await hostd.request("plugins/enable", {"id": "node-echo"})
     echoed = await hostd.request("tools/call", {"name": "node-echo.echo", "arguments": {"text": "from the registry"}})

@@ -152,6 +152,10 @@ async def test_import_moves_secret_env_into_the_store_and_injects_it_at_spawn(tm
             await client.request("plugins/enable", {"id": "gh"})
             call = {"name": "gh.env", "arguments": {"name": "GITHUB_TOKEN"}}
             assert (await client.request("tools/call", call))["content"][0]["text"] == TOKEN
+            # The server printing its own token: what hostd relays (plugins/log) is masked.
+            await client.request("tools/call", {"name": "gh.log", "arguments": {"text": f"using {TOKEN}!"}})
+            logged = await client.wait_for("plugins/log", lambda n: "using" in n["message"])
+            assert logged["message"] == "using [REDACTED]!"
 
             # A rotated token is a configure away: no new approval (the launch holds the reference).
             digest = info["launch"]["digest"]
@@ -170,6 +174,7 @@ async def test_import_moves_secret_env_into_the_store_and_injects_it_at_spawn(tm
             assert missing.value.data["missing"] == ["DB_PASSWORD"]
             answers.append(await client.request("plugins/list", {}))
             await client.request("plugins/uninstall", {"id": "gh"})
+            answers.append([n.params for n in client.notifications])  # logs, status changes
     store = state / "secrets" / "secrets.json"
     assert json.loads(store.read_text())["plugins"] == {}  # uninstall forgot them
     for secret in (TOKEN, PASSWORD, "ghp_rotated"):
