@@ -518,6 +518,28 @@ def plugin_manifest(mcpb: McpbManifest, folder: Path, *, sha256: str, signature:
     }
 
 
+def _check_entry_point(mcpb: McpbManifest, folder: Path) -> None:
+    """``server.entry_point`` must be a regular file of the bundle; a ``binary`` server's command must be in it.
+
+    A ``node``/``python``/``uv`` server runs its entry point with the runtime named by
+    ``mcp_config.command`` (found on PATH); a ``binary`` server runs a program the bundle ships,
+    so its command must be ``${__dirname}/...`` (hostd then hashes it into the approved launch).
+    """
+    server = mcpb.server
+    entry = server.entry_point
+    problem = _entry_problem(entry)
+    target = folder / entry
+    if problem is None and (not target.is_file() or target.is_symlink()):
+        problem = "is not a file of the bundle"
+    if problem is not None:
+        raise invalid(f"server.entry_point {entry!r} {problem}", [{"field": "server.entry_point", "message": problem}])
+    if server.type == "binary" and not server.mcp_config.command.startswith("${__dirname}/"):
+        message = "a binary server's command must be a program of the bundle ('${__dirname}/...')"
+        raise invalid(
+            f"server.mcp_config.command: {message}", [{"field": "server.mcp_config.command", "message": message}]
+        )
+
+
 def install_bundle(
     bundle: Bundle, root: Path, *, check: Callable[[str, Path], None] | None = None
 ) -> tuple[Path, dict[str, Any]]:
@@ -539,6 +561,7 @@ def install_bundle(
         unpacked = staging / "b"
         extract(bundle.archive, unpacked)
         mcpb = load_mcpb_manifest(unpacked)
+        _check_entry_point(mcpb, unpacked)
         plugin_id = sanitize_id(mcpb.name)
         present = [name for name in MANIFEST_FILES if os.path.lexists(unpacked / name)]
         if present:

@@ -697,7 +697,7 @@ class Host:
         else:
             assert args.path is not None
             folder = Path(os.path.abspath(os.path.expanduser(args.path)))
-            if folder.suffix.lower() in bundles.BUNDLE_SUFFIXES or folder.is_file():
+            if folder.suffix.lower() in bundles.BUNDLE_SUFFIXES:
                 folder = await self._unpack_bundle(folder)
         async with self._change():
             plugin = await self._install(folder)
@@ -843,7 +843,7 @@ class Host:
                         if not made.exists():
                             written.append(made)
                     written.append(folder)
-                    await self._store_secret_env(entry.plugin_id, entry.manifest, wire, stored)
+                    await self._store_secret_env(entry.plugin_id, entry.manifest, wire, stored, args.secret_env)
                     try:
                         await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
                     except OSError as exc:
@@ -863,14 +863,14 @@ class Host:
         return p.ImportResult.model_validate({"entries": results}).wire()
 
     async def _store_secret_env(
-        self, plugin_id: str, manifest: dict[str, Any], wire: dict[str, Any], stored: list[str]
+        self, plugin_id: str, manifest: dict[str, Any], wire: dict[str, Any], stored: list[str], marked: list[str]
     ) -> None:
-        """Move the secret-looking ``env`` values of an imported entry into the secret store.
+        """Move the secret-looking (or ``marked``) ``env`` values of an imported entry into the secret store.
 
         ``manifest["backend"]["env"]`` keeps ``${secret:NAME}`` in their place (hostd/secrets.py);
         the entry's notes name the variables moved (never their values).
         """
-        env, values = secrets_.split_secrets(manifest["backend"]["env"])
+        env, values = secrets_.split_secrets(manifest["backend"]["env"], marked)
         if not values or self.secret_store is None:
             return
         store = self.secret_store

@@ -96,6 +96,8 @@ class ImportParams(_Params):
     comments allowed) or as an object."""
 
     config: str | dict[str, Any]
+    #: env names whose values are secrets although their names do not look it (kept in the secret store).
+    secret_env: list[str] = Field(default=[], alias="secretEnv")
 
 
 class ToolsListParams(_Params):

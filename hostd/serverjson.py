@@ -264,6 +264,14 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
             f"{where}: {shown}: an exact version is required (e.g. 1.2.3), so what is approved is what runs",
             [{"field": f"{where}.version", "message": "must be an exact version"}],
         )
+    default_base = {"npm": "https://registry.npmjs.org", "pypi": "https://pypi.org"}[kind]
+    if package.registry_base_url is not None and package.registry_base_url.rstrip("/") != default_base:
+        # The package would be fetched from the default registry (or the host's mirror), which may
+        # hold a different package of that name: refuse rather than run something else.
+        raise invalid(
+            f"{where}: registryBaseUrl {package.registry_base_url!r}: only {default_base} is supported",
+            [{"field": f"{where}.registryBaseUrl", "message": f"only {default_base} is supported"}],
+        )
     runtime = _arguments(package.runtime_arguments, options, f"{where}.runtimeArguments", result.notes)
     arguments = _arguments(package.package_arguments, options, f"{where}.packageArguments", result.notes)
     if kind == "npm":

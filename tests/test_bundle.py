@@ -235,6 +235,32 @@ def test_conversion_substitutes_without_a_shell(tmp_path: Path) -> None:
     assert platform.value.message == f"the bundle supports win32, not {sys.platform}"
 
 
+def test_entry_point_and_binary_command_must_be_in_the_bundle(tmp_path: Path) -> None:
+    def refusal(path: Path) -> list[dict[str, Any]]:
+        with pytest.raises(HostError) as refused:
+            bundle.install_bundle(bundle.read_bundle(path), tmp_path / "root")
+        assert os.listdir(tmp_path / "root") == []  # nothing left behind
+        errors: list[dict[str, Any]] = refused.value.data["errors"]
+        return errors
+
+    missing = build(tmp_path / "a.mcpb", mcpb_manifest(), {})
+    assert refusal(missing) == [{"field": "server.entry_point", "message": "is not a file of the bundle"}]
+    config = {"command": "/usr/bin/node", "args": []}
+    binary = node_bundle(tmp_path, server={"type": "binary", "entry_point": "server/index.js", "mcp_config": config})
+    assert refusal(binary) == [
+        {
+            "field": "server.mcp_config.command",
+            "message": "a binary server's command must be a program of the bundle ('${__dirname}/...')",
+        }
+    ]
+    with zipfile.ZipFile(tmp_path / "c.mcpb", "w") as archive:
+        archive.writestr("manifest.json", json.dumps(mcpb_manifest()))
+        archive.writestr("server/index.js", "")
+        archive.writestr("plugin.json", "{}")
+    with pytest.raises(HostError, match=r"plugin\.json, a name hostd keeps for its own manifest"):
+        bundle.install_bundle(bundle.read_bundle(tmp_path / "c.mcpb"), tmp_path / "root")
+
+
 def test_signature_block_is_detected(tmp_path: Path) -> None:
     path = node_bundle(tmp_path)
     assert bundle.read_bundle(path).signature == "unsigned"

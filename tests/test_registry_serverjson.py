@@ -156,6 +156,10 @@ def test_unsupported_entries_say_why() -> None:
     assert errors(entry([http])) == [{"field": "packages.0.transport.type", "message": "only 'stdio' is supported"}]
     mcpb = {"registryType": "mcpb", "identifier": "https://example.invalid/x.mcpb", "transport": {"type": "stdio"}}
     assert errors(entry([mcpb])) == [{"field": "packages.0.fileSha256", "message": "required for mcpb"}]
+    mirror = npm_memory(registryBaseUrl="https://npm.example.invalid")
+    assert errors(entry([mirror])) == [
+        {"field": "packages.0.registryBaseUrl", "message": "only https://registry.npmjs.org is supported"}
+    ]
     assert errors(entry([npm_memory()]), 3) == [{"field": "packages", "message": "no index 3"}]
     assert errors(entry([])) == [{"field": "packages", "message": "empty"}]
     missing = entry([npm_memory()])

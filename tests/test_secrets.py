@@ -23,6 +23,7 @@ SERVER_JS = FIXTURES / "mcp-node" / "server.js"
 # but the store, hostd's log (debug level), every answer (install/import/list/configure, errors).
 TOKEN = "ghp_SECRETVALUE0123456789abcdef"
 PASSWORD = "hunter2-but-longer-0123"
+ACCOUNT = "acct-4242-private"
 
 
 def test_split_secrets_marks_secret_names_and_marked_ones() -> None:
@@ -116,7 +117,7 @@ async def test_import_moves_secret_env_into_the_store_and_injects_it_at_spawn(tm
             "gh": {
                 "command": "node",
                 "args": [str(SERVER_JS)],
-                "env": {"GITHUB_TOKEN": TOKEN, "DB_PASSWORD": PASSWORD, "GREETING": "hello"},
+                "env": {"GITHUB_TOKEN": TOKEN, "DB_PASSWORD": PASSWORD, "GREETING": "hello", "ACCOUNT": ACCOUNT},
             }
         }
     }
@@ -127,13 +128,19 @@ async def test_import_moves_secret_env_into_the_store_and_injects_it_at_spawn(tm
         async with HostdClient.spawn(
             ["--state-dir", str(state), "--log-level", "debug"], env=plugin_environment(), stderr=log.fileno()
         ) as client:
-            result = await client.request("plugins/import", {"config": json.dumps(config)})
+            result = await client.request("plugins/import", {"config": json.dumps(config), "secretEnv": ["ACCOUNT"]})
             answers.append(result)
             entry = result["entries"][0]
-            assert entry["notes"] == ["kept DB_PASSWORD, GITHUB_TOKEN in the secret store"]
+            assert entry["notes"] == ["kept ACCOUNT, DB_PASSWORD, GITHUB_TOKEN in the secret store"]
             info = entry["plugin"]
-            assert info["launch"]["env"] == {"DB_PASSWORD": None, "GITHUB_TOKEN": None, "GREETING": "hello"}
+            assert info["launch"]["env"] == {
+                "ACCOUNT": "${secret:ACCOUNT}",  # marked: its name does not look secret, the reference is shown
+                "DB_PASSWORD": None,
+                "GITHUB_TOKEN": None,
+                "GREETING": "hello",
+            }
             assert [(c["name"], c["sensitive"], c["set"]) for c in info["userConfig"]] == [
+                ("ACCOUNT", True, True),
                 ("DB_PASSWORD", True, True),
                 ("GITHUB_TOKEN", True, True),
             ]
@@ -142,6 +149,7 @@ async def test_import_moves_secret_env_into_the_store_and_injects_it_at_spawn(tm
                 "GITHUB_TOKEN": "${secret:GITHUB_TOKEN}",
                 "DB_PASSWORD": "${secret:DB_PASSWORD}",
                 "GREETING": "hello",
+                "ACCOUNT": "${secret:ACCOUNT}",
             }
             await client.request("plugins/approve", {"id": "gh", "digest": info["launch"]["digest"]})
             with pytest.raises(RpcError) as recorded:  # the first enable records the tools
@@ -177,7 +185,7 @@ async def test_import_moves_secret_env_into_the_store_and_injects_it_at_spawn(tm
             answers.append([n.params for n in client.notifications])  # logs, status changes
     store = state / "secrets" / "secrets.json"
     assert json.loads(store.read_text())["plugins"] == {}  # uninstall forgot them
-    for secret in (TOKEN, PASSWORD, "ghp_rotated"):
+    for secret in (TOKEN, PASSWORD, "ghp_rotated", ACCOUNT):
         assert secret not in json.dumps(answers)
         assert _files_without(state, secret, except_=store) == []
         assert secret.encode() not in log_path.read_bytes()
