@@ -1049,16 +1049,14 @@ class Host:
         directory, store = self.store.directory, self.secret_store
 
         def save() -> None:
-            settings = secrets_.load_settings(directory, args.id)
+            plain: dict[str, Any] = {}
             for name, value in args.values.items():
                 option = options.get(name)
                 if option is None or option.sensitive:
                     store.set(args.id, name, None if value is None else str(value))
-                elif value is None:
-                    settings.pop(name, None)
                 else:
-                    settings[name] = value
-            secrets_.save_settings(directory, args.id, settings)
+                    plain[name] = value
+            secrets_.update_settings(directory, args.id, plain)
 
         try:
             await trio.to_thread.run_sync(save)

@@ -41,8 +41,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -53,13 +55,19 @@ from sandbox.launch import Launch
 
 __all__ = [
     "SECRET_REF",
+    "Applied",
     "SecretStore",
+    "apply_settings",
+    "check_value",
+    "effective_values",
+    "host_variables",
     "inject",
     "load_settings",
     "references",
     "save_settings",
     "secret_ref",
     "split_secrets",
+    "update_settings",
 ]
 
 SECRET_REF: Final = re.compile(r"\$\{secret:([A-Za-z_][A-Za-z0-9_.-]{0,127})\}")
@@ -69,6 +77,9 @@ SECRETS_FOLDER: Final = "secrets"
 SETTINGS_FOLDER: Final = "settings"
 _FILE: Final = "secrets.json"
 _SERVICE_PREFIX: Final = "hostd:"
+#: One writer at a time for the store file and the settings files (configure and import run in worker threads).
+_WRITE_LOCK: Final = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 def secret_ref(name: str) -> str:
@@ -156,10 +167,14 @@ class SecretStore:
 
     def _read(self) -> dict[str, dict[str, str | None]]:
         try:
-            raw = self.path.read_bytes()
+            data = json.loads(self.path.read_bytes())
         except FileNotFoundError:
             return {}
-        data = json.loads(raw)
+        except ValueError:
+            # A damaged store must not stop every plugin: those needing a secret fail enable with
+            # CONFIG_REQUIRED naming it, and the next configure rewrites the file.
+            log.warning("%s is not valid JSON: treated as holding no secrets", self.path)
+            return {}
         plugins = data.get("plugins", {}) if isinstance(data, dict) else {}
         return {str(k): dict(v) for k, v in plugins.items() if isinstance(v, dict)}
 
@@ -187,12 +202,24 @@ class SecretStore:
         if name not in entry:
             return None
         if self._keyring is not None:
-            value = self._keyring.get_password(self._service, f"{plugin_id}/{name}")
+            try:
+                value = self._keyring.get_password(self._service, f"{plugin_id}/{name}")
+            except Exception as exc:  # a locked or vanished keyring: say so, name only the secret
+                raise HostError(
+                    ErrorKind.CONFIG_REQUIRED,
+                    f"the keyring did not give the secret {name} of {plugin_id}: {type(exc).__name__}",
+                    plugin=plugin_id,
+                    missing=[name],
+                ) from None
             return value if isinstance(value, str) else None
         return entry[name]
 
     def set(self, plugin_id: str, name: str, value: str | None) -> None:
         """Store ``value`` for ``(plugin_id, name)``; ``None`` deletes it."""
+        with _WRITE_LOCK:
+            self._set(plugin_id, name, value)
+
+    def _set(self, plugin_id: str, name: str, value: str | None) -> None:
         plugins = self._read()
         entry = plugins.setdefault(plugin_id, {})
         if value is None:
@@ -248,7 +275,23 @@ def load_settings(directory: Path, plugin_id: str) -> dict[str, Any]:
 
 def save_settings(directory: Path, plugin_id: str, values: Mapping[str, Any]) -> None:
     """Write ``values`` as ``plugin_id``'s settings (atomically, 0600); empty removes the file."""
-    path = _settings_path(directory, plugin_id)
+    with _WRITE_LOCK:
+        _save_settings(_settings_path(directory, plugin_id), values)
+
+
+def update_settings(directory: Path, plugin_id: str, changes: Mapping[str, Any]) -> None:
+    """Apply ``changes`` (name -> value, ``None`` removes) to ``plugin_id``'s settings, as one step."""
+    with _WRITE_LOCK:
+        values = load_settings(directory, plugin_id)
+        for name, value in changes.items():
+            if value is None:
+                values.pop(name, None)
+            else:
+                values[name] = value
+        _save_settings(_settings_path(directory, plugin_id), values)
+
+
+def _save_settings(path: Path, values: Mapping[str, Any]) -> None:
     if not values:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

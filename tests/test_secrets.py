@@ -73,6 +73,10 @@ def test_file_store_is_0600_apart_from_state_and_forgets_on_drop(tmp_path: Path)
     store.drop("a")
     assert store.names("a") == [] and store.names("b") == ["X"]
     assert TOKEN.encode() not in store.path.read_bytes()
+    store.path.write_bytes(b"{damaged")  # a damaged store is read as empty (enable then names what is missing)
+    assert store.names("b") == [] and store.get("b", "X") is None
+    store.set("b", "X", "z")
+    assert store.get("b", "X") == "z"
 
 
 def test_apply_settings_expands_arrays_into_arguments_without_a_shell() -> None:
