@@ -422,3 +422,33 @@ async def test_hostile_bundles_through_install(tmp_path: Path, hostd: HostdClien
     assert not (tmp_path / "state" / "escaped").exists()
     assert os.listdir(tmp_path / "state" / "bundles") == []  # no staging folder left behind
     assert (await hostd.request("plugins/list", {}))["plugins"] == []
+
+
+async def test_a_configured_bundle_is_restored_with_its_secret_and_upgraded_in_place(tmp_path: Path) -> None:
+    user_config = {"api_key": {"type": "string", "title": "Key", "description": "k", "sensitive": True}}
+    config = {"command": "node", "args": ["${__dirname}/server/index.js"], "env": {"API_KEY": "${user_config.api_key}"}}
+    server = {"type": "node", "entry_point": "server/index.js", "mcp_config": config}
+    path = node_bundle(tmp_path, user_config=user_config, server=server)
+    args = ["--state-dir", str(tmp_path / "state")]
+    key = {"name": "API_KEY"}
+    async with HostdClient.spawn(args, env=plugin_environment()) as client:
+        info = await client.request("plugins/install", {"path": str(path)})
+        await client.request("plugins/configure", {"id": "node-echo", "values": {"api_key": "first-secret"}})
+        await client.request("plugins/approve", {"id": "node-echo", "digest": info["launch"]["digest"]})
+        await client.request("plugins/enable", {"id": "node-echo"})
+    async with HostdClient.spawn(args, env=plugin_environment()) as client:
+        await client.wait_for(
+            "plugins/statusChanged", lambda n: n["plugin_id"] == "node-echo" and n["status"] == "ready"
+        )
+        assert await call_text(client, "node-echo.env", key) == "first-secret"
+        await client.request("plugins/disable", {"id": "node-echo"})
+        # Version 1.2.4 of the same bundle replaces 1.2.3 in place: the secret stays, the approval does not.
+        newer = node_bundle(tmp_path, user_config=user_config, server=server, version="1.2.4")
+        info = await client.request("plugins/install", {"path": str(newer)})
+        assert (info["version"], info["launch"]["approved"]) == ("1.2.4", False)
+        assert [(c["name"], c["set"]) for c in info["userConfig"]] == [("api_key", True)]
+        await client.request("plugins/approve", {"id": "node-echo", "digest": info["launch"]["digest"]})
+        await client.request("plugins/enable", {"id": "node-echo"})
+        assert await call_text(client, "node-echo.env", key) == "first-secret"
+        await client.request("plugins/disable", {"id": "node-echo"})
+    assert sorted(os.listdir(tmp_path / "state" / "bundles")) == ["node-echo"]
