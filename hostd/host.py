@@ -546,6 +546,7 @@ class Host:
             settings=plugin.settings,
             secret_names=plugin.secret_names,
             home=str(Path.home()),
+            expand_host_variables=plugin.manifest.origin is not None,
         )
         declared = set(plugin.manifest.user_config)
         unset = secrets_.references([*applied.args, *applied.env.values()]) - plugin.secret_names - declared

@@ -374,6 +374,7 @@ def apply_settings(
     settings: Mapping[str, Any],
     secret_names: Collection[str],
     home: str,
+    expand_host_variables: bool = True,
 ) -> Applied:
     """Substitute ``${user_config.X}`` and the host variables into a backend, without a shell.
 
@@ -383,25 +384,36 @@ def apply_settings(
     dropped when X has no value; inside a longer word a list is joined with ``,``. ``read`` /
     ``write``: the ``file`` / ``directory`` values (to be granted). ``missing``: the required
     options with no value (sensitive ones: not stored), sorted. Pure.
+
+    A ``${user_config.X}`` of a ``sensitive`` X becomes ``${secret:X}`` (filled in only at
+    spawn, :func:`inject`); one of an undeclared X is left as it is. The host variables
+    (``${HOME}``...) are expanded only with ``expand_host_variables`` (manifests hostd
+    generated from bundles and registry entries; a hand-written manifest's words are kept).
     """
-    variables = host_variables(home)
+    variables = host_variables(home) if expand_host_variables else {}
     values = effective_values(options, settings, home)
 
     def word(text: str) -> str:
         def replace(match: re.Match[str]) -> str:
             name = match.group(1)
             if name.startswith("user_config."):
-                value = values.get(name.removeprefix("user_config."))
+                key = name.removeprefix("user_config.")
+                if key not in options:
+                    return match.group(0)
+                if options[key].sensitive:
+                    return secret_ref(key)
+                value = values.get(key)
                 return "" if value is None else _text(value)
-            return variables[name]
+            return variables.get(name, match.group(0))
 
         return _SETTING_REF.sub(replace, text)
 
     out_args: list[str] = []
     for arg in args:
         whole = _SETTING_REF.fullmatch(arg)
-        if whole is not None and whole.group(1).startswith("user_config."):
-            value = values.get(whole.group(1).removeprefix("user_config."))
+        key = whole.group(1).removeprefix("user_config.") if whole is not None else ""
+        if whole is not None and whole.group(1).startswith("user_config.") and key in values:
+            value = values[key]
             if isinstance(value, list):
                 out_args += [_text(v) for v in value]
             elif value is not None:

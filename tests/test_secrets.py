@@ -101,6 +101,21 @@ def test_apply_settings_expands_arrays_into_arguments_without_a_shell() -> None:
     assert applied.env == {"NAME": "/home/ada/n", "KEY": "${secret:key}"}
     assert applied.write == ["/a b", str(Path("~/c").expanduser())]
     assert applied.missing == ["key"]
+    kept = secrets.apply_settings(
+        "${HOME}/s",
+        args=["${user_config.undeclared}", "--k=${user_config.key}", "${user_config.key}"],
+        env={},
+        options=options,
+        settings={},
+        secret_names={"key"},
+        home="/home/ada",
+        expand_host_variables=False,  # a hand-written manifest: its words are its own
+    )
+    assert (kept.command, kept.args) == (
+        "${HOME}/s",
+        ["${user_config.undeclared}", "--k=${secret:key}", "${secret:key}"],
+    )
+    assert kept.missing == ["dirs"]
     assert (
         secrets.check_value("depth", UserConfigOption(type="number", max=5), 7) == "depth: 7 is above the maximum 5.0"
     )
