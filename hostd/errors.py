@@ -74,6 +74,14 @@ class ErrorKind(Enum):
         -32033,
         "Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later.",
     )
+    CONFIG_REQUIRED = (
+        -32040,
+        "A required setting (user_config value or secret) is not set; data.missing names each: plugins/configure.",
+    )
+    PACKAGE_INVALID = (
+        -32041,
+        "The .mcpb bundle or server.json cannot be installed; data.errors says where and why.",
+    )
 
     @property
     def code(self) -> int:

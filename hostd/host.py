@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
-import functools
 import logging
 import os
 import shutil
@@ -24,9 +23,10 @@ from typing import Any, ClassVar, Literal
 import orjson
 import trio
 
-from hostd import features
+from hostd import bundle as bundles
+from hostd import features, trust
 from hostd import protocol as p
-from hostd import trust
+from hostd import secrets as secrets_
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
@@ -181,6 +181,10 @@ class InstalledPlugin:
     pins: trust.Pins | None = None
     #: The isolation policy of the last resolution (what a start hands the watchdog).
     policy: IsolationPolicy | None = None
+    #: user_config values set (non-secret), secret names stored, required settings not set; read at resolution.
+    settings: dict[str, Any] = field(default_factory=dict)
+    secret_names: set[str] = field(default_factory=set)
+    config_missing: list[str] = field(default_factory=list)
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves now (:func:`hostd.trust.approval_digest`)."""
@@ -234,6 +238,8 @@ class Host:
         self._change_lock = trio.Lock()
         #: The PATH of the user's login shell, appended to hostd's own for command lookup.
         self.login_path: str | None = None
+        #: Secret values of plugins (hostd/secrets.py); none without a state folder.
+        self.secret_store = secrets_.SecretStore(self.store.directory) if self.store is not None else None
 
     @classmethod
     async def create(
@@ -510,7 +516,6 @@ class Host:
         :class:`LaunchError`, re-raised) on ``plugin``. Cancellation waits for
         the thread (it is short and has no side effect but folders created).
         """
-        backend = plugin.manifest.backend
         try:
             data_dir = tmpdir = None
             host_vars: dict[str, str] = {}
@@ -520,57 +525,114 @@ class Host:
                 data_dir = self.store.directory / "data" / plugin.manifest.id
                 tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
                 host_vars = plugin_cache_env(data_dir)
-            resolve = functools.partial(
-                resolve_launch,
-                backend.command,
-                backend.args,
-                plugin.path,
-                backend.env,
-                self.env_policy,
-                host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
-                tmpdir=tmpdir,
-                isolation_policy=self._policy(plugin, data_dir),
-                host_vars=host_vars,
-                needs=(plugin.manifest.sandbox.read, plugin.manifest.sandbox.write),
-            )
-            launch = await trio.to_thread.run_sync(resolve)
+            build_policy = self._policy(plugin, data_dir)
+
+            def resolve() -> tuple[IsolationPolicy, Launch]:
+                policy = build_policy()
+                # user_config values and host variables (${HOME}...) are substituted first; secrets stay
+                # ${secret:NAME} references until spawn (_gate), so the launch shown never holds one.
+                applied = self._applied_settings(plugin)
+                return policy, resolve_launch(
+                    applied.command,
+                    applied.args,
+                    plugin.path,
+                    applied.env,
+                    self.env_policy,
+                    host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
+                    tmpdir=tmpdir,
+                    isolation_policy=policy,
+                    host_vars=host_vars,
+                    needs=(
+                        [*plugin.manifest.sandbox.read, *applied.read],
+                        [*plugin.manifest.sandbox.write, *applied.write],
+                    ),
+                )
+
+            policy, launch = await trio.to_thread.run_sync(resolve)
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
             raise
-        plugin.launch, plugin.launch_error = launch, None
+        plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
         return launch
 
-    def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> IsolationPolicy:
+    def _applied_settings(self, plugin: InstalledPlugin) -> secrets_.Applied:
+        """Read ``plugin``'s settings and stored secret names, and substitute them into its backend (blocking)."""
+        backend, plugin_id = plugin.manifest.backend, plugin.manifest.id
+        if self.store is not None and self.secret_store is not None:
+            plugin.settings = secrets_.load_settings(self.store.directory, plugin_id)
+            plugin.secret_names = set(self.secret_store.names(plugin_id))
+        applied = secrets_.apply_settings(
+            backend.command,
+            args=backend.args,
+            env=backend.env,
+            options=plugin.manifest.user_config,
+            settings=plugin.settings,
+            secret_names=plugin.secret_names,
+            home=str(Path.home()),
+            expand_host_variables=plugin.manifest.origin is not None,
+        )
+        declared = set(plugin.manifest.user_config)
+        unset = secrets_.references([*applied.args, *applied.env.values()]) - plugin.secret_names - declared
+        plugin.config_missing = sorted({*applied.missing, *unset})
+        return applied
+
+    def _with_secrets(self, plugin: InstalledPlugin, launch: Launch) -> Launch:
+        """``launch`` with its ``${secret:NAME}`` references filled in, for spawning only (blocking)."""
+        store = self.secret_store
+        options = plugin.manifest.user_config
+
+        def lookup(name: str) -> str | None:
+            value = store.get(plugin.manifest.id, name) if store is not None else None
+            if value is None and name in options and not options[name].required:
+                return ""  # an optional secret left unset
+            return value
+
+        return secrets_.inject(launch, lookup, plugin.manifest.id)
+
+    def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> Callable[[], IsolationPolicy]:
         """The plugin's isolation policy: host policy plus what the parent granted it.
 
         What no rule may reach comes from the host's own layout: the state
         folder and the user's home are never covered, other plugins'
         writable folders hold no link a rule may follow, and no plugin
-        writes any plugin's folder.
+        writes any plugin's folder. The plugins are read now (memory only);
+        the returned function does the file-system part (every path
+        resolved, ``isdir``): blocking, for a worker thread.
         """
         others = [p for p in self.plugins.values() if p is not plugin]
-        protected = [os.path.realpath(Path.home()), *(os.path.realpath(p.path) for p in others)]
-        writable: list[str] = [*self.settings.allow_write]
-        if self.store is not None:
-            state = os.path.realpath(self.store.directory)
-            protected.append(state)
-            writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
-        for other in others:  # what each other plugin may write: its grants, as last resolved
+        settings = self.settings
+        state_dir = self.store.directory if self.store is not None else None
+        other_folders = [p.path for p in others]
+        every_folder = [p.path for p in self.plugins.values()]
+        granted: list[str] = []  # what each other plugin may write: its grants, as last resolved
+        maybe_folders: list[str] = []  # or, unresolved, the absolute arguments that are folders
+        for other in others:
             if other.launch is not None and other.launch.plan is not None:
-                writable += other.launch.plan.extra_write
+                granted += other.launch.plan.extra_write
             else:
-                writable += [a for a in other.manifest.backend.args if os.path.isabs(a) and os.path.isdir(a)]
-        policy = self.settings.isolation_policy(
-            data_dir,
-            tcp_ports=sorted(plugin.network_ports),
-            max_rss_bytes=plugin.limits.get("max_rss_bytes"),
-            max_cpu_percent=plugin.limits.get("max_cpu_percent"),
-            protected=protected,
-            writable=[os.path.realpath(w) for w in writable],
-            code=[os.path.realpath(p.path) for p in self.plugins.values()],
-        )
-        plugin.policy = policy
-        return policy
+                maybe_folders += [a for a in other.manifest.backend.args if os.path.isabs(a)]
+        ports = sorted(plugin.network_ports)
+        limits = dict(plugin.limits)
+
+        def build() -> IsolationPolicy:
+            protected = [os.path.realpath(Path.home()), *(os.path.realpath(f) for f in other_folders)]
+            writable: list[str] = [*settings.allow_write]
+            if state_dir is not None:
+                state = os.path.realpath(state_dir)
+                protected.append(state)
+                writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
+            writable += [*granted, *filter(os.path.isdir, maybe_folders)]
+            return settings.isolation_policy(
+                data_dir,
+                tcp_ports=ports,
+                max_rss_bytes=limits.get("max_rss_bytes"),
+                max_cpu_percent=limits.get("max_cpu_percent"),
+                protected=protected,
+                writable=[os.path.realpath(w) for w in writable],
+                code=[os.path.realpath(f) for f in every_folder],
+            )
+
+        return build
 
     @staticmethod
     def _launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
@@ -614,16 +676,138 @@ class Host:
                 maxDiskMb=limits["max_disk_bytes"] / (1024 * 1024) if "max_disk_bytes" in limits else None,
             ),
             launch=launch,
+            userConfig=self._config_items(plugin) or None,
+            origin=manifest.origin.model_dump(exclude_none=True) if manifest.origin is not None else None,
         )
+
+    @staticmethod
+    def _config_items(plugin: InstalledPlugin) -> list[p.ConfigItem]:
+        """``PluginInfo.userConfig``: the declared options, then the secrets referenced but not declared."""
+        manifest = plugin.manifest
+        values = secrets_.effective_values(manifest.user_config, plugin.settings, str(Path.home()))
+        items = [
+            p.ConfigItem(
+                name=name,
+                type=option.type,
+                title=option.title or name,
+                description=option.description,
+                required=option.required,
+                sensitive=option.sensitive,
+                multiple=option.multiple,
+                set=name in plugin.secret_names if option.sensitive else values.get(name) is not None,
+                value=None if option.sensitive else values.get(name),
+            )
+            for name, option in manifest.user_config.items()
+        ]
+        backend = manifest.backend
+        for name in sorted(secrets_.references([*backend.args, *backend.env.values()]) - set(manifest.user_config)):
+            items.append(
+                p.ConfigItem(
+                    name=name,
+                    type="string",
+                    title=name,
+                    description="a secret the manifest refers to as ${secret:" + name + "}",
+                    required=True,
+                    sensitive=True,
+                    multiple=False,
+                    set=name in plugin.secret_names,
+                    value=None,
+                )
+            )
+        return items
 
     # -- plugins/* --------------------------------------------------------------
 
     async def install(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/install {path}``: read and validate the manifest; start nothing."""
+        """``plugins/install {path} | {serverJson, package?}``: read and validate; start nothing.
+
+        ``path``: a plugin folder, or an MCPB bundle file (``.mcpb`` / ``.dxt``, extracted into
+        ``<stateDir>/bundles/<id>``, hostd/bundle.py). ``serverJson``: an MCP Registry entry
+        (hostd/serverjson.py; its manifest is written to ``<stateDir>/registry/<id>``).
+        ``PACKAGE_INVALID`` for a bundle or entry that cannot be installed (``data.errors``).
+        """
         args = p.parse_params(p.InstallParams, params)
+        if (args.path is None) == (args.server_json is None):
+            raise HostError(ErrorKind.INVALID_PARAMS, "give exactly one of 'path' and 'serverJson'")
+        if args.server_json is not None:
+            folder = await self._unpack_server_json(args.server_json, args.package or 0)
+        else:
+            assert args.path is not None
+            folder = Path(os.path.abspath(os.path.expanduser(args.path)))
+            if folder.suffix.lower() in bundles.BUNDLE_SUFFIXES:
+                folder = await self._unpack_bundle(folder)
         async with self._change():
-            plugin = await self._install(Path(os.path.abspath(os.path.expanduser(args.path))))
+            plugin = await self._install(folder)
         return self.info(plugin)
+
+    def _generated_root(self, kind: str) -> Path:
+        if self.store is None:
+            raise HostError(ErrorKind.STATE_UNUSABLE, f"installing {kind} needs a state directory")
+        return self.store.directory / kind
+
+    def _check_replace(self, plugin_id: str, folder: Path) -> None:
+        """Refuse to (re)install ``plugin_id`` from ``folder``: another folder has it, or it is not stopped."""
+        existing = self.plugins.get(plugin_id)
+        if existing is None:
+            return
+        if existing.path != folder:
+            raise HostError(
+                ErrorKind.PLUGIN_ALREADY_INSTALLED,
+                f"plugin {plugin_id!r} is already installed from {existing.path}",
+                plugin=plugin_id,
+                path=str(existing.path),
+            )
+        if existing.supervisor.state is not State.STOPPED:
+            raise HostError(
+                ErrorKind.PLUGIN_STATE_CONFLICT,
+                f"plugin {plugin_id!r} is {existing.supervisor.state.value}; disable it before reinstalling",
+                plugin=plugin_id,
+            )
+
+    async def _unpack_bundle(self, path: Path, *, origin: dict[str, Any] | None = None) -> Path:
+        """Extract the bundle file at ``path`` and write its ``plugin.json``; return the plugin folder."""
+        root = self._generated_root("bundles")
+
+        def unpack() -> Path:
+            bundle = bundles.read_bundle(path)
+            folder: Path
+            folder, document = bundles.install_bundle(bundle, root, check=self._check_replace)
+            if origin is not None:
+                document["origin"] = {**document["origin"], **origin}
+            _write_manifest(folder, document)
+            return folder
+
+        return await trio.to_thread.run_sync(unpack)
+
+    async def _unpack_server_json(self, entry: dict[str, Any] | str, index: int) -> Path:
+        """Turn a registry ``server.json`` into a plugin folder (an mcpb package: a bundle); return it."""
+        from hostd import serverjson  # noqa: PLC0415 - only installs from the registry pay for it
+
+        plan = await trio.to_thread.run_sync(serverjson.plan, entry, index)
+        if plan.bundle_url is not None:
+            root = self._generated_root("bundles")
+            path = await trio.to_thread.run_sync(serverjson.download_bundle, plan, root)
+            try:
+                return await self._unpack_bundle(path, origin={"kind": "registry", "source": plan.name})
+            finally:
+                path.unlink(missing_ok=True)
+        assert plan.manifest is not None
+        plugin_id = str(plan.manifest["id"])
+        folder: Path = self._generated_root("registry") / plugin_id
+        self._check_replace(plugin_id, folder)
+        try:
+            await trio.to_thread.run_sync(_write_manifest, folder, plan.manifest)
+        except OSError as exc:
+            raise _write_failed(exc, folder / "plugin.json") from None
+        if plan.remote is not None:
+            raise HostError(
+                ErrorKind.PACKAGE_INVALID,
+                f"{plan.name}: a remote server ({plan.remote.get('type')} at {plan.remote.get('url')}); its manifest "
+                f"is recorded in {folder}, but this hostd runs only stdio servers",
+                errors=[{"field": "remotes", "message": "remote transports are not supported yet"}],
+                path=str(folder),
+            )
+        return folder
 
     async def _install(self, folder: Path) -> InstalledPlugin:
         """Read and validate ``folder``'s manifest and add the plugin (stopped)."""
@@ -639,20 +823,7 @@ class Host:
                     permissions=unknown,
                 )
         existing = self.plugins.get(manifest.id)
-        if existing is not None:
-            if existing.path != folder:
-                raise HostError(
-                    ErrorKind.PLUGIN_ALREADY_INSTALLED,
-                    f"plugin {manifest.id!r} is already installed from {existing.path}",
-                    plugin=manifest.id,
-                    path=str(existing.path),
-                )
-            if existing.supervisor.state is not State.STOPPED:
-                raise HostError(
-                    ErrorKind.PLUGIN_STATE_CONFLICT,
-                    f"plugin {manifest.id!r} is {existing.supervisor.state.value}; disable it before reinstalling",
-                    plugin=manifest.id,
-                )
+        self._check_replace(manifest.id, folder)
         plugin = self._add_plugin(folder, manifest, digest)
         if existing is not None:
             plugin.granted = existing.granted & set(manifest.permissions)
@@ -697,6 +868,7 @@ class Host:
             raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/import needs a state directory")
         written: list[Path] = []
         replaced: dict[Path, bytes] = {}  # updated entries: the manifest bytes to put back on failure
+        stored: list[str] = []  # plugin ids whose secrets this import stored
         results: list[dict[str, Any]] = []
         try:
             async with self._change():  # a failure undoes every install of this import
@@ -719,6 +891,7 @@ class Host:
                             if not made.exists():
                                 written.append(made)
                         written.append(folder)
+                    await self._store_secret_env(entry.plugin_id, entry.manifest, wire, stored, args.secret_env)
                     try:
                         await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
                     except OSError as exc:
@@ -738,8 +911,36 @@ class Host:
                 for folder, document in replaced.items():
                     with contextlib.suppress(OSError):
                         await trio.to_thread.run_sync(_restore_manifest, folder, document)
+                if self.secret_store is not None:
+                    for plugin_id in stored:
+                        await trio.to_thread.run_sync(self.secret_store.drop, plugin_id)
             raise
         return p.ImportResult.model_validate({"entries": results}).wire()
+
+    async def _store_secret_env(
+        self, plugin_id: str, manifest: dict[str, Any], wire: dict[str, Any], stored: list[str], marked: list[str]
+    ) -> None:
+        """Move the secret-looking (or ``marked``) ``env`` values of an imported entry into the secret store.
+
+        ``manifest["backend"]["env"]`` keeps ``${secret:NAME}`` in their place (hostd/secrets.py);
+        the entry's notes name the variables moved (never their values).
+        """
+        env, values = secrets_.split_secrets(manifest["backend"]["env"], marked)
+        if not values or self.secret_store is None:
+            return
+        store = self.secret_store
+        stored.append(plugin_id)
+
+        def save() -> None:
+            for name, value in values.items():
+                store.set(plugin_id, name, value)
+
+        try:
+            await trio.to_thread.run_sync(save)
+        except OSError as exc:
+            raise _write_failed(exc, store.path) from None
+        manifest["backend"]["env"] = env
+        wire.setdefault("notes", []).append(f"kept {', '.join(sorted(values))} in the secret store")
 
     def _add_plugin(self, folder: Path, manifest: Manifest, digest: str, *, restarts: int = 0) -> InstalledPlugin:
         """Add a stopped plugin (replacing one of the same id) with a supervisor of its own."""
@@ -760,7 +961,7 @@ class Host:
             frame_limit=self.settings.max_plugin_frame_bytes,
             restarts=restarts,
         )
-        supervisor.features = features.PluginFeatures(self, plugin_id)
+        supervisor.features = features.PluginFeatures(self, manifest.id)
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         bound.append(plugin)
         self.plugins[manifest.id] = plugin
@@ -804,6 +1005,8 @@ class Host:
         await plugin.supervisor.disable()
         if self.store is not None:
             await trio.to_thread.run_sync(_remove_generated, self.store.directory, plugin.path, plugin.manifest.id)
+            if self.secret_store is not None:
+                await trio.to_thread.run_sync(self.secret_store.drop, plugin.manifest.id)
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
@@ -848,6 +1051,66 @@ class Host:
                 }
             with contextlib.suppress(LaunchError):
                 await self._resolve(plugin)  # ports and limits are part of the launch
+        return self.info(plugin)
+
+    async def configure(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/configure {id, values}``: set (``null``: unset) settings and secrets -> ``PluginInfo``.
+
+        A name is a ``user_config`` option of the manifest or a secret it refers to as
+        ``${secret:NAME}``. Secret values (``sensitive`` options, ``${secret:}`` names) go to the
+        secret store (hostd/secrets.py) and are never shown; other values are kept in
+        ``<stateDir>/settings/<id>.json`` and appear in the launch (so changing one asks for
+        approval again). ``INVALID_PARAMS`` (``data.errors``, names only, never values) for an
+        unknown name or a value of the wrong kind; nothing is stored then. Needs a state folder.
+        """
+        args = p.parse_params(p.ConfigureParams, params)
+        plugin = self._plugin(args.id)
+        options = plugin.manifest.user_config
+        backend = plugin.manifest.backend
+        referenced = secrets_.references([*backend.args, *backend.env.values()])
+        errors: list[dict[str, str]] = []
+        for name, value in args.values.items():
+            option = options.get(name)
+            if option is None and name not in referenced:
+                known = sorted({*options, *referenced})
+                errors.append({"field": name, "message": f"not a setting of {args.id} (known: {', '.join(known)})"})
+            elif value is not None:
+                problem = (
+                    secrets_.check_value(name, option, value)
+                    if option is not None
+                    else None
+                    if isinstance(value, str)
+                    else f"{name}: a secret is a string"
+                )
+                if problem is not None:
+                    errors.append({"field": name, "message": problem})
+        if errors:
+            raise HostError(
+                ErrorKind.INVALID_PARAMS,
+                f"plugins/configure {args.id}: " + "; ".join(e["message"] for e in errors),
+                plugin=args.id,
+                errors=errors,
+            )
+        if self.store is None or self.secret_store is None:
+            raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/configure needs a state directory")
+        directory, store = self.store.directory, self.secret_store
+
+        def save() -> None:
+            plain: dict[str, Any] = {}
+            for name, value in args.values.items():
+                option = options.get(name)
+                if option is None or option.sensitive:
+                    store.set(args.id, name, None if value is None else str(value))
+                else:
+                    plain[name] = value
+            secrets_.update_settings(directory, args.id, plain)
+
+        try:
+            await trio.to_thread.run_sync(save)
+        except OSError as exc:
+            raise _write_failed(exc, directory / "settings") from None
+        with contextlib.suppress(LaunchError):
+            await self._resolve(plugin)  # the values are part of the launch
         return self.info(plugin)
 
     async def approve(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -920,6 +1183,14 @@ class Host:
                 launchError=exc.kind,
                 stderrTail=[],
             ) from None
+        if plugin.config_missing:
+            raise HostError(
+                ErrorKind.CONFIG_REQUIRED,
+                f"plugin {plugin_id} needs settings that are not set: {', '.join(plugin.config_missing)}; "
+                "set them with plugins/configure",
+                plugin=plugin_id,
+                missing=list(plugin.config_missing),
+            )
         if plugin.approved_digest != plugin.approval_digest(launch):
             if self.settings.trust_development:
                 log.warning("plugin %s: launch not approved (--trust development): starting anyway", plugin_id)
@@ -932,7 +1203,7 @@ class Host:
                     approvedDigest=plugin.approved_digest,
                 )
         return Start(
-            launch=launch,
+            launch=await trio.to_thread.run_sync(self._with_secrets, plugin, launch),
             manifest=plugin.manifest,
             pins=plugin.pins,
             limits=plugin.policy,
@@ -1149,8 +1420,10 @@ def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
     ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
     (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), and its
     data folder if that is then empty (the plugin's own data is kept)."""
-    if folder.parent == state_dir / "imported":
+    if folder.parent in (state_dir / "imported", state_dir / "bundles", state_dir / "registry"):
         shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        (state_dir / "settings" / f"{plugin_id}.json").unlink()
     data_dir = state_dir / "data" / plugin_id
     for generated in (state_dir / "tmp" / plugin_id, data_dir / "cache", data_dir / "uv-tools"):
         shutil.rmtree(generated, ignore_errors=True)
@@ -1167,6 +1440,7 @@ async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:
 
 Host.METHODS = {
     "plugins/install": Host.install,
+    "plugins/configure": Host.configure,
     "plugins/import": Host.import_config,
     "plugins/uninstall": Host.uninstall,
     "plugins/list": Host.list,

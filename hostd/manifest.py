@@ -66,6 +66,8 @@ __all__ = [
     "Contributes",
     "Manifest",
     "ManifestError",
+    "Origin",
+    "UserConfigOption",
     "load_manifest",
     "manifest_json_schema",
     "manifest_schema_text",
@@ -133,7 +135,10 @@ class Backend(BaseModel):
     env: dict[_EnvName, _ExecString] = Field(
         default={},
         json_schema_extra={"additionalProperties": False},  # only names matching the key pattern
-        description="Environment variables set for the server, applied after hostd's allowlist.",
+        description=(
+            "Environment variables set for the server, applied after hostd's allowlist. A value "
+            "'${secret:NAME}' is the plugin's secret NAME (plugins/configure), injected only at spawn."
+        ),
     )
     startup_timeout_seconds: float = Field(
         default=30,
@@ -266,6 +271,49 @@ class Contributes(BaseModel):
     )
 
 
+class UserConfigOption(BaseModel):
+    """One setting the user gives at install (manifest field ``user_config.<name>``; from an MCPB
+    bundle's ``user_config`` or a registry entry's variables).
+
+    ``${user_config.<name>}`` in ``backend.args`` / ``backend.env`` is replaced by the value
+    (set with ``plugins/configure``, else ``default``) when the launch is resolved; a list value
+    (``multiple``) given as a whole argument expands into one argument per item. A ``sensitive``
+    value is kept in the secret store (hostd/secrets.py) and injected only at spawn, never shown;
+    a ``directory`` / ``file`` value is granted (read-write / read-only) like a declared need.
+    A ``required`` option without a value blocks enable with ``CONFIG_REQUIRED``.
+    """
+
+    model_config = _model_config("A setting the user gives, substituted as ${user_config.<name>}.")
+
+    type: Literal["string", "number", "boolean", "directory", "file"] = Field(description="The value's kind.")
+    title: str = Field(default="", description="Display name.")
+    description: str = Field(default="", description="Help text.")
+    required: bool = Field(default=False, description="Enable is refused until a value is set.")
+    default: str | int | float | bool | list[str] | None = Field(
+        default=None, description="Used when no value is set; '${HOME}' is expanded."
+    )
+    multiple: bool = Field(default=False, description="A list of values (directory/file/string).")
+    sensitive: bool = Field(default=False, description="A secret: kept in the secret store, never shown.")
+    min: float | None = Field(default=None, description="Lower bound of a number.")
+    max: float | None = Field(default=None, description="Upper bound of a number.")
+
+
+class Origin(BaseModel):
+    """Where a generated manifest came from (manifest field ``origin``; written by hostd)."""
+
+    model_config = _model_config("Where hostd generated this manifest from (an MCPB bundle, a registry entry).")
+
+    kind: Literal["mcpb", "registry"] = Field(description="'mcpb': a .mcpb/.dxt bundle; 'registry': a server.json.")
+    source: str = Field(description="The bundle file or the registry server name.")
+    sha256: str | None = Field(default=None, description="SHA-256 (hex) of the bundle file as read.")
+    signature: Literal["unsigned", "unverified", "verified"] | None = Field(
+        default=None, description="The bundle's signature block: absent, present but not verified, verified."
+    )
+    remote: dict[str, Any] | None = Field(
+        default=None, description="A registry remote: {type, url, headers} (recorded; served by remote transports)."
+    )
+
+
 class Manifest(BaseModel):
     """A plugin manifest, v1 (README.md "Writing a plugin"; manifests/plugin.schema.json).
 
@@ -301,6 +349,11 @@ class Manifest(BaseModel):
         default=SandboxNeeds(),
         description="Filesystem needs of the server (read and write), granted once the user approves the launch.",
     )
+    user_config: dict[_EnvName, UserConfigOption] = Field(
+        default={},
+        description="Settings the user gives (plugins/configure), substituted as ${user_config.<name>} in backend.",
+    )
+    origin: Origin | None = Field(default=None, description="Set by hostd on manifests it generated.")
 
     @field_validator("permissions")
     @classmethod

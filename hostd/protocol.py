@@ -41,9 +41,19 @@ class Empty(_Params):
 
 
 class InstallParams(_Params):
-    """``plugins/install {path}``: a plugin folder holding ``plugin.yaml`` or ``plugin.json``."""
+    """``plugins/install {path} | {serverJson}``: a plugin folder holding ``plugin.yaml`` or ``plugin.json``,
+    an MCPB bundle file (``.mcpb`` / ``.dxt``), or an MCP Registry ``server.json`` (object or text)."""
 
-    path: str = Field(min_length=1)
+    path: str | None = Field(default=None, min_length=1)
+    server_json: dict[str, Any] | str | None = Field(default=None, alias="serverJson")
+    package: int | None = Field(default=None, ge=0, description="which of serverJson's packages (default: 0)")
+
+
+class ConfigureParams(_Params):
+    """``plugins/configure {id, values}``: set (``null``: unset) the plugin's ``user_config`` values and secrets."""
+
+    id: str = Field(min_length=1)
+    values: dict[str, str | int | float | bool | list[str] | None]
 
 
 class PluginRef(_Params):
@@ -86,6 +96,8 @@ class ImportParams(_Params):
     comments allowed) or as an object."""
 
     config: str | dict[str, Any]
+    #: env names whose values are secrets although their names do not look it (kept in the secret store).
+    secret_env: list[str] = Field(default=[], alias="secretEnv")
 
 
 class ToolsListParams(_Params):
@@ -304,9 +316,26 @@ class GrantedLimits(Wire):
     )
 
 
+class ConfigItem(Wire):
+    """One setting of a plugin (`PluginInfo.userConfig`): a bundle's `user_config` option, a registry
+    entry's variable, or a secret its manifest refers to as `${secret:NAME}`."""
+
+    name: str = Field(description="the name `plugins/configure` takes")
+    type: str = Field(description="`string`, `number`, `boolean`, `directory` or `file`")
+    title: str = Field(description="display name")
+    description: str = Field(description="help text")
+    required: bool = Field(description="`true`: enable fails with `CONFIG_REQUIRED` until it is set")
+    sensitive: bool = Field(description="`true`: a secret, kept in the secret store; its value is never shown")
+    multiple: bool = Field(description="`true`: the value is a list")
+    set: bool = Field(description="a value is set (or, for a non-secret, a default applies)")
+    value: Any = Field(description="the current value of a non-secret (or its default); `null` for a secret")
+
+
 class PluginInfo(Wire):
     """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
-    `plugins/approve` and `plugins/list`."""
+    `plugins/approve`, `plugins/configure` and `plugins/list`."""
+
+    omit_none = frozenset({"user_config", "origin"})
 
     id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
     name: str = Field(description="human-readable name")
@@ -332,6 +361,17 @@ class PluginInfo(Wire):
     launch: Launch | LaunchUnresolved | None = Field(
         description="[`Launch`](#launch): what will run, for the approval prompt; "
         "[`LaunchUnresolved`](#launchunresolved) `{error, kind}` when the command cannot be resolved"
+    )
+    user_config: list[ConfigItem] | None = Field(
+        default=None,
+        alias="userConfig",
+        description="the settings `plugins/configure` takes (bundle `user_config`, registry variables, secrets); "
+        "omitted when none",
+    )
+    origin: dict[str, Any] | None = Field(
+        default=None,
+        description="for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?}` "
+        "(`signature`: `unsigned`, `unverified` or `verified`); omitted otherwise",
     )
 
 
@@ -616,6 +656,7 @@ RESULTS: dict[str, type[BaseModel] | None] = {
     "plugins/list": PluginsListResult,
     "plugins/grant": PluginInfo,
     "plugins/approve": PluginInfo,
+    "plugins/configure": PluginInfo,
     "plugins/enable": PluginStatus,
     "plugins/disable": PluginStatus,
     "plugins/restart": PluginStatus,

@@ -536,7 +536,8 @@ class PluginSupervisor:
         link = PluginLink(
             self.plugin_id,
             process,
-            redact=Redactor(backend.env.values()),
+            # The launch's values too: a ${secret:NAME} of the manifest is the secret itself there.
+            redact=Redactor([*backend.env.values(), *(launch.env.get(k, "") for k in backend.env)]),
             on_log=self._log,
             on_notification=self._notification,
             stdout_noise=backend.stdout_noise,

@@ -1,0 +1,283 @@
+"""MCP Registry server.json entries: npm, pypi, mcpb (with fileSha256) and remote, mapped to manifests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostd import serverjson
+from hostd.client import HostdClient, RpcError
+from hostd.errors import HostError
+from tests.test_bundle import mcpb_manifest, node_bundle
+from tests.test_real_catalog import ENABLE_TIMEOUT, MEMORY, hostd_in, registry_answers_or_skip
+from tests.test_real_servers import TIME, manifest_of, npm_spec, uv_spec
+
+SCHEMA = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
+MEMORY_VERSION = manifest_of(MEMORY)["version"]
+TIME_VERSION = manifest_of(TIME)["version"]
+
+
+def entry(packages: list[dict[str, Any]] | None = None, **fields: Any) -> dict[str, Any]:
+    return {
+        "$schema": SCHEMA,
+        "name": "io.github.modelcontextprotocol/server-memory",
+        "description": "Knowledge graph memory.",
+        "version": MEMORY_VERSION,
+        "repository": {"url": "https://github.com/modelcontextprotocol/servers", "source": "github"},
+        "packages": packages if packages is not None else [],
+        **fields,
+    }
+
+
+def npm_memory(**extra: Any) -> dict[str, Any]:
+    return {
+        "registryType": "npm",
+        "registryBaseUrl": "https://registry.npmjs.org",
+        "identifier": "@modelcontextprotocol/server-memory",
+        "version": MEMORY_VERSION,
+        "transport": {"type": "stdio"},
+        **extra,
+    }
+
+
+def pypi_time() -> dict[str, Any]:
+    return {
+        "registryType": "pypi",
+        "identifier": "mcp-server-time",
+        "version": TIME_VERSION,
+        "transport": {"type": "stdio"},
+        "packageArguments": [{"type": "named", "name": "--local-timezone", "value": "UTC"}],
+    }
+
+
+def test_npm_entry_becomes_a_pinned_npx_launch_with_settings() -> None:
+    variables = [
+        {"name": "MEMORY_FILE_PATH", "description": "Where the graph is kept", "default": "/tmp/m.jsonl"},
+        {"name": "API_TOKEN", "description": "A token", "isSecret": True, "isRequired": True},
+        {"name": "FIXED", "value": "1"},
+    ]
+    arguments = [
+        {"type": "positional", "valueHint": "root_dir", "isRequired": True},
+        {"type": "named", "name": "--verbose"},
+    ]
+    plan = serverjson.plan(entry([npm_memory(environmentVariables=variables, packageArguments=arguments)]))
+    assert plan.notes == ["optional argument --verbose left out"]
+    assert plan.manifest == {
+        "id": "server-memory",
+        "name": "io.github.modelcontextprotocol/server-memory",
+        "version": MEMORY_VERSION,
+        "description": "Knowledge graph memory.",
+        "permissions": [],
+        "contributes": {"tools": [], "discover": True},
+        "origin": {"kind": "registry", "source": "io.github.modelcontextprotocol/server-memory"},
+        "backend": {
+            "type": "mcp",
+            "transport": "stdio",
+            "command": "npx",
+            "args": ["-y", f"@modelcontextprotocol/server-memory@{MEMORY_VERSION}", "${user_config.root_dir}"],
+            "env": {
+                "MEMORY_FILE_PATH": "${user_config.MEMORY_FILE_PATH}",
+                "API_TOKEN": "${secret:API_TOKEN}",
+                "FIXED": "1",
+            },
+            "startup_timeout_seconds": 120,
+            "tool_timeout_seconds": 60,
+            "stdout_noise": "drop",
+        },
+        "user_config": {
+            "root_dir": {"type": "string", "title": "root_dir", "description": "", "required": True},
+            "MEMORY_FILE_PATH": {
+                "type": "string",
+                "title": "MEMORY_FILE_PATH",
+                "description": "Where the graph is kept",
+                "default": "/tmp/m.jsonl",
+            },
+            "API_TOKEN": {
+                "type": "string",
+                "title": "API_TOKEN",
+                "description": "A token",
+                "required": True,
+                "sensitive": True,
+            },
+        },
+    }
+
+
+def test_pypi_entry_becomes_a_pinned_uvx_launch() -> None:
+    plan = serverjson.plan(entry([pypi_time()], name="io.github.modelcontextprotocol/mcp-server-time"))
+    assert plan.manifest is not None
+    assert plan.manifest["id"] == "mcp-server-time"
+    backend = plan.manifest["backend"]
+    assert (backend["command"], backend["args"]) == (
+        "uvx",
+        [f"mcp-server-time=={TIME_VERSION}", "--local-timezone", "UTC"],
+    )
+    assert f"mcp-server-time=={TIME_VERSION}" == uv_spec(TIME)  # the catalog's reviewed pin
+    assert f"@modelcontextprotocol/server-memory@{MEMORY_VERSION}" == npm_spec(MEMORY)
+
+
+# The class: a launch that does not name exactly one version of one package a hostd runs.
+NOT_EXACT = {
+    "caret": ("npm", "^1.2.3"),
+    "tilde": ("npm", "~1.2"),
+    "latest": ("npm", "latest"),
+    "range": ("pypi", ">=1.0"),
+    "wildcard": ("pypi", "1.*"),
+    "none": ("npm", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_EXACT))
+def test_inexact_versions_are_refused(case: str) -> None:
+    kind, version = NOT_EXACT[case]
+    package: dict[str, Any] = {"registryType": kind, "identifier": "x", "transport": {"type": "stdio"}}
+    if version is not None:
+        package["version"] = version
+    with pytest.raises(HostError) as refused:
+        serverjson.plan(entry([package]))
+    assert refused.value.data["errors"] == [{"field": "packages.0.version", "message": "must be an exact version"}]
+
+
+def test_unsupported_entries_say_why() -> None:
+    def errors(value: Any, index: int = 0) -> list[dict[str, Any]]:
+        with pytest.raises(HostError) as refused:
+            serverjson.plan(value, index)
+        assert refused.value.kind.name == "PACKAGE_INVALID"
+        errors: list[dict[str, Any]] = refused.value.data["errors"]
+        return errors
+
+    oci = {"registryType": "oci", "identifier": "docker.io/x/y:1.0", "transport": {"type": "stdio"}}
+    assert errors(entry([oci])) == [{"field": "packages.0.registryType", "message": "not supported"}]
+    http = npm_memory(transport={"type": "streamable-http", "url": "http://localhost:8080/mcp"})
+    assert errors(entry([http])) == [{"field": "packages.0.transport.type", "message": "only 'stdio' is supported"}]
+    mcpb = {"registryType": "mcpb", "identifier": "https://example.invalid/x.mcpb", "transport": {"type": "stdio"}}
+    assert errors(entry([mcpb])) == [{"field": "packages.0.fileSha256", "message": "required for mcpb"}]
+    mirror = npm_memory(registryBaseUrl="https://npm.example.invalid")
+    assert errors(entry([mirror])) == [
+        {"field": "packages.0.registryBaseUrl", "message": "only https://registry.npmjs.org is supported"}
+    ]
+    assert errors(entry([npm_memory()]), 3) == [{"field": "packages", "message": "no index 3"}]
+    assert errors(entry([])) == [{"field": "packages", "message": "empty"}]
+    missing = entry([npm_memory()])
+    del missing["name"], missing["version"]
+    assert [e["field"] for e in errors(missing)] == ["name", "version"]
+    assert errors("{not json")[0]["message"].startswith("serverJson is not JSON")
+
+
+def _file_url(path: Path) -> str:
+    return path.as_uri()
+
+
+async def test_mcpb_package_is_checked_against_file_sha256(tmp_path: Path, hostd: HostdClient) -> None:
+    path = node_bundle(tmp_path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    package = {
+        "registryType": "mcpb",
+        "identifier": _file_url(path),
+        "fileSha256": "0" * 64,
+        "transport": {"type": "stdio"},
+    }
+    with pytest.raises(RpcError) as wrong:
+        await hostd.request("plugins/install", {"serverJson": entry([package], name="io.example/node-echo")})
+    assert wrong.value.kind == "PACKAGE_INVALID"
+    assert wrong.value.message == f"{_file_url(path)}: SHA-256 {digest} does not match fileSha256 {'0' * 64}"
+    assert (await hostd.request("plugins/list", {}))["plugins"] == []
+    package["fileSha256"] = digest
+    info = await hostd.request("plugins/install", {"serverJson": json.dumps(entry([package], name="io.example/x"))})
+    assert info["id"] == mcpb_manifest()["name"]
+    assert info["origin"]["kind"] == "registry"
+    assert info["origin"]["source"] == "io.example/x"
+    assert info["origin"]["sha256"] == digest
+    assert info["tools"] == ["node-echo.echo", "node-echo.env", "node-echo.argv", "node-echo.log"]
+    await hostd.request("plugins/approve", {"id": "node-echo", "digest": info["launch"]["digest"]})
+    await hostd.request("plugins/enable", {"id": "node-echo"})
+    echoed = await hostd.request("tools/call", {"name": "node-echo.echo", "arguments": {"text": "from the registry"}})
+    assert echoed["content"] == [{"type": "text", "text": "from the registry"}]
+    await hostd.request("plugins/disable", {"id": "node-echo"})
+    assert [p.name for p in (tmp_path / "state" / "bundles").iterdir()] == ["node-echo"]  # no download left
+
+
+async def test_remote_entry_is_recorded_and_refused_clearly(tmp_path: Path, hostd: HostdClient) -> None:
+    remote = {
+        "type": "streamable-http",
+        "url": "https://mcp.example.invalid/mcp",
+        "headers": [{"name": "Authorization", "isSecret": True, "isRequired": True, "description": "Bearer token"}],
+    }
+    with pytest.raises(RpcError) as refused:
+        await hostd.request("plugins/install", {"serverJson": entry(None, name="io.example/remote", remotes=[remote])})
+    assert refused.value.kind == "PACKAGE_INVALID"
+    assert "this hostd runs only stdio servers" in refused.value.message
+    recorded = json.loads((tmp_path / "state" / "registry" / "remote" / "plugin.json").read_text())
+    assert recorded["backend"] == {
+        "type": "mcp",
+        "transport": "streamable-http",
+        "url": "https://mcp.example.invalid/mcp",
+        "headers": {"Authorization": "${secret:Authorization}"},
+    }
+    assert recorded["user_config"]["Authorization"]["sensitive"] is True
+
+
+async def _discover_and_enable(client: HostdClient, info: dict[str, Any]) -> dict[str, Any]:
+    """approve -> first enable records the tools -> approve them -> enable; the final PluginInfo."""
+    plugin_id = info["id"]
+    await client.request("plugins/approve", {"id": plugin_id, "digest": info["launch"]["digest"]})
+    with pytest.raises(RpcError) as recorded:
+        await client.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+    assert recorded.value.kind == "MCP_TRUST_APPROVAL_REQUIRED", recorded.value
+    info = next(p for p in (await client.request("plugins/list", {}))["plugins"] if p["id"] == plugin_id)
+    await client.request("plugins/approve", {"id": plugin_id, "digest": info["launch"]["digest"]})
+    status = await client.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+    assert status["status"] == "ready", status
+    return info
+
+
+@pytest.mark.real_server
+async def test_npm_entry_runs_server_memory(tmp_path: Path) -> None:
+    registry_answers_or_skip(MEMORY)
+    home = tmp_path / "home"
+    home.mkdir()
+    variables = [{"name": "MEMORY_FILE_PATH", "description": "the graph file", "isRequired": True}]
+    async with hostd_in(tmp_path, home) as client:
+        info = await client.request(
+            "plugins/install", {"serverJson": entry([npm_memory(environmentVariables=variables)])}
+        )
+        with pytest.raises(RpcError) as required:
+            await client.request("plugins/enable", {"id": "server-memory"})
+        assert required.value.data["missing"] == ["MEMORY_FILE_PATH"]
+        graph_file = tmp_path / "state" / "data" / "server-memory" / "graph.jsonl"
+        info = await client.request(
+            "plugins/configure", {"id": "server-memory", "values": {"MEMORY_FILE_PATH": str(graph_file)}}
+        )
+        assert info["launch"]["env"]["MEMORY_FILE_PATH"] == str(graph_file)
+        info = await _discover_and_enable(client, info)
+        assert "server-memory.read_graph" in info["tools"]
+        entity = {"name": "Ada", "entityType": "person", "observations": ["registry"]}
+        await client.request(
+            "tools/call", {"name": "server-memory.create_entities", "arguments": {"entities": [entity]}}
+        )
+        graph = await client.request("tools/call", {"name": "server-memory.read_graph", "arguments": {}})
+        assert graph["structuredContent"] == {"entities": [entity], "relations": []}
+        await client.request("plugins/disable", {"id": "server-memory"})
+    assert json.loads(graph_file.read_text().splitlines()[0]) == {"type": "entity", **entity}
+
+
+@pytest.mark.real_server
+async def test_pypi_entry_runs_mcp_server_time(tmp_path: Path) -> None:
+    registry_answers_or_skip(TIME)
+    home = tmp_path / "home"
+    home.mkdir()
+    async with hostd_in(tmp_path, home) as client:
+        server = entry([pypi_time()], name="io.github.modelcontextprotocol/mcp-server-time", version=TIME_VERSION)
+        info = await client.request("plugins/install", {"serverJson": server})
+        assert info["launch"]["args"] == [f"mcp-server-time=={TIME_VERSION}", "--local-timezone", "UTC"]
+        info = await _discover_and_enable(client, info)
+        assert sorted(info["tools"]) == ["mcp-server-time.convert_time", "mcp-server-time.get_current_time"]
+        now = await client.request(
+            "tools/call", {"name": "mcp-server-time.get_current_time", "arguments": {"timezone": "UTC"}}
+        )
+        assert now["structuredContent"]["timezone"] == "UTC"
+        await client.request("plugins/disable", {"id": "mcp-server-time"})
