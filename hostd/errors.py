@@ -62,6 +62,10 @@ class ErrorKind(Enum):
         -32032,
         "The state document could not be written (data.errno: ENOSPC...); nothing of the request was applied.",
     )
+    TOOL_DISABLED = (
+        -32037,
+        "The user disabled the tool (tools/setEnabled); it is not listed and not called until enabled again.",
+    )
     HOST_OVERLOADED = (
         -32033,
         "Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later.",
