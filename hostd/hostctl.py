@@ -255,7 +255,8 @@ async def prepare(
 async def resolve_tool(client: HostdClient, plugin_id: str, tool: str) -> str:
     """The host name of ``tool`` in ``plugin_id``: accepts the remote name, the
     host name (``<plugin>.<remote>``) or the provider-safe function name."""
-    listing = await client.request("tools/list", {"plugin": plugin_id})
+    # Disabled tools too: calling one must be hostd's TOOL_DISABLED, not "no such tool".
+    listing = await client.request("tools/list", {"plugin": plugin_id, "includeDisabled": True})
     tools: list[dict[str, Any]] = listing["tools"]
     for candidate in tools:
         if candidate["name"] in (tool, f"{plugin_id}.{tool}") or candidate.get("function_name") == tool:
