@@ -2,20 +2,29 @@
 
 Every command starts a real ``hostd serve`` through :class:`hostd.client.HostdClient`
 (with :func:`hostd.client.plugin_environment`, so a manifest's bare ``python3``
-is this interpreter), drives it over the control protocol exactly as an
-embedding application would, and shuts it down cleanly before exiting.
+is this interpreter) on ONE state folder, the user's (``platformdirs``; ``--state-dir``
+overrides it, for every command alike), drives it over the control protocol exactly
+as an embedding application would, and shuts it down cleanly before exiting. That
+hostd starts the plugins the state has enabled again; every command waits for that
+restore to settle (:func:`settle`) before it looks at or uses a plugin.
 
-``hostctl call PLUGIN_DIR TOOL [JSON_ARGS]``
-    install, grant every declared permission, approve the launch shown by
-    install (printed to stderr: the user running the command approves it),
-    enable, call one tool, print its text content (``--json``: the whole result).
-``hostctl status [PLUGIN_DIR ...]``
-    install and enable each folder; print one row per plugin.
+``list``, ``install DIR``, ``import CONFIG``, ``grant ID [PERM...|--all]``,
+``approve ID [--yes]``, ``enable ID|ID.TOOL``, ``disable ID|ID.TOOL``, ``restart ID``,
+``status [ID...]``, ``tools [ID]``, ``call PLUGIN TOOL [JSON_ARGS]``, ``logs ID``,
+``uninstall ID``: the lifecycle, one verb per step, each printing a table (``rich``) or,
+with ``--json``, the protocol's JSON result, and naming the next command to run.
+``approve`` shows the whole launch and asks (``--yes``: does not ask; without a
+terminal and without ``--yes`` it refuses). ``call`` takes an id or a folder; a folder
+not yet installed is installed, granted, approved (the launch printed to stderr: the
+person running ``call`` approves it) and enabled; an installed plugin is never
+installed again. Long waits (install, enable, restart, the restore) show progress on
+stderr (:func:`with_progress`).
 ``hostctl demo [--no-real]``
     walk the bundled echo fixture (and the catalog's ``server-everything``)
-    through the whole lifecycle, printing every exchange.
+    through the whole lifecycle, printing every exchange (a temporary state folder).
 
-Exit codes: 0 success, 1 a failure reported by hostd (or hostd gone), 2 usage.
+Exit codes: 0 success, 1 a failure reported by hostd (or hostd gone), 2 usage; a non-zero
+exit always prints ``error: KIND: message`` on stderr.
 
 Everything printed that a plugin or a manifest controls (launch arguments,
 server info, tool names and results, error messages, stderr tails, config
@@ -395,7 +404,8 @@ async def with_progress(
             for note in client.notifications[index:]:
                 plugin = note.params.get("plugin")
                 if note.method == "plugins/log" and (wanted is None or plugin in wanted):
-                    say(console, f"  {plugin or 'hostd'} | {note.params.get('message')}", style="dim")
+                    line = terminal_safe(f"  {plugin or 'hostd'} | {note.params.get('message')}", one_line=True)
+                    say(console, line, style="dim")
             index = len(client.notifications)
             now = trio.current_time()
             if status is not None:
