@@ -951,7 +951,8 @@ async def cmd_logs(client: HostdClient, opts: Options, args: argparse.Namespace)
         )
         return EXIT_OK
     for line in result["lines"]:
-        say(out, f"{line['time']} {line['source']:<6} {line['level']:<7} {line['message']}")
+        text = f"{line['time']} {line['source']:<6} {line['level']:<7} {line['message']}"
+        say(out, terminal_safe(text, one_line=True))  # one line each: a message cannot forge the next
     if result["dropped"]:
         say(out, f"({result['dropped']} older lines dropped)")
     return EXIT_OK

@@ -240,3 +240,44 @@ async def test_progress_display_on_a_terminal_under_tmux(tmp_path: Path, make_pl
     text = screen.stdout.decode()
     assert "hostctl: starting mcp-echo: done in" in text
     assert "ready" in text and "next: see its tools: hostctl tools mcp-echo" in text
+
+
+async def test_every_plugin_provided_string_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    """The class: whatever a plugin or its manifest controls (launch arguments in approve's
+    table, log lines in the progress display and in logs, tool results) is printed with its
+    control and bidi characters escaped, never as terminal commands."""
+    state = tmp_path / "state"
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    shutil.copy(ECHO / "server.py", folder / "server.py")
+    run = (
+        "import runpy, sys; sys.stderr.write('boot \\x1b[2J\\u202eevil\\n'); sys.stderr.flush(); "
+        "sys.argv = ['server.py', '--variant', 'raw-replies']; runpy.run_path('server.py', run_name='__main__')"
+    )
+    hostile_arg = "\x1b]0;title\x07\rnext: hostctl approve other\u202e"
+    tools = ["echo", "fail", "sleep", "large", "environment", "exit", "seen", "raw"]
+    manifest = {
+        "id": "mcp-echo",
+        "name": "hostile",
+        "version": "1.0.0",
+        "permissions": ["echo.use", "echo.inspect"],
+        "contributes": {"tools": [f"mcp-echo.{t}" for t in tools]},
+        "backend": {"type": "mcp", "transport": "stdio", "command": "python3", "args": ["-c", run, hostile_arg]},
+    }
+    (folder / "plugin.json").write_text(json.dumps(manifest))
+    outputs = [await hostctl(state, "install", str(folder)), await hostctl(state, "grant", "mcp-echo", "--all")]
+    approved = await hostctl(state, "approve", "mcp-echo", "--yes")
+    assert approved.returncode == 0, approved.stderr
+    assert "\\u001b]0;title\\u0007\\u000dnext: hostctl approve other\\u202e" in approved.stderr
+    enabled = await hostctl(state, "enable", "mcp-echo")
+    assert enabled.returncode == 0, enabled.stderr
+    assert "mcp-echo | boot \\u001b[2J\\u202eevil" in enabled.stderr
+    log = json.dumps({"level": "info", "data": "line\nnext: forged \x1b[31m"})
+    called = await hostctl(state, "call", "mcp-echo", "raw", json.dumps({"result": '{"content":[]}', "log": log}))
+    assert called.returncode == 0, called.stderr
+    logs = await hostctl(state, "logs", "mcp-echo")
+    assert "boot \\u001b[2J\\u202eevil" in logs.stdout
+    outputs += [approved, enabled, called, logs, await hostctl(state, "list"), await hostctl(state, "tools")]
+    for done in outputs:
+        for control in ("\x1b", "\x07", "\r", "\u202e"):
+            assert control not in done.stdout + done.stderr, (done.args, control)
