@@ -358,6 +358,16 @@ def print_json(value: Any) -> None:
     print(terminal_safe(json.dumps(value, indent=2, ensure_ascii=False)))
 
 
+def show(opts: Options, result: Any, human: Callable[[Console], None]) -> int:
+    """Print ``result`` as the protocol's JSON (``--json``), else let ``human`` print it on
+    stdout for people; return :data:`EXIT_OK`."""
+    if opts.as_json:
+        print_json(result)
+    else:
+        human(_console())
+    return EXIT_OK
+
+
 def next_step(console: Console, text: str, command: str) -> None:
     """``next: <what>: <command>`` on its own line, for the user to run."""
     console.print(Text.assemble(("next: ", "bold"), terminal_safe(text, one_line=True) + ": ", (command, "bold")))
@@ -649,13 +659,12 @@ async def cmd_install(client: HostdClient, opts: Options, args: argparse.Namespa
         return info
 
     info = await with_progress(client, f"installing {folder}", install)
-    if opts.as_json:
-        print_json(info)
-        return EXIT_OK
-    out = _console()
-    _show_info(out, info)
-    _next_for(out, info)
-    return EXIT_OK
+
+    def human(out: Console) -> None:
+        _show_info(out, info)
+        _next_for(out, info)
+
+    return show(opts, info, human)
 
 
 async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
@@ -715,13 +724,12 @@ async def cmd_grant(client: HostdClient, opts: Options, args: argparse.Namespace
             f"name the permissions to grant, or --all (it declares: {', '.join(info['permissions']) or 'none'})",
         )
     info = await client.request("plugins/grant", {"id": args.id, "permissions": permissions})
-    if opts.as_json:
-        print_json(info)
-        return EXIT_OK
-    out = _console()
-    say(out, f"{args.id}: granted {', '.join(info['granted']) or 'nothing'}")
-    _next_for(out, info)
-    return EXIT_OK
+
+    def human(out: Console) -> None:
+        say(out, f"{args.id}: granted {', '.join(info['granted']) or 'nothing'}")
+        _next_for(out, info)
+
+    return show(opts, info, human)
 
 
 async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
@@ -743,13 +751,12 @@ async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespa
         if answer.strip().lower() not in ("y", "yes"):
             raise Failure("NOT_APPROVED", f"the launch of {args.id} was not approved")
     info = await client.request("plugins/approve", {"id": args.id, "digest": launch["digest"]})
-    if opts.as_json:
-        print_json(info)
-        return EXIT_OK
-    out = _console()
-    say(out, f"{args.id}: approved {launch['digest']}")
-    _next_for(out, info)
-    return EXIT_OK
+
+    def human(out: Console) -> None:
+        say(out, f"{args.id}: approved {launch['digest']}")
+        _next_for(out, info)
+
+    return show(opts, info, human)
 
 
 def _ask(prompt: str) -> str:

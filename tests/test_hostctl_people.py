@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from tests.conftest import ECHO, ROOT, MakePlugin
+from tests.test_hostctl import hostile_plugin
 
 
 async def hostctl(state: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -247,24 +248,9 @@ async def test_every_plugin_provided_string_reaches_the_terminal_escaped(tmp_pat
     table, log lines in the progress display and in logs, tool results) is printed with its
     control and bidi characters escaped, never as terminal commands."""
     state = tmp_path / "state"
-    folder = tmp_path / "hostile"
-    folder.mkdir()
-    shutil.copy(ECHO / "server.py", folder / "server.py")
-    run = (
-        "import runpy, sys; sys.stderr.write('boot \\x1b[2J\\u202eevil\\n'); sys.stderr.flush(); "
-        "sys.argv = ['server.py', '--variant', 'raw-replies']; runpy.run_path('server.py', run_name='__main__')"
-    )
     hostile_arg = "\x1b]0;title\x07\rnext: hostctl approve other\u202e"
-    tools = ["echo", "fail", "sleep", "large", "environment", "exit", "seen", "raw"]
-    manifest = {
-        "id": "mcp-echo",
-        "name": "hostile",
-        "version": "1.0.0",
-        "permissions": ["echo.use", "echo.inspect"],
-        "contributes": {"tools": [f"mcp-echo.{t}" for t in tools]},
-        "backend": {"type": "mcp", "transport": "stdio", "command": "python3", "args": ["-c", run, hostile_arg]},
-    }
-    (folder / "plugin.json").write_text(json.dumps(manifest))
+    prelude = "sys.stderr.write('boot \\x1b[2J\\u202eevil\\n'); sys.stderr.flush(); "
+    folder = hostile_plugin(tmp_path, hostile_arg, prelude)
     outputs = [await hostctl(state, "install", str(folder)), await hostctl(state, "grant", "mcp-echo", "--all")]
     approved = await hostctl(state, "approve", "mcp-echo", "--yes")
     assert approved.returncode == 0, approved.stderr
