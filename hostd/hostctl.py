@@ -1335,6 +1335,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hostctl",
         description="Manage the MCP plugins of a hostd state folder: each command starts a hostd on the folder "
         "(which starts the enabled plugins again), does its work over the control protocol, and shuts it down.",
+        epilog="Every command but demo takes --state-dir DIR (default: the user's state folder, "
+        f"{default_state_dir()}) and --json (print the protocol's JSON result). Exit codes: 0 done, 1 failed "
+        "(the reason on stderr), 2 usage.",
     )
     parser.add_argument("--version", action="version", version=f"hostctl {__version__}")
     parser.add_argument("--state-dir", metavar="DIR", default=None, help=argparse.SUPPRESS)
