@@ -70,6 +70,10 @@ class ErrorKind(Enum):
         -32035,
         "hostd asked the parent (sampling, elicitation, roots) and got an error, no answer in time, or a cancel.",
     )
+    TOOL_DISABLED = (
+        -32037,
+        "The user disabled the tool (tools/setEnabled); it is not listed and not called until enabled again.",
+    )
     HOST_OVERLOADED = (
         -32033,
         "Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later.",

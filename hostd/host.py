@@ -9,6 +9,7 @@ models in :mod:`hostd.protocol`.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import errno
@@ -17,6 +18,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -185,6 +187,8 @@ class InstalledPlugin:
     settings: dict[str, Any] = field(default_factory=dict)
     secret_names: set[str] = field(default_factory=set)
     config_missing: list[str] = field(default_factory=list)
+    #: MCP names of the tools the user disabled (``tools/setEnabled``): not listed, not called.
+    disabled_tools: set[str] = field(default_factory=set)
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves now (:func:`hostd.trust.approval_digest`)."""
@@ -202,7 +206,42 @@ class InstalledPlugin:
             pinned_tools=self.pins,
             network_ports=sorted(self.network_ports),
             limits=dict(self.limits),
+            disabled_tools=sorted(self.disabled_tools),
         )
+
+
+#: Bounds of each plugin's log ring (``plugins/logs``): lines, and characters of their messages.
+LOG_RING_LINES = 500
+LOG_RING_CHARS = 256 * 1024
+
+
+class LogRing:
+    """A plugin's recent ``plugins/log`` lines, bounded by :data:`LOG_RING_LINES` and
+    :data:`LOG_RING_CHARS`; the oldest lines leave first (counted in ``dropped``).
+
+    Kept by the host per plugin id, so it outlives restarts and crashes of the plugin: a
+    parent that opens its log view later still sees what the last instance wrote.
+    """
+
+    def __init__(self, max_lines: int = LOG_RING_LINES, max_chars: int = LOG_RING_CHARS) -> None:
+        self._lines: collections.deque[p.LogLine] = collections.deque()
+        self._chars = 0
+        self.max_lines = max_lines
+        self.max_chars = max_chars
+        self.dropped = 0
+
+    def add(self, level: str, source: Any, message: str) -> None:
+        """Keep one line (already redacted by whoever sent it), stamped now."""
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self._lines.append(p.LogLine(time=stamp, level=level, source=source, message=message))
+        self._chars += len(message)
+        while len(self._lines) > self.max_lines or self._chars > self.max_chars:
+            self._chars -= len(self._lines.popleft().message)
+            self.dropped += 1
+
+    def recent(self, limit: int) -> list[p.LogLine]:
+        """The last ``limit`` lines, oldest first."""
+        return list(self._lines)[-limit:] if limit > 0 else []
 
 
 class Host:
@@ -221,7 +260,11 @@ class Host:
         settings: HostSettings,
     ) -> None:
         self.options = options
-        self.notify = notify
+        self._send = notify
+        #: What every notification goes through: plugins/log lines are kept in the plugin's ring first.
+        self.notify: Notify = self._notify_and_keep
+        #: plugin id -> its recent log lines (plugins/logs); survives restarts, dropped at uninstall.
+        self.logs: dict[str, LogRing] = {}
         self.nursery = nursery
         self.registry = ToolRegistry()
         self.plugins: dict[str, InstalledPlugin] = {}
@@ -275,6 +318,13 @@ class Host:
             nursery.start_soon(host._restore_enabled, to_enable)
         return host
 
+    async def _notify_and_keep(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification to the parent; a ``plugins/log`` about a plugin is kept in its ring too."""
+        if method == "plugins/log" and isinstance(params.get("plugin"), str):
+            ring = self.logs.setdefault(params["plugin"], LogRing())
+            ring.add(str(params.get("level")), params.get("source"), str(params.get("message")))
+        await self._send(method, params)
+
     async def _restore(self, warnings: list[str]) -> list[tuple[InstalledPlugin, PluginRecord]]:
         """Install every stored plugin again (before any request is served), so that
         ``plugins/list`` right after ``initialize`` already shows them. Returns the
@@ -302,6 +352,7 @@ class Host:
             plugin.pins = record.pinned_tools
             plugin.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
             plugin.limits = dict(record.limits)
+            plugin.disabled_tools = set(record.disabled_tools)
             with contextlib.suppress(LaunchError):
                 await self._resolve(plugin)
             if record.enabled:
@@ -829,6 +880,7 @@ class Host:
             plugin.granted = existing.granted & set(manifest.permissions)
             plugin.approved_digest = existing.approved_digest
             plugin.pins = existing.pins
+            plugin.disabled_tools = set(existing.disabled_tools)
         with contextlib.suppress(LaunchError):
             await self._resolve(plugin)  # a failure is shown in launch.error; enable fails with it
         return plugin
@@ -1003,6 +1055,7 @@ class Host:
             self.plugins.pop(plugin.manifest.id, None)
             self._records.pop(plugin.manifest.id, None)
         await plugin.supervisor.disable()
+        self.logs.pop(plugin.manifest.id, None)
         if self.store is not None:
             await trio.to_thread.run_sync(_remove_generated, self.store.directory, plugin.path, plugin.manifest.id)
             if self.secret_store is not None:
@@ -1267,6 +1320,22 @@ class Host:
         """``plugins/status {id}`` -> ``PluginStatus``."""
         return self._plugin(p.parse_params(p.PluginRef, params).id).supervisor.status()
 
+    async def plugin_logs(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/logs {id, limit?}`` -> ``{lines: [LogLine], dropped}``: the plugin's recent log lines.
+
+        What ``plugins/log`` carried for the plugin (stderr, MCP log messages, hostd's own
+        lines about it; redacted), oldest first, across its restarts, from a ring bounded
+        by :data:`LOG_RING_LINES` lines and :data:`LOG_RING_CHARS` characters. A line the
+        plugin-side rate limit dropped was never sent, so it is not here either (the
+        "N log lines dropped" line is). ``PLUGIN_NOT_FOUND`` for an unknown id.
+        """
+        args = p.parse_params(p.LogsParams, params)
+        self._plugin(args.id)
+        ring = self.logs.get(args.id)
+        if ring is None:
+            return p.LogsResult(lines=[], dropped=0).wire()
+        return p.LogsResult(lines=ring.recent(args.limit), dropped=ring.dropped).wire()
+
     # -- tools/* ----------------------------------------------------------------
 
     async def tools_list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -1274,8 +1343,56 @@ class Host:
         args = p.parse_params(p.ToolsListParams, params)
         if args.plugin is not None:
             self._plugin(args.plugin)
-        tools = [tool.to_model() for tool in self.registry.tools(args.plugin)]
+        tools = []
+        for tool in self.registry.tools(args.plugin):
+            enabled = not self._tool_disabled(tool.plugin, tool.remote_name)
+            if enabled or args.include_disabled:
+                tools.append(tool.to_model(enabled=enabled))
         return p.ToolsListResult(tools=tools, revision=self.registry.revision).wire()
+
+    def _tool_disabled(self, plugin_id: str, remote_name: str) -> bool:
+        plugin = self.plugins.get(plugin_id)
+        return plugin is not None and remote_name in plugin.disabled_tools
+
+    async def tools_set_enabled(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``tools/setEnabled {name, enabled}`` -> ``ToolEnabledResult``: hide a tool (or show it again).
+
+        ``name``: a registered tool's host name or ``function_name``, or ``<plugin>.<tool>``
+        for a tool of a stopped plugin that its manifest declares or its pins record. The
+        choice is written to the state (``STATE_WRITE_FAILED``: nothing changed) and the plugin
+        keeps running; a disabled tool is left out of ``tools/list`` and a call to it gets
+        ``TOOL_DISABLED``. A change bumps the registry revision and sends ``tools/listChanged``.
+        ``TOOL_NOT_FOUND`` when no plugin has such a tool.
+        """
+        args = p.parse_params(p.ToolSetEnabledParams, params)
+        plugin, remote = self._tool_owner(args.name)
+        host_name = f"{plugin.manifest.id}.{remote}"
+        changed = (remote in plugin.disabled_tools) == args.enabled
+        if changed:
+            async with self._change():
+                if args.enabled:
+                    plugin.disabled_tools = plugin.disabled_tools - {remote}
+                else:
+                    plugin.disabled_tools = plugin.disabled_tools | {remote}
+            self.registry.revision += 1
+            await self.notify("tools/listChanged", {"revision": self.registry.revision})
+        return p.ToolEnabledResult(
+            name=host_name, plugin=plugin.manifest.id, enabled=args.enabled, revision=self.registry.revision
+        ).wire()
+
+    def _tool_owner(self, name: str) -> tuple[InstalledPlugin, str]:
+        """The plugin and MCP name of the tool ``name`` (registered, or known to a stopped plugin)."""
+        with contextlib.suppress(HostError):
+            tool = self.registry.lookup(name)
+            return self._plugin(tool.plugin), tool.remote_name
+        plugin_id, dot, remote = name.partition(".")
+        plugin = self.plugins.get(plugin_id)
+        if dot and plugin is not None:
+            declared = {t.removeprefix(f"{plugin_id}.") for t in plugin.manifest.contributes.tools}
+            known = declared | set(plugin.supervisor.pinned or {}) | plugin.disabled_tools
+            if remote in known:
+                return plugin, remote
+        raise HostError(ErrorKind.TOOL_NOT_FOUND, f"no tool named {name!r}", tool=name)
 
     async def tools_call(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``tools/call {name, arguments, timeoutMs?}`` -> ``{content, structuredContent?}``."""
@@ -1289,6 +1406,13 @@ class Host:
                     raise withheld from None
             raise missing from None
         plugin = self._plugin(tool.plugin)
+        if tool.remote_name in plugin.disabled_tools:
+            raise HostError(
+                ErrorKind.TOOL_DISABLED,
+                f"{tool.name} is disabled; enable it with tools/setEnabled",
+                plugin=tool.plugin,
+                tool=tool.name,
+            )
         if tool.permission is not None and tool.permission not in plugin.granted:
             raise HostError(
                 ErrorKind.PERMISSION_NOT_GRANTED,
@@ -1412,6 +1536,7 @@ _PLUGIN_FIELDS = (
     "limits",
     "pins",
     "policy",
+    "disabled_tools",
 )
 
 
@@ -1450,7 +1575,9 @@ Host.METHODS = {
     "plugins/disable": Host.disable,
     "plugins/restart": Host.restart,
     "plugins/status": Host.status,
+    "plugins/logs": Host.plugin_logs,
     "tools/list": Host.tools_list,
     "tools/call": Host.tools_call,
     **features.METHODS,
+    "tools/setEnabled": Host.tools_set_enabled,
 }

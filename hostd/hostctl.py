@@ -2,20 +2,29 @@
 
 Every command starts a real ``hostd serve`` through :class:`hostd.client.HostdClient`
 (with :func:`hostd.client.plugin_environment`, so a manifest's bare ``python3``
-is this interpreter), drives it over the control protocol exactly as an
-embedding application would, and shuts it down cleanly before exiting.
+is this interpreter) on ONE state folder, the user's (``platformdirs``; ``--state-dir``
+overrides it, for every command alike), drives it over the control protocol exactly
+as an embedding application would, and shuts it down cleanly before exiting. That
+hostd starts the plugins the state has enabled again; every command waits for that
+restore to settle (:func:`settle`) before it looks at or uses a plugin.
 
-``hostctl call PLUGIN_DIR TOOL [JSON_ARGS]``
-    install, grant every declared permission, approve the launch shown by
-    install (printed to stderr: the user running the command approves it),
-    enable, call one tool, print its text content (``--json``: the whole result).
-``hostctl status [PLUGIN_DIR ...]``
-    install and enable each folder; print one row per plugin.
+``list``, ``install DIR``, ``import CONFIG``, ``grant ID [PERM...|--all]``,
+``approve ID [--yes]``, ``enable ID|ID.TOOL``, ``disable ID|ID.TOOL``, ``restart ID``,
+``status [ID...]``, ``tools [ID]``, ``call PLUGIN TOOL [JSON_ARGS]``, ``logs ID``,
+``uninstall ID``: the lifecycle, one verb per step, each printing a table (``rich``) or,
+with ``--json``, the protocol's JSON result, and naming the next command to run.
+``approve`` shows the whole launch and asks (``--yes``: does not ask; without a
+terminal and without ``--yes`` it refuses). ``call`` takes an id or a folder; a folder
+not yet installed is installed, granted, approved (the launch printed to stderr: the
+person running ``call`` approves it) and enabled; an installed plugin is never
+installed again. Long waits (install, enable, restart, the restore) show progress on
+stderr (:func:`with_progress`).
 ``hostctl demo [--no-real]``
     walk the bundled echo fixture (and the catalog's ``server-everything``)
-    through the whole lifecycle, printing every exchange.
+    through the whole lifecycle, printing every exchange (a temporary state folder).
 
-Exit codes: 0 success, 1 a failure reported by hostd (or hostd gone), 2 usage.
+Exit codes: 0 success, 1 a failure reported by hostd (or hostd gone), 2 usage; a non-zero
+exit always prints ``error: KIND: message`` on stderr.
 
 Everything printed that a plugin or a manifest controls (launch arguments,
 server info, tool names and results, error messages, stderr tails, config
@@ -35,12 +44,17 @@ import shlex
 import sys
 import tempfile
 import unicodedata
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import trio
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from hostd import __version__
 from hostd.client import HostdClient, Notification, RpcError, plugin_environment
@@ -224,7 +238,14 @@ async def prepare(
     The launch being approved is printed to ``notice`` first. Returns
     ``(PluginInfo, PluginStatus)``; raises :class:`RpcError` on failure.
     """
-    info: dict[str, Any] = await client.request("plugins/install", {"path": str(folder)}, timeout=REQUEST_TIMEOUT)
+
+    async def install() -> dict[str, Any]:
+        installed: dict[str, Any] = await client.request(
+            "plugins/install", {"path": str(folder)}, timeout=ENABLE_TIMEOUT
+        )
+        return installed
+
+    info = await with_progress(client, f"installing {folder}", install)
     plugin_id = info["id"]
     await client.request("plugins/grant", {"id": plugin_id, "permissions": info["permissions"]})
     launch = info.get("launch") or {}
@@ -236,14 +257,15 @@ async def prepare(
             for line in lines[1:]:
                 print(f"  {line}", file=notice)
         info = await client.request("plugins/approve", {"id": plugin_id, "digest": launch["digest"]})
-    status: dict[str, Any] = await client.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+    status = await _enable(client, plugin_id)
     return info, status
 
 
 async def resolve_tool(client: HostdClient, plugin_id: str, tool: str) -> str:
     """The host name of ``tool`` in ``plugin_id``: accepts the remote name, the
     host name (``<plugin>.<remote>``) or the provider-safe function name."""
-    listing = await client.request("tools/list", {"plugin": plugin_id})
+    # Disabled tools too: calling one must be hostd's TOOL_DISABLED, not "no such tool".
+    listing = await client.request("tools/list", {"plugin": plugin_id, "includeDisabled": True})
     tools: list[dict[str, Any]] = listing["tools"]
     for candidate in tools:
         if candidate["name"] in (tool, f"{plugin_id}.{tool}") or candidate.get("function_name") == tool:
@@ -275,50 +297,317 @@ def content_text(result: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-# -- hostctl call ------------------------------------------------------------------
-
-
-async def run_call(
-    folder: str, tool: str, arguments: dict[str, Any], *, timeout: float | None, state_dir: str | None, as_json: bool
-) -> int:
-    """``hostctl call``: print the tool's result; ``error: KIND: message`` and 1 on failure."""
-    try:
-        async with open_hostd(state_dir) as client:
-            info, _ = await prepare(client, folder)
-            name = await resolve_tool(client, info["id"], tool)
-            params: dict[str, Any] = {"name": name, "arguments": arguments}
-            if timeout is not None:
-                params["timeoutMs"] = max(1, math.ceil(timeout * 1000))
-            bound = timeout + 10 if timeout is not None else CALL_TIMEOUT
-            result: dict[str, Any] = await client.request("tools/call", params, timeout=bound)
-    except (Failure, *_HOSTD_FAILURES) as exc:
-        print("\n".join(Failure.from_exception(exc).lines()), file=sys.stderr)
-        return EXIT_FAILED
-    if as_json:
-        print(terminal_safe(json.dumps(result, indent=2, ensure_ascii=False)))
-    else:
-        print(terminal_safe(content_text(result)))
-    return EXIT_OK
-
-
-# -- hostctl status ----------------------------------------------------------------
-
-
 def format_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     """Left-aligned columns separated by two spaces; trailing blanks trimmed; cells made
-    terminal-safe (:func:`terminal_safe`, one line each)."""
+    terminal-safe (:func:`terminal_safe`, one line each). Used by the demo's transcript."""
     table = [list(header), *([terminal_safe(cell, one_line=True) for cell in row] for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
 
 
-def _status_row(plugin_id: str, status: Mapping[str, Any]) -> list[str]:
+# -- output for people --------------------------------------------------------------
+
+
+def _console(*, stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr) that never interprets markup in what it prints.
+
+    Not a terminal: no colours, no animation, and a wide line so that tables are not
+    folded into a pipe or a log file.
+    """
+    stream = sys.stderr if stderr else sys.stdout
+    terminal = stream.isatty()
+    return Console(
+        file=stream,
+        width=None if terminal else 200,
+        markup=False,
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
+    )
+
+
+def _safe(value: Any) -> Text:
+    """A table cell: ``value`` as text, every control or hiding character escaped (one line)."""
+    return Text(terminal_safe("" if value is None else str(value), one_line=True))
+
+
+def print_table(console: Console, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A readable table: ``header`` (none when every name is empty) then one row per item,
+    every cell terminal-safe. Not on a terminal: plain text without trailing blanks."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold", show_header=any(header))
+    for name in header:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(_safe(cell) for cell in row))
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as captured:
+        console.print(table)
+    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    console.file.flush()
+
+
+def say(console: Console, text: str, *, style: str | None = None) -> None:
+    """One line for people (terminal-safe; ``\\n`` keeps separate lines)."""
+    console.print(Text(terminal_safe(text), style=style or ""))
+
+
+def print_json(value: Any) -> None:
+    """``--json``: the protocol's JSON, indented; control characters escaped (still valid JSON)."""
+    print(terminal_safe(json.dumps(value, indent=2, ensure_ascii=False)))
+
+
+def show(opts: Options, result: Any, human: Callable[[Console], None]) -> int:
+    """Print ``result`` as the protocol's JSON (``--json``), else let ``human`` print it on
+    stdout for people; return :data:`EXIT_OK`."""
+    if opts.as_json:
+        print_json(result)
+    else:
+        human(_console())
+    return EXIT_OK
+
+
+def next_step(console: Console, text: str, command: str) -> None:
+    """``next: <what>: <command>`` on its own line, for the user to run."""
+    console.print(Text.assemble(("next: ", "bold"), terminal_safe(text, one_line=True) + ": ", (command, "bold")))
+
+
+# -- progress ------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+#: How often a wait that is not on a terminal says it is still waiting, in seconds.
+HEARTBEAT = 5.0
+
+
+async def with_progress(
+    client: HostdClient, message: str, work: Callable[[], Awaitable[T]], *, plugins: Iterable[str] | None = None
+) -> T:
+    """Await ``work()`` while showing on stderr that something is going on (no silent waits).
+
+    On a terminal: a spinner with ``message`` and the seconds elapsed, and each
+    ``plugins/log`` line of ``plugins`` (all plugins when ``None``) printed above it
+    as it arrives (an ``npx`` first fetch, a server's own start-up lines). Elsewhere:
+    ``hostctl: <message> …`` once, the same log lines, and a ``still <message>`` line
+    every :data:`HEARTBEAT` seconds. Returns what ``work`` returned; its exception
+    propagates unchanged; cancellation cancels ``work``.
+    """
+    console = _console(stderr=True)
+    wanted = None if plugins is None else set(plugins)
+    started = trio.current_time()
+    status = console.status(Text(message)) if console.is_terminal else None
+    if status is not None:
+        status.start()
+    else:
+        say(console, f"hostctl: {message} …")
+
+    async def follow() -> None:
+        index = len(client.notifications)
+        beat = started
+        while True:
+            with trio.move_on_after(0.25 if status is not None else HEARTBEAT):
+                try:
+                    await _more_notifications(client, index)
+                except EOFError:
+                    return
+            for note in client.notifications[index:]:
+                plugin = note.params.get("plugin")
+                if note.method == "plugins/log" and (wanted is None or plugin in wanted):
+                    line = terminal_safe(f"  {plugin or 'hostd'} | {note.params.get('message')}", one_line=True)
+                    say(console, line, style="dim")
+            index = len(client.notifications)
+            now = trio.current_time()
+            if status is not None:
+                status.update(Text(f"{message} ({now - started:.0f} s)"))
+            elif now - beat >= HEARTBEAT:
+                say(console, f"hostctl: still {message} ({now - started:.0f} s)")
+                beat = now
+
+    failure: Exception | None = None
+    result: T | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow)
+            try:
+                result = await work()
+            except Exception as exc:  # re-raised below, outside the nursery (not wrapped in a group)
+                failure = exc
+            nursery.cancel_scope.cancel()
+    finally:
+        if status is not None:
+            status.stop()
+    if failure is not None:
+        raise failure
+    say(console, f"hostctl: {message}: done in {trio.current_time() - started:.1f} s")
+    return result  # type: ignore[return-value]
+
+
+async def _more_notifications(client: HostdClient, count: int) -> None:
+    """Return once hostd has sent more than ``count`` notifications; ``EOFError`` when it is gone."""
+    await client.wait_until(lambda: len(client.notifications) > count, timeout=math.inf)
+
+
+# -- waiting for hostd's restore --------------------------------------------------------
+
+
+def _restoring(info: Mapping[str, Any]) -> bool:
+    """Whether hostd is still bringing back this enabled plugin: ``starting``, or enabled and
+    not yet begun (restore starts at most 4 at a time). An enabled plugin ends ``ready``,
+    ``unhealthy`` or ``error`` (a refused or failed restore says why in its status)."""
+    return bool(info.get("enabled")) and info.get("status") in ("starting", "stopped")
+
+
+async def settle(client: HostdClient, only: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """``plugins/list`` once hostd has finished restoring the enabled plugins (those in ``only``).
+
+    Every hostctl command starts a hostd on the state folder, and that hostd starts
+    every plugin the state has enabled, in the background, right after ``initialize``.
+    A command that looks at or uses a plugin must wait for that first: installing the
+    folder again while its restore runs is ``PLUGIN_STATE_CONFLICT``, and a status read
+    then says ``starting``. Waits on hostd's notifications (with the progress display),
+    at most ``ENABLE_TIMEOUT`` seconds (``trio.TooSlowError``).
+    """
+    wanted = None if only is None else set(only)
+
+    async def listing() -> list[dict[str, Any]]:
+        plugins: list[dict[str, Any]] = (await client.request("plugins/list", {}))["plugins"]
+        return plugins
+
+    plugins = await listing()
+    pending = [p["id"] for p in plugins if _restoring(p) and (wanted is None or p["id"] in wanted)]
+    if not pending:
+        return plugins
+
+    async def wait() -> list[dict[str, Any]]:
+        with trio.fail_after(ENABLE_TIMEOUT):
+            while True:
+                seen = len(client.notifications)
+                current = await listing()
+                if not any(_restoring(p) and (wanted is None or p["id"] in wanted) for p in current):
+                    return current
+                await _more_notifications(client, seen)
+
+    return await with_progress(client, f"waiting for hostd to start {', '.join(pending)}", wait, plugins=pending)
+
+
+# -- the commands ----------------------------------------------------------------------
+
+
+@dataclass
+class Options:
+    """What every command gets: the state folder, ``--json``, ``--yes``."""
+
+    state_dir: str
+    as_json: bool = False
+    yes: bool = False
+
+
+def _find(plugins: Iterable[Mapping[str, Any]], plugin_id: str) -> dict[str, Any]:
+    for info in plugins:
+        if info["id"] == plugin_id:
+            return dict(info)
+    known = ", ".join(p["id"] for p in plugins) or "none"
+    raise Failure("PLUGIN_NOT_FOUND", f"no installed plugin {plugin_id!r} (installed: {known})")
+
+
+def _is_folder_argument(target: str) -> bool:
+    """A plugin folder (a path) rather than a plugin id (``[a-z0-9-]``, never a ``/``)."""
+    return os.sep in target or target.startswith(".") or os.path.isdir(target)
+
+
+def check_not_foreign(folder: str | Path, state_dir: str | Path) -> None:
+    """Refuse a plugin folder that hostd generated for ANOTHER state folder.
+
+    The class: hostd writes into the folders it generates (``<state>/imported/<id>``:
+    the first enable of an imported plugin records its tools in ``plugin.json``;
+    uninstall deletes the folder). Such a folder belongs to its state folder; a hostd
+    on another state folder installing it would rewrite or delete files it does not
+    own (found: a first ``call`` with a temporary state rewrote ``plugin.json`` inside
+    the user's state). So hostctl installs one only from its own state folder, and
+    says which ``--state-dir`` to use. Raises :class:`Failure` (``FOREIGN_STATE``).
+    """
+    real = Path(os.path.realpath(folder))
+    parent = real.parent
+    if parent.name != "imported":
+        return
+    owner = parent.parent
+    if not any((owner / name).exists() for name in ("state.json", "state.lock")):
+        return
+    if os.path.realpath(owner) == os.path.realpath(state_dir):
+        return
+    raise Failure(
+        "FOREIGN_STATE",
+        f"{real} was generated by an import into the state folder {owner}; hostctl does not let another "
+        "state folder install (and rewrite) it",
+        [f"to use it, run the command with --state-dir {owner}"],
+    )
+
+
+def _launch_details(info: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The whole launch, as (label, value) rows for the approval prompt."""
+    launch = info.get("launch")
+    if not isinstance(launch, Mapping):
+        return [("launch", "unknown")]
+    if "digest" not in launch:
+        return [("launch", f"cannot be resolved ({launch.get('kind')}): {launch.get('error')}")]
+    rows = [
+        ("command", shlex.join([str(launch.get("command")), *map(str, launch.get("args") or [])])),
+        ("executable", str(launch.get("executable"))),
+    ]
+    for index, arg in enumerate(launch.get("args") or []):
+        rows.append((f"argument {index + 1}", str(arg)))
+    chain = launch.get("runtime") or []
+    if chain:
+        rows.append(("runs", " -> ".join(map(str, chain))))
+    rows.append(("in folder", str(launch.get("cwd"))))
+    for path, digest in (launch.get("files") or {}).items():
+        rows.append(("file", f"{path}  {digest}"))
+    for arg, target in (launch.get("folders") or {}).items():
+        rows.append(("folder", f"{arg} -> {target}"))
+    for key, value in (launch.get("env") or {}).items():
+        rows.append(("env", f"{key}={value}" if value is not None else f"{key}=(secret, not shown)"))
+    rows.append(("environment", ", ".join(launch.get("envKeys") or []) or "empty"))
+    rows.append(("isolation", ", ".join(launch.get("isolation") or []) or "none"))
+    rows.append(("permissions", ", ".join(info.get("permissions") or []) or "none"))
+    rows.append(("tools", ", ".join(info.get("tools") or []) or "recorded at the first start"))
+    rows.append(("digest", str(launch.get("digest"))))
+    return rows
+
+
+def _show_info(console: Console, info: Mapping[str, Any]) -> None:
+    say(console, f"{info['id']} {info['version']} ({info['name']})", style="bold")
+    rows = [("folder", info["path"]), ("status", f"{info['status']}{', enabled' if info.get('enabled') else ''}")]
+    rows.append(("granted", ", ".join(info.get("granted") or []) or "nothing"))
+    launch = info.get("launch") or {}
+    if isinstance(launch, Mapping) and "digest" in launch:
+        rows.append(("approved", "yes" if launch.get("approved") else "no"))
+    print_table(console, ["", ""], [*rows, *_launch_details(info)])
+
+
+def _next_for(console: Console, info: Mapping[str, Any]) -> None:
+    """The step that brings ``info`` closer to running, and the command for it."""
+    plugin_id = info["id"]
+    launch = info.get("launch") or {}
+    missing = sorted(set(info.get("permissions") or []) - set(info.get("granted") or []))
+    if isinstance(launch, Mapping) and "digest" in launch and not launch.get("approved"):
+        next_step(console, "review and approve its launch", f"hostctl approve {plugin_id}")
+    elif missing:
+        next_step(console, f"grant {', '.join(missing)}", f"hostctl grant {plugin_id} --all")
+    elif not info.get("enabled"):
+        next_step(console, "start it", f"hostctl enable {plugin_id}")
+    else:
+        next_step(console, "see its tools", f"hostctl tools {plugin_id}")
+
+
+def _status_row(status: Mapping[str, Any], enabled: bool | None = None) -> list[str]:
     server = " ".join(str(status[k]) for k in ("server_name", "server_version") if status.get(k))
     error = status.get("error")
-    reason = error.get("reason") or error.get("message") if isinstance(error, Mapping) else error
+    reason = (error.get("reason") or error.get("message")) if isinstance(error, Mapping) else error
     return [
-        plugin_id,
+        str(status["plugin_id"]),
         str(status.get("status", "?")),
+        "-" if enabled is None else ("yes" if enabled else "no"),
         str(status.get("tools_count", 0)),
         server or "-",
         str(status.get("protocol_version") or "-"),
@@ -326,78 +615,396 @@ def _status_row(plugin_id: str, status: Mapping[str, Any]) -> list[str]:
     ]
 
 
-async def run_status(folders: Sequence[str], *, state_dir: str | None) -> int:
-    """``hostctl status``: install and enable each folder; print one row per plugin."""
-    failed = False
-    rows: list[list[str]] = []
-    errors: dict[str, str] = {}  # plugin id (or folder name when install failed) -> error
-    try:
-        async with open_hostd(state_dir) as client:
-            for folder in folders:
-                try:
-                    await prepare(client, folder)
-                except RpcError as exc:
-                    failed = True
-                    errors[str(exc.data.get("plugin") or Path(folder).name)] = f"{exc.kind}: {exc.message}"
-            listing = await client.request("plugins/list", {})
-            for info in listing["plugins"]:
-                status = await client.request("plugins/status", {"id": info["id"]})
-                failed = failed or status.get("status") != "ready"
-                row = _status_row(info["id"], status)
-                error = errors.pop(info["id"], "")
-                row[-1] = row[-1] or error
-                rows.append(row)
-    except _HOSTD_FAILURES as exc:
-        print("\n".join(Failure.from_exception(exc).lines()), file=sys.stderr)
-        return EXIT_FAILED
-    rows.extend([name, "not installed", "0", "-", "-", error] for name, error in errors.items())
-    if not rows:
-        print(f"hostd {__version__}: no plugins")
+STATUS_HEADER = ["PLUGIN", "STATUS", "ENABLED", "TOOLS", "SERVER", "PROTOCOL", "ERROR"]
+
+
+async def cmd_list(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl list``: every installed plugin (after restore settled)."""
+    plugins = await settle(client)
+    if opts.as_json:
+        print_json({"plugins": plugins})
         return EXIT_OK
-    rows.sort(key=lambda row: row[0])
-    print(format_table(["PLUGIN", "STATUS", "TOOLS", "SERVER", "PROTOCOL", "ERROR"], rows))
-    return EXIT_FAILED if failed else EXIT_OK
-
-
-# -- hostctl import ----------------------------------------------------------------
-
-
-async def run_import(config_file: str, *, state_dir: str) -> int:
-    """``hostctl import FILE``: install every server of an mcpServers config into ``state_dir``."""
-    try:
-        text = Path(config_file).read_text(encoding="utf-8")
-    except OSError as exc:
-        print(f"error: cannot read {config_file}: {exc.strerror}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        async with open_hostd(state_dir) as client:
-            try:
-                result = await client.request("plugins/import", {"config": text})
-            except RpcError as exc:
-                print(terminal_safe(f"error: {exc.kind}: {exc.message}", one_line=True), file=sys.stderr)
-                entries = exc.data.get("entries", [])
-                if entries:
-                    print(_import_table(entries), file=sys.stderr)
-                return EXIT_FAILED
-    except _HOSTD_FAILURES as exc:
-        print("\n".join(Failure.from_exception(exc).lines()), file=sys.stderr)
-        return EXIT_FAILED
-    print(_import_table(result["entries"]))
-    print(f"state: {state_dir}; approve and enable each plugin from your app (its tools are recorded at first enable)")
+    out = _console()
+    if not plugins:
+        say(out, f"no plugins installed in {opts.state_dir}")
+        next_step(out, "install one", "hostctl install PLUGIN_DIR  (or hostctl import CONFIG)")
+        return EXIT_OK
+    rows = []
+    for info in plugins:
+        launch = info.get("launch") or {}
+        approved = "yes" if launch.get("approved") else ("unresolved" if "error" in launch else "no")
+        rows.append(
+            [
+                info["id"],
+                info["version"],
+                info["status"],
+                "yes" if info["enabled"] else "no",
+                approved,
+                f"{len(info['granted'])}/{len(info['permissions'])}",
+                info["path"],
+            ]
+        )
+    print_table(out, ["PLUGIN", "VERSION", "STATUS", "ENABLED", "APPROVED", "GRANTED", "FOLDER"], rows)
     return EXIT_OK
 
 
-def _import_table(entries: Sequence[Mapping[str, Any]]) -> str:
+async def cmd_install(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl install PLUGIN_DIR``: install (nothing runs); show what would run and what is next."""
+    check_not_foreign(args.plugin_dir, opts.state_dir)
+    await settle(client)
+    folder = os.path.abspath(os.path.expanduser(args.plugin_dir))
+
+    async def install() -> dict[str, Any]:
+        info: dict[str, Any] = await client.request("plugins/install", {"path": folder}, timeout=ENABLE_TIMEOUT)
+        return info
+
+    info = await with_progress(client, f"installing {folder}", install)
+
+    def human(out: Console) -> None:
+        _show_info(out, info)
+        _next_for(out, info)
+
+    return show(opts, info, human)
+
+
+async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl import CONFIG``: install every server of an mcpServers config; say what to run next."""
+    try:
+        text = Path(args.config).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise Failure("CANNOT_READ", f"cannot read {args.config}: {exc.strerror}") from None
+    await settle(client)
+    try:
+        result = await client.request("plugins/import", {"config": text}, timeout=ENABLE_TIMEOUT)
+    except RpcError as exc:
+        entries = exc.data.get("entries") or []
+        if entries and not opts.as_json:
+            _import_table(_console(stderr=True), entries)
+        raise
+    if opts.as_json:
+        print_json(result)
+        return EXIT_OK
+    out = _console()
+    _import_table(out, result["entries"])
+    installed = [e["id"] for e in result["entries"] if e.get("outcome") == "installed"]
+    say(out, f"state folder: {opts.state_dir}")
+    if not installed:
+        say(out, "nothing was installed")
+        return EXIT_OK
+    for plugin_id in installed:
+        next_step(out, f"review and approve {plugin_id}", f"hostctl approve {plugin_id}")
+    say(
+        out,
+        "then start each with hostctl enable ID (an imported plugin's first start records its tools; "
+        "if enable asks for approval again, run hostctl approve ID and hostctl enable ID once more)",
+    )
+    return EXIT_OK
+
+
+def _import_table(console: Console, entries: Sequence[Mapping[str, Any]]) -> None:
     rows = [
         [
-            str(e.get("name")),
-            str(e.get("outcome")),
-            str(e.get("id") or "-"),
-            "; ".join([*([e["message"]] if e.get("message") else []), *e.get("notes", [])]) or "",
+            e.get("name"),
+            e.get("outcome"),
+            e.get("id") or "-",
+            "; ".join([*([e["message"]] if e.get("message") else []), *(e.get("notes") or [])]),
         ]
         for e in entries
     ]
-    return format_table(["NAME", "OUTCOME", "PLUGIN", "NOTES"], rows)
+    print_table(console, ["NAME", "OUTCOME", "PLUGIN", "NOTES"], rows)
+
+
+async def cmd_grant(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl grant ID [PERMISSION ...] [--all]``: replace the granted permissions."""
+    info = _find(await settle(client), args.id)
+    permissions = list(info["permissions"]) if args.all else list(args.permissions)
+    if not args.all and not permissions:
+        raise Failure(
+            "USAGE",
+            f"name the permissions to grant, or --all (it declares: {', '.join(info['permissions']) or 'none'})",
+        )
+    info = await client.request("plugins/grant", {"id": args.id, "permissions": permissions})
+
+    def human(out: Console) -> None:
+        say(out, f"{args.id}: granted {', '.join(info['granted']) or 'nothing'}")
+        _next_for(out, info)
+
+    return show(opts, info, human)
+
+
+async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl approve ID [--yes]``: show the whole launch, ask, approve its digest."""
+    info = _find(await settle(client), args.id)
+    launch = info.get("launch") or {}
+    err = _console(stderr=True)
+    if "digest" not in launch:
+        raise Failure(
+            str(launch.get("kind") or "LAUNCH_UNRESOLVED"),
+            f"the launch of {args.id} cannot be resolved: {launch.get('error', 'unknown')}",
+        )
+    say(err, f"{args.id} would run:", style="bold")
+    print_table(err, ["", ""], _launch_details(info))
+    if not opts.yes:
+        if not sys.stdin.isatty():
+            raise Failure("NOT_APPROVED", "approving needs a yes: run it in a terminal, or pass --yes")
+        answer = await trio.to_thread.run_sync(_ask, f"Approve this launch of {args.id}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            raise Failure("NOT_APPROVED", f"the launch of {args.id} was not approved")
+    info = await client.request("plugins/approve", {"id": args.id, "digest": launch["digest"]})
+
+    def human(out: Console) -> None:
+        say(out, f"{args.id}: approved {launch['digest']}")
+        _next_for(out, info)
+
+    return show(opts, info, human)
+
+
+def _ask(prompt: str) -> str:
+    print(prompt, end="", file=sys.stderr, flush=True)
+    try:
+        return sys.stdin.readline()
+    except OSError:
+        return ""
+
+
+async def _set_tool(client: HostdClient, opts: Options, name: str, enabled: bool) -> int:
+    await settle(client, [name.partition(".")[0]])
+    result = await client.request("tools/setEnabled", {"name": name, "enabled": enabled})
+    if opts.as_json:
+        print_json(result)
+    else:
+        say(_console(), f"tool {result['name']}: {'enabled' if enabled else 'disabled'} (the plugin keeps running)")
+    return EXIT_OK
+
+
+async def _enable(client: HostdClient, plugin_id: str) -> dict[str, Any]:
+    """``plugins/enable`` with the progress display; a refusal the user can fix names the command."""
+
+    async def enable() -> dict[str, Any]:
+        status: dict[str, Any] = await client.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+        return status
+
+    try:
+        return await with_progress(client, f"starting {plugin_id}", enable, plugins=[plugin_id])
+    except RpcError as exc:
+        fix = {
+            "MCP_TRUST_APPROVAL_REQUIRED": f"hostctl approve {plugin_id}",
+            "MANIFEST_CHANGED": f"hostctl approve {plugin_id}",
+            "PERMISSION_NOT_GRANTED": f"hostctl grant {plugin_id} --all",
+        }.get(exc.kind or "")
+        if fix is None:
+            raise
+        details = [*error_details(exc.data, exc.message), f"next: {fix}, then hostctl enable {plugin_id}"]
+        raise Failure(exc.kind or "", exc.message, details) from None
+
+
+async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl enable ID`` (start it, and at every later hostctl command) or ``enable ID.TOOL``."""
+    if "." in args.id:
+        return await _set_tool(client, opts, args.id, True)
+    plugins = await settle(client, [args.id])
+    info = _find(plugins, args.id)
+    if info["status"] == "ready" and info["enabled"]:
+        status = await client.request("plugins/status", {"id": args.id})
+    else:
+        status = await _enable(client, args.id)
+    if opts.as_json:
+        print_json(status)
+        return EXIT_OK
+    out = _console()
+    print_table(out, STATUS_HEADER, [_status_row(status, True)])
+    next_step(out, "see its tools", f"hostctl tools {args.id}")
+    return EXIT_OK
+
+
+async def cmd_disable(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl disable ID`` (stop it; not started again) or ``disable ID.TOOL``."""
+    if "." in args.id:
+        return await _set_tool(client, opts, args.id, False)
+    await settle(client, [args.id])
+    status = await client.request("plugins/disable", {"id": args.id}, timeout=ENABLE_TIMEOUT)
+    if opts.as_json:
+        print_json(status)
+    else:
+        say(_console(), f"{args.id}: {status['status']}, disabled")
+    return EXIT_OK
+
+
+async def cmd_restart(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl restart ID``: stop and start an enabled plugin."""
+    await settle(client, [args.id])
+
+    async def restart() -> dict[str, Any]:
+        status: dict[str, Any] = await client.request("plugins/restart", {"id": args.id}, timeout=ENABLE_TIMEOUT)
+        return status
+
+    status = await with_progress(client, f"restarting {args.id}", restart, plugins=[args.id])
+    if opts.as_json:
+        print_json(status)
+    else:
+        print_table(_console(), STATUS_HEADER, [_status_row(status, True)])
+    return EXIT_OK
+
+
+async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl status [ID ...]``: each plugin's status once restore settled.
+
+    Exit 1 when an enabled plugin is not ``ready`` (each one's reason on stderr).
+    """
+    plugins = await settle(client, args.ids or None)
+    chosen = [_find(plugins, i) for i in args.ids] if args.ids else plugins
+    statuses = [await client.request("plugins/status", {"id": info["id"]}) for info in chosen]
+    enabled = {info["id"]: bool(info["enabled"]) for info in chosen}
+    broken = [s for s in statuses if enabled[s["plugin_id"]] and s["status"] != "ready"]
+    if opts.as_json:
+        print_json({"plugins": statuses})
+    else:
+        out = _console()
+        if not statuses:
+            say(out, f"no plugins installed in {opts.state_dir}")
+        else:
+            print_table(out, STATUS_HEADER, [_status_row(s, enabled[s["plugin_id"]]) for s in statuses])
+    err = _console(stderr=True)
+    for status in broken:
+        row = _status_row(status)
+        say(err, f"error: {row[0]} is enabled but {row[1]}{': ' + row[-1] if row[-1] else ''}")
+    return EXIT_FAILED if broken else EXIT_OK
+
+
+async def cmd_tools(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl tools [ID]``: the tools of the running plugins, disabled ones included."""
+    await settle(client, [args.id] if args.id else None)
+    params: dict[str, Any] = {"includeDisabled": True}
+    if args.id:
+        params["plugin"] = args.id
+    listing = await client.request("tools/list", params)
+    if opts.as_json:
+        print_json(listing)
+        return EXIT_OK
+    out = _console()
+    tools = listing["tools"]
+    if not tools:
+        say(out, "no tools: only running plugins have tools")
+        next_step(out, "start a plugin", "hostctl enable ID")
+        return EXIT_OK
+    rows = [
+        [
+            t["name"],
+            "yes" if t.get("enabled", True) else "no",
+            t.get("permission") or "-",
+            _shorten((t.get("description") or "").split("\n")[0], 70),
+        ]
+        for t in tools
+    ]
+    print_table(out, ["TOOL", "ENABLED", "PERMISSION", "DESCRIPTION"], rows)
+    return EXIT_OK
+
+
+async def ensure_ready(client: HostdClient, target: str, opts: Options) -> str:
+    """The id of a ready plugin for ``target`` (a plugin id, or a plugin folder).
+
+    Waits for hostd's restore first and never reinstalls an installed plugin (a
+    restored plugin raced the reinstall: ``PLUGIN_STATE_CONFLICT``). A folder not yet
+    installed is installed, every declared permission granted and the shown launch
+    approved (printed on stderr: the person running ``call`` on a folder approves it),
+    then enabled. An installed plugin that is not ready is enabled as it is: a missing
+    grant or approval is reported with the command that gives it.
+    """
+    plugins = await settle(client)
+    if _is_folder_argument(target):
+        check_not_foreign(target, opts.state_dir)
+        folder = os.path.abspath(os.path.expanduser(target))
+        found = [p for p in plugins if p["path"] in (folder, os.path.realpath(folder))]
+        if not found:
+            info, _ = await prepare(client, folder)
+            return str(info["id"])
+        info = found[0]
+    else:
+        info = _find(plugins, target)
+    plugin_id = str(info["id"])
+    if info["status"] == "ready":
+        return plugin_id
+    await _enable(client, plugin_id)
+    return plugin_id
+
+
+async def cmd_call(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl call PLUGIN TOOL [JSON_ARGS]``: print the tool's text (``--json``: the whole result)."""
+    plugin_id = await ensure_ready(client, args.plugin, opts)
+    name = await resolve_tool(client, plugin_id, args.tool)
+    params: dict[str, Any] = {"name": name, "arguments": args.arguments}
+    if args.timeout is not None:
+        params["timeoutMs"] = max(1, math.ceil(args.timeout * 1000))
+    bound = args.timeout + 10 if args.timeout is not None else CALL_TIMEOUT
+    result: dict[str, Any] = await client.request("tools/call", params, timeout=bound)
+    if opts.as_json:
+        print_json(result)
+    else:
+        print(terminal_safe(content_text(result)))
+    return EXIT_OK
+
+
+async def cmd_logs(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl logs ID``: the plugin's recent log lines (those of this hostd: its restore included)."""
+    await settle(client, [args.id])
+    result = await client.request("plugins/logs", {"id": args.id, "limit": args.limit})
+    if opts.as_json:
+        print_json(result)
+        return EXIT_OK
+    out = _console()
+    if not result["lines"]:
+        say(
+            out, f"{args.id}: no log lines (hostctl's hostd lives for one command; an enabled plugin's start is logged)"
+        )
+        return EXIT_OK
+    for line in result["lines"]:
+        text = f"{line['time']} {line['source']:<6} {line['level']:<7} {line['message']}"
+        say(out, terminal_safe(text, one_line=True))  # one line each: a message cannot forge the next
+    if result["dropped"]:
+        say(out, f"({result['dropped']} older lines dropped)")
+    return EXIT_OK
+
+
+async def cmd_uninstall(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl uninstall ID``: stop it and forget it (its data folder is kept)."""
+    await settle(client, [args.id])
+    await client.request("plugins/uninstall", {"id": args.id}, timeout=ENABLE_TIMEOUT)
+    if opts.as_json:
+        print_json(None)
+    else:
+        say(_console(), f"{args.id}: uninstalled")
+    return EXIT_OK
+
+
+Command = Callable[[HostdClient, Options, argparse.Namespace], Awaitable[int]]
+
+COMMANDS: dict[str, Command] = {
+    "list": cmd_list,
+    "install": cmd_install,
+    "import": cmd_import,
+    "grant": cmd_grant,
+    "approve": cmd_approve,
+    "enable": cmd_enable,
+    "disable": cmd_disable,
+    "restart": cmd_restart,
+    "status": cmd_status,
+    "tools": cmd_tools,
+    "call": cmd_call,
+    "logs": cmd_logs,
+    "uninstall": cmd_uninstall,
+}
+
+
+async def run_command(command: Command, opts: Options, args: argparse.Namespace) -> int:
+    """Start hostd on ``opts.state_dir``, run ``command``, shut hostd down; report a failure
+    as ``error: KIND: message`` on stderr (exit 1): a non-zero exit always says why."""
+    try:
+        async with open_hostd(opts.state_dir) as client:
+            return await command(client, opts, args)
+    except (Failure, *_HOSTD_FAILURES) as exc:
+        failure = Failure.from_exception(exc)
+        print("\n".join(failure.lines()), file=sys.stderr)
+        return EXIT_USAGE if failure.kind == "USAGE" else EXIT_FAILED
 
 
 # -- hostctl demo ------------------------------------------------------------------
@@ -710,52 +1317,89 @@ def _relative(path: Path) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of ``hostctl`` (subcommands ``call``, ``status``, ``demo``)."""
+    """The argparse parser of ``hostctl``: one subcommand per verb (:data:`COMMANDS`) and ``demo``.
+
+    ``--state-dir`` and ``--json`` are accepted before or after the verb.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="hostd's state folder (default: the user's, from platformdirs, the same for every command)",
+    )
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the protocol's JSON result"
+    )
     parser = argparse.ArgumentParser(
         prog="hostctl",
-        description="Drive a hostd (MCP plugin host daemon) from the command line: each command starts its own "
-        "hostd, talks the control protocol to it, and shuts it down.",
+        description="Manage the MCP plugins of a hostd state folder: each command starts a hostd on the folder "
+        "(which starts the enabled plugins again), does its work over the control protocol, and shuts it down.",
+        epilog="Every command but demo takes --state-dir DIR (default: the user's state folder, "
+        f"{default_state_dir()}) and --json (print the protocol's JSON result). Exit codes: 0 done, 1 failed "
+        "(the reason on stderr), 2 usage.",
     )
     parser.add_argument("--version", action="version", version=f"hostctl {__version__}")
+    parser.add_argument("--state-dir", metavar="DIR", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", default=False, help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    call = commands.add_parser(
-        "call",
-        help="install, approve and enable a plugin folder, then call one tool",
-        description="Install PLUGIN_DIR, grant every permission it declares, approve its launch (shown on stderr), "
-        "enable it, call TOOL and print the result's text.",
+    def verb(name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+        return commands.add_parser(name, parents=[common], help=summary, description=description or summary)
+
+    verb("list", "list the installed plugins")
+    verb("install", "install a plugin folder (nothing runs yet)").add_argument(
+        "plugin_dir", metavar="PLUGIN_DIR", help="a folder holding plugin.yaml or plugin.json"
     )
-    call.add_argument("plugin_dir", metavar="PLUGIN_DIR", help="a folder holding plugin.yaml or plugin.json")
+    verb(
+        "import",
+        "install the servers of an mcpServers config (Claude Desktop, Cursor, VS Code...)",
+        "Install every server of CONFIG (mcpServers / servers JSON, comments allowed) as a plugin; all or nothing.",
+    ).add_argument("config", metavar="CONFIG", help="the config file")
+    grant = verb("grant", "grant permissions a plugin declares (replaces what was granted)")
+    grant.add_argument("id", metavar="ID")
+    grant.add_argument("permissions", metavar="PERMISSION", nargs="*")
+    grant.add_argument("--all", action="store_true", help="every permission the plugin declares")
+    approve = verb("approve", "show a plugin's whole launch and approve it")
+    approve.add_argument("id", metavar="ID")
+    approve.add_argument("--yes", "-y", action="store_true", help="approve without asking")
+    verb("enable", "start a plugin (and at every later command), or enable one tool (ID.TOOL)").add_argument(
+        "id", metavar="ID|ID.TOOL"
+    )
+    verb("disable", "stop a plugin for good, or hide one tool (ID.TOOL) without stopping it").add_argument(
+        "id", metavar="ID|ID.TOOL"
+    )
+    verb("restart", "restart an enabled plugin").add_argument("id", metavar="ID")
+    verb("status", "the status of the plugins (exit 1 when an enabled one is not ready)").add_argument(
+        "ids", metavar="ID", nargs="*"
+    )
+    verb("tools", "list the tools of the running plugins (disabled ones too)").add_argument(
+        "id", metavar="ID", nargs="?"
+    )
+    call = verb(
+        "call",
+        "call one tool of a plugin (an id, or a folder: installed, approved and enabled on first use)",
+        "Call TOOL of PLUGIN and print the result's text. PLUGIN is an installed plugin's id, or a plugin folder: "
+        "one not installed yet is installed, every permission it declares granted, its launch (shown on stderr) "
+        "approved and enabled.",
+    )
+    call.add_argument("plugin", metavar="PLUGIN", help="a plugin id, or a plugin folder")
     call.add_argument("tool", metavar="TOOL", help="the tool: remote name (echo) or host name (mcp-echo.echo)")
     call.add_argument("json_args", metavar="JSON_ARGS", nargs="?", default="{}", help="arguments as a JSON object")
     call.add_argument("--timeout", type=float, metavar="S", help="tool timeout in seconds (default: the manifest's)")
-    call.add_argument("--state-dir", metavar="DIR", help="hostd state folder (default: a temporary one)")
-    call.add_argument("--json", action="store_true", help="print the whole result as JSON")
-
-    status = commands.add_parser(
-        "status",
-        help="install and enable plugin folders, print their status",
-        description="Install, approve and enable each PLUGIN_DIR, then print one row per plugin.",
-    )
-    status.add_argument("plugin_dirs", metavar="PLUGIN_DIR", nargs="*", help="plugin folders")
-    status.add_argument("--state-dir", metavar="DIR", help="hostd state folder (default: a temporary one)")
+    logs = verb("logs", "a plugin's recent log lines (stderr and MCP log messages, redacted)")
+    logs.add_argument("id", metavar="ID")
+    logs.add_argument("--limit", type=int, default=200, metavar="N", help="at most N lines (1-1000, default 200)")
+    verb("uninstall", "stop and forget a plugin").add_argument("id", metavar="ID")
 
     demo = commands.add_parser(
         "demo",
         help="walk the bundled echo plugin (and a real MCP server) through the whole lifecycle",
         description="install -> grant -> approve -> enable -> tools/list -> call -> cancel -> restart -> disable, "
-        f"on {_relative(ECHO_PLUGIN)} and, unless --no-real, {_relative(REAL_PLUGIN)}.",
+        f"on {_relative(ECHO_PLUGIN)} and, unless --no-real, {_relative(REAL_PLUGIN)}, with a temporary state "
+        "folder.",
     )
     demo.add_argument("--no-real", action="store_true", help="skip the real third-party server")
-
-    importer = commands.add_parser(
-        "import",
-        help="install the servers of an mcpServers config (Claude Desktop, Cursor, VS Code...)",
-        description="Install every server of CONFIG (mcpServers / servers JSON, comments allowed) as a plugin in "
-        "hostd's state folder; all or nothing.",
-    )
-    importer.add_argument("config", metavar="CONFIG", help="the config file")
-    importer.add_argument("--state-dir", metavar="DIR", help="hostd state folder (default: the user's state folder)")
     return parser
 
 
@@ -766,36 +1410,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command == "call":
             try:
-                arguments = json.loads(args.json_args)
+                args.arguments = json.loads(args.json_args)
             except ValueError as exc:
                 parser.error(f"JSON_ARGS is not valid JSON: {exc}")
-            if not isinstance(arguments, dict):
+            if not isinstance(args.arguments, dict):
                 parser.error("JSON_ARGS must be a JSON object")
             if args.timeout is not None and not (args.timeout > 0 and math.isfinite(args.timeout)):
                 parser.error("--timeout must be a positive number of seconds")
+        if args.command == "logs" and not 1 <= args.limit <= 1000:
+            parser.error("--limit must be between 1 and 1000")
     except SystemExit as exc:
         return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
 
     try:
-        if args.command == "call":
-            return trio.run(
-                lambda: run_call(
-                    args.plugin_dir,
-                    args.tool,
-                    arguments,
-                    timeout=args.timeout,
-                    state_dir=args.state_dir,
-                    as_json=args.json,
-                )
-            )
-        if args.command == "import":
-            state_dir = args.state_dir if args.state_dir is not None else str(default_state_dir())
-            return trio.run(lambda: run_import(args.config, state_dir=state_dir))
-        if args.command == "status":
-            return trio.run(lambda: run_status(args.plugin_dirs, state_dir=args.state_dir))
-        return trio.run(lambda: run_demo(real=not args.no_real))
+        if args.command == "demo":
+            return trio.run(lambda: run_demo(real=not args.no_real))
+        state_dir = args.state_dir if args.state_dir is not None else str(default_state_dir())
+        opts = Options(state_dir=state_dir, as_json=args.json, yes=getattr(args, "yes", False))
+        return trio.run(run_command, COMMANDS[args.command], opts, args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `hostctl list | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -101,9 +101,25 @@ class ImportParams(_Params):
 
 
 class ToolsListParams(_Params):
-    """``tools/list {plugin?}``."""
+    """``tools/list {plugin?, includeDisabled?}``; ``includeDisabled``: list the tools the user disabled too
+    (with ``enabled: false``)."""
 
     plugin: str | None = None
+    include_disabled: bool = Field(default=False, alias="includeDisabled")
+
+
+class ToolSetEnabledParams(_Params):
+    """``tools/setEnabled {name, enabled}``: ``name`` is the host name (``<plugin>.<tool>``) or ``function_name``."""
+
+    name: str = Field(min_length=1)
+    enabled: bool
+
+
+class LogsParams(_Params):
+    """``plugins/logs {id, limit?}``: the plugin's most recent log lines, at most ``limit`` (default 200)."""
+
+    id: str = Field(min_length=1)
+    limit: int = Field(default=200, ge=1, le=1000)
 
 
 class ToolsCallParams(_Params):
@@ -453,6 +469,40 @@ class HostTool(Wire):
         description='the permission the tool needs (`_meta["hostd/permission"]`); omitted when none',
     )
     plugin: str = Field(description="the plugin's `id`")
+    enabled: bool = Field(
+        default=True,
+        description="`false` when the user disabled the tool ([`tools/setEnabled`](#toolssetenabled)): only "
+        "listed with `includeDisabled`, and a call is refused with `TOOL_DISABLED`",
+    )
+
+
+class ToolEnabledResult(Wire):
+    """``tools/setEnabled`` result."""
+
+    name: str = Field(description="the tool's host name (`<plugin id>.<MCP tool name>`)")
+    plugin: str = Field(description="the plugin's `id`")
+    enabled: bool = Field(description="what is now recorded in the state (the plugin is not restarted)")
+    revision: int = Field(description="the registry's revision after the change (also sent as `tools/listChanged`)")
+
+
+class LogLine(Wire):
+    """One line of ``plugins/logs``: what ``plugins/log`` carried for the plugin, kept in a bounded ring."""
+
+    time: str = Field(description="when hostd received it, ISO-8601 UTC with milliseconds")
+    level: str = Field(description="as in `plugins/log`")
+    source: Literal["stderr", "mcp", "stdout", "host"] = Field(description="as in `plugins/log`")
+    message: str = Field(description="the line, redacted, at most 4096 characters")
+
+
+class LogsResult(Wire):
+    """``plugins/logs`` result."""
+
+    lines: list[LogLine] = Field(
+        description="the most recent lines, oldest first, across restarts of the plugin (at most `limit`)"
+    )
+    dropped: int = Field(
+        description="lines that fell out of the ring (bounded at 500 lines and 256 KiB per plugin) since hostd started"
+    )
 
 
 class PluginsListResult(Wire):
@@ -643,6 +693,10 @@ class StateRecord(Wire):
         description="granted limits in the units hostd enforces: `max_rss_bytes`, `max_cpu_percent`, "
         "`max_disk_bytes` (a member absent: the host's limit applies)"
     )
+    disabled_tools: list[str] = Field(
+        alias="disabledTools",
+        description="MCP names of the tools the user disabled ([`tools/setEnabled`](#toolssetenabled)), sorted",
+    )
 
 
 #: The result type of each method, for docs and schemas (``None``: the result is ``null``; ``{}``: ``Empty``).
@@ -661,6 +715,7 @@ RESULTS: dict[str, type[BaseModel] | None] = {
     "plugins/disable": PluginStatus,
     "plugins/restart": PluginStatus,
     "plugins/status": PluginStatus,
+    "plugins/logs": LogsResult,
     "tools/list": ToolsListResult,
     "tools/call": ToolsCallResult,
     "resources/list": PagedResult,
@@ -672,6 +727,7 @@ RESULTS: dict[str, type[BaseModel] | None] = {
     "prompts/get": GetPromptResult,
     "completion/complete": CompleteResult,
     "plugins/setLogLevel": Empty,
+    "tools/setEnabled": ToolEnabledResult,
 }
 
 #: Requests hostd sends the parent (client features), by method: their params type.

@@ -4,7 +4,7 @@ One versioned JSON document, ``state.json``, in the state directory
 (``--state-dir``, ``initialize``'s ``stateDir``, or the platform's user state
 directory for hostd), holding per installed plugin: its folder, its manifest
 digest, the granted permissions, the approved launch digest, whether it is
-enabled, and its restart count.
+enabled, its restart count, and the tools the user disabled.
 
 Rules (``docs/protocol.md`` "State"):
 
@@ -83,6 +83,8 @@ class PluginRecord:
     pinned_tools: dict[str, str] | None = None
     network_ports: list[int] = field(default_factory=list)
     limits: dict[str, Any] = field(default_factory=dict)
+    #: MCP names of the tools the user disabled (``tools/setEnabled``), sorted.
+    disabled_tools: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -96,6 +98,7 @@ class PluginRecord:
             "pinnedTools": self.pinned_tools,
             "networkPorts": sorted(self.network_ports),
             "limits": dict(self.limits),
+            "disabledTools": sorted(self.disabled_tools),
         }
 
     @classmethod
@@ -116,6 +119,9 @@ class PluginRecord:
         granted = typed("granted", list, [])
         if not all(isinstance(g, str) for g in granted):
             raise ValueError("plugin record field 'granted' must hold strings")
+        disabled = typed("disabledTools", list, [])
+        if not all(isinstance(d, str) for d in disabled):
+            raise ValueError("plugin record field 'disabledTools' must hold strings")
         return cls(
             path=typed("path", str),
             manifest_digest=typed("manifestDigest", str),
@@ -130,6 +136,7 @@ class PluginRecord:
                 for k, v in typed("limits", dict, {}).items()
                 if k in ("max_rss_bytes", "max_cpu_percent", "max_disk_bytes") and isinstance(v, int | float)
             },
+            disabled_tools=sorted(disabled),
         )
 
 

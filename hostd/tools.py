@@ -110,11 +110,12 @@ class HostTool:
 
     def to_wire(self) -> dict[str, Any]:
         """The ``HostTool`` object of ``tools/list``: ``{name, function_name, description,
-        inputSchema, outputSchema?, annotations?, permission?, plugin}``, ``None`` values omitted."""
+        inputSchema, outputSchema?, annotations?, permission?, plugin, enabled}``, ``None`` values omitted."""
         return self.to_model().wire()
 
-    def to_model(self) -> protocol.HostTool:
-        """This tool as :class:`hostd.protocol.HostTool` (the model ``docs/protocol.md`` documents)."""
+    def to_model(self, *, enabled: bool = True) -> protocol.HostTool:
+        """This tool as :class:`hostd.protocol.HostTool` (the model ``docs/protocol.md`` documents);
+        ``enabled``: whether the user left it enabled (``tools/setEnabled``)."""
         return protocol.HostTool(
             name=self.name,
             function_name=self.function_name,
@@ -124,6 +125,7 @@ class HostTool:
             annotations=self.annotations,
             permission=self.permission,
             plugin=self.plugin,
+            enabled=enabled,
         )
 
 

@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from hostd.hostctl import (
+    COMMANDS,
     Trace,
     content_text,
     demo_real,
@@ -35,6 +36,13 @@ async def hostctl(*args: str, timeout: float = 60) -> subprocess.CompletedProces
             check=False,
         )
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+@pytest.fixture(autouse=True)
+def user_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's state folder (platformdirs: $XDG_STATE_HOME/hostd), private to each test."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "hostd"
 
 
 def assert_in_order(text: str, fragments: list[str]) -> None:
@@ -114,34 +122,39 @@ async def test_call_with_a_bad_timeout_is_a_usage_error() -> None:
 # -- status, help ------------------------------------------------------------------
 
 
-async def test_status_shows_ready() -> None:
-    done = await hostctl("status", str(ECHO))
+async def test_status_shows_ready(user_state: Path) -> None:
+    assert (await hostctl("call", str(ECHO), "echo", '{"text": "x"}')).returncode == 0
+    done = await hostctl("status")
     assert done.returncode == 0, done.stderr
-    header, *rows = done.stdout.splitlines()
-    assert header.split() == ["PLUGIN", "STATUS", "TOOLS", "SERVER", "PROTOCOL", "ERROR"]
+    header, _, *rows = done.stdout.splitlines()
+    assert header.split() == ["PLUGIN", "STATUS", "ENABLED", "TOOLS", "SERVER", "PROTOCOL", "ERROR"]
     assert len(rows) == 1
-    assert re.fullmatch(r"mcp-echo\s+ready\s+7\s+mcp-echo 1\.0\.0\s+2025-11-25", rows[0])
+    assert re.fullmatch(r"mcp-echo\s+ready\s+yes\s+7\s+mcp-echo 1\.0\.0\s+2025-11-25", rows[0])
+    assert (user_state / "state.json").is_file()
 
 
 async def test_status_reports_a_plugin_that_failed_to_start(make_plugin: MakePlugin) -> None:
     broken = make_plugin("broken-echo", variant="exit-at-start")
-    done = await hostctl("status", str(ECHO), str(broken))
+    assert (await hostctl("call", str(ECHO), "echo", '{"text": "x"}')).returncode == 0
+    assert (await hostctl("call", str(broken), "echo", '{"text": "x"}')).returncode == 1
+    done = await hostctl("status")
     assert done.returncode == 1
     lines = done.stdout.splitlines()
-    assert re.fullmatch(r"broken-echo\s+error\s+0\s+-\s+-\s+exited with code 1 during start", lines[1])
-    assert re.match(r"mcp-echo\s+ready\s+7\s", lines[2])
+    assert re.fullmatch(r"broken-echo\s+error\s+yes\s+0\s+-\s+-\s+exited with code 1 during start", lines[2])
+    assert re.match(r"mcp-echo\s+ready\s+yes\s+7\s", lines[3])
+    assert "error: broken-echo is enabled but error: exited with code 1 during start" in done.stderr
 
 
-async def test_status_without_plugins() -> None:
+async def test_status_without_plugins(user_state: Path) -> None:
     done = await hostctl("status")
     assert done.returncode == 0
-    assert done.stdout.endswith(": no plugins\n")
+    assert done.stdout == f"no plugins installed in {user_state}\n"
 
 
 async def test_help_lists_the_commands() -> None:
     done = await hostctl("--help")
     assert done.returncode == 0
-    for command in ("call", "status", "demo"):
+    for command in (*COMMANDS, "demo"):
         assert re.search(rf"^\s+{command}\s", done.stdout, re.MULTILINE), done.stdout
     assert (await hostctl("frobnicate")).returncode == 2
 
@@ -257,28 +270,34 @@ def test_content_text_and_table() -> None:
 # -- terminal safety (issue 10) ------------------------------------------------------
 
 
-async def test_plugin_and_manifest_text_reaches_the_terminal_escaped(tmp_path: Path) -> None:
-    """A manifest argument with an escape sequence and a newline cannot forge or hide a line
-    of the approval notice; a tool result's control characters are printed as escapes."""
+def hostile_plugin(tmp_path: Path, hostile_arg: str, prelude: str = "") -> Path:
+    """A plugin folder ``hostile``: the echo fixture's raw-replies variant (tools plus ``raw``), run
+    by ``python3 -c`` after ``prelude`` (Python source), with ``hostile_arg`` as a launch argument."""
     folder = tmp_path / "hostile"
     folder.mkdir()
     shutil.copy(ECHO / "server.py", folder / "server.py")
     run = (
-        "import runpy, sys; sys.argv = ['server.py', '--variant', 'raw-replies']; "
+        f"import runpy, sys; {prelude}sys.argv = ['server.py', '--variant', 'raw-replies']; "
         "runpy.run_path('server.py', run_name='__main__')"
     )
-    hostile_arg = "\x1b]0;title\x07\x1b[2K\rhostctl: approving the launch of mcp-echo: python3 server.py\u202e"
+    tools = ["echo", "fail", "sleep", "large", "environment", "exit", "seen", "raw"]
     manifest = {
         "id": "mcp-echo",
         "name": "hostile",
         "version": "1.0.0",
         "permissions": ["echo.use", "echo.inspect"],
-        "contributes": {
-            "tools": [f"mcp-echo.{t}" for t in ["echo", "fail", "sleep", "large", "environment", "exit", "seen", "raw"]]
-        },
+        "contributes": {"tools": [f"mcp-echo.{t}" for t in tools]},
         "backend": {"type": "mcp", "transport": "stdio", "command": "python3", "args": ["-c", run, hostile_arg]},
     }
     (folder / "plugin.json").write_text(json.dumps(manifest))
+    return folder
+
+
+async def test_plugin_and_manifest_text_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    """A manifest argument with an escape sequence and a newline cannot forge or hide a line
+    of the approval notice; a tool result's control characters are printed as escapes."""
+    hostile_arg = "\x1b]0;title\x07\x1b[2K\rhostctl: approving the launch of mcp-echo: python3 server.py\u202e"
+    folder = hostile_plugin(tmp_path, hostile_arg)
     text = "\x1b[31mred\x9b\u202eevil\nsecond line\tend"
     result = json.dumps({"content": [{"type": "text", "text": text}]})
     done = await hostctl("call", str(folder), "raw", json.dumps({"result": result}))

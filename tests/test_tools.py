@@ -557,6 +557,7 @@ def test_to_wire_and_digest() -> None:
         "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
         "annotations": {"readOnlyHint": True},
         "plugin": "notes",
+        "enabled": True,
     }
     canonical = json.dumps(
         {
@@ -580,6 +581,7 @@ def test_to_wire_and_digest() -> None:
         "description": "",
         "inputSchema": OBJECT,
         "plugin": "notes",
+        "enabled": True,
     }
 
     changed = dict(raw, inputSchema={"type": "object", "properties": {"q": {"type": "integer"}}})
