@@ -500,6 +500,81 @@ NOTIFICATIONS: dict[str, type[BaseModel]] = {
 }
 
 
+# -- the method registry (hostd.openrpc builds docs/openrpc.json from these tables) ------------------
+#
+# Adding a method: its params model in PARAMS and its result in RESULTS (a request the parent sends), or in
+# NOTIFICATIONS (hostd -> parent), PARENT_REQUESTS (hostd asks the parent) or PARENT_NOTIFICATIONS (parent ->
+# hostd). tests/test_openrpc.py fails while a served method is missing from them.
+
+
+class ClientInfo(_Params):
+    """``initialize``'s ``clientInfo``."""
+
+    name: str = Field(default="unknown", description="the parent application's name, for logs")
+    version: str = Field(default="", description="its version")
+
+
+class ContentLimitsParams(_Params):
+    """``initialize``'s ``contentLimits``: aggregate bounds on one tool result's rich content."""
+
+    max_images: int | None = Field(default=None, alias="maxImages", description="image items per result")
+    max_audio: int | None = Field(default=None, alias="maxAudio", description="audio items per result")
+    max_media_bytes: int | None = Field(default=None, alias="maxMediaBytes", description="decoded media bytes")
+    max_blob_bytes: int | None = Field(default=None, alias="maxBlobBytes", description="decoded blob bytes")
+
+
+class InitializeParams(_Params):
+    """``initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?}``: the first
+    request; its answer is the readiness signal.
+
+    Documentation only: ``hostd.control`` checks them by hand (pydantic is not loaded before the answer).
+    """
+
+    client_info: ClientInfo | None = Field(default=None, alias="clientInfo", description="`{name, version}`")
+    protocol_version: str | None = Field(default=None, alias="protocolVersion", description='`"0"`')
+    known_permissions: list[str] | None = Field(
+        default=None, alias="knownPermissions", description="the permissions the parent knows; others are refused"
+    )
+    state_dir: str | None = Field(default=None, alias="stateDir", description="the state directory to lock")
+    content_limits: ContentLimitsParams | None = Field(default=None, alias="contentLimits")
+
+
+class CancelParams(_Params):
+    """``$/cancelRequest {id}``: cancel the parent's request ``id`` (it is still answered, with -32800)."""
+
+    id: int | str = Field(description="the `id` of the request to cancel")
+
+
+#: The params type of each request the parent sends (``Empty``: no params).
+PARAMS: dict[str, type[BaseModel]] = {
+    "initialize": InitializeParams,
+    "ping": Empty,
+    "shutdown": Empty,
+    "plugins/install": InstallParams,
+    "plugins/import": ImportParams,
+    "plugins/uninstall": PluginRef,
+    "plugins/list": Empty,
+    "plugins/grant": GrantParams,
+    "plugins/approve": ApproveParams,
+    "plugins/enable": PluginRef,
+    "plugins/disable": PluginRef,
+    "plugins/restart": PluginRef,
+    "plugins/status": PluginRef,
+    "tools/list": ToolsListParams,
+    "tools/call": ToolsCallParams,
+}
+
+#: The params type of each notification the parent sends.
+PARENT_NOTIFICATIONS: dict[str, type[BaseModel]] = {
+    "initialized": Empty,
+    "$/cancelRequest": CancelParams,
+    "exit": Empty,
+}
+
+#: Requests hostd sends to the parent: method -> (params type, result type or ``None`` for ``null``).
+PARENT_REQUESTS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {}
+
+
 def parse_params(model: type[P], params: Any) -> P:
     """Validate ``params`` as ``model``; raise ``INVALID_PARAMS`` listing each bad field."""
     try:
