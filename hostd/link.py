@@ -52,7 +52,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from hostd import __version__
+from hostd import __version__, tracing
 from hostd.control import current_outbox
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import (
@@ -440,6 +440,13 @@ class PluginLink:
     async def call_tool(
         self, name: str, arguments: dict[str, Any], on_progress: ProgressSink
     ) -> tuple[dict[str, Any], int, bytes]:
+        """:meth:`_call_tool` inside the call's span, whose trace context goes to the plugin in ``_meta``."""
+        with tracing.plugin_span(self.plugin_id, "tools/call", name) as trace_meta:
+            return await self._call_tool(name, arguments, on_progress, trace_meta)
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], on_progress: ProgressSink, trace_meta: dict[str, str]
+    ) -> tuple[dict[str, Any], int, bytes]:
         """Send ``tools/call``; return the plugin's JSON-RPC response, its frame size (bytes)
         and the frame itself (so an unchanged result can be forwarded byte for byte).
 
@@ -454,7 +461,7 @@ class PluginLink:
         rid = f"hostd-{next(self._direct_ids)}"
         call = _DirectCall(on_progress=on_progress)
         self._direct[rid] = call
-        params = {"name": name, "arguments": arguments, "_meta": {"progressToken": rid}}
+        params = {"name": name, "arguments": arguments, "_meta": {"progressToken": rid, **trace_meta}}
         try:
             if self.done.is_set() or not await self._write(
                 encode({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
