@@ -110,8 +110,8 @@ Direction = Literal["request", "notification", "parent-request", "parent-notific
 
 
 def _summary(model: type[BaseModel] | None) -> str:
-    """The first line of a model's docstring, without reST markup."""
-    doc = (model.__doc__ or "") if model is not None else ""
+    """The first paragraph of a model's docstring, without reST markup (``""`` for ``Empty``: it is shared)."""
+    doc = (model.__doc__ or "") if model is not None and model is not p.Empty else ""
     return " ".join(doc.strip().split("\n\n")[0].split()).replace("``", "`")
 
 
@@ -128,8 +128,22 @@ def _schemas() -> tuple[dict[type[BaseModel], dict[str, Any]], dict[str, Any]]:
         wanted += [params] if result is None else [params, result]
     unique: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "validation") for m in dict.fromkeys(wanted)]
     keyed, top = models_json_schema(unique, by_alias=True, ref_template=_REF)
+    _markdown(top)
     by_model = {cast(type[BaseModel], model): schema for (model, _), schema in keyed.items()}
     return by_model, top.get("$defs", {})
+
+
+def _markdown(schema: Any) -> None:
+    """Turn the reST literals (````x````) of docstring descriptions into Markdown's (```x```), in place."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "description" and isinstance(value, str):
+                schema[key] = value.replace("``", "`")
+            else:
+                _markdown(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            _markdown(item)
 
 
 def _params(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> list[dict[str, Any]]:
