@@ -39,6 +39,9 @@ test("install, approve, enable, call, cancel, progress, restart, disable, shutdo
   assert.equal(enabled.status, "ready");
   assert.equal(enabled.tools_count, 7);
   assert.deepEqual(statuses, ["starting", "ready"]);
+  // The supervisor shim ran (it reports the layers it applied): the same ones the launch promised.
+  assert.equal(enabled.isolation[0], "shim");
+  assert.deepEqual(enabled.isolation, info.launch.isolation);
 
   const echoed = await client.request("tools/call", { name: "mcp-echo.echo", arguments: { text: "héllo" } });
   assert.deepEqual(echoed.structuredContent, { text: "héllo", length: 5 });
