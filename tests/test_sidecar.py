@@ -59,7 +59,7 @@ def test_node_flow_through_the_sidecar(sidecar: Path) -> None:
     env["HOSTD_COMMAND"] = json.dumps([str(sidecar)])
     env["HOSTD_PLUGIN_PATH"] = os.path.dirname(sys.executable)  # the echo fixture's python3
     done = subprocess.run(
-        [node, "--test", "--test-concurrency=1", "dist/test/e2e.test.js"],
+        [node, "--test", "--test-concurrency=1", "dist/test/e2e.test.js", "dist/test/tauri.test.js"],
         cwd=PACKAGE,
         env=env,
         capture_output=True,
@@ -68,7 +68,7 @@ def test_node_flow_through_the_sidecar(sidecar: Path) -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "# pass 3" in done.stdout and "# fail 0" in done.stdout
+    assert "# pass 5" in done.stdout and "# fail 0" in done.stdout
 
 
 def test_example_app_through_the_sidecar(sidecar: Path, tmp_path: Path) -> None:

@@ -87,7 +87,7 @@ def test_node_client_end_to_end() -> None:
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout
-    assert "# pass 12" in done.stdout, done.stdout[-3000:]
+    assert "# pass 14" in done.stdout, done.stdout[-3000:]
 
 
 def test_example_app_prints_tool_results(tmp_path: Path) -> None:
