@@ -17,6 +17,11 @@ One trace from the parent's UI into the plugin:
   ``_meta`` fields (``traceparent``, ``tracestate``) to put in that MCP
   request, so the server's own instrumentation continues the trace.
 
+``initialize``, ``ping``, ``shutdown`` and the parent's notifications are
+answered by the control channel itself, before the host (and this module) is
+loaded or without it, and get no span; every other request does, including
+``rpc.discover``.
+
 Attributes follow OpenTelemetry's RPC conventions: ``rpc.system``
 (``jsonrpc``), ``rpc.method``, ``rpc.jsonrpc.request_id``, and on an error
 ``rpc.jsonrpc.error_code`` plus ``hostd.error.kind`` (the ``data.kind``).

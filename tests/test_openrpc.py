@@ -151,3 +151,15 @@ async def test_rpc_discover_answers_the_document(tmp_path: Path) -> None:
         answer = await client.request("rpc.discover")
         assert await client.request("rpc.discover", {}) == answer
     assert answer == json.loads(OPENRPC_DOC.read_text(encoding="utf-8"))
+
+
+def test_initialize_params_model_matches_what_control_reads() -> None:
+    """hostd.control checks initialize's params by hand; the documentation model must name the same fields."""
+    import inspect  # noqa: PLC0415
+    import re  # noqa: PLC0415
+
+    from hostd import control  # noqa: PLC0415
+
+    read = set(re.findall(r'params\.get\("(\w+)"', inspect.getsource(control._parse_initialize)))
+    documented = {info.alias or name for name, info in p.InitializeParams.model_fields.items()}
+    assert read == documented, "add the field to hostd.protocol.InitializeParams (or stop reading it)"
