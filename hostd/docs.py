@@ -263,7 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     schema = schema_document()
     old_schema = schema_path.read_text(encoding="utf-8") if schema_path.exists() else None
     openrpc_path = target.with_name(OPENRPC_DOC.name)
-    openrpc_text = openrpc.document_text()
+    try:
+        openrpc_text = openrpc.document_text()
+    except KeyError as exc:  # a method in RESULTS without its PARAMS entry (or the reverse)
+        print(f"docs/openrpc.json: {exc.args[0]}", file=sys.stderr)
+        return 1
     old_openrpc = openrpc_path.read_text(encoding="utf-8") if openrpc_path.exists() else None
     what = "the error table, type tables" + (", examples" if args.examples else "") + ", schema and openrpc.json"
     if args.check:

@@ -163,3 +163,15 @@ def test_initialize_params_model_matches_what_control_reads() -> None:
     read = set(re.findall(r'params\.get\("(\w+)"', inspect.getsource(control._parse_initialize)))
     documented = {info.alias or name for name, info in p.InitializeParams.model_fields.items()}
     assert read == documented, "add the field to hostd.protocol.InitializeParams (or stop reading it)"
+
+
+def test_docs_main_names_a_method_missing_from_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "protocol.md"
+    target.write_text(f"{docs.BEGIN_MARKER}\n{docs.END_MARKER}\n", encoding="utf-8")
+    monkeypatch.setitem(p.RESULTS, "plugins/frobnicate", None)
+    assert docs.main([str(target)]) == 1
+    assert capsys.readouterr().err == (
+        "docs/openrpc.json: methods in only one of protocol.PARAMS and protocol.RESULTS: ['plugins/frobnicate']\n"
+    )
