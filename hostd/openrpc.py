@@ -1,8 +1,9 @@
 """The control protocol as an OpenRPC 1.3 document, generated from :mod:`hostd.protocol`'s models.
 
 One registry, in :mod:`hostd.protocol`: ``PARAMS`` and ``RESULTS`` (requests the
-parent sends), ``NOTIFICATIONS`` (hostd -> parent), ``PARENT_REQUESTS`` (hostd
-asks the parent) and ``PARENT_NOTIFICATIONS`` (parent -> hostd). Every entry
+parent sends), ``NOTIFICATIONS`` (hostd -> parent), ``PARENT_NOTIFICATIONS``
+(parent -> hostd) and, where defined, ``PARENT_REQUESTS`` (hostd asks the
+parent: method -> params type) with ``PARENT_RESULTS`` (their result types). Every entry
 becomes one OpenRPC method here, so a method added there appears in
 ``docs/openrpc.json``, in ``rpc.discover``'s answer and in the TypeScript
 client (generated from the document) without an edit in this module.
@@ -115,6 +116,22 @@ def _summary(model: type[BaseModel] | None) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split()).replace("``", "`")
 
 
+def _parent_requests() -> dict[str, tuple[type[BaseModel], type[BaseModel] | None]]:
+    """Requests hostd sends the parent: ``{method: (params type, result type or None)}``.
+
+    From ``protocol.PARENT_REQUESTS`` (method -> params type, or a ``(params, result)`` pair) and
+    ``protocol.PARENT_RESULTS`` (method -> result type), each optional: ``None`` means the
+    result is documented as any JSON value.
+    """
+    table: Mapping[str, Any] = getattr(p, "PARENT_REQUESTS", {})
+    results: Mapping[str, type[BaseModel]] = getattr(p, "PARENT_RESULTS", {})
+    out: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {}
+    for name, entry in table.items():
+        params, result = entry if isinstance(entry, tuple) else (entry, results.get(name))
+        out[name] = (params, result)
+    return out
+
+
 def _schemas() -> tuple[dict[type[BaseModel], dict[str, Any]], dict[str, Any]]:
     """JSON Schemas of every model the registry names, sharing ``components.schemas``.
 
@@ -124,7 +141,7 @@ def _schemas() -> tuple[dict[type[BaseModel], dict[str, Any]], dict[str, Any]]:
     """
     wanted: list[type[BaseModel]] = [*p.PARAMS.values(), *p.PARENT_NOTIFICATIONS.values(), *p.NOTIFICATIONS.values()]
     wanted += [model for model in p.RESULTS.values() if model is not None]
-    for params, result in p.PARENT_REQUESTS.values():
+    for params, result in _parent_requests().values():
         wanted += [params] if result is None else [params, result]
     unique: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "validation") for m in dict.fromkeys(wanted)]
     keyed, top = models_json_schema(unique, by_alias=True, ref_template=_REF)
@@ -220,8 +237,8 @@ def document() -> dict[str, Any]:
         )
     for name, model in p.NOTIFICATIONS.items():
         methods.append(_method(name, "notification", _params(keyed[model], defs), None, _summary(model)))
-    for name, (params_model, result_model) in p.PARENT_REQUESTS.items():
-        schema = keyed[result_model] if result_model is not None else {"type": "null"}
+    for name, (params_model, result_model) in _parent_requests().items():
+        schema = keyed[result_model] if result_model is not None else {}
         methods.append(
             _method(
                 name,

@@ -500,11 +500,26 @@ NOTIFICATIONS: dict[str, type[BaseModel]] = {
 }
 
 
+def parse_params(model: type[P], params: Any) -> P:
+    """Validate ``params`` as ``model``; raise ``INVALID_PARAMS`` listing each bad field."""
+    try:
+        return model.model_validate(params if params is not None else {})
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in item["loc"]) or "params", "message": item["msg"]}
+            for item in exc.errors()
+        ]
+        summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        raise HostError(ErrorKind.INVALID_PARAMS, f"invalid params: {summary}", errors=errors) from None
+
+
 # -- the method registry (hostd.openrpc builds docs/openrpc.json from these tables) ------------------
 #
 # Adding a method: its params model in PARAMS and its result in RESULTS (a request the parent sends), or in
-# NOTIFICATIONS (hostd -> parent), PARENT_REQUESTS (hostd asks the parent) or PARENT_NOTIFICATIONS (parent ->
-# hostd). tests/test_openrpc.py fails while a served method is missing from them.
+# NOTIFICATIONS (hostd -> parent) or PARENT_NOTIFICATIONS (parent -> hostd). Requests hostd sends the parent
+# go in a table PARENT_REQUESTS (method -> params type), with their result types, where known, in
+# PARENT_RESULTS; hostd.openrpc reads both when they are defined. tests/test_openrpc.py fails while a served
+# method is missing.
 
 
 class ClientInfo(_Params):
@@ -570,19 +585,3 @@ PARENT_NOTIFICATIONS: dict[str, type[BaseModel]] = {
     "$/cancelRequest": CancelParams,
     "exit": Empty,
 }
-
-#: Requests hostd sends to the parent: method -> (params type, result type or ``None`` for ``null``).
-PARENT_REQUESTS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {}
-
-
-def parse_params(model: type[P], params: Any) -> P:
-    """Validate ``params`` as ``model``; raise ``INVALID_PARAMS`` listing each bad field."""
-    try:
-        return model.model_validate(params if params is not None else {})
-    except ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in item["loc"]) or "params", "message": item["msg"]}
-            for item in exc.errors()
-        ]
-        summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-        raise HostError(ErrorKind.INVALID_PARAMS, f"invalid params: {summary}", errors=errors) from None

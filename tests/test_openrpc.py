@@ -84,7 +84,9 @@ def test_every_served_method_is_in_the_registry() -> None:
     assert {n for n, m in methods.items() if m["x-direction"] == "request"} == served
     assert {n for n, m in methods.items() if m["x-direction"] == "notification"} == set(p.NOTIFICATIONS)
     assert {n for n, m in methods.items() if m["x-direction"] == "parent-notification"} == CONTROL_NOTIFICATIONS
-    assert {n for n, m in methods.items() if m["x-direction"] == "parent-request"} == set(p.PARENT_REQUESTS)
+    assert {n for n, m in methods.items() if m["x-direction"] == "parent-request"} == set(
+        getattr(p, "PARENT_REQUESTS", {})
+    )
 
 
 def test_params_results_and_errors_are_exact() -> None:
@@ -127,8 +129,11 @@ def test_a_method_added_to_the_registry_appears(monkeypatch: pytest.MonkeyPatch)
     class AskResult(p._Params):
         answer: str
 
-    monkeypatch.setitem(p.PARENT_REQUESTS, "test/ask", (AskParams, AskResult))
+    monkeypatch.setattr(p, "PARENT_REQUESTS", {"test/ask": AskParams, "test/tell": AskParams}, raising=False)
+    monkeypatch.setattr(p, "PARENT_RESULTS", {"test/ask": AskResult}, raising=False)
     document = openrpc.document()
+    tell = next(m for m in document["methods"] if m["name"] == "test/tell")
+    assert tell["result"] == {"name": "test/tell result", "schema": {}}
     ask = next(m for m in document["methods"] if m["name"] == "test/ask")
     assert ask["x-direction"] == "parent-request"
     assert ask["summary"] == "`test/ask {question}`: a question for the user."
