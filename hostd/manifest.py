@@ -176,6 +176,14 @@ class Backend(BaseModel):
             "(16 MiB). An answer over it fails only the call it answers."
         ),
     )
+    protocol: Literal["auto", "legacy", "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"] = Field(
+        default="auto",
+        description=(
+            "The MCP protocol era: 'auto' probes server/discover and falls back to initialize "
+            "(the outcome is remembered per launch), 'legacy' always uses initialize, an exact "
+            "revision fails the start when the server does not speak it."
+        ),
+    )
     tcp_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
         default=[],
         json_schema_extra={"uniqueItems": True},

@@ -316,6 +316,8 @@ export interface PluginStatus {
   last_seen_at: string | null;
   /** the MCP version negotiated with the plugin */
   protocol_version: string | null;
+  /** `"legacy"` (the `initialize` handshake) or `"modern"` (2026-07-28, per-request `_meta`); `null` before the first start */
+  era?: "legacy" | "modern" | null;
   /** the MCP server's `serverInfo.name` */
   server_name: string | null;
   /** the MCP server's `serverInfo.version` */
@@ -526,6 +528,8 @@ export interface Notifications {
     last_seen_at: string | null;
     /** the MCP version negotiated with the plugin */
     protocol_version: string | null;
+    /** `"legacy"` (the `initialize` handshake) or `"modern"` (2026-07-28, per-request `_meta`); `null` before the first start */
+    era?: "legacy" | "modern" | null;
     /** the MCP server's `serverInfo.name` */
     server_name: string | null;
     /** the MCP server's `serverInfo.version` */
