@@ -393,10 +393,7 @@ class PluginLink:
         no model. Progress, cancellation and errors as there, except that a
         JSON-RPC error is returned, not raised.
         """
-        # The call's span; its trace context goes to the plugin in _meta (hostd.tracing).
-        with tracing.plugin_span(self.plugin_id, "tools/call", name) as trace_meta:
-            params = {"name": name, "arguments": arguments, **({"_meta": trace_meta} if trace_meta else {})}
-            waiter = await self._roundtrip("tools/call", params, on_progress)
+        waiter = await self._roundtrip("tools/call", {"name": name, "arguments": arguments}, on_progress)
         assert waiter.reply is not None
         return waiter.reply, waiter.size, waiter.raw
 
@@ -419,6 +416,22 @@ class PluginLink:
         await self._roundtrip("subscriptions/listen", {"notifications": notifications}, None, listen=sink)
 
     async def _roundtrip(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        on_progress: ProgressSink | None,
+        *,
+        bounded: bool = True,
+        listen: NotificationSink | None = None,
+    ) -> _Waiter:
+        """:meth:`_exchange` inside the request's span, its trace context added to ``params._meta`` (hostd.tracing)."""
+        target = params.get("name") if params is not None and isinstance(params.get("name"), str) else None
+        with tracing.plugin_span(self.plugin_id, method, target) as trace_meta:
+            if trace_meta:
+                params = {**(params or {}), "_meta": {**((params or {}).get("_meta") or {}), **trace_meta}}
+            return await self._exchange(method, params, on_progress, bounded=bounded, listen=listen)
+
+    async def _exchange(
         self,
         method: str,
         params: dict[str, Any] | None,
