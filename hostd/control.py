@@ -926,8 +926,16 @@ class ControlServer:
                 if self._host is None:
                     assert self._host_error is not None
                     raise self._host_error
-                ctx = RequestContext(id=rid, method=method, notify=self.notify)
-                result = await self._host.handle(method, params, ctx)
+                from hostd import openrpc, tracing  # noqa: PLC0415 (loaded with the host, after initialize)
+
+                # params._meta (trace context) belongs to the channel, not to the method's params model.
+                meta = params.pop("_meta", None) if isinstance(params, dict) and "_meta" in params else None
+                with tracing.request_span(method, rid, meta):
+                    if method == "rpc.discover":
+                        result: Any = openrpc.discover()
+                    else:
+                        ctx = RequestContext(id=rid, method=method, notify=self.notify)
+                        result = await self._host.handle(method, params, ctx)
                 response = {"jsonrpc": "2.0", "id": rid, "result": result}
         except HostError as error:
             response = _error_response(rid, error)

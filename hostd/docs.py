@@ -10,7 +10,8 @@ Nothing between a pair of markers is written by hand:
 - ``<!-- example:NAME:begin -->`` … ``<!-- example:NAME:end -->``: an example
   captured from a live hostd by :func:`hostd.examples.capture`;
 - ``docs/protocol.schema.json``: the JSON Schema of every result and notification
-  model (:func:`schema_document`).
+  model (:func:`schema_document`);
+- ``docs/openrpc.json``: the OpenRPC document (:func:`hostd.openrpc.document_text`).
 
 ``tests/test_docs.py`` fails when any of them differs from what this module
 produces (the examples test runs a real hostd; it takes a few seconds).
@@ -41,9 +42,11 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from hostd import openrpc
 from hostd import protocol as p
 from hostd.errors import ErrorKind
 from hostd.examples import capture, mask
+from hostd.openrpc import OPENRPC_DOC
 
 __all__ = [
     "BEGIN_MARKER",
@@ -276,11 +279,18 @@ def main(argv: list[str] | None = None) -> int:
     schema_path = target.with_name(SCHEMA_DOC.name)
     schema = schema_document()
     old_schema = schema_path.read_text(encoding="utf-8") if schema_path.exists() else None
-    what = "the error table, type tables" + (", examples" if args.examples else "") + " and schema"
+    openrpc_path = target.with_name(OPENRPC_DOC.name)
+    try:
+        openrpc_text = openrpc.document_text()
+    except KeyError as exc:  # a method in RESULTS without its PARAMS entry (or the reverse)
+        print(f"docs/openrpc.json: {exc.args[0]}", file=sys.stderr)
+        return 1
+    old_openrpc = openrpc_path.read_text(encoding="utf-8") if openrpc_path.exists() else None
+    what = "the error table, type tables" + (", examples" if args.examples else "") + ", schema and openrpc.json"
     if args.check:
         # Examples keep this machine's isolation layers; compare without them (hostd.examples.mask).
         same = mask(updated) == mask(text) if args.examples else updated == text
-        if not same or old_schema != schema:
+        if not same or old_schema != schema or old_openrpc != openrpc_text:
             flags = " --examples" if args.examples else ""
             print(f"{target}: {what} are stale; regenerate them with: python -m hostd.docs{flags}", file=sys.stderr)
             return 1
@@ -288,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     if old_schema != schema:
         schema_path.write_text(schema, encoding="utf-8")
         print(f"updated {schema_path}")
+    if old_openrpc != openrpc_text:
+        openrpc_path.write_text(openrpc_text, encoding="utf-8")
+        print(f"updated {openrpc_path}")
     if updated != text:
         target.write_text(updated, encoding="utf-8")
         print(f"updated {what} in {target}")

