@@ -826,6 +826,18 @@ PARAMS: dict[str, type[BaseModel]] = {
     "plugins/status": PluginRef,
     "tools/list": ToolsListParams,
     "tools/call": ToolsCallParams,
+    "tools/setEnabled": ToolSetEnabledParams,
+    "plugins/configure": ConfigureParams,
+    "plugins/logs": LogsParams,
+    "plugins/setLogLevel": SetLogLevelParams,
+    "resources/list": PluginPageParams,
+    "resources/templates/list": PluginPageParams,
+    "resources/read": ResourceParams,
+    "resources/subscribe": ResourceParams,
+    "resources/unsubscribe": ResourceParams,
+    "prompts/list": PromptsListParams,
+    "prompts/get": PromptsGetParams,
+    "completion/complete": CompleteParams,
 }
 
 #: The params type of each notification the parent sends.

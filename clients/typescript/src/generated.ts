@@ -34,6 +34,54 @@ export interface ClientInfo {
   version?: string;
 }
 
+/**
+ * `completion/complete {plugin, ref, argument, context?}`: MCP's `ref`
+ * (`{type: "ref/prompt", name}` or `{type: "ref/resource", uri}`), `argument` `{name, value}`.
+ */
+export interface CompleteParams {
+  plugin: string;
+  ref: { [key: string]: unknown };
+  argument: { [key: string]: string };
+  context?: { [key: string]: unknown } | null;
+}
+
+/** `completion/complete` result: the server's. */
+export interface CompleteResult {
+  /** MCP `{values, total?, hasMore?}` */
+  completion: { [key: string]: unknown };
+}
+
+/**
+ * One setting of a plugin (`PluginInfo.userConfig`): a bundle's `user_config` option, a registry
+ * entry's variable, or a secret its manifest refers to as `${secret:NAME}`.
+ */
+export interface ConfigItem {
+  /** the name `plugins/configure` takes */
+  name: string;
+  /** `string`, `number`, `boolean`, `directory` or `file` */
+  type: string;
+  /** display name */
+  title: string;
+  /** help text */
+  description: string;
+  /** `true`: enable fails with `CONFIG_REQUIRED` until it is set */
+  required: boolean;
+  /** `true`: a secret, kept in the secret store; its value is never shown */
+  sensitive: boolean;
+  /** `true`: the value is a list */
+  multiple: boolean;
+  /** a value is set (or, for a non-secret, a default applies) */
+  set: boolean;
+  /** the current value of a non-secret (or its default); `null` for a secret */
+  value: unknown;
+}
+
+/** `plugins/configure {id, values}`: set (`null`: unset) the plugin's `user_config` values and secrets. */
+export interface ConfigureParams {
+  id: string;
+  values: { [key: string]: string | number | boolean | string[] | null };
+}
+
 /** `initialize`'s `contentLimits`: aggregate bounds on one tool result's rich content. */
 export interface ContentLimitsParams {
   /** image items per result */
@@ -60,6 +108,15 @@ export interface ContentLimitsWire {
 
 /** `{}`: `plugins/list`, `ping`. */
 export interface Empty { [key: string]: unknown }
+
+/** `prompts/get` result: the server's, bounded by the result bound. */
+export interface GetPromptResult {
+  /** the MCP `description`, when given */
+  description?: string | null;
+  /** the MCP `messages` (`{role, content}`) */
+  messages: Array<{ [key: string]: unknown }>;
+  [key: string]: unknown;
+}
 
 /**
  * `plugins/grant {id, permissions, networkPorts?, limits?}`: what the user allows (replaces).
@@ -103,14 +160,16 @@ export interface HostTool {
   permission?: string | null;
   /** the plugin's `id` */
   plugin: string;
+  /** `false` when the user disabled the tool ([`tools/setEnabled`](#toolssetenabled)): only listed with `includeDisabled`, and a call is refused with `TOOL_DISABLED` */
+  enabled?: boolean;
 }
 
 /** One server of a `plugins/import` config, in the config's order (also `IMPORT_INVALID`'s `data.entries`). */
 export interface ImportEntry {
   /** the entry's name in the config */
   name: string;
-  /** `installed` or `remote-not-supported`; in an `IMPORT_INVALID` error `invalid` or `ready-to-install` */
-  outcome: "installed" | "remote-not-supported" | "invalid" | "ready-to-install";
+  /** `installed` (new), `unchanged` (an earlier import installed this entry as it is now), `updated` (an earlier import installed this entry; its manifest was rewritten and its approval voided) or `remote-not-supported`; in an `IMPORT_INVALID` error `invalid`, `ready-to-install`, `unchanged` or `updated` */
+  outcome: "installed" | "unchanged" | "updated" | "remote-not-supported" | "invalid" | "ready-to-install";
   /** the plugin id it gets (or got); `null` when none */
   id: string | null;
   /** why it is not installed; omitted when none */
@@ -119,7 +178,7 @@ export interface ImportEntry {
   notes?: string[] | null;
   /** a remote server's URL; omitted for a local one */
   url?: string | null;
-  /** the installed plugin's [`PluginInfo`](#plugininfo) (outcome `installed` only) */
+  /** the plugin's [`PluginInfo`](#plugininfo) (outcomes `installed`, `unchanged`, `updated`) */
   plugin?: PluginInfo | null;
 }
 
@@ -129,6 +188,7 @@ export interface ImportEntry {
  */
 export interface ImportParams {
   config: string | { [key: string]: unknown };
+  secretEnv?: string[];
 }
 
 /** `plugins/import` result. */
@@ -178,9 +238,15 @@ export interface InitializeServerInfo {
   version: string;
 }
 
-/** `plugins/install {path}`: a plugin folder holding `plugin.yaml` or `plugin.json`. */
+/**
+ * `plugins/install {path} | {serverJson}`: a plugin folder holding `plugin.yaml` or `plugin.json`,
+ * an MCPB bundle file (`.mcpb` / `.dxt`), or an MCP Registry `server.json` (object or text).
+ */
 export interface InstallParams {
-  path: string;
+  path?: string | null;
+  serverJson?: { [key: string]: unknown } | string | null;
+  /** which of serverJson's packages (default: 0) */
+  package?: number | null;
 }
 
 /**
@@ -239,6 +305,18 @@ export interface ListChangedParams {
   revision: number;
 }
 
+/** One line of `plugins/logs`: what `plugins/log` carried for the plugin, kept in a bounded ring. */
+export interface LogLine {
+  /** when hostd received it, ISO-8601 UTC with milliseconds */
+  time: string;
+  /** as in `plugins/log` */
+  level: string;
+  /** as in `plugins/log` */
+  source: "stderr" | "mcp" | "stdout" | "host";
+  /** the line, redacted, at most 4096 characters */
+  message: string;
+}
+
 /** `plugins/log` params. */
 export interface LogParams {
   /** the plugin's `id`; `null` for a message about no plugin in particular */
@@ -251,6 +329,30 @@ export interface LogParams {
   message: string;
 }
 
+/** `plugins/logs {id, limit?}`: the plugin's most recent log lines, at most `limit` (default 200). */
+export interface LogsParams {
+  id: string;
+  limit?: number;
+}
+
+/** `plugins/logs` result. */
+export interface LogsResult {
+  /** the most recent lines, oldest first, across restarts of the plugin (at most `limit`) */
+  lines: LogLine[];
+  /** lines that fell out of the ring (bounded at 500 lines and 256 KiB per plugin) since hostd started */
+  dropped: number;
+}
+
+/**
+ * The server's page of a listing, forwarded as it came (`resources/list`, `resources/templates/list`,
+ * `prompts/list`).
+ */
+export interface PagedResult {
+  /** the server's cursor for the next page (pass it back with the same `plugin`); omitted at the end. Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name` is the host name `<plugin>.<name>`, with `plugin`) */
+  nextCursor?: string | null;
+  [key: string]: unknown;
+}
+
 export interface PluginCapabilities {
   /** `true`: `plugins/install` and `plugins/import` are served */
   install: boolean;
@@ -260,7 +362,7 @@ export interface PluginCapabilities {
 
 /**
  * What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
- * `plugins/approve` and `plugins/list`.
+ * `plugins/approve`, `plugins/configure` and `plugins/list`.
  */
 export interface PluginInfo {
   /** the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$` */
@@ -275,7 +377,7 @@ export interface PluginInfo {
   permissions: string[];
   /** the granted ones, sorted */
   granted: string[];
-  /** the user wants it running: set by `enable` (once its checks pass), cleared by `disable` (and by an imported plugin's first enable, which stops it); restored on the next start */
+  /** the user wants it running: set by `enable` (once its checks pass), cleared by `disable` (and by a cancelled `enable` or `restart`); restored on the next start */
   enabled: boolean;
   /** the current state, as in `PluginStatus.status` */
   status: string;
@@ -287,6 +389,22 @@ export interface PluginInfo {
   limits: GrantedLimits;
   /** [`Launch`](#launch): what will run, for the approval prompt; [`LaunchUnresolved`](#launchunresolved) `{error, kind}` when the command cannot be resolved */
   launch: Launch | LaunchUnresolved | null;
+  /** the settings `plugins/configure` takes (bundle `user_config`, registry variables, secrets); omitted when none */
+  userConfig?: ConfigItem[] | null;
+  /** for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?}` (`signature`: `unsigned`, `unverified` or `verified`); omitted otherwise */
+  origin?: { [key: string]: unknown } | null;
+}
+
+/** `resources/listChanged` and `prompts/listChanged` params. */
+export interface PluginNoteParams {
+  /** the plugin's `id`: list again with `plugin` */
+  plugin: string;
+}
+
+/** `resources/list` and `resources/templates/list` `{plugin, cursor?}`. */
+export interface PluginPageParams {
+  plugin: string;
+  cursor?: string | null;
 }
 
 /** `{id}`: uninstall, enable, disable, restart, status. */
@@ -308,7 +426,7 @@ export interface PluginStatus {
   transport: string;
   /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)) */
   status: "stopped" | "starting" | "ready" | "unhealthy" | "error";
-  /** tools registered now (0 unless `ready`, and 0 while an imported plugin's tools are being recorded, see [`plugins/import`](#pluginsimport)) */
+  /** tools registered now (0 unless `ready`; withheld tools are not counted) */
   tools_count: number;
   /** when the current (or last) instance became ready */
   started_at: string | null;
@@ -334,6 +452,8 @@ export interface PluginStatus {
   withheld: string[];
   /** the isolation layers the running (or last) instance actually has, as its supervisor shim reported them after applying them (in the order of `launch.isolation`; a spawn that cannot apply every layer of the launch fails with `ISOLATION_FAILED`); `[]` before the first start */
   isolation: string[];
+  /** in a `plugins/enable` result only: the tools this enable pinned and serves on first use (a plugin without a declared tool list, first enable after approval; [Trust gate](#trust-gate)), sorted host names; omitted otherwise */
+  pinned?: string[] | null;
 }
 
 /** `plugins/list` result. */
@@ -354,11 +474,82 @@ export interface ProgressParams {
   message?: string | null;
 }
 
+/** `prompts/get {name, arguments?}`; `name` is the host name `<plugin>.<prompt>`. */
+export interface PromptsGetParams {
+  name: string;
+  arguments?: { [key: string]: string } | null;
+}
+
+/** `prompts/list {plugin?, cursor?}` (a `cursor` needs the `plugin` it came from). */
+export interface PromptsListParams {
+  plugin?: string | null;
+  cursor?: string | null;
+}
+
+/** `resources/read` result: the server's, bounded like a tool result. */
+export interface ReadResourceResult {
+  /** the MCP `contents` (`{uri, mimeType?, text}` or `{uri, mimeType?, blob}`); a blob over `contentLimits.maxBlobBytes` is replaced by a text item naming its size and the bound */
+  contents: Array<{ [key: string]: unknown }>;
+  [key: string]: unknown;
+}
+
+/** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
+export interface ResourceParams {
+  plugin: string;
+  uri: string;
+}
+
+/** `resources/updated` params (after `resources/subscribe`). */
+export interface ResourceUpdatedParams {
+  /** the plugin's `id` */
+  plugin: string;
+  /** the resource that changed: read it again */
+  uri: string;
+}
+
+/** hostd->parent `roots/list` params. */
+export interface RootsRequestParams {
+  /** the plugin's `id`; answer MCP `{roots: [{uri, name?}]}`: hostd passes on only `file://` roots inside the folders the plugin was granted */
+  plugin: string;
+}
+
+/** hostd->parent `sampling/createMessage` and `elicitation/create` params. */
+export interface SamplingRequestParams {
+  /** the plugin's `id` whose server asks */
+  plugin: string;
+  /** the server's MCP params, as sent (elicitation: `mode` `form` with `requestedSchema`, or `url` with `url`: hostd never opens it). Answer with the MCP result; it goes back to the server as is */
+  params: { [key: string]: unknown };
+}
+
+/** `plugins/setLogLevel {id, level}`: an MCP log level. */
+export interface SetLogLevelParams {
+  id: string;
+  level: "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency";
+}
+
 export interface ToolCapabilities {
   /** `true`: `tools/listChanged` is sent */
   listChanged: boolean;
   /** `true`: `$/progress` is sent */
   progress: boolean;
+}
+
+/** `tools/setEnabled` result. */
+export interface ToolEnabledResult {
+  /** the tool's host name (`<plugin id>.<MCP tool name>`) */
+  name: string;
+  /** the plugin's `id` */
+  plugin: string;
+  /** what is now recorded in the state (the plugin is not restarted) */
+  enabled: boolean;
+  /** the registry's revision after the change (also sent as `tools/listChanged`) */
+  revision: number;
+}
+
+/** `tools/setEnabled {name, enabled}`: `name` is the host name (`<plugin>.<tool>`) or `function_name`. */
+export interface ToolSetEnabledParams {
+  name: string;
+  enabled: boolean;
 }
 
 /** `tools/call {name, arguments, timeoutMs?}`; `name` is the host name or `function_name`. */
@@ -380,9 +571,13 @@ export interface ToolsCallResult {
   [key: string]: unknown;
 }
 
-/** `tools/list {plugin?}`. */
+/**
+ * `tools/list {plugin?, includeDisabled?}`; `includeDisabled`: list the tools the user disabled too
+ * (with `enabled: false`).
+ */
 export interface ToolsListParams {
   plugin?: string | null;
+  includeDisabled?: boolean;
 }
 
 /** `tools/list` result. */
@@ -418,10 +613,13 @@ export interface Requests {
     params: Record<string, never>;
     result: null;
   };
-  /** `plugins/install {path}`: a plugin folder holding `plugin.yaml` or `plugin.json`. */
+  /** `plugins/install {path} | {serverJson}`: a plugin folder holding `plugin.yaml` or `plugin.json`, an MCPB bundle file (`.mcpb` / `.dxt`), or an MCP Registry `server.json` (object or text). */
   "plugins/install": {
     params: {
-      path: string;
+      path?: string | null;
+      serverJson?: { [key: string]: unknown } | string | null;
+      /** which of serverJson's packages (default: 0) */
+      package?: number | null;
     };
     result: PluginInfo;
   };
@@ -429,6 +627,7 @@ export interface Requests {
   "plugins/import": {
     params: {
       config: string | { [key: string]: unknown };
+      secretEnv?: string[];
     };
     result: ImportResult;
   };
@@ -490,10 +689,11 @@ export interface Requests {
     };
     result: PluginStatus;
   };
-  /** `tools/list {plugin?}`. */
+  /** `tools/list {plugin?, includeDisabled?}`; `includeDisabled`: list the tools the user disabled too (with `enabled: false`). */
   "tools/list": {
     params: {
       plugin?: string | null;
+      includeDisabled?: boolean;
     };
     result: ToolsListResult;
   };
@@ -505,6 +705,104 @@ export interface Requests {
       timeoutMs?: number | null;
     };
     result: ToolsCallResult;
+  };
+  /** `tools/setEnabled {name, enabled}`: `name` is the host name (`<plugin>.<tool>`) or `function_name`. */
+  "tools/setEnabled": {
+    params: {
+      name: string;
+      enabled: boolean;
+    };
+    result: ToolEnabledResult;
+  };
+  /** `plugins/configure {id, values}`: set (`null`: unset) the plugin's `user_config` values and secrets. */
+  "plugins/configure": {
+    params: {
+      id: string;
+      values: { [key: string]: string | number | boolean | string[] | null };
+    };
+    result: PluginInfo;
+  };
+  /** `plugins/logs {id, limit?}`: the plugin's most recent log lines, at most `limit` (default 200). */
+  "plugins/logs": {
+    params: {
+      id: string;
+      limit?: number;
+    };
+    result: LogsResult;
+  };
+  /** `plugins/setLogLevel {id, level}`: an MCP log level. */
+  "plugins/setLogLevel": {
+    params: {
+      id: string;
+      level: "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency";
+    };
+    result: Empty;
+  };
+  /** `resources/list` and `resources/templates/list` `{plugin, cursor?}`. */
+  "resources/list": {
+    params: {
+      plugin: string;
+      cursor?: string | null;
+    };
+    result: PagedResult;
+  };
+  /** `resources/list` and `resources/templates/list` `{plugin, cursor?}`. */
+  "resources/templates/list": {
+    params: {
+      plugin: string;
+      cursor?: string | null;
+    };
+    result: PagedResult;
+  };
+  /** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
+  "resources/read": {
+    params: {
+      plugin: string;
+      uri: string;
+    };
+    result: ReadResourceResult;
+  };
+  /** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
+  "resources/subscribe": {
+    params: {
+      plugin: string;
+      uri: string;
+    };
+    result: Empty;
+  };
+  /** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
+  "resources/unsubscribe": {
+    params: {
+      plugin: string;
+      uri: string;
+    };
+    result: Empty;
+  };
+  /** `prompts/list {plugin?, cursor?}` (a `cursor` needs the `plugin` it came from). */
+  "prompts/list": {
+    params: {
+      plugin?: string | null;
+      cursor?: string | null;
+    };
+    result: PagedResult;
+  };
+  /** `prompts/get {name, arguments?}`; `name` is the host name `<plugin>.<prompt>`. */
+  "prompts/get": {
+    params: {
+      name: string;
+      arguments?: { [key: string]: string } | null;
+    };
+    result: GetPromptResult;
+  };
+  /** `completion/complete {plugin, ref, argument, context?}`: MCP's `ref` (`{type: "ref/prompt", name}` or `{type: "ref/resource", uri}`), `argument` `{name, value}`. */
+  "completion/complete": {
+    params: {
+      plugin: string;
+      ref: { [key: string]: unknown };
+      argument: { [key: string]: string };
+      context?: { [key: string]: unknown } | null;
+    };
+    result: CompleteResult;
   };
 }
 
@@ -520,7 +818,7 @@ export interface Notifications {
     transport: string;
     /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)) */
     status: "stopped" | "starting" | "ready" | "unhealthy" | "error";
-    /** tools registered now (0 unless `ready`, and 0 while an imported plugin's tools are being recorded, see [`plugins/import`](#pluginsimport)) */
+    /** tools registered now (0 unless `ready`; withheld tools are not counted) */
     tools_count: number;
     /** when the current (or last) instance became ready */
     started_at: string | null;
@@ -546,6 +844,8 @@ export interface Notifications {
     withheld: string[];
     /** the isolation layers the running (or last) instance actually has, as its supervisor shim reported them after applying them (in the order of `launch.isolation`; a spawn that cannot apply every layer of the launch fails with `ISOLATION_FAILED`); `[]` before the first start */
     isolation: string[];
+    /** in a `plugins/enable` result only: the tools this enable pinned and serves on first use (a plugin without a declared tool list, first enable after approval; [Trust gate](#trust-gate)), sorted host names; omitted otherwise */
+    pinned?: string[] | null;
   };
   /** `tools/listChanged` params. */
   "tools/listChanged": {
@@ -574,10 +874,55 @@ export interface Notifications {
     /** the plugin's message, at most 1024 bytes (cut with `…`; see Flow control) */
     message?: string | null;
   };
+  /** `resources/updated` params (after `resources/subscribe`). */
+  "resources/updated": {
+    /** the plugin's `id` */
+    plugin: string;
+    /** the resource that changed: read it again */
+    uri: string;
+  };
+  /** `resources/listChanged` and `prompts/listChanged` params. */
+  "resources/listChanged": {
+    /** the plugin's `id`: list again with `plugin` */
+    plugin: string;
+  };
+  /** `resources/listChanged` and `prompts/listChanged` params. */
+  "prompts/listChanged": {
+    /** the plugin's `id`: list again with `plugin` */
+    plugin: string;
+  };
 }
 
 /** Requests hostd sends the parent; the parent answers with `result`. */
 export interface ParentRequests {
+  /** hostd->parent `sampling/createMessage` and `elicitation/create` params. */
+  "sampling/createMessage": {
+    params: {
+      /** the plugin's `id` whose server asks */
+      plugin: string;
+      /** the server's MCP params, as sent (elicitation: `mode` `form` with `requestedSchema`, or `url` with `url`: hostd never opens it). Answer with the MCP result; it goes back to the server as is */
+      params: { [key: string]: unknown };
+    };
+    result: unknown;
+  };
+  /** hostd->parent `sampling/createMessage` and `elicitation/create` params. */
+  "elicitation/create": {
+    params: {
+      /** the plugin's `id` whose server asks */
+      plugin: string;
+      /** the server's MCP params, as sent (elicitation: `mode` `form` with `requestedSchema`, or `url` with `url`: hostd never opens it). Answer with the MCP result; it goes back to the server as is */
+      params: { [key: string]: unknown };
+    };
+    result: unknown;
+  };
+  /** hostd->parent `roots/list` params. */
+  "roots/list": {
+    params: {
+      /** the plugin's `id`; answer MCP `{roots: [{uri, name?}]}`: hostd passes on only `file://` roots inside the folders the plugin was granted */
+      plugin: string;
+    };
+    result: unknown;
+  };
 }
 
 /** Notifications the parent sends hostd (their params). */
@@ -645,6 +990,16 @@ export const ErrorCodes = {
   STATE_WRITE_FAILED: -32032,
   /** Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later. */
   HOST_OVERLOADED: -32033,
+  /** The server (or the parent) did not declare the capability the method needs; data.capability names it. */
+  CAPABILITY_NOT_SUPPORTED: -32034,
+  /** hostd asked the parent (sampling, elicitation, roots) and got an error, no answer in time, or a cancel. */
+  PARENT_REQUEST_FAILED: -32035,
+  /** The user disabled the tool (tools/setEnabled); it is not listed and not called until enabled again. */
+  TOOL_DISABLED: -32037,
+  /** A required setting (user_config value or secret) is not set; data.missing names each: plugins/configure. */
+  CONFIG_REQUIRED: -32040,
+  /** The .mcpb bundle or server.json cannot be installed; data.errors says where and why. */
+  PACKAGE_INVALID: -32041,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */
