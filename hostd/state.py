@@ -83,6 +83,8 @@ class PluginRecord:
     pinned_tools: dict[str, str] | None = None
     network_ports: list[int] = field(default_factory=list)
     limits: dict[str, Any] = field(default_factory=dict)
+    #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
+    folders: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -96,6 +98,7 @@ class PluginRecord:
             "pinnedTools": self.pinned_tools,
             "networkPorts": sorted(self.network_ports),
             "limits": dict(self.limits),
+            **({"folders": {k: list(v) for k, v in self.folders.items()}} if self.folders else {}),
         }
 
     @classmethod
@@ -129,6 +132,11 @@ class PluginRecord:
                 k: v
                 for k, v in typed("limits", dict, {}).items()
                 if k in ("max_rss_bytes", "max_cpu_percent", "max_disk_bytes") and isinstance(v, int | float)
+            },
+            folders={
+                k: [f for f in v if isinstance(f, str)]
+                for k, v in typed("folders", dict, {}).items()
+                if k in ("read", "write") and isinstance(v, list)
             },
         )
 
