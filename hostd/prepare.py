@@ -261,6 +261,8 @@ def _parse_uvx(words: list[str]) -> PackageLaunch:
 
 
 def _parse_uv_run(words: list[str]) -> PackageLaunch | None:
+    if not any(w in ("--with", "-w") or w.startswith("--with=") for w in words):
+        return None  # uv run of a project or a script: its own lock, not a named package
     withs: list[str] = []
     python: str | None = None
     i = 0
@@ -278,8 +280,6 @@ def _parse_uv_run(words: list[str]) -> PackageLaunch | None:
             i += 1
         else:
             raise PrepareError("unsupported", f"uv run option {word!r} cannot be prepared")
-    if not withs:
-        return None  # uv run of a project: its own lockfile, not a named package
     if i >= len(words):
         raise PrepareError("unsupported", "uv run names no command")
     return PackageLaunch("uv", tuple(withs), words[i], tuple(words[i + 1 :]), python)
