@@ -398,7 +398,7 @@ async def _run(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> tuple[i
 _UNREACHABLE = re.compile(
     r"ECONNREFUSED|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|ECONNRESET|EHOSTUNREACH|ENETUNREACH|"
     r"[Cc]onnection refused|dns error|[Ff]ailed to connect|timed out|[Nn]etwork is unreachable|"
-    r"tcp connect error|error sending request"
+    r"tcp connect error|error sending request|certificate|_CERT_|UnknownIssuer"
 )
 _NOT_FOUND = re.compile(r"E404|ETARGET|No matching version|not found in the package registry|No solution found")
 
@@ -421,7 +421,9 @@ def _failure(what: str, code: int, output: list[str], registry: str) -> PrepareE
             output=output[-20:],
             registry=registry,
         )
-    last = output[-1] if output else "no output"
+    # npm ends with "A complete log of this run can be found in ...": the cause is an earlier line.
+    telling = [line for line in output if "error" in line.lower() and "complete log" not in line]
+    last = telling[-1] if telling else output[-1] if output else "no output"
     return PrepareError(
         "failed", f"{what}: the installer exited {code}: {last}", output=output[-20:], registry=registry
     )

@@ -337,3 +337,31 @@ async def test_an_environment_without_its_marker_is_never_used(tmp_path: Path) -
     async with hostd_at(tmp_path) as hostd:
         listed = await hostd.request("plugins/list", {})
         assert listed["plugins"][0]["launch"]["prepare"]["state"] == "needed"
+
+
+# -- as an unprivileged user ------------------------------------------------------------------------
+
+
+async def test_a_prepared_npx_server_starts_under_strict_as_nobody() -> None:
+    """The same as root's test, as the user real installs run as (CI is root): nothing needs privilege."""
+    from tests.nobody import NOBODY, nobody_folder, run_driver, skip_reason  # noqa: PLC0415
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    _need_tools()
+    with nobody_folder() as work:
+        driver = ROOT / "fixtures" / "sandbox" / "unprivileged_prepare.py"
+        trust = {k: v for k, v in os.environ.items() if k in ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")}
+        result = await run_driver(driver, work, str(MEMORY), json.dumps(trust), timeout=PREPARE_TIMEOUT)
+    assert result["uid"] == NOBODY
+    assert result["prepare"]["state"] == "prepared"
+    assert result["prepare"]["resolved"] == {"@modelcontextprotocol/server-memory": "2026.8.31"}
+    assert result["status"]["status"] == "ready"
+    if "netns" not in result["status"]["isolation"]:
+        pytest.skip(f"as nobody, no network namespace: {result['status']['isolation']}")
+    assert result["graph"] == {
+        "entities": [{"name": "Ada", "entityType": "person", "observations": ["as nobody"]}],
+        "relations": [],
+    }
+    assert result["home"] == []
