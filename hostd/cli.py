@@ -130,6 +130,18 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--ping-interval", type=float, default=30.0, help="seconds between liveness pings")
     serve.add_argument("--ping-timeout", type=float, default=10.0, help="seconds a plugin has to answer a ping")
     serve.add_argument(
+        "--npm-registry",
+        metavar="URL",
+        help="npm registry (a mirror) for every plugins/prepare (default: npm_config_registry of hostd's "
+        "environment, else npm's own)",
+    )
+    serve.add_argument(
+        "--python-index",
+        metavar="URL",
+        help="Python package index (a mirror) for every plugins/prepare (default: UV_INDEX_URL of hostd's "
+        "environment, else PyPI)",
+    )
+    serve.add_argument(
         "--pass-proxy-env",
         action="store_true",
         help="pass proxy variables (HTTPS_PROXY, ...) to plugins (CA settings such as SSL_CERT_FILE always pass)",
@@ -172,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
             allow_read=tuple(os.path.abspath(p) for p in args.allow_read),
             login_path=not args.no_login_path,
+            registries=module.Registries.from_environment(args.npm_registry, args.python_index),
         )
         host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host

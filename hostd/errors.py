@@ -74,6 +74,15 @@ class ErrorKind(Enum):
         -32037,
         "The user disabled the tool (tools/setEnabled); it is not listed and not called until enabled again.",
     )
+    PREPARE_FAILED = (
+        -32040,
+        "The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported,"
+        " tool-missing, no-entry; data.registry, data.output); nothing of it is used.",
+    )
+    PLUGIN_NOT_PREPARED = (
+        -32041,
+        "The plugin's launch names a package that is not prepared yet: call plugins/prepare first.",
+    )
     HOST_OVERLOADED = (
         -32033,
         "Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later.",

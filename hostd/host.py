@@ -35,6 +35,8 @@ from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.importer import ConfigError, Imported, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
+from hostd.prepare import PackageLaunch, Prepared, PrepareError, Registries, find_prepared, parse_package_launch
+from hostd.prepare import prepare as prepare_packages
 from hostd.registry import ToolRegistry
 from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
 from hostd.supervisor import (
@@ -88,6 +90,8 @@ class HostSettings:
     login_path: bool = True
     #: Bound of each plugin's data folder and TMPDIR together, in bytes (``--max-disk-mb``; None: no bound).
     max_disk_bytes: int | None = DEFAULT_MAX_DISK_BYTES
+    #: Package registry mirrors for every ``plugins/prepare`` (``--npm-registry``, ``--python-index``).
+    registries: Registries = field(default_factory=Registries)
 
     def isolation_policy(
         self,
@@ -189,6 +193,12 @@ class InstalledPlugin:
     config_missing: list[str] = field(default_factory=list)
     #: MCP names of the tools the user disabled (``tools/setEnabled``): not listed, not called.
     disabled_tools: set[str] = field(default_factory=set)
+    #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
+    folders: dict[str, list[str]] = field(default_factory=dict)
+    #: The package the manifest's launch fetches (npx, uvx, uv run --with), as last resolved; ``None``: none.
+    package: PackageLaunch | None = None
+    #: Its finished preparation, as last resolved; ``None``: not prepared (or no package).
+    prepared: Prepared | None = None
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves now (:func:`hostd.trust.approval_digest`)."""
@@ -207,6 +217,7 @@ class InstalledPlugin:
             network_ports=sorted(self.network_ports),
             limits=dict(self.limits),
             disabled_tools=sorted(self.disabled_tools),
+            folders={k: list(v) for k, v in self.folders.items()},
         )
 
 
@@ -283,6 +294,8 @@ class Host:
         self.login_path: str | None = None
         #: Secret values of plugins (hostd/secrets.py); none without a state folder.
         self.secret_store = secrets_.SecretStore(self.store.directory) if self.store is not None else None
+        #: One preparation at a time per plugin (two would share its environment folder).
+        self._prepare_locks: dict[str, trio.Lock] = {}
 
     @classmethod
     async def create(
@@ -353,6 +366,7 @@ class Host:
             plugin.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
             plugin.limits = dict(record.limits)
             plugin.disabled_tools = set(record.disabled_tools)
+            plugin.folders = {k: list(v) for k, v in record.folders.items()}
             with contextlib.suppress(LaunchError):
                 await self._resolve(plugin)
             if record.enabled:
@@ -568,6 +582,13 @@ class Host:
         the thread (it is short and has no side effect but folders created).
         """
         try:
+            package = parse_package_launch(plugin.manifest.backend.command, list(plugin.manifest.backend.args))
+        except PrepareError:
+            package = None  # shown as written; plugins/prepare says why it cannot be prepared
+        prepared: Prepared | None = None
+        if package is not None and self.store is not None:
+            prepared = await trio.to_thread.run_sync(find_prepared, self.store.directory, plugin.manifest.id, package)
+        try:
             data_dir = tmpdir = None
             host_vars: dict[str, str] = {}
             if self.store is not None:
@@ -577,15 +598,25 @@ class Host:
                 tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
                 host_vars = plugin_cache_env(data_dir)
             build_policy = self._policy(plugin, data_dir)
+            package_args = list(package.args) if package is not None else []
 
             def resolve() -> tuple[IsolationPolicy, Launch]:
                 policy = build_policy()
                 # user_config values and host variables (${HOME}...) are substituted first; secrets stay
                 # ${secret:NAME} references until spawn (_gate), so the launch shown never holds one.
                 applied = self._applied_settings(plugin)
+                command, args = applied.command, list(applied.args)
+                if prepared is not None:
+                    # Run the prepared environment's program: no package tool, no registry, no shared cache.
+                    try:
+                        found = parse_package_launch(command, args)
+                    except PrepareError:
+                        found = None
+                    rest = list(found.args) if found is not None else package_args
+                    command, args = prepared.entry[0], [*prepared.entry[1:], *rest]
                 return policy, resolve_launch(
-                    applied.command,
-                    applied.args,
+                    command,
+                    args,
                     plugin.path,
                     applied.env,
                     self.env_policy,
@@ -597,13 +628,17 @@ class Host:
                         [*plugin.manifest.sandbox.read, *applied.read],
                         [*plugin.manifest.sandbox.write, *applied.write],
                     ),
+                    grants=(plugin.folders.get("read", []), plugin.folders.get("write", [])),
+                    prepared=prepared.record() if prepared is not None else None,
                 )
 
             policy, launch = await trio.to_thread.run_sync(resolve)
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
+            plugin.package, plugin.prepared = package, prepared
             raise
         plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
+        plugin.package, plugin.prepared = package, prepared
         return launch
 
     def _applied_settings(self, plugin: InstalledPlugin) -> secrets_.Applied:
@@ -689,8 +724,10 @@ class Host:
     def _launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
         """``PluginInfo.launch``: what the user approves (``Launch.describe()``), with the approval digest."""
         info = dict(launch.describe())
+        info.pop("prepared", None)  # shown as launch.prepare, with the state
         digest = plugin.approval_digest(launch)
         info.update(digest=digest, launchDigest=info["digest"], approved=plugin.approved_digest == digest)
+        info["prepare"] = _preparation(plugin)
         return p.Launch.model_validate(info)
 
     @classmethod
@@ -1088,8 +1125,11 @@ class Host:
                 plugin=args.id,
                 networkPorts=undeclared_ports,
             )
+        folders = _granted_folders(args.id, args.folders) if args.folders is not None else None
         async with self._change():
             plugin.granted = set(args.permissions)
+            if folders is not None:
+                plugin.folders = folders
             if args.network_ports is not None:
                 plugin.network_ports = ports
             if args.limits is not None:
@@ -1102,8 +1142,66 @@ class Host:
                     )
                     if v is not None
                 }
+            try:
+                await self._resolve(plugin)  # ports, limits and folders are part of the launch
+            except LaunchError as exc:
+                # A granted folder the sandbox refuses (covers the home or the state folder, reached through
+                # a link a plugin can write...) is refused here, and the grant undone; other launch errors
+                # are shown in launch.error as at install.
+                granted = [path for paths in (folders or {}).values() for path in paths]
+                if exc.kind == "PATH_REFUSED" and any(
+                    path in str(exc) or os.path.realpath(path) in str(exc) for path in granted
+                ):
+                    raise HostError(
+                        ErrorKind.INVALID_PARAMS, f"plugin {args.id}: folder not granted: {exc}", plugin=args.id
+                    ) from None
+        return self.info(plugin)
+
+    async def prepare(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/prepare {id}``: install the packages the launch names into the plugin's own environment.
+
+        See :mod:`hostd.prepare`. Sends ``$/progress`` (``requestId`` = this
+        request's id) per step; the result is the plugin's info, whose
+        ``launch`` now runs the prepared program (a new digest: approve it).
+        A prepared plugin is answered at once. ``PREPARE_FAILED`` with
+        ``data.reason`` (``unreachable``: the registry cannot be reached,
+        with its address and the installer's own words; ``not-found``;
+        ``unsupported``...). A launch naming no package is answered as it is.
+        Cancellation (``$/cancelRequest``) ends the installer and deletes the
+        unfinished environment: the plugin stays not prepared.
+        """
+        plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
+        plugin_id = plugin.manifest.id
+        backend = plugin.manifest.backend
+        try:
+            package = parse_package_launch(backend.command, backend.args)
+        except PrepareError as exc:
+            raise _prepare_failed(plugin_id, exc, ()) from None
+        if package is None:
+            return self.info(plugin)
+        if self.store is None:
+            raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/prepare needs a state directory", plugin=plugin_id)
+
+        async def progress(step: int, total: int, message: str) -> None:
+            note = p.ProgressParams(requestId=ctx.id, progress=step, total=total, message=message)
+            await ctx.notify("$/progress", note.wire())
+
+        lock = self._prepare_locks.setdefault(plugin_id, trio.Lock())
+        async with lock:
+            try:
+                await prepare_packages(
+                    self.store.directory,
+                    plugin_id,
+                    package,
+                    registries=self.settings.registries,
+                    path=merge_paths(os.environ.get("PATH", ""), self.login_path),
+                    progress=progress,
+                )
+            except PrepareError as exc:
+                raise _prepare_failed(plugin_id, exc, package.packages) from None
+        async with self._change():
             with contextlib.suppress(LaunchError):
-                await self._resolve(plugin)  # ports and limits are part of the launch
+                await self._resolve(plugin)
         return self.info(plugin)
 
     async def configure(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -1243,6 +1341,15 @@ class Host:
                 "set them with plugins/configure",
                 plugin=plugin_id,
                 missing=list(plugin.config_missing),
+            )
+        if plugin.package is not None and plugin.prepared is None and self.store is not None:
+            raise HostError(
+                ErrorKind.PLUGIN_NOT_PREPARED,
+                f"plugin {plugin_id} runs {' '.join(plugin.package.packages)} ({plugin.package.manager}): "
+                "prepare it first (plugins/prepare), then approve its launch; hostd never fetches packages "
+                "when a plugin starts",
+                plugin=plugin_id,
+                packages=list(plugin.package.packages),
             )
         if plugin.approved_digest != plugin.approval_digest(launch):
             if self.settings.trust_development:
@@ -1437,6 +1544,64 @@ class Host:
         )
 
 
+def _preparation(plugin: InstalledPlugin) -> p.Preparation | None:
+    """``launch.prepare``: ``None`` when the launch names no package."""
+    package, prepared = plugin.package, plugin.prepared
+    if package is None:
+        return None
+    if prepared is None:
+        return p.Preparation(state="needed", manager=package.manager, packages=list(package.packages))
+    return p.Preparation(
+        state="prepared",
+        manager=prepared.manager,
+        packages=list(prepared.packages),
+        resolved=dict(prepared.resolved),
+        lockfile=prepared.lockfile,
+        root=prepared.root,
+    )
+
+
+def _prepare_failed(plugin_id: str, exc: PrepareError, packages: Sequence[str]) -> HostError:
+    return HostError(
+        ErrorKind.PREPARE_FAILED,
+        f"plugin {plugin_id}: {exc}",
+        plugin=plugin_id,
+        reason=exc.reason,
+        packages=list(packages),
+        registry=exc.registry,
+        output=exc.output,
+    )
+
+
+def _granted_folders(plugin_id: str, grants: p.FolderGrants) -> dict[str, list[str]]:
+    """``plugins/grant``'s ``folders``, ``~`` expanded; ``INVALID_PARAMS`` for a relative or missing path.
+
+    Whether a folder may be granted at all (not the home, not the state folder, no link a plugin
+    can write on the way) is decided by the sandbox's rule check when the launch is resolved.
+    """
+    result: dict[str, list[str]] = {}
+    for kind, paths in (("read", grants.read), ("write", grants.write)):
+        expanded: list[str] = []
+        for raw in paths:
+            path = os.path.expanduser(raw) if raw.startswith("~") else raw
+            if not os.path.isabs(path) or "\0" in path:
+                raise HostError(
+                    ErrorKind.INVALID_PARAMS,
+                    f"plugin {plugin_id}: folders.{kind}: {raw!r} is not an absolute or ~ path",
+                    plugin=plugin_id,
+                )
+            if not os.path.exists(path):
+                raise HostError(
+                    ErrorKind.INVALID_PARAMS,
+                    f"plugin {plugin_id}: folders.{kind}: {raw} does not exist",
+                    plugin=plugin_id,
+                )
+            expanded.append(os.path.normpath(path))
+        if expanded:
+            result[kind] = list(dict.fromkeys(expanded))
+    return result
+
+
 def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
     """Write ``plugin.json`` into ``folder`` (created 0700) atomically.
 
@@ -1537,6 +1702,9 @@ _PLUGIN_FIELDS = (
     "pins",
     "policy",
     "disabled_tools",
+    "folders",
+    "package",
+    "prepared",
 )
 
 
@@ -1550,7 +1718,8 @@ def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         (state_dir / "settings" / f"{plugin_id}.json").unlink()
     data_dir = state_dir / "data" / plugin_id
-    for generated in (state_dir / "tmp" / plugin_id, data_dir / "cache", data_dir / "uv-tools"):
+    generated_dirs = (state_dir / "tmp" / plugin_id, state_dir / "prepared" / plugin_id, data_dir / "cache")
+    for generated in (*generated_dirs, data_dir / "uv-tools"):
         shutil.rmtree(generated, ignore_errors=True)
     with contextlib.suppress(OSError):
         data_dir.rmdir()  # only when empty
@@ -1570,6 +1739,7 @@ Host.METHODS = {
     "plugins/uninstall": Host.uninstall,
     "plugins/list": Host.list,
     "plugins/grant": Host.grant,
+    "plugins/prepare": Host.prepare,
     "plugins/approve": Host.approve,
     "plugins/enable": Host.enable,
     "plugins/disable": Host.disable,

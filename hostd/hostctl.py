@@ -233,7 +233,7 @@ async def prepare(
     *,
     notice: TextIO | None = sys.stderr,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """install -> grant every declared permission -> approve the shown launch -> enable.
+    """install -> prepare (npx, uvx) -> grant every declared permission -> approve the shown launch -> enable.
 
     The launch being approved is printed to ``notice`` first. Returns
     ``(PluginInfo, PluginStatus)``; raises :class:`RpcError` on failure.
@@ -247,6 +247,8 @@ async def prepare(
 
     info = await with_progress(client, f"installing {folder}", install)
     plugin_id = info["id"]
+    if ((info.get("launch") or {}).get("prepare") or {}).get("state") == "needed":  # npx, uvx: install it first
+        info = await client.request("plugins/prepare", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
     await client.request("plugins/grant", {"id": plugin_id, "permissions": info["permissions"]})
     launch = info.get("launch") or {}
     if "digest" in launch:  # otherwise enable reports why the launch cannot be resolved
@@ -1161,6 +1163,8 @@ class Trace:
 async def _walk_to_ready(trace: Trace, folder: Path) -> dict[str, Any]:
     info = await trace.request("plugins/install", {"path": str(folder)})
     plugin_id = info["id"]
+    if ((info.get("launch") or {}).get("prepare") or {}).get("state") == "needed":  # npx, uvx: install it first
+        info = await trace.request("plugins/prepare", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
     await trace.request("plugins/grant", {"id": plugin_id, "permissions": info["permissions"]})
     digest = (info.get("launch") or {}).get("digest")
     if digest is not None:

@@ -70,18 +70,29 @@ class Limits(_Params):
     max_disk_mb: float | None = Field(default=None, alias="maxDiskMb", gt=0)
 
 
+class FolderGrants(_Params):
+    """``plugins/grant``'s ``folders``: folders this plugin may read, and read and write (absolute or ``~``)."""
+
+    read: list[str] = Field(default_factory=list, max_length=64)
+    write: list[str] = Field(default_factory=list, max_length=64)
+
+
 class GrantParams(_Params):
-    """``plugins/grant {id, permissions, networkPorts?, limits?}``: what the user allows (replaces).
+    """``plugins/grant {id, permissions, networkPorts?, limits?, folders?}``: what the user allows (replaces).
 
     ``networkPorts``: TCP ports, each declared in the manifest's ``backend.tcp_ports``,
     reachable under the strict sandbox. ``limits``: resource limits for this plugin
     (override the host's ``--max-rss-mb`` / ``--max-cpu-percent`` / ``--max-disk-mb``).
+    ``folders``: ``{read: [], write: []}``, existing folders (or files) granted to this plugin
+    only, checked like every sandbox rule, shown in ``launch.folders`` as ``grant.read[i]`` /
+    ``grant.write[i]`` and covered by the digest (a change voids the approval). Absent: unchanged.
     """
 
     id: str = Field(min_length=1)
     permissions: list[str]
     network_ports: list[int] | None = Field(default=None, alias="networkPorts")
     limits: Limits | None = None
+    folders: FolderGrants | None = None
 
 
 class ApproveParams(_Params):
@@ -264,6 +275,28 @@ class InitializeResult(Wire):
     )
 
 
+class Preparation(Wire):
+    """``Launch.prepare``: the install-time preparation of a launch that names a package (npx, uvx, uv run --with)."""
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"resolved", "lockfile", "root"})
+
+    state: Literal["needed", "prepared"] = Field(
+        description="`needed`: `plugins/prepare` must run before enable; `prepared`: the launch runs from `root`"
+    )
+    manager: Literal["npm", "uv"] = Field(description="the package tool whose registry the packages come from")
+    packages: list[str] = Field(
+        description="the packages as the launch names them, the one providing the program first"
+    )
+    resolved: dict[str, str] | None = Field(
+        default=None, description="package → the exact version installed (an unpinned request is resolved here)"
+    )
+    lockfile: str | None = Field(
+        default=None,
+        description="`sha256:…` of the environment's lock (every package installed; covered by the digest)",
+    )
+    root: str | None = Field(default=None, description="the prepared environment folder (read-only to the plugin)")
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -306,6 +339,12 @@ class Launch(Wire):
     )
     launch_digest: str = Field(alias="launchDigest", description="the launch's own digest (without the manifest)")
     approved: bool = Field(description="`digest` is the approved one")
+    prepare: Preparation | None = Field(
+        default=None,
+        description="present when the manifest's launch names a package: whether it is prepared, and what was "
+        "installed; a prepared launch runs the environment's program (`command`, `args` above), not the package tool",
+    )
+    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare"})
 
 
 class LaunchUnresolved(Wire):
@@ -709,6 +748,7 @@ RESULTS: dict[str, type[BaseModel] | None] = {
     "plugins/uninstall": None,
     "plugins/list": PluginsListResult,
     "plugins/grant": PluginInfo,
+    "plugins/prepare": PluginInfo,
     "plugins/approve": PluginInfo,
     "plugins/configure": PluginInfo,
     "plugins/enable": PluginStatus,

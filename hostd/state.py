@@ -85,6 +85,8 @@ class PluginRecord:
     limits: dict[str, Any] = field(default_factory=dict)
     #: MCP names of the tools the user disabled (``tools/setEnabled``), sorted.
     disabled_tools: list[str] = field(default_factory=list)
+    #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
+    folders: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -99,6 +101,7 @@ class PluginRecord:
             "networkPorts": sorted(self.network_ports),
             "limits": dict(self.limits),
             "disabledTools": sorted(self.disabled_tools),
+            **({"folders": {k: list(v) for k, v in self.folders.items()}} if self.folders else {}),
         }
 
     @classmethod
@@ -137,6 +140,11 @@ class PluginRecord:
                 if k in ("max_rss_bytes", "max_cpu_percent", "max_disk_bytes") and isinstance(v, int | float)
             },
             disabled_tools=sorted(disabled),
+            folders={
+                k: [f for f in v if isinstance(f, str)]
+                for k, v in typed("folders", dict, {}).items()
+                if k in ("read", "write") and isinstance(v, list)
+            },
         )
 
 

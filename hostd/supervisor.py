@@ -563,7 +563,8 @@ class PluginSupervisor:
                 error.data.update(link.stderr.excerpt())
                 error.data.setdefault("plugin", self.plugin_id)
             if "landlock-fs" in process.isolation:
-                hint = sandbox_hint([*error.data.get("stderrHead", []), *error.data.get("stderrTail", [])])
+                lines = [*error.data.get("stderrHead", []), *error.data.get("stderrTail", [])]
+                hint = sandbox_hint(lines, self.plugin_id)
                 if hint is not None:
                     error.data["hint"] = hint
             raise
@@ -1048,22 +1049,27 @@ def _link_failure_event(reason: str) -> Event:
 #: A path the kernel refused, as runtimes word it: Python "[Errno 13] Permission denied: '/x'", Node
 #: "EACCES: permission denied, open '/x'", git "unable to access '/x': Permission denied".
 _REFUSED = re.compile(r"(?i)(?:permission denied|eacces|operation not permitted)")
-_QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
+_QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]|(/[^\s'":]+): (?:[Pp]ermission denied|[Oo]peration not permitted)""")
 
 
-def sandbox_hint(lines: list[str]) -> str | None:
+def sandbox_hint(lines: list[str], plugin_id: str = "<id>") -> str | None:
     """``data.hint`` for a start the sandbox likely broke: the refused path and the grants that allow it.
 
-    ``lines``: the stderr excerpt. ``None`` when no line reads like a refused access.
+    ``lines``: the stderr excerpt. ``None`` when no line reads like a refused access. The hint
+    names the refused paths and the ``plugins/grant`` request that would grant the first one
+    to ``plugin_id`` alone.
     """
     refused = [line for line in lines if _REFUSED.search(line)]
     if not refused:
         return None
-    paths = list(dict.fromkeys(p for line in refused for p in _QUOTED_PATH.findall(line)))
+    # Quoted (Python, Node, git) or as sh and coreutils say it ("exec: /x: Permission denied").
+    paths = list(dict.fromkeys(p for line in refused for pair in _QUOTED_PATH.findall(line) for p in pair if p))
     where = f" {', '.join(paths[:3])}" if paths else " a file"
+    grant = orjson.dumps({"id": plugin_id, "folders": {"write": [paths[0] if paths else "<path>"]}}).decode()
     return (
         f"the sandbox refused{where}: a plugin reads only its folder, its runtime and system paths and writes "
-        "only its data folder and TMPDIR. If the server needs it, declare it in the manifest "
+        "only its data folder and TMPDIR. If the server needs it, grant it to this plugin (plugins/grant "
+        f"{grant}, with its permissions; or folders.read), declare it in the manifest "
         "(sandbox.read / sandbox.write), name it in the approved args or env, or grant it to every plugin "
         "with hostd serve --allow-read / --allow-write"
     )

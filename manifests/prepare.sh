@@ -2,10 +2,10 @@
 # Check that the registries serve every pinned third-party MCP server of the
 # bundled catalog, before anything depends on them (CI, a first enable).
 #
-# It fetches nothing into any cache hostd uses: every plugin's npx/uvx caches
-# are its own (<state>/data/<id>/cache, see hostd/host.py plugin_cache_env), so
-# a package fetched here would never be found by a plugin; its first start
-# downloads it from the registry whatever this script does. What is left worth
+# It fetches nothing into any cache hostd uses: every plugin's packages are
+# installed by plugins/prepare into its own environment, with caches of its
+# own (<state>/prepared/<id>, see hostd/prepare.py), so a package fetched here
+# would never be found by a plugin. What is left worth
 # doing ahead of time is asking the registries for the exact pins: a pin that
 # was yanked or a registry that cannot be reached shows up here, with the
 # client's own message, rather than as a plugin that fails to start.

@@ -145,7 +145,10 @@ class Launch:
     "$NAME", real path)`` for each argument or manifest env value naming a
     folder, a file outside the plugin folder, or a path still to be created
     (``~`` expanded); with ``IsolationPolicy.grant_named_paths`` they become
-    grants (:func:`named_grants`).
+    grants (:func:`named_grants`). ``prepared``: what an install-time
+    preparation put in the environment the launch runs from (``manager``,
+    ``packages``, ``resolved``, ``lockfile``, ``root``; empty when the launch
+    was not prepared), shown and covered by the digest.
     """
 
     command: str
@@ -159,6 +162,7 @@ class Launch:
     runtime: tuple[str, ...] = ()
     files: tuple[tuple[str, str], ...] = ()
     folders: tuple[tuple[str, str], ...] = ()
+    prepared: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
@@ -183,9 +187,10 @@ class Launch:
         Covers executable, command, args, cwd, env_keys, the manifest env
         items, isolation (plus the connectable TCP ports when
         ``landlock-net`` is listed), the real paths of the runtime, the
-        content hashes of ``files`` and the real paths of ``folders``,
-        serialised as canonical JSON. So replacing a script after approval,
-        or a folder argument by a link elsewhere, voids the approval.
+        content hashes of ``files``, the real paths of ``folders`` and, for
+        a prepared launch, what was installed (``prepared``), serialised as
+        canonical JSON. So replacing a script after approval, or a folder
+        argument by a link elsewhere, voids the approval.
         Host-dependent values (the value of ``PATH``, ``HOME``, ``TMPDIR``,
         the data folder ...) are left out.
         """
@@ -202,6 +207,8 @@ class Launch:
             "runtime": list(self.runtime),
             "v": 2,
         }
+        if self.prepared:
+            payload["prepared"] = dict(self.prepared)
         if "landlock-net" in self.isolation:
             payload["tcpPorts"] = list(self.plan.tcp_ports) if self.plan is not None else []
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -216,7 +223,8 @@ class Launch:
         real path}``), ``cwd`` (str), ``envKeys`` (sorted list of str),
         ``env`` (the manifest's variables: name -> value, or ``null`` for a
         secret, whose value the digest still covers), ``isolation`` (list of
-        str), ``digest`` (str). Values the host supplies (``PATH``,
+        str), ``prepared`` (``{manager, packages, resolved, lockfile, root}``,
+        only for a prepared launch), ``digest`` (str). Values the host supplies (``PATH``,
         ``HOME``...) are left out.
         """
         return {
@@ -230,6 +238,7 @@ class Launch:
             "envKeys": self.env_keys,
             "env": {k: (None if is_secret_name(k) else v) for k, v in sorted(self.manifest_env.items())},
             "isolation": list(self.isolation),
+            **({"prepared": dict(self.prepared)} if self.prepared else {}),
             "digest": self.digest,
         }
 
@@ -302,6 +311,8 @@ def resolve_launch(
     isolation_policy: IsolationPolicy | None = None,
     host_vars: Mapping[str, str] | None = None,
     needs: tuple[Sequence[str], Sequence[str]] = ((), ()),
+    grants: tuple[Sequence[str], Sequence[str]] = ((), ()),
+    prepared: Mapping[str, str] | None = None,
 ) -> Launch:
     """Resolve a manifest's launch into a :class:`Launch`; runs nothing.
 
@@ -315,7 +326,11 @@ def resolve_launch(
     plugin's own cache folders). ``needs``: the manifest's declared
     ``(sandbox.read, sandbox.write)`` paths (``~``, ``${HOME}``, ``${data}``
     expanded), listed in ``folders`` and granted under a policy with
-    ``grant_named_paths``. ``isolation_policy``: ``None`` gives
+    ``grant_named_paths``. ``grants``: the folders the parent granted this
+    plugin (``plugins/grant {folders}``), ``(read, write)``, handled like
+    ``needs`` (labels ``grant.read[i]``, ``grant.write[i]``). ``prepared``: the
+    record of the environment the launch runs from (:attr:`Launch.prepared`);
+    its ``root`` becomes readable (never writable). ``isolation_policy``: ``None`` gives
     :data:`DEFAULT_ISOLATION`; a policy
     gives exactly the layers :func:`sandbox.policy.plan_layers` finds
     enforceable here (from :func:`sandbox.probe.probe`, cached; the first
@@ -366,7 +381,13 @@ def resolve_launch(
         if expanded is not None and not os.path.isabs(value):
             env[name] = expanded
     files, folders = _named_paths(args, root, manifest_env, env.get("HOME"), data_dir)
+    if prepared and prepared.get("root"):
+        # The prepared program (an argument inside the environment) is pinned by its hash and the record,
+        # and readable with the environment: it is no folder the user grants.
+        env_root = os.path.realpath(prepared["root"])
+        folders = [item for item in folders if not is_inside(item[2], env_root)]
     declared = _declared_paths(needs, env.get("HOME"), data_dir)
+    declared += _declared_paths(grants, env.get("HOME"), data_dir, source="grant")
     folders += declared
     try:
         if _runs_as_content(runtime[0][1], root):
@@ -390,11 +411,14 @@ def resolve_launch(
                 data_dir = ensure_private_dir(isolation_policy.data_dir)
         except (OSError, PathRefused) as exc:
             raise LaunchError("EXEC_FAILED", command, f"private folder of {command!r}: {exc}") from exc
-        named = [item for item in folders if not item[0].startswith("sandbox.")]
+        named = [item for item in folders if not item[0].startswith(("sandbox.", "grant."))]
         grant_read, grant_write = named_grants(named) if isolation_policy.grant_named_paths else ([], [])
         if isolation_policy.grant_named_paths:
-            grant_read += [path for label, path, _ in declared if label.startswith("sandbox.read")]
-            grant_write += [path for label, path, _ in declared if label.startswith("sandbox.write")]
+            grant_read += [path for label, path, _ in declared if label.startswith(("sandbox.read", "grant.read"))]
+            grant_write += [path for label, path, _ in declared if label.startswith(("sandbox.write", "grant.write"))]
+        if prepared and prepared.get("root"):
+            # The prepared environment (the package and its dependencies): read and run, never written.
+            grant_read.append(prepared["root"])
         # The user's CA files (passed from the host environment) must be readable to be of use.
         trust = [env[n] for n in CA_VARS if n in env and os.path.isabs(env[n]) and n not in manifest_env]
         plan = IsolationPlan(
@@ -438,6 +462,7 @@ def resolve_launch(
         runtime=tuple(dict.fromkeys(real for _, real in runtime)),
         files=tuple(dict.fromkeys(files)),
         folders=tuple(dict.fromkeys((label, real) for label, _, real in folders)),
+        prepared=tuple(sorted((prepared or {}).items())),
     )
 
 
@@ -532,9 +557,10 @@ def _named_paths(
 
 
 def _declared_paths(
-    needs: tuple[Sequence[str], Sequence[str]], home: str | None, data_dir: str | None
+    needs: tuple[Sequence[str], Sequence[str]], home: str | None, data_dir: str | None, source: str = "sandbox"
 ) -> list[tuple[str, str, str]]:
-    """The manifest's ``sandbox.read`` / ``sandbox.write`` as ``(label, path, real path)``.
+    """The manifest's ``sandbox.read`` / ``sandbox.write`` (``source="grant"``: the parent's folder
+    grants) as ``(label, path, real path)``.
 
     ``~`` and ``${HOME}`` expand to ``home``, ``${data}`` to the plugin's data
     folder; a path that cannot be expanded (no home, no data folder) is left
@@ -545,7 +571,7 @@ def _declared_paths(
         for index, raw in enumerate(paths):
             path = expand_home(raw, home, data_dir)
             if path is not None:
-                found.append((f"sandbox.{kind}[{index}]", path, os.path.realpath(path)))
+                found.append((f"{source}.{kind}[{index}]", path, os.path.realpath(path)))
     return found
 
 

@@ -193,6 +193,7 @@ async def enable(client: HostdClient, folder: Path) -> tuple[dict[str, Any], dic
     """install -> grant (nothing: no permission is declared) -> approve -> enable; ``(install info, status)``."""
     info = await client.request("plugins/install", {"path": str(folder)})
     assert info["permissions"] == []
+    info = await client.request("plugins/prepare", {"id": info["id"]}, timeout=ENABLE_TIMEOUT)
     await client.request("plugins/grant", {"id": info["id"], "permissions": []})
     await client.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
     status = await client.request("plugins/enable", {"id": info["id"]}, timeout=ENABLE_TIMEOUT)
@@ -559,7 +560,8 @@ async def test_claude_desktop_config_with_home_paths_and_an_env_path(tmp_path: P
             ("filesystem", manifest_of(FILESYSTEM)["contributes"]["tools"]),
             ("memory", manifest_of(MEMORY)["contributes"]["tools"]),
         ):
-            await hostd.request("plugins/approve", {"id": plugin_id, "digest": launches[plugin_id]["digest"]})
+            prepared = await hostd.request("plugins/prepare", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+            await hostd.request("plugins/approve", {"id": plugin_id, "digest": prepared["launch"]["digest"]})
             status = await hostd.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
             assert status["status"] == "ready"  # one approval, one spawn (issue 14)
             assert status["pinned"] == sorted(t.replace(t.split(".")[0], plugin_id, 1) for t in tools)

@@ -124,6 +124,7 @@ async def enable(client: HostdClient, folder: Path) -> dict[str, Any]:
     info = await client.request("plugins/install", {"path": str(folder)})
     assert info["status"] == "stopped"
     assert info["permissions"] == []
+    info = await client.request("plugins/prepare", {"id": info["id"]}, timeout=ENABLE_TIMEOUT)
     assert info["launch"]["cwd"] == str(folder)
     await client.request("plugins/grant", {"id": info["id"], "permissions": []})
     await client.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})

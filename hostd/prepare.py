@@ -1,0 +1,721 @@
+"""Install-time preparation: a launch that names a package runs from an environment of its own.
+
+The fault class this module closes: *a plugin whose launch fetches code at run
+time* (``npx -y pkg@ver``, ``uvx --from pkg==ver cmd``, ``uv run --with pkg``).
+Such a start needs the network and a package cache, so it fails under
+``--sandbox strict`` (after a DNS timeout), in a fresh home (no ``~/.npm``), or
+behind a firewall, and what runs can change between two starts (a dependency
+range resolved again). Members handled here: npx (``-y``/``--yes``,
+``--package``/``-p``, scoped and unscoped names, pinned or not), uvx and ``uv
+tool run`` (``--from``, ``--with``, ``--python``, ``pkg==ver`` and
+``pkg@ver``), ``uv run --with`` (a ``python``/script/console-script command).
+
+``plugins/prepare {id}`` (:meth:`hostd.host.Host.prepare`) calls
+:func:`prepare`: it installs exactly the named packages into
+``<state>/prepared/<id>/<key>/`` (npm: ``npm install --prefix``; Python:
+``uv venv`` + ``uv pip install``), each with a cache of its own under
+``<state>/prepared/<id>/cache`` (never the user's ``~/.npm`` or uv cache, never
+a folder a plugin can write), and writes a marker (:data:`MARKER`) last. A
+folder without the marker is a preparation that did not finish (cancelled,
+failed, hostd killed): it is never used, and the next preparation deletes it.
+At run time :func:`find_prepared` finds the marker and the launch becomes the
+environment's entry point (``node <root>/node_modules/<pkg>/<bin>``, or
+``<root>/venv/bin/<script>``): no network, no package tool, no shared cache.
+
+The installers run without a shell, with a trimmed environment
+(:func:`installer_environment`: ``PATH``, ``HOME``, locale, proxy and CA
+variables, the registry and the cache), npm with ``--ignore-scripts`` (a
+package's install scripts never run), and their output is bounded
+(:data:`OUTPUT_BOUND`). A registry mirror set once for the host
+(:class:`Registries`) applies to every preparation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import trio
+
+__all__ = [
+    "MARKER",
+    "PackageLaunch",
+    "PrepareError",
+    "Prepared",
+    "Registries",
+    "find_prepared",
+    "parse_package_launch",
+    "prepare",
+]
+
+#: Written last into a prepared environment; its absence means "not prepared".
+MARKER = "hostd-prepared.json"
+#: Bytes of an installer's output kept (the first and last parts); the rest is dropped.
+OUTPUT_BOUND = 64 * 1024
+#: Seconds one installer may run before it is ended (a stuck registry connection).
+INSTALL_TIMEOUT = 600.0
+
+Manager = Literal["npm", "uv"]
+#: ``progress(step, total, message)``: one call per step of a preparation.
+Progress = Callable[[int, int, str], Awaitable[None]]
+
+
+class PrepareError(Exception):
+    """A preparation failed; nothing of it is used.
+
+    ``reason``: ``"unsupported"`` (a launch form this module cannot prepare),
+    ``"tool-missing"`` (no npm / node / uv on the ``PATH``),
+    ``"unreachable"`` (the registry or index cannot be reached: refused,
+    no such host, timed out), ``"not-found"`` (the registry has no such
+    package or version), ``"failed"`` (the installer failed otherwise),
+    ``"no-entry"`` (installed, but no program to run was found).
+    ``output``: the installer's last lines (bounded).
+    """
+
+    def __init__(self, reason: str, message: str, *, output: Sequence[str] = (), registry: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.output = list(output)
+        self.registry = registry
+
+
+@dataclass(frozen=True)
+class Registries:
+    """The package registry mirrors of the host (``hostd serve --npm-registry / --python-index``).
+
+    ``None``: the tool's own default (``https://registry.npmjs.org/``, PyPI),
+    or whatever hostd's own environment says (``npm_config_registry``,
+    ``UV_INDEX_URL``: :meth:`from_environment`).
+    """
+
+    npm: str | None = None
+    python: str | None = None
+
+    @classmethod
+    def from_environment(
+        cls, npm: str | None, python: str | None, environ: Mapping[str, str] = os.environ
+    ) -> Registries:
+        """The flags' values, else ``npm_config_registry`` / ``UV_INDEX_URL`` (``PIP_INDEX_URL``) of ``environ``."""
+        env_npm = environ.get("npm_config_registry") or environ.get("NPM_CONFIG_REGISTRY")
+        env_python = environ.get("UV_INDEX_URL") or environ.get("PIP_INDEX_URL")
+        return cls(npm=npm or env_npm or None, python=python or env_python or None)
+
+
+@dataclass(frozen=True)
+class PackageLaunch:
+    """What a launch asks to fetch and run.
+
+    ``manager``: ``"npm"`` or ``"uv"``. ``packages``: the requested specs as
+    written, the one that provides the program first (``"@scope/x@1.2.3"``,
+    ``"mcp-server-time==2026.10.19"``). ``program``: npm: the bin to run
+    (``""``: the package's own); uv: the command (a console script, ``python``
+    or a ``.py`` file). ``args``: the server's arguments. ``python``: ``uvx
+    --python``'s value, else ``None``.
+    """
+
+    manager: Manager
+    packages: tuple[str, ...]
+    program: str
+    args: tuple[str, ...]
+    python: str | None = None
+
+    @property
+    def key(self) -> str:
+        """16 hex digits naming the environment: the same request finds the same folder."""
+        blob = json.dumps([self.manager, list(self.packages), self.program, self.python])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A finished preparation (its marker), as :func:`find_prepared` reads it.
+
+    ``root``: the environment folder. ``resolved``: package name -> exact
+    version installed (the requested ones; an unpinned request is shown
+    here). ``lockfile``: ``"sha256:<hex>"`` of the lock (``package-lock.json``,
+    or ``uv pip freeze`` output kept as ``requirements.lock``). ``entry``: the
+    argument vector prefix that runs the server (absolute paths).
+    """
+
+    manager: Manager
+    packages: tuple[str, ...]
+    root: str
+    resolved: dict[str, str]
+    lockfile: str
+    entry: tuple[str, ...]
+    registry: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, str]:
+        """What ``launch.prepared`` shows and ``Launch.digest`` covers (flat strings)."""
+        return {
+            "manager": self.manager,
+            "packages": " ".join(self.packages),
+            "resolved": " ".join(
+                f"{k}@{v}" if self.manager == "npm" else f"{k}=={v}" for k, v in self.resolved.items()
+            ),
+            "lockfile": self.lockfile,
+            "root": self.root,
+        }
+
+
+# -- which launches name a package --------------------------------------------------------
+
+_NPX_FLAGS = frozenset({"-y", "--yes", "-q", "--quiet", "--no-install", "--prefer-offline", "--prefer-online"})
+_UVX_FLAGS = frozenset({"-q", "--quiet", "--isolated", "--no-cache", "--offline", "--refresh", "-n", "--no-progress"})
+_UV_RUN_FLAGS = frozenset({"--no-project", "--isolated", "-q", "--quiet", "--no-cache", "--offline", "--no-progress"})
+
+
+def _program_name(path: str) -> str:
+    name = os.path.basename(path)
+    return name[:-4] if name.lower().endswith(".exe") else name
+
+
+def parse_package_launch(command: str, args: Sequence[str]) -> PackageLaunch | None:
+    """The package ``command`` + ``args`` fetch and run, or ``None`` when they name none.
+
+    Recognised: ``npx``; ``uvx`` and ``uv tool run``/``uv tool x``; ``uv run
+    --with ...``. Raises :class:`PrepareError` (``"unsupported"``) for an
+    option of these tools that would change what is installed and is not
+    understood here (the message names it), so nothing is prepared wrongly.
+    """
+    name = _program_name(command)
+    if name == "npx":
+        return _parse_npx(list(args))
+    if name == "uvx":
+        return _parse_uvx(list(args))
+    if name == "uv" and len(args) >= 2 and args[0] == "tool" and args[1] in ("run", "x"):
+        return _parse_uvx(list(args[2:]))
+    if name == "uv" and args and args[0] == "run":
+        return _parse_uv_run(list(args[1:]))
+    return None
+
+
+def _value(words: list[str], index: int, option: str) -> tuple[str, int]:
+    """The value of ``option`` at ``words[index]`` (``--opt=v`` or ``--opt v``) and the next index."""
+    word = words[index]
+    if word.startswith(option + "="):
+        return word.split("=", 1)[1], index + 1
+    if index + 1 >= len(words):
+        raise PrepareError("unsupported", f"{option} has no value")
+    return words[index + 1], index + 2
+
+
+def _parse_npx(words: list[str]) -> PackageLaunch:
+    packages: list[str] = []
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        word = words[i]
+        if word == "--":
+            i += 1
+            break
+        if word in ("-p", "--package") or word.startswith("--package="):
+            spec, i = _value(words, i, "--package" if word != "-p" else "-p")
+            packages.append(spec)
+            continue
+        if word not in _NPX_FLAGS:
+            raise PrepareError("unsupported", f"npx option {word!r} cannot be prepared")
+        i += 1
+    if i >= len(words):
+        raise PrepareError("unsupported", "npx names no package")
+    first, rest = words[i], tuple(words[i + 1 :])
+    if packages:  # npx -p pkg bin args: the bin comes from the packages
+        return PackageLaunch("npm", tuple(packages), first, rest)
+    return PackageLaunch("npm", (first,), "", rest)
+
+
+def _parse_uvx(words: list[str]) -> PackageLaunch:
+    source: str | None = None
+    withs: list[str] = []
+    python: str | None = None
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        word = words[i]
+        if word == "--from" or word.startswith("--from="):
+            source, i = _value(words, i, "--from")
+        elif word in ("--with", "-w") or word.startswith("--with="):
+            spec, i = _value(words, i, "--with" if word != "-w" else "-w")
+            withs.append(spec)
+        elif word in ("--python", "-p") or word.startswith("--python="):
+            python, i = _value(words, i, "--python" if word != "-p" else "-p")
+        elif word in _UVX_FLAGS:
+            i += 1
+        else:
+            raise PrepareError("unsupported", f"uvx option {word!r} cannot be prepared")
+    if i >= len(words):
+        raise PrepareError("unsupported", "uvx names no package")
+    target, rest = words[i], tuple(words[i + 1 :])
+    if source is None:
+        # uvx pkg==1.0 / pkg@1.0 / pkg[extra]==1.0: the command is the package's name.
+        source = target.replace("@", "==", 1) if "@" in target and "==" not in target else target
+        target = re.split(r"[\[=<>!~@ ]", target, maxsplit=1)[0]
+    return PackageLaunch("uv", (source, *withs), target, rest, python)
+
+
+def _parse_uv_run(words: list[str]) -> PackageLaunch | None:
+    if not any(w in ("--with", "-w") or w.startswith("--with=") for w in words):
+        return None  # uv run of a project or a script: its own lock, not a named package
+    withs: list[str] = []
+    python: str | None = None
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        word = words[i]
+        if word == "--":
+            i += 1
+            break
+        if word in ("--with", "-w") or word.startswith("--with="):
+            spec, i = _value(words, i, "--with" if word != "-w" else "-w")
+            withs.extend(s.strip() for s in spec.split(",") if s.strip())
+        elif word in ("--python", "-p") or word.startswith("--python="):
+            python, i = _value(words, i, "--python" if word != "-p" else "-p")
+        elif word in _UV_RUN_FLAGS:
+            i += 1
+        else:
+            raise PrepareError("unsupported", f"uv run option {word!r} cannot be prepared")
+    if i >= len(words):
+        raise PrepareError("unsupported", "uv run names no command")
+    return PackageLaunch("uv", tuple(withs), words[i], tuple(words[i + 1 :]), python)
+
+
+# -- finding a finished preparation ---------------------------------------------------------
+
+
+def plugin_root(state_dir: Path, plugin_id: str) -> Path:
+    """``<state>/prepared/<id>``: every environment and the installer caches of one plugin."""
+    return state_dir / "prepared" / plugin_id
+
+
+def find_prepared(state_dir: Path, plugin_id: str, launch: PackageLaunch) -> Prepared | None:
+    """The finished preparation of ``launch`` for ``plugin_id``, or ``None`` (never prepared, or unfinished).
+
+    Blocking (reads the marker). A marker that cannot be read counts as none.
+    """
+    root = plugin_root(state_dir, plugin_id) / launch.key
+    try:
+        data = json.loads((root / MARKER).read_text())
+        if data.get("packages") != list(launch.packages) or data.get("manager") != launch.manager:
+            return None
+        return Prepared(
+            manager=launch.manager,
+            packages=launch.packages,
+            root=str(root),
+            resolved={str(k): str(v) for k, v in data["resolved"].items()},
+            lockfile=str(data["lockfile"]),
+            entry=tuple(str(w) for w in data["entry"]),
+            registry=data.get("registry"),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+# -- running the installers -------------------------------------------------------------------
+
+#: What an installer keeps of hostd's environment: finding programs, the user's home (npm reads
+#: ``~/.npmrc``), locale, and what a real network needs (proxy, CA). Nothing else passes.
+_INSTALLER_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+)
+
+
+def installer_environment(base: Mapping[str, str], **extra: str) -> dict[str, str]:
+    """The trimmed environment of an installer: :data:`_INSTALLER_ENV` of ``base``, plus ``extra``."""
+    env = {k: base[k] for k in _INSTALLER_ENV if k in base}
+    env.update(extra)
+    return env
+
+
+async def _run(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> tuple[int, list[str]]:
+    """Run ``argv`` (no shell, stdin closed); return its exit code and its output's lines, bounded.
+
+    stdout and stderr are read together; at most :data:`OUTPUT_BOUND` bytes are
+    kept (the first 8 KiB and the last rest). Cancellation ends the process
+    (SIGKILL; npm's and uv's children die with their pipes) and waits for it.
+    """
+    head = bytearray()
+    tail = bytearray()
+    dropped = False
+    process = await trio.lowlevel.open_process(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(env),
+        cwd=cwd,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    try:
+        with trio.fail_after(INSTALL_TIMEOUT):
+            async with process.stdout:
+                while chunk := await process.stdout.receive_some(65536):
+                    if len(head) < 8192:
+                        take = 8192 - len(head)
+                        head += chunk[:take]
+                        chunk = chunk[take:]
+                    tail += chunk
+                    if len(tail) > OUTPUT_BOUND - 8192:
+                        del tail[: len(tail) - (OUTPUT_BOUND - 8192)]
+                        dropped = True
+            code = await process.wait()
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                try:
+                    os.killpg(process.pid, 9)
+                except ProcessLookupError:
+                    process.kill()
+            await process.wait()
+        raise
+    lines = head.decode(errors="replace").splitlines()
+    if dropped:
+        lines.append("...")
+    lines += tail.decode(errors="replace").splitlines()
+    return code, [line.rstrip() for line in lines if line.strip()]
+
+
+#: Words of npm's and uv's output that say the registry was not reached.
+_UNREACHABLE = re.compile(
+    r"ECONNREFUSED|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|ECONNRESET|EHOSTUNREACH|ENETUNREACH|"
+    r"[Cc]onnection refused|dns error|[Ff]ailed to connect|timed out|[Nn]etwork is unreachable|"
+    r"tcp connect error|error sending request|certificate|_CERT_|UnknownIssuer"
+)
+_NOT_FOUND = re.compile(r"E404|ETARGET|No matching version|not found in the package registry|No solution found")
+
+
+def _failure(what: str, code: int, output: list[str], registry: str) -> PrepareError:
+    """A precise :class:`PrepareError` from an installer's exit and output."""
+    # The most telling line: npm's "request to URL failed, reason: ...", else uv's innermost cause (the last).
+    hits = [line for line in output if _UNREACHABLE.search(line)]
+    cause = next((line for line in hits if "reason:" in line), hits[-1] if hits else None)
+    if cause is not None:
+        said = cause.strip().removeprefix("npm error ").removeprefix("cause: ")
+        return PrepareError(
+            "unreachable", f"{what}: cannot reach {registry}: {said}", output=output[-20:], registry=registry
+        )
+    cause = next((line for line in output if _NOT_FOUND.search(line)), None)
+    if cause is not None:
+        return PrepareError(
+            "not-found",
+            f"{what}: {registry} does not serve it: {cause.strip()}",
+            output=output[-20:],
+            registry=registry,
+        )
+    # npm ends with "A complete log of this run can be found in ...": the cause is an earlier line.
+    telling = [line for line in output if "error" in line.lower() and "complete log" not in line]
+    last = telling[-1] if telling else output[-1] if output else "no output"
+    return PrepareError(
+        "failed", f"{what}: the installer exited {code}: {last}", output=output[-20:], registry=registry
+    )
+
+
+def _sha256(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _npm_name(spec: str) -> str:
+    """``@scope/x@1.2`` -> ``@scope/x``; ``x@^1`` -> ``x``; ``x`` -> ``x``."""
+    at = spec.find("@", 1)
+    return spec if at < 0 else spec[:at]
+
+
+def _npm_entry(root: Path, launch: PackageLaunch, node: str) -> tuple[str, ...]:
+    """The argv prefix that runs the package's bin (``node <real script>``, or the bin itself)."""
+    package = _npm_name(launch.packages[0])
+    meta = json.loads((root / "node_modules" / package / "package.json").read_text())
+    bins = meta.get("bin") or {}
+    if isinstance(bins, str):
+        bins = {package.rsplit("/", 1)[-1]: bins}
+    wanted = launch.program or package.rsplit("/", 1)[-1]
+    if wanted not in bins and not launch.program and len(bins) == 1:
+        wanted = next(iter(bins))
+    if wanted not in bins:
+        # npx -p a -p b prog: the bin may come from any of the packages.
+        link = root / "node_modules" / ".bin" / wanted
+        if not link.exists():
+            raise PrepareError("no-entry", f"{package} has no program {wanted!r} (bins: {', '.join(sorted(bins))})")
+        script = os.path.realpath(link)
+    else:
+        script = os.path.realpath(root / "node_modules" / package / bins[wanted])
+    with open(script, "rb") as fh:
+        first = fh.readline(200)
+    if script.endswith((".js", ".mjs", ".cjs")) or (first.startswith(b"#!") and b"node" in first):
+        return (node, script)
+    return (script,)
+
+
+def _uv_entry(root: Path, launch: PackageLaunch) -> tuple[str, ...]:
+    venv_bin = root / "venv" / "bin"
+    program = launch.program
+    if program in ("python", "python3"):
+        return (str(venv_bin / "python"),)
+    if program.endswith(".py"):
+        return (str(venv_bin / "python"), program)
+    script = venv_bin / program
+    if not script.is_file():
+        raise PrepareError("no-entry", f"{launch.packages[0]} installed no program {program!r} in {venv_bin}")
+    # Run by the venv's python, not by its #! line: for a long folder name uv writes a /bin/sh
+    # trampoline (still valid Python) whose exec of the interpreter is no part of the runtime chain.
+    return (str(venv_bin / "python"), str(script))
+
+
+def _freeze_versions(freeze: str) -> dict[str, str]:
+    """``uv pip freeze`` text -> normalised name -> version."""
+    found: dict[str, str] = {}
+    for line in freeze.splitlines():
+        if "==" in line:
+            name, version = line.split("==", 1)
+            found[re.sub(r"[-_.]+", "-", name.strip()).lower()] = version.strip()
+    return found
+
+
+def _requested_name(spec: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.split(r"[\[=<>!~@ ;]", spec.strip(), maxsplit=1)[0]).lower()
+
+
+async def prepare(
+    state_dir: Path,
+    plugin_id: str,
+    launch: PackageLaunch,
+    *,
+    registries: Registries,
+    path: str,
+    progress: Progress,
+    environ: Mapping[str, str] = os.environ,
+) -> Prepared:
+    """Install ``launch``'s packages for ``plugin_id`` (see the module docstring) and return the result.
+
+    ``path``: the ``PATH`` the package tools are looked up on (npm, node, uv).
+    ``progress`` is awaited once per step (4 steps). Reuses a finished
+    environment for the same request (no network then). Raises
+    :class:`PrepareError`. Cancellation ends the installer and deletes the
+    unfinished folder (shielded), so nothing half-installed is ever found.
+    """
+    found = await trio.to_thread.run_sync(find_prepared, state_dir, plugin_id, launch)
+    total = 4
+    if found is not None:
+        await progress(total, total, f"already prepared: {found.record()['resolved']}")
+        return found
+    base = plugin_root(state_dir, plugin_id)
+    root = base / launch.key
+    try:
+        await progress(1, total, f"preparing {' '.join(launch.packages)} ({launch.manager})")
+        await trio.to_thread.run_sync(_fresh_folder, root)
+        if launch.manager == "npm":
+            prepared = await _prepare_npm(
+                base, root, launch, registries=registries, path=path, progress=progress, environ=environ
+            )
+        else:
+            prepared = await _prepare_uv(
+                base, root, launch, registries=registries, path=path, progress=progress, environ=environ
+            )
+        await trio.to_thread.run_sync(_write_marker, root, prepared)
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(shutil.rmtree, root, True)
+        raise
+    await progress(total, total, f"prepared {prepared.record()['resolved']}")
+    await trio.to_thread.run_sync(_remove_others, base, launch.key)
+    return prepared
+
+
+def _fresh_folder(root: Path) -> None:
+    """An empty ``root`` (a leftover of an unfinished preparation is deleted), parents ``0700``."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    root.mkdir(mode=0o755)
+
+
+def _write_marker(root: Path, prepared: Prepared) -> None:
+    data = {
+        "manager": prepared.manager,
+        "packages": list(prepared.packages),
+        "resolved": prepared.resolved,
+        "lockfile": prepared.lockfile,
+        "entry": list(prepared.entry),
+        "registry": prepared.registry,
+    }
+    partial = root / (MARKER + ".partial")
+    partial.write_text(json.dumps(data, indent=1))
+    os.replace(partial, root / MARKER)
+
+
+def _remove_others(base: Path, keep: str) -> None:
+    """Delete this plugin's environments other than ``keep`` (an earlier version's); keep the caches."""
+    for entry in base.iterdir():
+        if entry.name not in (keep, "cache") and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _tool(name: str, path: str, launch: PackageLaunch) -> str:
+    found = shutil.which(name, path=path)
+    if found is None:
+        raise PrepareError(
+            "tool-missing", f"cannot prepare {' '.join(launch.packages)}: {name} not found on PATH={path}"
+        )
+    return os.path.abspath(found)
+
+
+def _npm_environment(base: Path, registry: str, path: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """npm's trimmed environment: the plugin's own cache under ``base``, the registry, short retries."""
+    return installer_environment(
+        {**environ, "PATH": path},
+        npm_config_cache=str(base / "cache" / "npm"),
+        npm_config_registry=registry,
+        npm_config_update_notifier="false",
+        npm_config_fund="false",
+        npm_config_audit="false",
+        # A registry that refuses or does not answer fails in seconds, not after npm's minute of retries.
+        npm_config_fetch_retries="1",
+        npm_config_fetch_retry_mintimeout="1000",
+        npm_config_fetch_retry_maxtimeout="5000",
+        npm_config_fetch_timeout="60000",
+    )
+
+
+def bundled_js_helpers(venv: Path) -> list[Path]:
+    """Folders of a Python environment holding a JavaScript helper whose npm dependencies are not installed.
+
+    A member of the "fetches packages at run time" class inside a Python package: readabilipy (used by
+    mcp-server-fetch) ships ``javascript/package.json`` and runs ``npm install`` there at its first
+    use, which a prepared, read-only environment refuses (and which needs the network). Such a folder
+    has a ``package.json`` with ``dependencies`` and no ``node_modules`` beside it. Blocking.
+    """
+    found: list[Path] = []
+    for lib in sorted(venv.glob("lib/python*/site-packages")):
+        for folder, dirs, files in os.walk(lib):
+            dirs[:] = [d for d in dirs if d not in ("node_modules", "__pycache__")]
+            if "package.json" not in files or "node_modules" in os.listdir(folder):
+                continue
+            try:
+                meta = json.loads((Path(folder) / "package.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(meta, dict) and meta.get("dependencies"):
+                found.append(Path(folder))
+    return found
+
+
+async def _prepare_npm(
+    base: Path,
+    root: Path,
+    launch: PackageLaunch,
+    *,
+    registries: Registries,
+    path: str,
+    progress: Progress,
+    environ: Mapping[str, str],
+) -> Prepared:
+    npm = _tool("npm", path, launch)
+    node = _tool("node", path, launch)
+    registry = registries.npm or "https://registry.npmjs.org/"
+    env = _npm_environment(base, registry, path, environ)
+    (root / "package.json").write_text('{"name": "hostd-prepared", "private": true}\n')
+    await progress(2, 4, f"npm install {' '.join(launch.packages)} from {registry}")
+    argv = [npm, "install", "--prefix", str(root), "--ignore-scripts", "--no-save", "--package-lock=true"]
+    argv += ["--omit=dev", "--no-audit", "--no-fund", *launch.packages]
+    code, output = await _run(argv, env, str(root))
+    what = f"npm install {' '.join(launch.packages)}"
+    if code != 0:
+        raise _failure(what, code, output, registry)
+    await progress(3, 4, "recording what was installed")
+    # --no-save keeps package.json as written; the lock still records every installed package.
+    resolved: dict[str, str] = {}
+    for spec in launch.packages:
+        name = _npm_name(spec)
+        meta = json.loads((root / "node_modules" / name / "package.json").read_text())
+        resolved[name] = str(meta["version"])
+    lock = root / "node_modules" / ".package-lock.json"
+    if not lock.is_file():
+        lock = root / "package-lock.json"
+    entry = _npm_entry(root, launch, node)
+    return Prepared("npm", launch.packages, str(root), resolved, _sha256(lock), entry, registry)
+
+
+async def _prepare_uv(
+    base: Path,
+    root: Path,
+    launch: PackageLaunch,
+    *,
+    registries: Registries,
+    path: str,
+    progress: Progress,
+    environ: Mapping[str, str],
+) -> Prepared:
+    uv = _tool("uv", path, launch)
+    registry = registries.python or "https://pypi.org/simple"
+    extra = {
+        "UV_CACHE_DIR": str(base / "cache" / "uv"),
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_NO_PROGRESS": "1",
+        "UV_HTTP_TIMEOUT": "30",
+        "UV_HTTP_RETRIES": "1",
+    }
+    if registries.python is not None:
+        extra["UV_INDEX_URL"] = registries.python
+    env = installer_environment({**environ, "PATH": path}, **extra)
+    venv = root / "venv"
+    what = f"uv pip install {' '.join(launch.packages)}"
+    argv = [uv, "venv", "--quiet", str(venv)]
+    if launch.python is not None:
+        argv += ["--python", launch.python]
+    code, output = await _run(argv, env, str(root))
+    if code != 0:
+        raise PrepareError(
+            "failed", f"uv venv for {' '.join(launch.packages)} exited {code}: " + " | ".join(output[-3:])
+        )
+    await progress(2, 4, f"{what} from {registry}")
+    python = str(venv / "bin" / "python")
+    code, output = await _run(
+        [uv, "pip", "install", "--python", python, "--compile-bytecode", *launch.packages], env, str(root)
+    )
+    if code != 0:
+        raise _failure(what, code, output, registry)
+    await progress(3, 4, "recording what was installed")
+    code, output = await _run([uv, "pip", "freeze", "--python", python], env, str(root))
+    if code != 0:
+        raise PrepareError("failed", f"uv pip freeze exited {code}: " + " | ".join(output[-3:]))
+    freeze = "\n".join(output) + "\n"
+    helpers = await trio.to_thread.run_sync(bundled_js_helpers, venv)
+    npm = shutil.which("npm", path=path)
+    for helper in helpers:
+        if npm is None:
+            break  # without npm the package falls back by itself
+        npm_registry = registries.npm or "https://registry.npmjs.org/"
+        await progress(3, 4, f"npm install in {helper.relative_to(root)} (a JavaScript helper of the package)")
+        argv = [npm, "install", "--ignore-scripts", "--omit=dev", "--no-audit", "--no-fund", "--package-lock=true"]
+        code, output = await _run(argv, _npm_environment(base, npm_registry, path, environ), str(helper))
+        if code != 0:
+            raise _failure(f"npm install in {helper.relative_to(root)}", code, output, npm_registry)
+        lock = helper / "package-lock.json"
+        if lock.is_file():
+            freeze += f"# npm {helper.relative_to(root)} {_sha256(lock)}\n"
+    (root / "requirements.lock").write_text(freeze)
+    versions = _freeze_versions(freeze)
+    resolved = {
+        _requested_name(spec): versions[_requested_name(spec)]
+        for spec in launch.packages
+        if _requested_name(spec) in versions
+    }
+    entry = _uv_entry(root, launch)
+    return Prepared("uv", launch.packages, str(root), resolved, _sha256(root / "requirements.lock"), entry, registry)
