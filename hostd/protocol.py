@@ -868,6 +868,7 @@ PARAMS: dict[str, type[BaseModel]] = {
     "tools/call": ToolsCallParams,
     "tools/setEnabled": ToolSetEnabledParams,
     "plugins/configure": ConfigureParams,
+    "plugins/prepare": PluginRef,
     "plugins/logs": LogsParams,
     "plugins/setLogLevel": SetLogLevelParams,
     "resources/list": PluginPageParams,

@@ -109,6 +109,12 @@ export interface ContentLimitsWire {
 /** `{}`: `plugins/list`, `ping`. */
 export interface Empty { [key: string]: unknown }
 
+/** `plugins/grant`'s `folders`: folders this plugin may read, and read and write (absolute or `~`). */
+export interface FolderGrants {
+  read?: string[];
+  write?: string[];
+}
+
 /** `prompts/get` result: the server's, bounded by the result bound. */
 export interface GetPromptResult {
   /** the MCP `description`, when given */
@@ -119,17 +125,21 @@ export interface GetPromptResult {
 }
 
 /**
- * `plugins/grant {id, permissions, networkPorts?, limits?}`: what the user allows (replaces).
+ * `plugins/grant {id, permissions, networkPorts?, limits?, folders?}`: what the user allows (replaces).
  *
  * `networkPorts`: TCP ports, each declared in the manifest's `backend.tcp_ports`,
  * reachable under the strict sandbox. `limits`: resource limits for this plugin
  * (override the host's `--max-rss-mb` / `--max-cpu-percent` / `--max-disk-mb`).
+ * `folders`: `{read: [], write: []}`, existing folders (or files) granted to this plugin
+ * only, checked like every sandbox rule, shown in `launch.folders` as `grant.read[i]` /
+ * `grant.write[i]` and covered by the digest (a change voids the approval). Absent: unchanged.
  */
 export interface GrantParams {
   id: string;
   permissions: string[];
   networkPorts?: number[] | null;
   limits?: Limits | null;
+  folders?: FolderGrants | null;
 }
 
 /** `PluginInfo.limits`: the limits granted to this plugin; `null` members: the host's apply. */
@@ -282,6 +292,8 @@ export interface Launch {
   launchDigest: string;
   /** `digest` is the approved one */
   approved: boolean;
+  /** present when the manifest's launch names a package: whether it is prepared, and what was installed; a prepared launch runs the environment's program (`command`, `args` above), not the package tool */
+  prepare?: Preparation | null;
 }
 
 /** `PluginInfo.launch` when the command cannot be resolved. */
@@ -460,6 +472,22 @@ export interface PluginStatus {
 export interface PluginsListResult {
   /** every installed plugin, sorted by `id` */
   plugins: PluginInfo[];
+}
+
+/** `Launch.prepare`: the install-time preparation of a launch that names a package (npx, uvx, uv run --with). */
+export interface Preparation {
+  /** `needed`: `plugins/prepare` must run before enable; `prepared`: the launch runs from `root` */
+  state: "needed" | "prepared";
+  /** the package tool whose registry the packages come from */
+  manager: "npm" | "uv";
+  /** the packages as the launch names them, the one providing the program first */
+  packages: string[];
+  /** package → the exact version installed (an unpinned request is resolved here) */
+  resolved?: { [key: string]: string } | null;
+  /** `sha256:…` of the environment's lock (every package installed; covered by the digest) */
+  lockfile?: string | null;
+  /** the prepared environment folder (read-only to the plugin) */
+  root?: string | null;
 }
 
 /** `$/progress` params. */
@@ -643,13 +671,14 @@ export interface Requests {
     params: Record<string, never>;
     result: PluginsListResult;
   };
-  /** `plugins/grant {id, permissions, networkPorts?, limits?}`: what the user allows (replaces). */
+  /** `plugins/grant {id, permissions, networkPorts?, limits?, folders?}`: what the user allows (replaces). */
   "plugins/grant": {
     params: {
       id: string;
       permissions: string[];
       networkPorts?: number[] | null;
       limits?: Limits | null;
+      folders?: FolderGrants | null;
     };
     result: PluginInfo;
   };
@@ -719,6 +748,13 @@ export interface Requests {
     params: {
       id: string;
       values: { [key: string]: string | number | boolean | string[] | null };
+    };
+    result: PluginInfo;
+  };
+  /** `{id}`: uninstall, enable, disable, restart, status. */
+  "plugins/prepare": {
+    params: {
+      id: string;
     };
     result: PluginInfo;
   };
@@ -996,8 +1032,12 @@ export const ErrorCodes = {
   PARENT_REQUEST_FAILED: -32035,
   /** The user disabled the tool (tools/setEnabled); it is not listed and not called until enabled again. */
   TOOL_DISABLED: -32037,
+  /** The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported, tool-missing, no-entry; data.registry, data.output); nothing of it is used. */
+  PREPARE_FAILED: -32040,
   /** A required setting (user_config value or secret) is not set; data.missing names each: plugins/configure. */
   CONFIG_REQUIRED: -32040,
+  /** The plugin's launch names a package that is not prepared yet: call plugins/prepare first. */
+  PLUGIN_NOT_PREPARED: -32041,
   /** The .mcpb bundle or server.json cannot be installed; data.errors says where and why. */
   PACKAGE_INVALID: -32041,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
