@@ -33,6 +33,7 @@ from hostd.importer import ConfigError, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
+from hostd.remote import resolve_remote
 from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
 from hostd.supervisor import Liveness, PluginSupervisor, State
 from hostd.tools import validate_arguments
@@ -488,6 +489,11 @@ class Host:
         the thread (it is short and has no side effect but folders created).
         """
         backend = plugin.manifest.backend
+        if backend.url is not None:  # a remote server: its endpoint is the launch (hostd/remote.py)
+            remote = resolve_remote(backend, str(plugin.path))
+            plugin.launch, plugin.launch_error = remote, None
+            return remote
+        assert backend.command is not None  # the manifest requires it for stdio
         try:
             data_dir = tmpdir = None
             host_vars: dict[str, str] = {}

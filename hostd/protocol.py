@@ -191,6 +191,21 @@ class InitializeResult(Wire):
     )
 
 
+class RemoteEndpoint(Wire):
+    """``Launch.remote``: the endpoint of a remote plugin, everything its launch digest covers."""
+
+    transport: Literal["streamable-http", "sse"] = Field(description="`streamable-http` or `sse` (legacy HTTP+SSE)")
+    url: str = Field(description="the server's endpoint")
+    headers: dict[str, str | None] = Field(
+        description="the headers hostd sends: name → value, or `null` when the value is a `${secret:NAME}` "
+        "reference or the name looks secret (`Authorization`, `*-Token`…); the digest covers names and literal values"
+    )
+    allow_private: list[str] = Field(
+        alias="allowPrivate", description="hosts that may resolve to a private or link-local address"
+    )
+    protocol: str = Field(description="`auto`, `legacy` or a pinned modern version")
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -233,6 +248,13 @@ class Launch(Wire):
     )
     launch_digest: str = Field(alias="launchDigest", description="the launch's own digest (without the manifest)")
     approved: bool = Field(description="`digest` is the approved one")
+    remote: RemoteEndpoint | None = Field(
+        default=None,
+        description="for a remote plugin (`backend.transport` `streamable-http` or `sse`) what the user approves "
+        "instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"remote"})
 
 
 class LaunchUnresolved(Wire):
@@ -297,7 +319,7 @@ class PluginStatus(Wire):
 
     plugin_id: str = Field(description="the plugin's `id`")
     backend_type: str = Field(description='`"mcp"`')
-    transport: str = Field(description='`"stdio"`')
+    transport: str = Field(description='`"stdio"`, `"streamable-http"` or `"sse"`')
     status: Literal["stopped", "starting", "ready", "unhealthy", "error"] = Field(
         description="`stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states))"
     )
@@ -373,7 +395,8 @@ class ImportEntry(Wire):
 
     name: str = Field(description="the entry's name in the config")
     outcome: Literal["installed", "remote-not-supported", "invalid", "ready-to-install"] = Field(
-        description="`installed` or `remote-not-supported`; in an `IMPORT_INVALID` error `invalid` or "
+        description="`installed` (`remote-not-supported` is no longer produced); in an `IMPORT_INVALID` error "
+        "`invalid` or "
         "`ready-to-install`"
     )
     id: str | None = Field(description="the plugin id it gets (or got); `null` when none")

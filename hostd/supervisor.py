@@ -53,7 +53,9 @@ from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.protocol import PluginStatus
 from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
+from hostd.remote import RemoteLaunch
 from hostd.tools import PERMISSION_META_KEY, HostTool, convert_tools, structured_content_problem
+from hostd.transport_http import RemoteLink, connection, open_headers
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
@@ -432,6 +434,9 @@ class PluginSupervisor:
         data_dir = launch.plan.data_dir if launch.plan is not None else None
         self._disk_paths = tuple(p for p in (data_dir, tmpdir) if p)
         await _empty_tmpdir(tmpdir)
+        if isinstance(launch, RemoteLaunch):  # a remote server: a connection stands for the process tree
+            await self._run_remote(launch, task_status)
+            return
         try:
             process = await spawn(launch)
         except LaunchError as exc:
@@ -443,9 +448,6 @@ class PluginSupervisor:
                 launchError=exc.kind,
                 stderrTail=[],
             ) from None
-        self._stop_grace = STOP_GRACE
-        self.isolation = list(process.isolation)
-        done = trio.Event()
         link = PluginLink(
             self.plugin_id,
             process,
@@ -455,6 +457,32 @@ class PluginSupervisor:
             stdout_noise=backend.stdout_noise,
             max_frame_bytes=backend.max_message_bytes or self._frame_limit,
         )
+        await self._run_link(link, process, tmpdir, task_status)
+
+    async def _run_remote(self, launch: RemoteLaunch, task_status: trio.TaskStatus[None]) -> None:
+        """One connection to a remote server (hostd/transport_http.py), run like a process tree."""
+        backend = self.manifest.backend
+        headers, secrets = open_headers(launch, dict(backend.headers))
+        link = RemoteLink(
+            self.plugin_id,
+            connection(),
+            launch,
+            headers,
+            redact=Redactor([*secrets, *headers.values()]),
+            on_log=self._log,
+            on_notification=self._notification,
+            connect_timeout=backend.connect_timeout_seconds,
+            max_frame_bytes=backend.max_message_bytes or self._frame_limit,
+        )
+        await self._run_link(link, link.process, None, task_status)
+
+    async def _run_link(
+        self, link: PluginLink, process: SandboxedProcess, tmpdir: str | None, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """Serve ``link`` until it ends; always ends through the same ``finally`` (module header)."""
+        self._stop_grace = STOP_GRACE
+        self.isolation = list(process.isolation)
+        done = trio.Event()
         self._link, self._instance_done = link, done
         # Before the handshake: a list_changed during the first walk must not be lost.
         self._pacer = RefreshPacer()
@@ -508,7 +536,7 @@ class PluginSupervisor:
             task_status.started()
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
-            limits = self._watch_limits()
+            limits = None if isinstance(link, RemoteLink) else self._watch_limits()  # no local process to watch
             if limits is not None:
                 nursery.start_soon(self._watchdog, link, limits)
             await link.done.wait()
@@ -713,6 +741,8 @@ class PluginSupervisor:
         """Liveness: a plugin that stops answering ``ping`` is ended (then the restart policy applies)."""
         session = link.session
         assert session is not None
+        if isinstance(link, RemoteLink) and link.era == "modern":
+            return  # no ping in the modern era: a request that fails ends the link instead
         while True:
             await trio.sleep(self.liveness.interval)
             with trio.move_on_after(self.liveness.timeout) as scope:
