@@ -73,22 +73,16 @@ LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "127.0.0.1", "::1"
 SECRET_REFERENCE: Final = re.compile(r"\$\{secret:([A-Za-z_][A-Za-z0-9_.-]*)\}")
 
 
-def _no_secret(name: str) -> str | None:
-    """The default :data:`secret_lookup`: hostd's secret store when present, else nothing."""
-    try:
-        from hostd import secrets as store  # type: ignore[attr-defined,unused-ignore]  # noqa: PLC0415
-    except ImportError:
-        return None
-    get = getattr(store, "lookup", None) or getattr(store, "get_secret", None)
-    if get is None:
-        return None
-    value = get(name)
-    return value if isinstance(value, str) else None
+def _no_secret(plugin_id: str, name: str) -> str | None:
+    """The default :data:`secret_lookup`: no store, so no secret (a reference fails the start by name)."""
+    del plugin_id, name
+    return None
 
 
-#: How a ``${secret:NAME}`` reference is resolved: name -> value, or None when there is no such secret.
-#: One function so the secret store can be re-pointed (tests set it; hostd/secrets.py provides the store).
-secret_lookup: Callable[[str], str | None] = _no_secret
+#: How a ``${secret:NAME}`` reference is resolved: ``(plugin id, NAME) -> value``, or None when there is no
+#: such secret. One function, re-pointed by the host to its secret store (``SecretStore.get`` of
+#: hostd/secrets.py has this shape); tests set it too.
+secret_lookup: Callable[[str, str], str | None] = _no_secret
 
 
 def looks_secret(header: str) -> bool:
@@ -196,7 +190,7 @@ def resolve_addresses(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-def resolve_headers(headers: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+def resolve_headers(plugin_id: str, headers: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """``(headers with every ${secret:NAME} replaced, the secret values used)``.
 
     Raises :class:`LookupError` naming the first secret :data:`secret_lookup`
@@ -207,7 +201,7 @@ def resolve_headers(headers: Mapping[str, str]) -> tuple[dict[str, str], list[st
     for name, value in headers.items():
 
         def substitute(match: re.Match[str], header: str = name) -> str:
-            secret = secret_lookup(match.group(1))
+            secret = secret_lookup(plugin_id, match.group(1))
             if secret is None:
                 raise LookupError(
                     f"header {header}: no secret named {match.group(1)!r} (set it with plugins/configure)"

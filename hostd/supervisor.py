@@ -462,7 +462,7 @@ class PluginSupervisor:
     async def _run_remote(self, launch: RemoteLaunch, task_status: trio.TaskStatus[None]) -> None:
         """One connection to a remote server (hostd/transport_http.py), run like a process tree."""
         backend = self.manifest.backend
-        headers, secrets = open_headers(launch, dict(backend.headers))
+        headers, secrets = open_headers(self.plugin_id, launch, dict(backend.headers))
         link = RemoteLink(
             self.plugin_id,
             connection(),

@@ -474,7 +474,7 @@ def host_of(url: str) -> str:
     return urlsplit(url).hostname or url
 
 
-def open_headers(launch: RemoteLaunch, declared: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+def open_headers(plugin_id: str, launch: RemoteLaunch, declared: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The headers to send (secrets resolved) and the secret values (for the redactor).
 
     Raises ``HostError`` (``PLUGIN_START_FAILED``) naming the header and the
@@ -483,11 +483,12 @@ def open_headers(launch: RemoteLaunch, declared: dict[str, str]) -> tuple[dict[s
     from hostd.errors import ErrorKind  # noqa: PLC0415
 
     try:
-        return resolve_headers(declared)
+        return resolve_headers(plugin_id, declared)
     except LookupError as exc:
         raise HostError(
             ErrorKind.PLUGIN_START_FAILED,
             f"cannot connect to {host_of(launch.endpoint.url)}: {exc}",
+            plugin=plugin_id,
             reason=str(exc),
             stderrTail=[],
         ) from None

@@ -121,12 +121,15 @@ def test_a_header_name_must_be_a_token(tmp_path: Path) -> None:
 
 
 def test_secret_references_resolve_through_one_function(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(remote, "secret_lookup", {"TOKEN": "s3cr3t-value"}.get)
-    headers, secrets = resolve_headers({"Authorization": "Bearer ${secret:TOKEN}", "X-Version": "2"})
+    store = {("p", "TOKEN"): "s3cr3t-value", ("other", "KEY"): "not-for-p"}
+    monkeypatch.setattr(remote, "secret_lookup", lambda plugin, name: store.get((plugin, name)))
+    headers, secrets = resolve_headers("p", {"Authorization": "Bearer ${secret:TOKEN}", "X-Version": "2"})
     assert headers == {"Authorization": "Bearer s3cr3t-value", "X-Version": "2"}
     assert secrets == ["s3cr3t-value"]
     with pytest.raises(LookupError, match="no secret named 'MISSING'"):
-        resolve_headers({"X-Key": "${secret:MISSING}"})
+        resolve_headers("p", {"X-Key": "${secret:MISSING}"})
+    with pytest.raises(LookupError, match="no secret named 'KEY'"):
+        resolve_headers("p", {"X-Key": "${secret:KEY}"})  # another plugin's secret is not this one's
 
 
 # -- the trust gate: the digest covers the URL, the header names, the private hosts --------------------------------
