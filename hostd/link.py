@@ -1,56 +1,62 @@
-"""The plugin link: one MCP client session to one running plugin process.
+"""The plugin link: one MCP client to one running plugin process, over its stdio.
 
 Theory of operation
 -------------------
 
-The mcp SDK's :class:`mcp.ClientSession` owns the MCP layer (the
-``initialize`` handshake and version negotiation, request ids, progress
-routing, ``notifications/cancelled`` when a call is abandoned). Underneath it
-hostd puts its own stdio transport instead of the SDK's ``stdio_client``,
-because that one buffers unbounded lines and applies its own environment
-policy. The transport is four small tasks:
+All MCP state lives in one sans-IO :class:`hostd.session.ClientSession`:
+request ids, the routing of every response, progress notification and
+cancellation, server-to-client requests, the protocol era and its ``_meta``
+envelope. This module is the stdio transport around it plus a small driver
+that turns the session's events into woken callers. The transport is four
+small tasks:
 
-- **stdout**: bytes -> :class:`~hostd.framing.LineDecoder` (bounded, 2 MiB by
-  default) -> a strict JSON-RPC envelope check -> the session. A line that is
-  not JSON, not a JSON-RPC 2.0 envelope, or over the bound is a protocol
-  violation that ends the link (``stdout_noise: drop`` in the manifest drops
-  non-JSON-RPC lines instead, with a rate-limited warning and a running
-  count). Requests from the server are answered here, not by the session:
-  ``ping`` with ``{}``; everything else (``sampling/createMessage``,
-  ``roots/list``, ``elicitation/create``...) with -32601, since hostd
-  advertises no client capability.
-- **stdin**: the session's messages -> one compact JSON line each.
+- **stdout**: bytes -> :class:`~hostd.framing.LineDecoder` (bounded, 16 MiB by
+  default) -> :meth:`ClientSession.receive` (the strict envelope check) ->
+  an event. A line that is not JSON, not a JSON-RPC 2.0 envelope, or over the
+  bound is a protocol violation that ends the link (``stdout_noise: drop`` in
+  the manifest drops non-JSON-RPC lines instead, with a rate-limited warning
+  and a running count). An over-long line that answered a request
+  (:func:`answered_id`) fails only that request (:class:`ReplyTooLarge`).
+  Requests from the server are answered here: ``ping`` with ``{}``, others by
+  ``on_request`` (legacy era) or with -32601.
+- **stdin**: every message is one compact JSON line, written under one lock.
 - **stderr**: read in bounded chunks so a flood can never block the plugin on
   a full pipe; kept as a bounded ring of redacted lines; relayed as
   ``plugins/log`` at a bounded rate.
 - **exit**: waits on the plugin's main process, separately from stdout EOF,
   since a grandchild can keep the pipe open after the server died.
 
-Any failure records one reason (``failure``) and closes the session's read
-stream, so every pending request wakes at once with the SDK's
-``CONNECTION_CLOSED``; the supervisor turns that into
+Start (:meth:`PluginLink.run`) chooses the era (manifest ``backend.protocol``,
+MCP "Versioning", dual-era guidance): ``auto`` probes ``server/discover``; a
+discover result naming a modern version, or a -32022 naming one, means
+modern; any other error or a timeout means legacy and ``initialize`` follows
+(never keyed to one error code). ``legacy`` skips the probe; an exact pin
+fails the start naming the versions the server offered. The modern era opens
+``subscriptions/listen`` for list changes and uses ``server/discover`` for
+liveness (it has no ``ping``).
+
+Any failure records one reason (``failure``) and wakes every request in
+flight with :class:`LinkClosed`; the supervisor turns that into
 ``PLUGIN_HOST_UNAVAILABLE`` with the reason.
+
+hostd does not use the SDK's client here (``mcp`` is never imported): its
+session owns streams, tasks and models on every message; hostd needs bounded
+frames, a strict envelope, results forwarded as the server's own bytes, and a
+start that does not load the SDK (see :mod:`hostd.session`).
 """
 
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-import anyio
-import mcp_types as types
 import orjson
 import trio
-from mcp import ClientSession
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
 
 from hostd import __version__
 from hostd.control import current_outbox
@@ -66,12 +72,47 @@ from hostd.framing import (
 )
 from hostd.jsonlimits import check_json
 from hostd.redact import Redactor
+from hostd.session import (
+    INTERNAL_ERROR,
+    LEGACY_VERSIONS,
+    METHOD_NOT_FOUND,
+    MODERN_VERSIONS,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ClientSession,
+    Invalid,
+    LinkClosed,
+    Notification,
+    Orphan,
+    PluginRequestError,
+    Progress,
+    Reply,
+    ReplyTooLarge,
+    RequestId,
+    ServerCancelled,
+    ServerRequest,
+)
 from sandbox.process import SandboxedProcess
 
 log = logging.getLogger("hostd.link")
 
+__all__ = [
+    "Discovery",
+    "LinkClosed",
+    "NotificationSink",
+    "PluginLink",
+    "PluginRequestError",
+    "ProgressSink",
+    "ReplyTooLarge",
+    "RequestHandler",
+    "StderrTail",
+    "answered_id",
+]
+
 #: Upper bound of ``tools/list`` pages in one walk (cases C5, D3).
 MAX_LIST_PAGES = 100
+#: Seconds the ``server/discover`` probe may take before ``auto`` decides "legacy" (the SDK's is 10 s;
+#: a stdio server that has not answered within this while it answers ``initialize`` is not modern).
+DISCOVER_TIMEOUT = 10.0
 _STDERR_LINES = 200
 _STDERR_HEAD_LINES = 5
 _STDERR_BYTES = 64 * 1024
@@ -79,27 +120,19 @@ _STDERR_LINE_BYTES = 4096
 _LOG_RATE_PER_SECOND = 20.0
 _LOG_BURST = 50.0
 _READ_BYTES = 65536
-_ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
 
 LogSink = Callable[[str, str, str], Awaitable[None]]  # (level, source, message)
-NotificationSink = Callable[[types.ServerNotification], Awaitable[None]]
+#: A notification from the server, raw: ``(method, params)``.
+NotificationSink = Callable[[str, dict[str, Any] | None], Awaitable[None]]
+#: A server-to-client request, raw: ``(method, params) -> result``; raise PluginRequestError or HostError to refuse.
+RequestHandler = Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]]
+ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
+#: Manifest ``backend.protocol``: ``"legacy"``, ``"auto"`` or one exact revision.
+ProtocolChoice = str
 
-
-class LinkClosed(Exception):
-    """The link ended (crash, violation, stop) before the plugin answered."""
-
-
-class ReplyTooLarge(Exception):
-    """The plugin's answer to a call was one line of ``size`` bytes, over the ``limit``-byte frame bound.
-
-    The line was discarded as it arrived (never held whole); the link goes on
-    serving the other calls.
-    """
-
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"a {size}-byte answer, over the {limit}-byte frame bound")
-        self.size = size
-        self.limit = limit
+#: Era per launch digest, learned by ``auto`` (in memory, per hostd process): a restart of the same
+#: launch skips the probe that already said "legacy"; a changed launch is probed again.
+ERA_CACHE: dict[str, Literal["legacy", "modern"]] = {}
 
 
 #: Where a JSON-RPC response names its id: first (after "jsonrpc"), or last. Every encoder
@@ -121,18 +154,27 @@ def answered_id(head: bytes, tail: bytes) -> Any:
     return None
 
 
-ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    """The link's side of one request in flight (hung on the session's entry as its context)."""
 
-
-@dataclass
-class _DirectCall:
-    on_progress: ProgressSink
+    on_progress: ProgressSink | None = None
+    #: An answer over the frame bound fails this request alone (else it ends the link).
+    bounded: bool = True
     done: trio.Event = field(default_factory=trio.Event)
     reply: dict[str, Any] | None = None
     size: int = 0
     raw: bytes = b""
     #: Set instead of ``reply`` when the answer was over the frame bound: ``(size, limit)``.
     too_large: tuple[int, int] | None = None
+
+
+@dataclass(eq=False, slots=True)
+class _Listener:
+    """A ``subscriptions/listen`` stream: where its notifications go."""
+
+    sink: NotificationSink
+    done: trio.Event = field(default_factory=trio.Event)
 
 
 class StderrTail:
@@ -220,26 +262,39 @@ class _RateLimit:
 
 @dataclass(frozen=True)
 class Discovery:
-    """What the handshake and the tools/list walk found.
+    """What the start found.
 
-    ``tools`` are the raw tool objects (JSON) in listing order.
+    ``tools`` are the raw tool objects (JSON) in listing order; ``era`` and
+    ``protocol_version`` the negotiated protocol; ``capabilities`` the
+    server's capabilities object as sent.
     """
 
     protocol_version: str
     server_name: str
     server_version: str
     tools: list[dict[str, Any]]
+    era: Literal["legacy", "modern"] = "legacy"
+    capabilities: dict[str, Any] = field(default_factory=dict)
 
 
 class PluginLink:
-    """The transport and MCP session of one plugin instance.
+    """The stdio transport and MCP client of one plugin instance.
 
     Use :meth:`run` with ``nursery.start``: it returns the :class:`Discovery`
-    once the handshake and the ``tools/list`` walk succeeded, or raises
-    :class:`HostError` (``PLUGIN_START_FAILED``) with the reason and the
-    stderr tail. After that it keeps the session open until :meth:`close`
+    once the era is chosen, the handshake (or discovery) and the ``tools/list``
+    walk succeeded, or raises :class:`HostError` (``PLUGIN_START_FAILED``) with
+    the reason and the stderr tail. After that it serves until :meth:`close`
     or a failure; ``done`` is set then, and ``failure`` holds the reason of an
     unexpected end (``None`` after :meth:`close`).
+
+    ``on_notification(method, params)`` gets every notification that is not
+    progress, a cancellation or a log message (``notifications/message`` goes
+    to ``on_log``): list changes, ``notifications/resources/updated``...
+    ``on_request(method, params)`` answers the server's requests other than
+    ``ping`` (legacy era); it returns the result or raises
+    :class:`PluginRequestError` / :class:`HostError`, which the server gets as
+    a JSON-RPC error; without it the server gets -32601. ``protocol`` is the
+    manifest's ``backend.protocol``; ``launch_digest`` keys the era cache.
     """
 
     def __init__(
@@ -250,8 +305,12 @@ class PluginLink:
         redact: Redactor,
         on_log: LogSink,
         on_notification: NotificationSink,
+        on_request: RequestHandler | None = None,
         max_frame_bytes: int = PLUGIN_FRAME_LIMIT,
         stdout_noise: str = "strict",
+        protocol: ProtocolChoice = "auto",
+        launch_digest: str | None = None,
+        capabilities: dict[str, Any] | None = None,
     ) -> None:
         self.plugin_id = plugin_id
         self.process = process
@@ -262,121 +321,360 @@ class PluginLink:
         self.last_seen_at: float | None = None
         self.noise_dropped = 0
         self.stderr = StderrTail(redact)
-        self.session: ClientSession | None = None
+        #: The MCP client state (ids, routing, era); see :mod:`hostd.session`.
+        self.session = ClientSession({"name": "hostd", "version": __version__}, capabilities)
         self._redact = redact
         self._on_log = on_log
         self._on_notification = on_notification
+        self._on_request = on_request
+        self._protocol = protocol
+        self._launch_digest = launch_digest
         self._decoder = LineDecoder(max_frame_bytes)
         self._stdout_noise = stdout_noise
         self._log_limit = _RateLimit(_LOG_RATE_PER_SECOND, _LOG_BURST)
         self._dropped_reported = 0
         self._orphan_limit = _RateLimit(5.0, 10.0)
-        self.orphans = 0
-        self._outstanding: dict[types.RequestId, str] = {}
-        self._last_tools_page: dict[str, Any] | None = None
-        self._direct: dict[str, _DirectCall] = {}
-        self._direct_ids = itertools.count(1)
         self._noise_limit = _RateLimit(1.0, 3.0)
         self._write_lock = trio.Lock()
         self._closing = False
+        self._nursery: trio.Nursery | None = None
+        #: Server-to-client requests being answered: id -> the handler's cancel scope.
+        self._serving: dict[RequestId, trio.CancelScope] = {}
         #: True while stdout is not read because the parent is behind (docs/protocol.md "Flow control").
         self.paused = False
-        self._read_send, self._read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](64)
-        self._write_send, self._write_receive = anyio.create_memory_object_stream[SessionMessage](64)
+
+    # -- the public surface ---------------------------------------------------------
+
+    @property
+    def orphans(self) -> int:
+        """Responses that answered no request in flight (unknown id, duplicate, late after a cancel)."""
+        return self.session.orphans
+
+    @property
+    def era(self) -> Literal["legacy", "modern"]:
+        """``"legacy"`` (initialize handshake) or ``"modern"`` (2026-07-28); ``"legacy"`` until known."""
+        return self.session.era or "legacy"
+
+    @property
+    def protocol_version(self) -> str:
+        """The negotiated MCP revision (``""`` before the start finished)."""
+        return self.session.protocol_version or ""
+
+    @property
+    def server_capabilities(self) -> dict[str, Any]:
+        """The server's capabilities object as sent (``initialize`` or ``server/discover``)."""
+        return self.session.server_capabilities
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, *, on_progress: ProgressSink | None = None
+    ) -> dict[str, Any]:
+        """Send one MCP request; return the raw JSON ``result`` object.
+
+        With ``on_progress`` the request carries a progress token (the session
+        assigns it) and each ``notifications/progress`` for it is awaited as
+        ``on_progress(progress, total, message)``. In the modern era the
+        ``_meta`` envelope is added. Raises :class:`PluginRequestError` for a
+        JSON-RPC error (or a result that is not an object, code -32603),
+        :class:`LinkClosed` when the link ends first, :class:`ReplyTooLarge`
+        when the answer was over the frame bound (the link goes on). Cancelling
+        the caller sends ``notifications/cancelled`` and a late answer is
+        dropped as an orphan.
+        """
+        waiter = await self._roundtrip(method, params, on_progress)
+        return _result_of(waiter.reply)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], on_progress: ProgressSink
+    ) -> tuple[dict[str, Any], int, bytes]:
+        """Send ``tools/call``; return the plugin's JSON-RPC response (``result`` or ``error``), its
+        frame size (bytes) and the frame itself (so an unchanged result can be forwarded byte for byte).
+
+        The fast path of :meth:`request` on the same session: no result check,
+        no model. Progress, cancellation and errors as there, except that a
+        JSON-RPC error is returned, not raised.
+        """
+        waiter = await self._roundtrip("tools/call", {"name": name, "arguments": arguments}, on_progress)
+        assert waiter.reply is not None
+        return waiter.reply, waiter.size, waiter.raw
+
+    async def ping(self) -> None:
+        """One liveness round trip: ``ping`` (legacy), ``server/discover`` (modern: it has no ``ping``).
+
+        Raises :class:`LinkClosed` or :class:`PluginRequestError` like :meth:`request`.
+        """
+        await self.request("ping" if self.era == "legacy" else "server/discover")
+
+    async def listen(self, notifications: dict[str, Any], sink: NotificationSink) -> None:
+        """Hold a ``subscriptions/listen`` stream open (modern era) until cancelled or the server ends it.
+
+        ``notifications`` is the filter (``{toolsListChanged: true, resourceSubscriptions: [uri]...}``);
+        every notification tagged with this stream's subscription id goes to ``sink(method, params)``
+        (``notifications/subscriptions/acknowledged`` first). Returns when the server ends the
+        stream; raises :class:`PluginRequestError` if it refuses it, :class:`LinkClosed` when the
+        link ends. Cancelling sends ``notifications/cancelled`` for the stream.
+        """
+        await self._roundtrip("subscriptions/listen", {"notifications": notifications}, None, listen=sink)
+
+    async def _roundtrip(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        on_progress: ProgressSink | None,
+        *,
+        bounded: bool = True,
+        listen: NotificationSink | None = None,
+    ) -> _Waiter:
+        waiter = _Waiter(on_progress, bounded and listen is None)
+        context: Any = waiter if listen is None else _ListenWaiter(waiter, listen)
+        rid, message = self.session.start_request(
+            method, params, context=context, progress=on_progress is not None, listen=listen is not None
+        )
+        try:
+            if self.done.is_set() or not await self._write(encode(message)):
+                raise LinkClosed(self.failure or "the plugin is stopping")
+            await waiter.done.wait()
+        finally:
+            if not waiter.done.is_set():
+                cancel = self.session.cancel(rid)
+                if cancel is not None and not self.done.is_set():
+                    with trio.CancelScope(shield=True), trio.move_on_after(1):
+                        await self._write(encode(cancel))
+        if waiter.too_large is not None:
+            raise ReplyTooLarge(*waiter.too_large)
+        if waiter.reply is None:
+            raise LinkClosed(self.failure or "the plugin stopped")
+        if listen is not None:
+            _result_of(waiter.reply)
+        return waiter
 
     # -- lifecycle --------------------------------------------------------------
 
     async def run(self, startup_timeout: float, *, task_status: trio.TaskStatus[Discovery]) -> None:
-        """Handshake, list tools, report them with ``task_status.started``, then serve.
+        """Choose the era, handshake or discover, list tools, report them with ``task_status.started``, then serve.
 
         Raises :class:`HostError` (``PLUGIN_START_FAILED``) before ``started``;
         never raises after it (the failure goes to ``failure`` and ``done``).
+        Cancelling it ends the link (the caller stops the process).
         """
-        # Errors are carried out of the nurseries as a value: raised inside,
-        # trio (and anyio's task group in the SDK) would wrap them in groups.
+        # Errors are carried out of the nursery as a value: raised inside, trio would wrap them in groups.
         error: HostError | None = None
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self._pump_stdout)
-            nursery.start_soon(self._pump_stdin)
             nursery.start_soon(self._pump_stderr)
             nursery.start_soon(self._watch_exit)
             try:
-                async with ClientSession(
-                    self._read_receive,
-                    self._write_send,
-                    client_info=types.Implementation(name="hostd", version=__version__),
-                    logging_callback=self._mcp_log,
-                    message_handler=self._message,
-                ) as session:
-                    self.session = session
-                    try:
-                        discovery = await self._discover(session, startup_timeout)
-                    except HostError as exc:
-                        error = exc
-                        self._fail(str(exc.data.get("reason", exc.message)))
-                    else:
-                        task_status.started(discovery)
-                        await self.done.wait()
+                discovery = await self._discover(startup_timeout)
+            except HostError as exc:
+                error = exc
+                self._fail(str(exc.data.get("reason", exc.message)))
+            else:
+                task_status.started(discovery)
+                if discovery.era == "modern":
+                    nursery.start_soon(self._listen_for_changes)
+                await self.done.wait()
             finally:
                 self.done.set()
                 nursery.cancel_scope.cancel()
         if error is not None:
             raise error
 
-    async def _discover(self, session: ClientSession, startup_timeout: float) -> Discovery:
+    async def _discover(self, startup_timeout: float) -> Discovery:
         started = time.monotonic()
         try:
             with trio.fail_after(startup_timeout):
-                init = await session.initialize()
-                if init.capabilities.tools is None:
+                await self._negotiate()
+                if not isinstance(self.server_capabilities.get("tools"), dict):
                     raise self._start_error("the server does not declare the tools capability")
-                tools = await self.list_tools(session)
+                tools = await self.list_tools()
         except trio.TooSlowError:
             # Let a process that is exiting right now say so instead.
             with trio.move_on_after(0.2):
                 await self.done.wait()
             reason = self._during_start(self.failure) or f"startup timed out after {startup_timeout:g} s"
             raise self._start_error(reason, seconds=round(time.monotonic() - started, 3)) from None
-        except MCPError as exc:
+        except (LinkClosed, ReplyTooLarge):
+            raise self._start_error(self._during_start(self.failure) or "start failed") from None
+        except PluginRequestError as exc:
             if self.failure is not None:
                 raise self._start_error(self._during_start(self.failure) or "start failed") from None
-            raise self._start_error(f"initialize failed: {exc.error.message}", upstream=_error_dict(exc)) from None
-        except ValidationError as exc:
-            raise self._start_error(f"invalid answer from the server: {_pydantic_summary(exc)}") from None
-        except ValueError as exc:  # pydantic's "Maximum serialization depth exceeded" (issue 10)
-            raise self._start_error(f"invalid answer from the server: {exc}") from None
-        except RuntimeError as exc:  # the SDK's "Unsupported protocol version"
-            raise self._start_error(str(exc)) from None
-        info = init.server_info
+            raise self._start_error(f"{self._stage} failed: {exc.message}", upstream=exc.wire()) from None
+        info = self.session.server_info
         return Discovery(
-            protocol_version=init.protocol_version,
-            server_name=info.name,
-            server_version=info.version,
+            protocol_version=self.protocol_version,
+            server_name=str(info.get("name", "")),
+            server_version=str(info.get("version", "")),
             tools=tools,
+            era=self.era,
+            capabilities=self.server_capabilities,
         )
 
-    async def list_tools(self, session: ClientSession) -> list[dict[str, Any]]:
+    _stage = "initialize"
+
+    async def _negotiate(self) -> None:
+        """Settle the era (manifest ``backend.protocol``) and adopt it in the session."""
+        choice = self._protocol
+        cached = ERA_CACHE.get(self._launch_digest) if self._launch_digest else None
+        if choice == "legacy" or choice in LEGACY_VERSIONS or (choice == "auto" and cached == "legacy"):
+            await self._initialize(choice if choice in LEGACY_VERSIONS else None)
+            return
+        pin = choice if choice in MODERN_VERSIONS else None
+        if choice not in ("auto", *MODERN_VERSIONS):
+            raise self._start_error(
+                f"backend.protocol {choice!r} is not a revision hostd speaks "
+                f"({', '.join((*LEGACY_VERSIONS, *MODERN_VERSIONS))})"
+            )
+        offered = await self._probe(pin or MODERN_VERSIONS[-1])
+        if self.session.era == "modern":
+            self._remember("modern")
+            return
+        if pin is not None:
+            if offered is None:  # not modern at all: ask the legacy handshake which version it speaks
+                offered = await self._legacy_offer()
+            raise self._start_error(
+                f"backend.protocol pins {pin} but the server offers {', '.join(offered) or 'no version'}",
+                offered=offered,
+            )
+        await self._initialize(None)
+        self._remember("legacy")
+
+    def _remember(self, era: Literal["legacy", "modern"]) -> None:
+        if self._launch_digest and self._protocol == "auto":
+            ERA_CACHE[self._launch_digest] = era
+
+    async def _probe(self, version: str) -> list[str] | None:
+        """``server/discover`` at ``version``; adopt the modern era on positive evidence.
+
+        Returns the versions the server named when it is modern-capable but
+        shares no modern version (or ``None`` when it gave no modern evidence:
+        then the caller falls back to ``initialize``).
+        """
+        self._stage = "server/discover"
+        for _attempt in range(2):
+            waiter = _Waiter(None, bounded=False)
+            rid, message = self.session.discover_request(version, context=waiter)
+            if not await self._write(encode(message)):
+                raise LinkClosed(self.failure or "the plugin is stopping")
+            with trio.move_on_after(DISCOVER_TIMEOUT):
+                await waiter.done.wait()
+            if waiter.reply is None:
+                if self.done.is_set():
+                    raise LinkClosed(self.failure or "the plugin stopped")
+                cancel = self.session.cancel(rid, "no answer to server/discover: trying initialize")
+                if cancel is not None:
+                    await self._write(encode(cancel))
+                return None  # a timeout is legacy evidence
+            error = waiter.reply.get("error")
+            if error is not None:
+                if not isinstance(error, dict) or error.get("code") != UNSUPPORTED_PROTOCOL_VERSION:
+                    return None
+                supported = _supported(error.get("data"))
+                mutual = [v for v in MODERN_VERSIONS if v in supported]
+                if mutual and _attempt == 0:
+                    version = mutual[-1]
+                    continue
+                if supported and not any(v in LEGACY_VERSIONS for v in supported):
+                    return supported  # modern-only and disjoint
+                return None
+            result = waiter.reply.get("result")
+            adopted = _validate_discover(result)
+            if adopted is None:
+                return None  # an unusable result is not modern evidence
+            supported, capabilities, server_info = adopted
+            mutual = [v for v in MODERN_VERSIONS if v in supported]
+            if not mutual:
+                return None if any(v in LEGACY_VERSIONS for v in supported) else supported
+            self.session.adopt_modern(mutual[-1], capabilities, server_info)
+            return None
+        return None
+
+    async def _initialize(self, version: str | None) -> None:
+        """The legacy handshake offering ``version`` (default the newest); adopt what the server answers."""
+        self._stage = "initialize"
+        offer = version or LEGACY_VERSIONS[-1]
+        try:
+            result = await self._call_raw(offer)
+        except PluginRequestError as exc:
+            offered = _supported(exc.data) if exc.code == UNSUPPORTED_PROTOCOL_VERSION else []
+            if not offered:
+                raise
+            wanted = f"pins {version}" if version is not None else f"is {self._protocol!r}"
+            raise self._start_error(
+                f"backend.protocol {wanted} but the server offers {', '.join(offered)}", offered=offered
+            ) from None
+        answered, capabilities, server_info = _validate_initialize(result, self._start_error)
+        if answered not in LEGACY_VERSIONS:
+            raise self._start_error(f"Unsupported protocol version from the server: {answered}", offered=[answered])
+        if version is not None and answered != version:
+            raise self._start_error(
+                f"backend.protocol pins {version} but the server offers {answered}", offered=[answered]
+            )
+        self.session.adopt_legacy(answered, capabilities, server_info)
+        await self._write(encode(self.session.initialized_notification()))
+        self._stage = "tools/list"
+
+    async def _legacy_offer(self) -> list[str]:
+        """What version a server that is not modern answers ``initialize`` with (for a failed pin's message)."""
+        try:
+            result = await self._call_raw(LEGACY_VERSIONS[-1])
+        except PluginRequestError:
+            return []
+        version = result.get("protocolVersion")
+        return [version] if isinstance(version, str) else []
+
+    async def _call_raw(self, version: str) -> dict[str, Any]:
+        """``initialize`` offering ``version``; its raw result."""
+        waiter = _Waiter(None, bounded=False)
+        rid, message = self.session.initialize_request(version, context=waiter)
+        try:
+            if not await self._write(encode(message)):
+                raise LinkClosed(self.failure or "the plugin is stopping")
+            await waiter.done.wait()
+        finally:
+            if not waiter.done.is_set():
+                self.session.forget(rid)
+        if waiter.reply is None:
+            raise LinkClosed(self.failure or "the plugin stopped")
+        return _result_of(waiter.reply)
+
+    async def _listen_for_changes(self) -> None:
+        """Modern era: one ``subscriptions/listen`` for the list changes the server declares, for the
+        link's life (a new link, after a restart, opens its own)."""
+        caps = self.server_capabilities
+        wanted: dict[str, Any] = {}
+        for kind, key in (
+            ("tools", "toolsListChanged"),
+            ("prompts", "promptsListChanged"),
+            ("resources", "resourcesListChanged"),
+        ):
+            cap = caps.get(kind)
+            if isinstance(cap, dict) and cap.get("listChanged"):
+                wanted[key] = True
+        if not wanted:
+            return
+        try:
+            await self.listen(wanted, self._on_notification)
+        except (PluginRequestError, LinkClosed, ReplyTooLarge) as exc:
+            log.info("plugin %s: subscriptions/listen ended: %s", self.plugin_id, exc)
+
+    async def list_tools(self) -> list[dict[str, Any]]:
         """Walk every ``tools/list`` page (MCP "Pagination"); return the raw tools.
 
         Only an absent or null ``nextCursor`` ends the walk. A repeated cursor or
         more than 100 pages raises ``PLUGIN_START_FAILED`` naming the server.
+        Raises :class:`PluginRequestError` / :class:`LinkClosed` like :meth:`request`.
         """
+        self._stage = "tools/list"
         tools: list[dict[str, Any]] = []
         seen: set[str] = set()
         names: set[str] = set()
         cursor: str | None = None
         for page in range(1, MAX_LIST_PAGES + 1):
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            self._last_tools_page = None
-            try:
-                await session.list_tools(params=params)
-            except ValueError:  # pydantic's ValidationError, or its "Maximum serialization depth exceeded"
-                # The SDK's model refused the page; hostd.tools reports each tool's problem
-                # precisely, from the server's own JSON (kept by the transport).
-                if self._last_tools_page is None:
-                    raise
-            raw = self._last_tools_page
-            if raw is None or not isinstance(raw.get("tools"), list):
+            waiter = await self._roundtrip(
+                "tools/list", {"cursor": cursor} if cursor is not None else None, None, bounded=False
+            )
+            raw = _result_of(waiter.reply)
+            if not isinstance(raw.get("tools"), list):
                 raise self._start_error(f"tools/list page {page} has no 'tools' array")
             page_tools = raw["tools"]
             if not all(isinstance(t, dict) for t in page_tools):
@@ -417,10 +715,10 @@ class PluginLink:
         )
 
     def close(self) -> None:
-        """End the session on purpose (disable, restart); not a failure."""
+        """End the link on purpose (disable, restart); not a failure."""
         self._closing = True
         self.done.set()
-        self._read_send.close()
+        self._wake_all()
 
     def fail(self, reason: str) -> None:
         """End the link as failed with ``reason`` (the first reason wins)."""
@@ -431,109 +729,51 @@ class PluginLink:
             self.failure = reason
             log.warning("plugin %s: %s", self.plugin_id, reason)
         self.done.set()
-        self._read_send.close()
-        for call in self._direct.values():
-            call.done.set()  # no reply: the caller raises LinkClosed
+        self._wake_all()
 
-    # -- tools/call, the hot path -------------------------------------------------
-
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], on_progress: ProgressSink
-    ) -> tuple[dict[str, Any], int, bytes]:
-        """Send ``tools/call``; return the plugin's JSON-RPC response, its frame size (bytes)
-        and the frame itself (so an unchanged result can be forwarded byte for byte).
-
-        The hot path bypasses the SDK session: the request is encoded once and
-        the response handed back as the server's JSON, with no model built
-        (the session still owns the handshake, listings and pings). The
-        request carries a progress token; ``notifications/progress`` for it
-        go to ``on_progress``. Cancelling the caller sends
-        ``notifications/cancelled`` (MCP "Cancellation") and a late answer is
-        dropped as an orphan. Raises :class:`LinkClosed` when the link ends first.
-        """
-        rid = f"hostd-{next(self._direct_ids)}"
-        call = _DirectCall(on_progress=on_progress)
-        self._direct[rid] = call
-        params = {"name": name, "arguments": arguments, "_meta": {"progressToken": rid}}
-        try:
-            if self.done.is_set() or not await self._write(
-                encode({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
-            ):
-                raise LinkClosed(self.failure or "the plugin is stopping")
-            await call.done.wait()
-        finally:
-            self._direct.pop(rid, None)
-            if not call.done.is_set() and not self.done.is_set():
-                with trio.CancelScope(shield=True), trio.move_on_after(1):
-                    await self._write(
-                        encode(
-                            {
-                                "jsonrpc": "2.0",
-                                "method": "notifications/cancelled",
-                                "params": {"requestId": rid, "reason": "cancelled by the host"},
-                            }
-                        )
-                    )
-        if call.too_large is not None:
-            raise ReplyTooLarge(*call.too_large)
-        if call.reply is None:
-            raise LinkClosed(self.failure or "the plugin stopped")
-        return call.reply, call.size, call.raw
-
-    async def _direct_message(self, value: Any, size: int, raw: bytes = b"") -> bool:
-        """Deliver a response or progress of a hot-path call; False if ``value`` is not one."""
-        if not isinstance(value, dict) or value.get("jsonrpc") != "2.0":
-            return False
-        rid = value.get("id")
-        if isinstance(rid, str) and rid in self._direct:
-            if "method" in value or ("result" in value) == ("error" in value) or not _ENVELOPE_KEYS.issuperset(value):
-                return False
-            call = self._direct.pop(rid)
-            call.reply, call.size, call.raw = value, size, raw
-            self.last_seen_at = time.time()
-            call.done.set()
-            return True
-        if value.get("method") == "notifications/progress" and "id" not in value:
-            params = value.get("params")
-            token = params.get("progressToken") if isinstance(params, dict) else None
-            pending = self._direct.get(token) if isinstance(token, str) else None
-            if pending is None or not isinstance(params, dict):
-                return False
-            progress, total, message = params.get("progress"), params.get("total"), params.get("message")
-            if not isinstance(progress, int | float) or isinstance(progress, bool):
-                return False
-            self.last_seen_at = time.time()
-            await pending.on_progress(
-                progress,
-                total if isinstance(total, int | float) and not isinstance(total, bool) else None,
-                message[:_STDERR_LINE_BYTES] if isinstance(message, str) else None,
-            )
-            return True
-        return False
+    def _wake_all(self) -> None:
+        """Every request in flight ends without an answer: its caller raises LinkClosed."""
+        for rid, context in self.session.pending():
+            self.session.forget(rid)
+            _waiter_of(context).done.set()
 
     def _discarded_reply(self, event: FrameDiscarded) -> bool:
-        """Fail only the call an over-long line answered; False when it answered none we can name.
+        """Fail only the request an over-long line answered; False when it answered none we can name.
 
         The line's id is read from its first or last bytes (:func:`answered_id`);
-        if it names no call, and exactly one hot-path call and no other request
-        is in flight, it can only be that call's answer. Anything else (an
+        if it names no request, and exactly one request that may absorb an
+        over-long answer (``tools/call``, :meth:`request`) and no other request
+        is in flight, it can only be that one's answer. Anything else (an
         over-long listing, a notification) is a violation that ends the link.
         """
         rid = answered_id(event.head, event.tail)
-        if rid is None and len(self._direct) == 1 and not self._outstanding:
-            rid = next(iter(self._direct))
-        call = self._direct.pop(rid, None) if isinstance(rid, str) else None
-        if call is None:
+        if rid is None:
+            bounded = [r for r, c in self.session.pending() if _waiter_of(c).bounded]
+            others = [
+                r for r, c in self.session.pending() if not _waiter_of(c).bounded and not isinstance(c, _ListenWaiter)
+            ]
+            if len(bounded) == 1 and not others:
+                rid = bounded[0]
+        if not isinstance(rid, int | str) or not self.session.is_pending(rid):
             return False
-        call.too_large = (event.size, event.limit)
+        entry = self.session.take(rid)
+        assert entry is not None
+        waiter = _waiter_of(entry.context)
+        if not waiter.bounded:
+            return False
+        waiter.too_large = (event.size, event.limit)
         self.last_seen_at = time.time()
-        call.done.set()
+        waiter.done.set()
         return True
+
+    def _absorbs_large(self) -> bool:
+        return any(_waiter_of(c).bounded for _r, c in self.session.pending())
 
     # -- transport tasks --------------------------------------------------------
 
     async def _pump_stdout(self) -> None:
         outbox = current_outbox()
+        session = self.session
         while True:
             if outbox is not None and outbox.over_budget:
                 # The parent is behind: the plugin waits on its own full pipe, not hostd's memory.
@@ -546,49 +786,97 @@ class PluginLink:
             if not data:
                 await self._stdout_closed()
                 return
-            for event in self._decoder.feed(data):
-                if isinstance(event, FrameTooLarge):
-                    if self._direct:
-                        continue  # being discarded; its end (FrameDiscarded) tells which call it answered
-                    self._fail(  # no call in flight it could answer: a violation, known at once
-                        f"a message on stdout exceeded the {event.limit}-byte frame bound "
-                        f"(starts {self._redact(describe_head(event.head))!r})"
+            for frame in self._decoder.feed(data):
+                if isinstance(frame, FrameTooLarge):
+                    if self._absorbs_large():
+                        continue  # being discarded; its end (FrameDiscarded) tells which request it answered
+                    self._fail(  # no request in flight it could answer: a violation, known at once
+                        f"a message on stdout exceeded the {frame.limit}-byte frame bound "
+                        f"(starts {self._redact(describe_head(frame.head))!r})"
                     )
                     return
-                if isinstance(event, FrameDiscarded):
-                    if not self._discarded_reply(event):
+                if isinstance(frame, FrameDiscarded):
+                    if not self._discarded_reply(frame):
                         self._fail(
-                            f"a message on stdout exceeded the {event.limit}-byte frame bound and answered no "
-                            f"call in flight (starts {self._redact(describe_head(event.head))!r})"
+                            f"a message on stdout exceeded the {frame.limit}-byte frame bound and answered no "
+                            f"call in flight (starts {self._redact(describe_head(frame.head))!r})"
                         )
                         return
                     continue
-                if isinstance(event, InvalidJSON):
-                    if not await self._noise(event.head, f"not JSON ({event.reason})"):
+                if isinstance(frame, InvalidJSON):
+                    if not await self._noise(frame.head, f"not JSON ({frame.reason})"):
                         return
                     continue
-                if self._direct and await self._direct_message(event.value, event.size, event.raw):
-                    continue
-                message = _envelope(event.value)
-                if message is None:
-                    if not await self._noise(encode(event.value)[:80], "not a JSON-RPC 2.0 message"):
+                event = session.receive(frame.value, frame.size, frame.raw)
+                if isinstance(event, Reply):
+                    self.last_seen_at = time.time()
+                    waiter = _waiter_of(event.context)
+                    waiter.reply, waiter.size, waiter.raw = event.message, event.size, event.raw
+                    waiter.done.set()
+                elif isinstance(event, Progress):
+                    self.last_seen_at = time.time()
+                    sink = _waiter_of(event.context).on_progress
+                    if sink is not None:
+                        await sink(event.progress, event.total, event.message)
+                elif isinstance(event, Invalid):
+                    if not await self._noise(encode(frame.value)[:80], event.why):
                         return
-                    continue
-                self.last_seen_at = time.time()
-                if isinstance(message, types.JSONRPCRequest):
-                    await self._answer_server_request(message)
-                    continue
-                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-                    method = self._outstanding.pop(message.id, None) if message.id is not None else None
-                    if method is None:
-                        await self._orphan(message)
-                        continue
-                    if method == "tools/list" and isinstance(message, types.JSONRPCResponse):
-                        self._last_tools_page = event.value.get("result")
-                try:
-                    await self._read_send.send(SessionMessage(message))
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    return
+                else:
+                    self.last_seen_at = time.time()
+                    if not await self._dispatch(event):
+                        return
+
+    async def _dispatch(self, event: ServerRequest | ServerCancelled | Notification | Orphan) -> bool:
+        """Handle what is neither a reply nor progress; False when the link ended."""
+        if isinstance(event, Orphan):
+            await self._orphan(event)
+        elif isinstance(event, ServerRequest):
+            return await self._server_request(event)
+        elif isinstance(event, ServerCancelled):
+            scope = self._serving.get(event.request_id)
+            if scope is not None:
+                scope.cancel()
+        elif event.stale:
+            log.debug("plugin %s: dropped %s for a closed subscription", self.plugin_id, event.method)
+        elif event.method == "notifications/message":
+            await self._mcp_log(event.params or {})
+        elif event.listener is not None:
+            await event.listener.sink(event.method, event.params)
+        else:
+            await self._on_notification(event.method, event.params)
+        return True
+
+    async def _server_request(self, event: ServerRequest) -> bool:
+        if event.method == "ping":
+            return await self._write(encode(self.session.reply(event.request_id, {})))
+        if self._on_request is None or self.session.era == "modern" or self._nursery is None:
+            # Modern servers send no requests (they return input_required instead).
+            return await self._write(
+                encode(
+                    self.session.reply_error(event.request_id, METHOD_NOT_FOUND, f"hostd does not serve {event.method}")
+                )
+            )
+        self._nursery.start_soon(self._answer, event)
+        return True
+
+    async def _answer(self, event: ServerRequest) -> None:
+        """Answer one server request through ``on_request``; its cancellation by the server cancels it."""
+        assert self._on_request is not None
+        reply: dict[str, Any] | None = None
+        with trio.CancelScope() as scope:
+            self._serving[event.request_id] = scope
+            try:
+                result = await self._on_request(event.method, event.params)
+                reply = self.session.reply(event.request_id, result)
+            except PluginRequestError as exc:
+                reply = self.session.reply_error(event.request_id, exc.code, exc.message, exc.data)
+            except HostError as exc:
+                error = exc.to_error_object()
+                reply = self.session.reply_error(event.request_id, error["code"], error["message"], error["data"])
+            finally:
+                self._serving.pop(event.request_id, None)
+        if reply is not None:  # withdrawn by the server: never answered (MCP "Cancellation")
+            await self._write(encode(reply))
 
     async def _stdout_closed(self) -> None:
         if self._closing:
@@ -601,13 +889,12 @@ class PluginLink:
         else:
             self._fail(_exit_reason(code))
 
-    async def _orphan(self, message: types.JSONRPCResponse | types.JSONRPCError) -> None:
+    async def _orphan(self, event: Orphan) -> None:
         """A response to no request in flight (unknown id, a duplicate, a late answer): dropped."""
-        self.orphans += 1
         if self._orphan_limit.allow():
-            kind = "an error" if isinstance(message, types.JSONRPCError) else "a response"
+            kind = "an error" if event.is_error else "a response"
             await self._on_log(
-                "warning", "stdout", f"dropped {kind} for id {message.id!r}: no request in flight has that id"
+                "warning", "stdout", f"dropped {kind} for id {event.request_id!r}: no request in flight has that id"
             )
 
     @property
@@ -627,29 +914,6 @@ class PluginLink:
                 "warning", "stdout", f"dropped a stdout line that is {why} ({self.noise_dropped} so far): {shown!r}"
             )
         return True
-
-    async def _answer_server_request(self, request: types.JSONRPCRequest) -> None:
-        if request.method == "ping":
-            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request.id, "result": {}}
-        else:
-            reply = {
-                "jsonrpc": "2.0",
-                "id": request.id,
-                "error": {"code": types.METHOD_NOT_FOUND, "message": f"hostd does not serve {request.method}"},
-            }
-        await self._write(encode(reply))
-
-    async def _pump_stdin(self) -> None:
-        async for item in self._write_receive:
-            message = item.message
-            if isinstance(message, types.JSONRPCRequest):
-                self._outstanding[message.id] = message.method
-            elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-                # A late answer to a cancelled request is an orphan from now on.
-                self._outstanding.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]
-            data = encode(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
-            if not await self._write(data):
-                return
 
     async def _write(self, data: bytes) -> bool:
         async with self._write_lock:
@@ -677,15 +941,18 @@ class PluginLink:
             await trio.sleep(0.05)
             self._fail(_exit_reason(code))
 
-    # -- session callbacks ------------------------------------------------------
+    # -- log messages -----------------------------------------------------------
 
-    async def _mcp_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        exceeded = check_json(params.data)  # orjson cannot encode data over 255 levels deep
+    async def _mcp_log(self, params: dict[str, Any]) -> None:
+        """``notifications/message`` -> ``plugins/log`` (source ``mcp``), bounded like stderr lines."""
+        raw = params.get("data")
+        exceeded = check_json(raw)  # orjson cannot encode data over 255 levels deep
         if exceeded is not None:
             data = f"(log data not shown: {exceeded.message})"
         else:
-            data = params.data if isinstance(params.data, str) else encode(params.data).decode()
-        await self._relay(str(params.level), "mcp", self._redact(data[:_STDERR_LINE_BYTES]))
+            data = raw if isinstance(raw, str) else encode(raw).decode().rstrip("\n")
+        level = params.get("level")
+        await self._relay(level if isinstance(level, str) else "info", "mcp", self._redact(data[:_STDERR_LINE_BYTES]))
 
     async def _relay(self, level: str, source: str, message: str) -> None:
         """Forward one log line as ``plugins/log`` within the rate limit (20/s, bursts of 50);
@@ -699,11 +966,84 @@ class PluginLink:
             await self._on_log("warning", "host", f"{missed} log lines dropped by the rate limit")
         await self._on_log(level, source, message)
 
-    async def _message(self, message: types.ServerNotification | Exception) -> None:
-        if isinstance(message, Exception):
-            log.debug("plugin %s: transport exception %r", self.plugin_id, message)
-            return
-        await self._on_notification(message)
+
+@dataclass(eq=False, slots=True)
+class _ListenWaiter:
+    """The context of a ``subscriptions/listen`` request: its waiter and where its notifications go."""
+
+    waiter: _Waiter
+    sink: NotificationSink
+
+
+def _waiter_of(context: Any) -> _Waiter:
+    return context.waiter if isinstance(context, _ListenWaiter) else context
+
+
+def _result_of(reply: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``result`` object of a response; raises :class:`PluginRequestError` for an error or a non-object."""
+    assert reply is not None
+    if "error" in reply:
+        error = reply["error"]
+        if not isinstance(error, dict):
+            raise PluginRequestError(INTERNAL_ERROR, f"the plugin sent an error that is {type(error).__name__}")
+        code, message = error.get("code"), error.get("message")
+        raise PluginRequestError(
+            code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
+            message if isinstance(message, str) else "(no message)",
+            error.get("data"),
+        )
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        raise PluginRequestError(INTERNAL_ERROR, f"the result is {type(result).__name__}, not an object")
+    return result
+
+
+def _supported(data: Any) -> list[str]:
+    """``data.supported`` of a -32022 error: the versions the server speaks (strings only)."""
+    supported = data.get("supported") if isinstance(data, dict) else None
+    return [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else []
+
+
+def _validate_discover(result: Any) -> tuple[list[str], dict[str, Any], dict[str, Any]] | None:
+    """A ``server/discover`` result checked with ``mcp_types.DiscoverResult`` (off the hot path, loaded
+    here): ``(supportedVersions, capabilities, serverInfo)`` as sent, or None when it does not validate."""
+    import mcp_types  # noqa: PLC0415 (loaded only when a server is discovered: it costs ~100 ms)
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    if check_json(result) is not None:
+        return None
+    try:
+        model = mcp_types.DiscoverResult.model_validate(result)
+    except (ValidationError, ValueError):
+        return None
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    info = meta.get(mcp_types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+    if not isinstance(info, dict):
+        info = result.get("serverInfo") if isinstance(result.get("serverInfo"), dict) else {}
+    caps = result.get("capabilities")
+    return list(model.supported_versions), caps if isinstance(caps, dict) else {}, info
+
+
+def _validate_initialize(
+    result: dict[str, Any], start_error: Callable[..., HostError]
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """An ``initialize`` result checked with ``mcp_types.InitializeResult``: ``(protocolVersion,
+    capabilities, serverInfo)`` as sent; raises ``PLUGIN_START_FAILED`` naming the invalid fields."""
+    import mcp_types  # noqa: PLC0415
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    exceeded = check_json(result)  # before the model: pydantic would recurse as deep as the server nests
+    if exceeded is not None:
+        raise start_error(
+            f"invalid answer from the server: the initialize result is nested deeper than {exceeded.limit} levels"
+        )
+    try:
+        mcp_types.InitializeResult.model_validate(result)
+    except ValidationError as exc:
+        raise start_error(f"invalid answer from the server: {_pydantic_summary(exc)}") from None
+    except ValueError as exc:  # pydantic's "Maximum serialization depth exceeded" (issue 10)
+        raise start_error(f"invalid answer from the server: {exc}") from None
+    return result["protocolVersion"], result["capabilities"], result["serverInfo"]
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes:
@@ -714,45 +1054,14 @@ async def _receive(stream: trio.abc.ReceiveStream) -> bytes:
         return b""
 
 
-def _envelope(value: Any) -> types.JSONRPCMessage | None:
-    """The JSON-RPC 2.0 message ``value`` is, or None (then it is noise).
-
-    Stricter than the SDK's parser: no unknown top-level keys, exactly one of
-    ``method`` / ``result`` / ``error``, so a structured log line that happens
-    to carry an ``id`` can never resolve a pending request.
-    """
-    if not isinstance(value, dict) or value.get("jsonrpc") != "2.0" or not _ENVELOPE_KEYS.issuperset(value):
-        return None
-    kinds = ("method" in value) + ("result" in value) + ("error" in value)
-    if kinds != 1:
-        return None
-    try:
-        if "method" in value:
-            if "id" in value:
-                return types.JSONRPCRequest.model_validate(value)
-            return types.JSONRPCNotification.model_validate(value)
-        if "result" in value:
-            return types.JSONRPCResponse.model_validate(value)
-        return types.JSONRPCError.model_validate(value)
-    except ValidationError:
-        return None
-
-
 def _exit_reason(code: int) -> str:
     if code < 0:
         return f"was killed by signal {-code}"
     return f"exited with code {code}"
 
 
-def _error_dict(exc: MCPError) -> dict[str, Any]:
-    error = exc.error
-    out: dict[str, Any] = {"code": error.code, "message": error.message}
-    if error.data is not None:
-        out["data"] = error.data
-    return out
-
-
-def _pydantic_summary(exc: ValidationError) -> str:
+def _pydantic_summary(exc: Any) -> str:
+    """The first five problems of a pydantic ``ValidationError``, one line."""
     parts = []
     for item in exc.errors()[:5]:
         where = ".".join(str(p) for p in item["loc"])

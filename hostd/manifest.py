@@ -169,14 +169,6 @@ class Backend(BaseModel):
             "on the local network). Without it hostd refuses such addresses. Covered by the approval digest."
         ),
     )
-    protocol: str = Field(
-        default="auto",
-        pattern=r"^(legacy|auto|[0-9]{4}-[0-9]{2}-[0-9]{2})$",
-        description=(
-            "The MCP era: 'auto' (probe server/discover, fall back to initialize), 'legacy' (initialize only) "
-            "or an exact modern version such as '2026-07-28'."
-        ),
-    )
     connect_timeout_seconds: float = Field(
         default=30,
         gt=0,
@@ -229,6 +221,14 @@ class Backend(BaseModel):
         description=(
             "Bound of one message from the server, in bytes (1024 to 67108864); default: the host's "
             "(16 MiB). An answer over it fails only the call it answers."
+        ),
+    )
+    protocol: Literal["auto", "legacy", "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"] = Field(
+        default="auto",
+        description=(
+            "The MCP protocol era: 'auto' probes server/discover and falls back to initialize "
+            "(the outcome is remembered per launch), 'legacy' always uses initialize, an exact "
+            "revision fails the start when the server does not speak it."
         ),
     )
     tcp_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(

@@ -330,6 +330,11 @@ class PluginStatus(Wire):
     started_at: str | None = Field(description="when the current (or last) instance became ready")
     last_seen_at: str | None = Field(description="when the plugin last sent a message")
     protocol_version: str | None = Field(description="the MCP version negotiated with the plugin")
+    era: Literal["legacy", "modern"] | None = Field(
+        default=None,
+        description='`"legacy"` (the `initialize` handshake) or `"modern"` (2026-07-28, per-request `_meta`); '
+        "`null` before the first start",
+    )
     server_name: str | None = Field(description="the MCP server's `serverInfo.name`")
     server_version: str | None = Field(description="the MCP server's `serverInfo.version`")
     error: dict[str, Any] | None = Field(

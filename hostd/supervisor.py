@@ -34,12 +34,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
-import mcp_types as types
 import orjson
 import trio
-from mcp.shared.exceptions import MCPError
 
 from hostd import lifecycle
 from hostd.content import ContentLimits, bound_content
@@ -47,7 +45,7 @@ from hostd.errors import ErrorKind, HostError, unwrap_host_error
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.jsonlimits import check_json, object_members
 from hostd.lifecycle import Action, Event, transition
-from hostd.link import LinkClosed, PluginLink, ReplyTooLarge
+from hostd.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
 from hostd.manifest import Manifest
 from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.protocol import PluginStatus
@@ -122,6 +120,8 @@ class PluginSupervisor:
         self.started_at: float | None = None
         self.error: dict[str, Any] | None = None
         self.protocol_version: str | None = None
+        #: The MCP era of the running (or last) instance: "legacy" or "modern"; None before a start.
+        self.era: Literal["legacy", "modern"] | None = None
         self.server_name: str | None = None
         self.server_version: str | None = None
         self.last_exit: str | None = None
@@ -182,6 +182,7 @@ class PluginSupervisor:
             started_at=_iso(self.started_at),
             last_seen_at=_iso(last_seen),
             protocol_version=self.protocol_version,
+            era=self.era,
             server_name=self.server_name,
             server_version=self.server_version,
             error=self.error,
@@ -456,6 +457,8 @@ class PluginSupervisor:
             on_notification=self._notification,
             stdout_noise=backend.stdout_noise,
             max_frame_bytes=backend.max_message_bytes or self._frame_limit,
+            protocol=backend.protocol,
+            launch_digest=launch.digest,
         )
         await self._run_link(link, process, tmpdir, task_status)
 
@@ -473,6 +476,7 @@ class PluginSupervisor:
             on_notification=self._notification,
             connect_timeout=backend.connect_timeout_seconds,
             max_frame_bytes=backend.max_message_bytes or self._frame_limit,
+            protocol=backend.protocol,
         )
         await self._run_link(link, link.process, None, task_status)
 
@@ -526,6 +530,7 @@ class PluginSupervisor:
             discovery = await nursery.start(link.run, backend.startup_timeout_seconds)
             tools = await self._convert(discovery.tools, discovery.protocol_version)
             self.protocol_version = discovery.protocol_version
+            self.era = discovery.era
             self.server_name = discovery.server_name
             self.server_version = discovery.server_version
             await self._publish(tools)
@@ -679,8 +684,6 @@ class PluginSupervisor:
     async def _refresher(self, link: PluginLink, current: list[HostTool]) -> None:
         """Coalesced re-discovery on ``notifications/tools/list_changed`` (MCP "List Changed")."""
         digests = [t.definition_digest for t in current]
-        session = link.session
-        assert session is not None
         while True:
             await self._refresh_wanted.wait()
             self._refresh_wanted = trio.Event()
@@ -688,7 +691,7 @@ class PluginSupervisor:
             self._pacer.begin_walk()
             try:
                 with trio.fail_after(self.manifest.backend.startup_timeout_seconds):
-                    raw = await link.list_tools(session)
+                    raw = await link.list_tools()
                 tools = await self._convert(raw, self.protocol_version)
                 new_digests = [t.definition_digest for t in tools]
                 changed = new_digests != digests
@@ -702,7 +705,7 @@ class PluginSupervisor:
             except trio.TooSlowError:
                 self._fail(link, Event.LIST_REFUSED, "did not finish a tools/list re-discovery in time")
                 return
-            except MCPError:
+            except (PluginRequestError, LinkClosed, ReplyTooLarge):
                 return  # the link is failing; its reason is recorded there
             if not self._pacer.end_walk(time.monotonic(), changed=changed):
                 await self._log(
@@ -738,18 +741,17 @@ class PluginSupervisor:
         self._fail(link, Event.LIMIT_EXCEEDED, f"was stopped for exceeding a limit: {hit.message}")
 
     async def _heartbeat(self, link: PluginLink) -> None:
-        """Liveness: a plugin that stops answering ``ping`` is ended (then the restart policy applies)."""
-        session = link.session
-        assert session is not None
-        if isinstance(link, RemoteLink) and link.era == "modern":
-            return  # no ping in the modern era: a request that fails ends the link instead
+        """Liveness: a plugin that stops answering ``ping`` (modern era: ``server/discover``) is ended
+        (then the restart policy applies)."""
         while True:
             await trio.sleep(self.liveness.interval)
             with trio.move_on_after(self.liveness.timeout) as scope:
                 try:
-                    await session.send_ping()
-                except MCPError:
+                    await link.ping()
+                except (LinkClosed, ReplyTooLarge):
                     return
+                except PluginRequestError:
+                    pass  # an answer, even an error, is a sign of life
             if scope.cancelled_caught and not link.paused:  # paused: its answer waits in the pipe
                 self._fail(link, Event.LIVENESS_FAILED, f"did not answer ping within {self.liveness.timeout:g} s")
                 return
@@ -765,8 +767,10 @@ class PluginSupervisor:
             "plugins/log", {"plugin": self.plugin_id, "level": level, "source": source, "message": message}
         )
 
-    async def _notification(self, message: types.ServerNotification) -> None:
-        if isinstance(message, types.ToolListChangedNotification) and self._pacer.notify(time.monotonic()):
+    async def _notification(self, method: str, params: dict[str, Any] | None) -> None:
+        """A notification from the plugin, raw (either era: a legacy one arrives unsolicited, a modern one
+        on the link's ``subscriptions/listen`` stream)."""
+        if method == "notifications/tools/list_changed" and self._pacer.notify(time.monotonic()):
             self._refresh_wanted.set()
 
     # -- tools/call ---------------------------------------------------------------
@@ -795,7 +799,7 @@ class PluginSupervisor:
         which sends ``notifications/cancelled`` to the plugin.
         """
         link = self._link
-        if self.state is not State.READY or link is None or link.session is None:
+        if self.state is not State.READY or link is None:
             raise self._unavailable(tool, f"plugin {self.plugin_id} is {self.state.value}")
         backend = self.manifest.backend
         limit = timeout if timeout is not None else backend.tool_timeout_seconds

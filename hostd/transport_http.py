@@ -1,23 +1,27 @@
-"""The link to a remote plugin: the SDK's MCP client over Streamable HTTP (or legacy HTTP+SSE).
+"""The link to a remote plugin: hostd's MCP session over the SDK's Streamable HTTP (or legacy HTTP+SSE) transport.
 
 Theory of operation
 -------------------
 A remote plugin (hostd/remote.py) has no process. :class:`RemoteLink` stands
 where :class:`~hostd.link.PluginLink` stands for a stdio plugin (it is one, so
-the supervisor drives both alike): :meth:`RemoteLink.run` connects, negotiates
-the era, walks ``tools/list`` and reports a :class:`~hostd.link.Discovery`;
-:meth:`RemoteLink.call_tool` answers with the server's result as JSON; any
-failure of the connection records one reason and ends the link, and the
-supervisor's restart policy reconnects with backoff (hostd/policy.py), exactly
-as it restarts a crashed stdio plugin.
+the supervisor drives both alike, and a connection stands for the process
+tree). Everything MCP is the stdio link's, on the same sans-IO
+:class:`hostd.session.ClientSession`: one id space, progress, cancellation,
+the era choice (``backend.protocol``: ``auto`` probes ``server/discover`` and
+falls back to ``initialize``), ``subscriptions/listen``, liveness, results
+handed on as the server's JSON. Only the transport differs: the SDK's
+client transports (``mcp.client.streamable_http``, ``mcp.client.sse``) carry
+the session's messages. :meth:`RemoteLink._write` hands each message to the
+transport with MCP's per-request headers (``MCP-Protocol-Version``, and in
+the modern era ``Mcp-Method`` / ``Mcp-Name``); :meth:`RemoteLink._pump_http`
+feeds what comes back into the session. The SDK transport owns HTTP itself:
+sessions (``Mcp-Session-Id``), SSE responses, a broken stream re-issued or
+resumed as the spec says, a modern cancellation as an aborted POST, and
+same-origin-only redirects. Any failure of the connection records one reason
+and ends the link; the supervisor's restart policy reconnects with backoff
+(hostd/policy.py), exactly as it restarts a crashed stdio plugin.
 
-The MCP layer is the SDK's :class:`mcp.Client` over its transports
-(``mcp.client.streamable_http``, ``mcp.client.sse``): ``mode`` is the manifest's
-``backend.protocol`` (``auto`` probes ``server/discover`` and falls back to
-``initialize``; ``legacy``; or a modern pin), so both eras, the modern standard
-headers, stream re-issue after a broken SSE response, and same-origin-only
-redirects are the SDK's. hostd differs from the SDK's defaults here, each for
-a reason:
+Where hostd differs from the SDK's defaults, each for a reason:
 
 - **Its own HTTP client** (:func:`http_client`): proxy and CA bundle from the
   environment (``HTTPS_PROXY``, ``SSL_CERT_FILE``: ``trust_env``), a connect
@@ -30,7 +34,8 @@ a reason:
   fallback only when the very first Streamable HTTP request of the link was
   answered 404 or 405 and no response had shown which protocol the server
   speaks (any other status, 500 included, fails the start: a broken modern
-  server must not be silently downgraded).
+  server must not be silently downgraded). Over SSE the era is legacy: the
+  2026-07-28 revision is defined over Streamable HTTP only.
 - **Secrets**: header values are resolved at connection
   (:func:`hostd.remote.resolve_headers`) and join the link's redactor; no
   message hostd writes carries them.
@@ -40,23 +45,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import httpx2
 import orjson
 import trio
-from pydantic import ValidationError
 
 from hostd import __version__
 from hostd.errors import HostError
-from hostd.link import Discovery, LinkClosed, PluginLink, ProgressSink
+from hostd.link import Discovery, LogSink, NotificationSink, PluginLink, ProtocolChoice, RequestHandler, _waiter_of
 from hostd.redact import Redactor
 from hostd.remote import RemoteLaunch, address_problem, resolve_addresses, resolve_headers
+from hostd.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession, Invalid, Progress, Reply
 from sandbox.process import SandboxedProcess, StopReport
 
 log = logging.getLogger("hostd.transport_http")
@@ -195,11 +199,13 @@ def connection() -> SandboxedProcess:
 class RemoteLink(PluginLink):
     """The MCP client of one remote plugin instance (see the module header).
 
-    ``launch`` is the approved :class:`~hostd.remote.RemoteLaunch`;
-    ``connect_timeout`` (seconds) bounds each connection;
-    ``max_frame_bytes`` bounds each JSON response and SSE event.
-    :meth:`run`, :meth:`call_tool` and :meth:`list_tools` keep
-    :class:`~hostd.link.PluginLink`'s contracts.
+    ``launch`` is the approved :class:`~hostd.remote.RemoteLaunch`; ``headers``
+    the resolved headers (secrets included); ``connect_timeout`` (seconds)
+    bounds each connection; ``max_frame_bytes`` bounds each JSON response and
+    SSE event. Everything above the transport (:meth:`request`,
+    :meth:`call_tool`, :meth:`list_tools`, :meth:`ping`, the era choice,
+    ``subscriptions/listen``) is :class:`~hostd.link.PluginLink`'s, on the same
+    sans-IO session.
     """
 
     def __init__(
@@ -210,10 +216,13 @@ class RemoteLink(PluginLink):
         headers: dict[str, str],
         *,
         redact: Redactor,
-        on_log: Callable[[str, str, str], Awaitable[None]],
-        on_notification: Callable[[Any], Awaitable[None]],
+        on_log: LogSink,
+        on_notification: NotificationSink,
+        on_request: RequestHandler | None = None,
         connect_timeout: float,
         max_frame_bytes: int,
+        protocol: ProtocolChoice = "auto",
+        capabilities: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
             plugin_id,
@@ -221,225 +230,207 @@ class RemoteLink(PluginLink):
             redact=redact,
             on_log=on_log,
             on_notification=on_notification,
+            on_request=on_request,
             max_frame_bytes=max_frame_bytes,
+            protocol=protocol,
+            launch_digest=launch.digest,
+            capabilities=capabilities,
         )
         self.launch = launch
         self._headers = headers
         self._connect_timeout = connect_timeout
         self._max_bytes = max_frame_bytes
-        self.client: Any = None
-        #: ``"legacy"`` or ``"modern"`` once connected; the transport actually used.
-        self.era: str | None = None
+        self._capabilities = capabilities
+        self._send: Any = None
+        #: The transport in use: the manifest's, or ``sse`` after the 404/405 fallback.
         self.transport: str = launch.endpoint.transport
-        self._calls = 0
 
     async def run(self, startup_timeout: float, *, task_status: trio.TaskStatus[Discovery]) -> None:
-        """Connect (with the one allowed fallback), list tools, report them, then hold the connection.
+        """Connect (with the one allowed fallback), choose the era, list tools, report them, then serve.
 
-        Raises :class:`HostError` (``PLUGIN_START_FAILED``) before ``started``; never after.
+        Raises :class:`HostError` (``PLUGIN_START_FAILED``) before ``started``;
+        never raises after it (the failure goes to ``failure`` and ``done``).
         """
-        # One cancel scope encloses the whole connection (the SDK's task groups must close in the
-        # scope they opened in): its deadline is the startup timeout until the tools are listed.
-        error: HostError | None = None
-        started = time.monotonic()
-        ready = False
-        with trio.CancelScope(deadline=trio.current_time() + startup_timeout) as scope:
-            try:
-                async with AsyncExitStack() as stack:
-                    connected, discovery = await self._open(self.launch.endpoint.transport)
-                    await stack.enter_async_context(connected)
-                    scope.deadline = math.inf
-                    ready = True
-                    task_status.started(discovery)
-                    await self.done.wait()
-            except HostError as exc:
-                error = exc
-            except (trio.Cancelled, KeyboardInterrupt):
-                raise
-            except BaseException as exc:  # the SDK's task group ends with the connection: its error is the reason
-                if ready:
-                    self._fail(self._redact(f"lost the connection: {_describe(exc)}"))
-                else:
-                    error = self._start_error(self._redact(f"{self.transport}: {_describe(exc)}"))
-            finally:
-                self.done.set()
-        if scope.cancelled_caught and not ready:
-            error = self._start_error(f"connecting timed out after {startup_timeout:g} s")
-            error.data["seconds"] = round(time.monotonic() - started, 3)
-        if error is not None:
-            self._fail(str(error.data.get("reason", error.message)))
-            raise error
-
-    async def _open(self, transport: str) -> tuple[AsyncExitStack, Discovery]:
-        """Connect over ``transport``; on a 404/405 first answer, once over legacy SSE."""
-        watch = HttpWatch()
-        try:
-            return await self._connect(transport, watch)
-        except HostError:
+        transport = self.launch.endpoint.transport
+        while True:
+            watch = HttpWatch()
+            error, ready = await self._serve(transport, watch, startup_timeout, task_status)
+            if ready or error is None:
+                return
             fallback = (
                 transport == "streamable-http" and watch.first_status in FALLBACK_STATUSES and not watch.spoke_mcp
             )
             if not fallback:
-                raise
-        log.info("plugin %s: Streamable HTTP answered %s; trying the legacy SSE transport", self.plugin_id, 404)
-        await self._on_log(
-            "info",
-            "host",
-            f"the server answered the first Streamable HTTP request with {watch.first_status}; "
-            "using the legacy HTTP+SSE transport",
-        )
-        return await self._connect("sse", HttpWatch())
+                self._fail(str(error.data.get("reason", error.message)))
+                raise error
+            await self._on_log(
+                "info",
+                "host",
+                f"the server answered the first Streamable HTTP request with {watch.first_status}; "
+                "using the legacy HTTP+SSE transport",
+            )
+            # A fresh session and state: nothing of the failed attempt carries over (ids, era, failure).
+            transport = "sse"
+            self.session = ClientSession({"name": "hostd", "version": __version__}, self._capabilities)
+            self.failure = None
+            self.done = trio.Event()
 
-    async def _connect(self, transport: str, watch: HttpWatch) -> tuple[AsyncExitStack, Discovery]:
-        from mcp import Client  # noqa: PLC0415 - the SDK client is loaded only when a remote plugin starts
-        from mcp.client.sse import sse_client  # noqa: PLC0415
-        from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
-        from mcp.shared.exceptions import MCPError  # noqa: PLC0415
-        from mcp_types import Implementation  # noqa: PLC0415
-
-        endpoint = self.launch.endpoint
-        stack = AsyncExitStack()
+    async def _serve(
+        self, transport: str, watch: HttpWatch, startup_timeout: float, task_status: trio.TaskStatus[Discovery]
+    ) -> tuple[HostError | None, bool]:
+        """One connection over ``transport``: ``(the start's error or None, whether it became ready)``."""
+        error: HostError | None = None
+        ready = False
+        self.transport = transport
+        if transport == "sse" and self._protocol not in LEGACY_VERSIONS:
+            self._protocol = "legacy"  # HTTP+SSE is the 2024-11-05 transport: the modern era is HTTP-only
         try:
-
-            def hostd_client() -> httpx2.AsyncClient:
-                return http_client(
-                    self.launch,
-                    self._headers,
-                    connect_timeout=self._connect_timeout,
-                    max_response_bytes=self._max_bytes,
-                    watch=watch,
-                )
-
-            if transport == "sse":
-
-                def factory(
-                    headers: dict[str, str] | None = None,
-                    timeout: httpx2.Timeout | None = None,
-                    auth: httpx2.Auth | None = None,
-                ) -> httpx2.AsyncClient:
-                    del headers, timeout, auth  # hostd's client carries its own (module header)
-                    return hostd_client()
-
-                streams: Any = sse_client(endpoint.url, httpx_client_factory=factory)
-            else:
-                http = await stack.enter_async_context(hostd_client())
-                streams = streamable_http_client(endpoint.url, http_client=http, max_sse_event_size=self._max_bytes)
-            client = Client(
-                streams,
-                mode="legacy" if transport == "sse" else endpoint.protocol,
-                client_info=Implementation(name="hostd", version=__version__),
-                message_handler=self._message_from_server,
-                cache=None,
-            )
-            await stack.enter_async_context(client)
-            self.client = client
-            self.session = client.session
-            self.transport = transport
-            self.era = "modern" if client.protocol_version >= "2026" else "legacy"
-            capabilities = client.server_capabilities
-            if capabilities.tools is None:
-                raise self._start_error("the server does not declare the tools capability")
-            tools = await self._walk_tools(client)
-            info = client.server_info
-            return stack, Discovery(
-                protocol_version=client.protocol_version,
-                server_name=info.name if info is not None else "",
-                server_version=info.version if info is not None else "",
-                tools=tools,
-            )
-        except HostError:
-            await _close_quietly(stack)
-            raise
+            async with self._streams(transport, watch) as (read, write), trio.open_nursery() as nursery:
+                self._send = write
+                nursery.start_soon(self._pump_http, read)
+                try:
+                    discovery = await self._discover(startup_timeout)
+                except HostError as exc:
+                    error = exc
+                else:
+                    ready = True
+                    task_status.started(discovery)
+                    if discovery.era == "modern":
+                        nursery.start_soon(self._listen_for_changes)
+                    await self.done.wait()
+                finally:
+                    nursery.cancel_scope.cancel()
         except (trio.Cancelled, KeyboardInterrupt):
-            await _close_quietly(stack)
             raise
-        except BaseException as exc:
-            await _close_quietly(stack)
-            leaf = _leaf(exc)
-            if isinstance(leaf, MCPError):
-                reason = f"{transport}: the server answered {leaf.error.code} {leaf.error.message!r}"
-            elif isinstance(leaf, ValidationError | ValueError) and not isinstance(leaf, httpx2.HTTPError):
-                reason = f"{transport}: invalid answer from the server: {str(leaf).splitlines()[0]}"
-            else:
-                reason = f"{transport}: {_describe(leaf)}"
+        except BaseException as exc:  # the SDK transport's task group ends with the connection: its error is why
+            reason = self._redact(f"{transport}: {_describe(exc)}")
+            if ready:
+                self._fail(f"lost the connection: {reason}")
+            elif error is None:
+                error = self._start_error(reason)
+        finally:
+            self._send = None
+            if ready:
+                self.done.set()
+        if error is not None:
+            reason = str(error.data.get("reason", ""))
             if watch.refused is not None:
                 reason = watch.refused
             elif watch.first_status is not None and not watch.spoke_mcp:
                 reason += f" (HTTP {watch.first_status})"
-            raise self._start_error(self._redact(reason), status=watch.first_status) from None
+            error = self._start_error(reason, status=watch.first_status)
+        return error, ready
 
-    async def _walk_tools(self, client: Any) -> list[dict[str, Any]]:
-        """Every ``tools/list`` page as JSON; the same page rules as :meth:`PluginLink.list_tools`."""
-        tools: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        cursor: str | None = None
-        for page in range(1, 101):
-            result = await client.list_tools(cursor=cursor, cache_mode="bypass")
-            tools.extend(t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in result.tools)
-            cursor = result.next_cursor
-            if cursor is None:
-                return tools
-            if cursor in seen:
-                raise self._start_error(f"tools/list repeated the cursor {cursor[:80]!r}: the listing never ends")
-            seen.add(cursor)
-            del page
-        raise self._start_error("tools/list did not end within 100 pages")
+    @contextlib.asynccontextmanager
+    async def _streams(self, transport: str, watch: HttpWatch) -> AsyncIterator[tuple[Any, Any]]:
+        """The SDK transport's ``(read, write)`` streams over hostd's HTTP client (the SDK is loaded here)."""
+        from mcp.client.sse import sse_client  # noqa: PLC0415 - the SDK is loaded only when a remote plugin starts
+        from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
 
-    async def list_tools(self, session: Any) -> list[dict[str, Any]]:
-        """Re-discovery (``list_changed``): every page again."""
-        del session
-        return await self._walk_tools(self.client)
+        url = self.launch.endpoint.url
 
-    async def _message_from_server(self, message: Any) -> None:
-        from mcp_types import ServerNotification  # noqa: PLC0415
+        def hostd_client(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            del headers, timeout, auth  # hostd's client carries its own (module header)
+            return http_client(
+                self.launch,
+                self._headers,
+                connect_timeout=self._connect_timeout,
+                max_response_bytes=self._max_bytes,
+                watch=watch,
+            )
 
-        self.last_seen_at = time.time()
-        if isinstance(message, ServerNotification):
-            await self._on_notification(message.root if hasattr(message, "root") else message)
-        elif not isinstance(message, Exception):
-            await self._on_notification(message)
+        async with contextlib.AsyncExitStack() as stack:
+            if transport == "sse":
+                streams = sse_client(url, httpx_client_factory=hostd_client, sse_read_timeout=24 * 3600)
+            else:
+                http = await stack.enter_async_context(hostd_client())
+                streams = streamable_http_client(url, http_client=http, max_sse_event_size=self._max_bytes)
+            read, write = await stack.enter_async_context(streams)
+            yield read, write
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], on_progress: ProgressSink
-    ) -> tuple[dict[str, Any], int, bytes]:
-        """``tools/call`` through the SDK client; the JSON-RPC response as a dict, its size in bytes, ``b""``.
+    async def _pump_http(self, read: Any) -> None:
+        """The SDK transport's messages -> the session -> woken callers (the stdio pump's dispatch)."""
+        async for item in read:
+            if isinstance(item, Exception):
+                await self._on_log("warning", "host", self._redact(f"{self.transport}: {_describe(item)}"))
+                continue
+            value = item.message.model_dump(by_alias=True, mode="json", exclude_unset=True)
+            raw = orjson.dumps(value)
+            if not await self._deliver(value, len(raw), raw):
+                return
+        if not self._closing:
+            self._fail(f"{self.transport}: the connection closed")
 
-        A JSON-RPC error comes back as ``{"error": ...}``; a lost connection
-        ends the link and raises :class:`~hostd.link.LinkClosed`; cancelling
-        the caller cancels the request (the SDK sends ``notifications/cancelled``
-        in the legacy era, aborts the POST in the modern one).
-        """
-        from mcp.shared.exceptions import MCPError  # noqa: PLC0415
-
-        if self.done.is_set() or self.client is None:
-            raise LinkClosed(self.failure or "the plugin is stopping")
-        self._calls += 1
-        rid = f"hostd-{self._calls}"
-
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            # The SDK's model makes every number a float; an integral one goes on as an int, as a stdio
-            # plugin's 1 stays 1 (its JSON is not kept: the frame behind the model is gone).
+    async def _deliver(self, value: dict[str, Any], size: int, raw: bytes) -> bool:
+        """One inbound message into the session; False when the link ended."""
+        event = self.session.receive(value, size, raw)
+        if isinstance(event, Reply):
             self.last_seen_at = time.time()
-            await on_progress(_integral(value), None if total is None else _integral(total), message)
-
-        try:
-            result = await self.client.call_tool(name, arguments, progress_callback=progress)
-        except MCPError as exc:
-            if exc.error.code == -32000 and self.done.is_set():
-                raise LinkClosed(self.failure or "the connection closed") from None
-            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "error": exc.error.model_dump(exclude_none=True)}
-        except (httpx2.HTTPError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            self._fail(f"lost the connection: {_describe(exc)}")
-            raise LinkClosed(self.failure or "the connection closed") from None
+            waiter = _waiter_of(event.context)
+            waiter.reply, waiter.size, waiter.raw = event.message, event.size, event.raw
+            waiter.done.set()
+        elif isinstance(event, Progress):
+            self.last_seen_at = time.time()
+            sink = _waiter_of(event.context).on_progress
+            if sink is not None:
+                await sink(event.progress, event.total, event.message)
+        elif isinstance(event, Invalid):
+            await self._on_log("warning", "host", f"dropped an invalid message: {event.why}")
         else:
-            reply = {
-                "jsonrpc": "2.0",
-                "id": rid,
-                "result": result.model_dump(by_alias=True, mode="json", exclude_none=True),
-            }
-        self.last_seen_at = time.time()
-        frame = orjson.dumps(reply)
-        return reply, len(frame), b""
+            self.last_seen_at = time.time()
+            return await self._dispatch(event)
+        return True
+
+    async def _write(self, data: bytes) -> bool:
+        """Send one message (the session's JSON) through the SDK transport, with the era's HTTP headers."""
+        from mcp.shared.message import ClientMessageMetadata, SessionMessage  # noqa: PLC0415
+        from mcp_types import jsonrpc_message_adapter  # noqa: PLC0415
+
+        send = self._send
+        if send is None:
+            return False
+        value = orjson.loads(data)
+        headers = self._headers_for(value)
+        message = SessionMessage(
+            jsonrpc_message_adapter.validate_python(value, by_name=False),
+            metadata=ClientMessageMetadata(headers=headers) if headers else None,
+        )
+        try:
+            await send.send(message)
+        except (
+            trio.BrokenResourceError,
+            trio.ClosedResourceError,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+        ):
+            if not self._closing:
+                self._fail(f"{self.transport}: the connection closed")
+            return False
+        return True
+
+    def _headers_for(self, message: dict[str, Any]) -> dict[str, str]:
+        """MCP's per-request HTTP headers: ``MCP-Protocol-Version`` after the era is known, and in the
+        modern era ``Mcp-Method`` and ``Mcp-Name`` (MCP "Streamable HTTP", standard headers)."""
+        method = message.get("method")
+        if not isinstance(method, str) or method == "initialize":
+            return {}
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+        if isinstance(version, str):  # a modern-era request (or the discover probe): the envelope names it
+            headers = {"mcp-protocol-version": version, "mcp-method": method}
+            name_key = _NAME_BEARING.get(method)
+            name = params.get(name_key) if name_key is not None and isinstance(params, dict) else None
+            if isinstance(name, str):
+                headers["mcp-name"] = _header_value(name)
+            return headers
+        if self.session.era == "legacy" and self.session.protocol_version:
+            return {"mcp-protocol-version": self.session.protocol_version}
+        return {}
 
     @property
     def pending_frame_bytes(self) -> int:
@@ -447,8 +438,15 @@ class RemoteLink(PluginLink):
         return 0
 
 
-def _integral(value: float) -> float:
-    return int(value) if isinstance(value, float) and value.is_integer() else value
+#: Methods whose ``Mcp-Name`` header repeats a parameter (MCP 2026-07-28 "Standard headers").
+_NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def _header_value(value: str) -> str:
+    """A header-safe form of ``value``: printable ASCII as is, anything else percent-encoded (the SDK's rule)."""
+    from mcp.shared.inbound import encode_header_value  # noqa: PLC0415
+
+    return encode_header_value(value)
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -462,11 +460,6 @@ def _describe(exc: BaseException) -> str:
     leaf = _leaf(exc)
     text = str(leaf).splitlines()[0] if str(leaf) else ""
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
-
-
-async def _close_quietly(stack: AsyncExitStack) -> None:
-    with trio.CancelScope(shield=True), contextlib.suppress(BaseException):
-        await stack.aclose()
 
 
 def host_of(url: str) -> str:

@@ -113,7 +113,9 @@ async def test_a_deep_initialize_answer_is_a_start_failure(hostd: HostdClient, m
     with trio.fail_after(30):
         await enable_healthy(hostd, make_plugin)
         failure = await failed_start(hostd, make_plugin(variant="deep-initialize"))
-        assert failure.data["reason"] == "invalid answer from the server: Maximum serialization depth exceeded"
+        assert failure.data["reason"] == (
+            f"invalid answer from the server: the initialize result is nested deeper than {MAX_JSON_DEPTH} levels"
+        )
         await assert_everyone_listed(hostd)
         await assert_healthy(hostd)
 
@@ -155,12 +157,14 @@ async def raw_call(hostd: HostdClient, **arguments: Any) -> dict[str, Any]:
     return result
 
 
-def last_call_id(record: Path) -> str:
+def last_call_id(record: Path) -> int | str:
     calls = [m["msg"] for m in recorded(record) if m["msg"].get("method") == "tools/call"]
-    return str(calls[-1]["id"])
+    rid = calls[-1]["id"]
+    assert isinstance(rid, int | str)
+    return rid
 
 
-def frame_size(rid: str, member: str, text: str) -> int:
+def frame_size(rid: int | str, member: str, text: str) -> int:
     return len(('{"jsonrpc":"2.0","id":' + json.dumps(rid) + ',"' + member + '":' + text + "}").encode())
 
 
