@@ -13,7 +13,7 @@ import itertools
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -47,12 +47,25 @@ class Notification:
     params: dict[str, Any]
 
 
+#: Answers a request from hostd (sampling, elicitation, roots): ``(method, params) -> result``;
+#: raise :class:`RpcError` to answer with that error.
+RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
 class HostdClient:
-    """Drives one hostd process. Use :meth:`spawn` (an async context manager)."""
+    """Drives one hostd process. Use :meth:`spawn` (an async context manager).
+
+    Requests hostd sends (the client features: ``sampling/createMessage``...) are
+    kept in :attr:`requests` as ``(id, method, params)`` and answered by
+    :attr:`on_request` in a task of their own; without one, with -32601.
+    """
 
     def __init__(self, process: trio.Process) -> None:
         assert process.stdin is not None and process.stdout is not None
         self.process = process
+        self.on_request: RequestHandler | None = None
+        self.requests: list[tuple[Any, str, dict[str, Any]]] = []
+        self._nursery: trio.Nursery | None = None
         self.notifications: list[Notification] = []
         self.stray: list[Any] = []
         self._ids = itertools.count(1)
@@ -93,6 +106,7 @@ class HostdClient:
         client = cls(process)
         try:
             async with trio.open_nursery() as nursery:
+                client._nursery = nursery
                 nursery.start_soon(client._reader)
                 params = (
                     dict(initialize) if initialize is not None else {"clientInfo": {"name": "hostctl", "version": "0"}}
@@ -153,6 +167,11 @@ class HostdClient:
         self._wake()
 
     def _route(self, message: dict[str, Any]) -> None:
+        if "method" in message and "id" in message and self._nursery is not None:
+            self.requests.append((message["id"], message["method"], message.get("params") or {}))
+            self._nursery.start_soon(self._answer, message["id"], message["method"], message.get("params") or {})
+            self._wake()
+            return
         if "method" in message and "id" not in message:
             self.notifications.append(Notification(message["method"], message.get("params") or {}))
             self._wake()
@@ -164,6 +183,22 @@ class HostdClient:
             return
         channel.send_nowait(message)
         channel.close()
+
+    async def _answer(self, rid: Any, method: str, params: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
+        if self.on_request is None:
+            reply["error"] = {"code": -32601, "message": f"this parent does not serve {method}"}
+        else:
+            try:
+                reply["result"] = await self.on_request(method, params)
+            except RpcError as error:
+                reply["error"] = {
+                    "code": error.code,
+                    "message": error.message,
+                    **({"data": error.data} if error.data else {}),
+                }
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.send_raw(encode(reply))
 
     def _wake(self) -> None:
         self._changed.set()

@@ -31,6 +31,7 @@ tree, exit. This module imports only trio and orjson.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import math
 import os
@@ -72,6 +73,8 @@ _WRITE_BATCH_BYTES = 256 * 1024
 
 RequestId = int | str
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
+#: ``(method, params, timeout seconds) -> result``; see :meth:`ControlServer.request_parent`.
+ParentRequest = Callable[[str, dict[str, Any], float], Awaitable[Any]]
 
 # -- the outgoing side: one writer, a byte budget ------------------------------------
 #
@@ -115,6 +118,10 @@ PROGRESS_MESSAGE_BYTES = 1024
 #: Requests (other than ping, initialize, shutdown) in flight at once, and their frames' total bytes.
 MAX_INFLIGHT_REQUESTS = 256
 MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
+#: hostd->parent requests (sampling, elicitation, roots) waiting for an answer at once.
+MAX_PARENT_REQUESTS = 64
+#: Bound of one answer from the parent to a hostd->parent request (its frame), in bytes.
+PARENT_ANSWER_BYTES = 8 * 1024 * 1024
 
 _REPLY, _READER, _STATE, _PROGRESS, _LOG = range(5)
 
@@ -410,6 +417,10 @@ class InitializeOptions:
     state_store: StateStore | None = None
     #: ``contentLimits``: aggregate bounds on each tool result's images, audio and blobs.
     content_limits: ContentLimits = field(default_factory=ContentLimits)
+    #: ``capabilities``: the client features the parent answers (:func:`parse_client_capabilities`).
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    #: Sends a hostd->parent request (set by the control channel; see :meth:`ControlServer.request_parent`).
+    request_parent: ParentRequest | None = None
 
 
 @dataclass
@@ -437,6 +448,12 @@ class HostApi(Protocol):
 
 
 HostFactory = Callable[[InitializeOptions, Notify, trio.Nursery], Awaitable[HostApi]]
+
+
+@dataclass
+class _ParentCall:
+    done: trio.Event = field(default_factory=trio.Event)
+    reply: dict[str, Any] | None = None
 
 
 @dataclass
@@ -506,6 +523,9 @@ class ControlServer:
         self._stop = trio.Event()
         self._fast_stop = False
         self._stopping_host: HostApi | None = None
+        #: hostd->parent requests waiting for their answer, by hostd's own id ("hostd-<n>").
+        self._parent_pending: dict[str, _ParentCall] = {}
+        self._parent_ids = itertools.count(1)
 
     # -- public -----------------------------------------------------------------
 
@@ -564,6 +584,72 @@ class ControlServer:
         else:
             # One key per method and plugin: statusChanged carries plugin_id, others plugin.
             outbox.put_state((method, params.get("plugin_id", params.get("plugin"))), data)
+
+    async def request_parent(self, method: str, params: dict[str, Any], timeout: float) -> Any:
+        """Send the parent a JSON-RPC request of hostd's own and return its ``result`` (any JSON value).
+
+        hostd's ids are strings ``"hostd-<n>"``, a namespace apart from the
+        parent's (the two directions never share ids). At most
+        ``MAX_PARENT_REQUESTS`` wait at once; beyond that ``HOST_OVERLOADED``
+        is raised without sending. ``timeout`` is in seconds. Raises
+        ``PARENT_REQUEST_FAILED`` when the parent answers with an error
+        (``data.upstream`` holds it), when it does not answer within ``timeout``
+        or when hostd is stopping. On a timeout or when the caller is cancelled,
+        hostd sends the parent ``$/cancelRequest {id}`` (the same notification
+        the parent uses for hostd) and drops a late answer.
+        """
+        if self._outbox.closed or self._state.stopping:
+            raise HostError(ErrorKind.PARENT_REQUEST_FAILED, f"{method}: hostd is stopping", method=method)
+        if len(self._parent_pending) >= MAX_PARENT_REQUESTS:
+            raise HostError(
+                ErrorKind.HOST_OVERLOADED,
+                f"{method}: {len(self._parent_pending)} requests to the parent already wait for an answer",
+                maxInFlight=MAX_PARENT_REQUESTS,
+            )
+        rid = f"hostd-{next(self._parent_ids)}"
+        call = _ParentCall()
+        self._parent_pending[rid] = call
+        answered = False
+        try:
+            self._outbox.put_reply(encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+            with trio.move_on_after(timeout):
+                await call.done.wait()
+            answered = call.reply is not None
+        finally:
+            self._parent_pending.pop(rid, None)
+            if not answered and not self._outbox.closed:
+                data = self._encode_notification("$/cancelRequest", {"id": rid})
+                if data is not None:
+                    self._outbox.put_reply(data)
+        reply = call.reply
+        if reply is None:
+            raise HostError(
+                ErrorKind.PARENT_REQUEST_FAILED,
+                f"the parent did not answer {method} within {timeout:g} s (sent $/cancelRequest)",
+                method=method,
+                timeoutSeconds=timeout,
+            )
+        if "error" in reply:
+            error = reply["error"] if isinstance(reply["error"], dict) else {"message": str(reply["error"])}
+            raise HostError(
+                ErrorKind.PARENT_REQUEST_FAILED,
+                f"the parent answered {method} with an error: {str(error.get('message'))[:500]}",
+                method=method,
+                upstream=error,
+            )
+        return reply.get("result")
+
+    def _parent_answer(self, message: dict[str, Any], size: int) -> None:
+        """Route a response from the parent to the hostd->parent request it answers (else log and drop)."""
+        rid = message.get("id")
+        call = self._parent_pending.get(rid) if isinstance(rid, str) else None
+        if call is None:
+            log.warning("dropping a response from the parent to id %r: no request of hostd waits for it", rid)
+            return
+        if size > PARENT_ANSWER_BYTES:
+            message = {"error": {"code": -32600, "message": f"the answer of {size} bytes is over the bound"}}
+        call.reply = message
+        call.done.set()
 
     # -- tasks ------------------------------------------------------------------
 
@@ -689,7 +775,7 @@ class ControlServer:
         rid = message.get("id")
         if not isinstance(method, str):
             if has_id and "method" not in message and ("result" in message or "error" in message):
-                log.warning("dropping a response from the parent: hostd sends no requests (id %r)", rid)
+                self._parent_answer(message, size)
                 return
             self._reply_error(
                 rid if _valid_id(rid) else None, HostError(ErrorKind.INVALID_REQUEST, '"method" must be a string')
@@ -781,6 +867,7 @@ class ControlServer:
                 self._stop.set()
             return
         self._state.initialized = True
+        options.request_parent = self.request_parent
         self._reply(
             {
                 "jsonrpc": "2.0",
@@ -965,6 +1052,10 @@ def _parse_initialize(params: Any, default_state_dir: str | None) -> InitializeO
         content_limits = ContentLimits.from_wire(params.get("contentLimits"))
     except (ValueError, TypeError, AttributeError) as exc:
         raise bad(f"contentLimits: {exc}", "contentLimits") from None
+    try:
+        client_capabilities = parse_client_capabilities(params.get("capabilities"))
+    except ValueError as exc:
+        raise bad(f"capabilities: {exc}", "capabilities") from None
     return InitializeOptions(
         client_name=name,
         client_version=version,
@@ -972,7 +1063,39 @@ def _parse_initialize(params: Any, default_state_dir: str | None) -> InitializeO
         known_permissions=known,
         state_dir=state_dir,
         content_limits=content_limits,
+        client_capabilities=client_capabilities,
     )
+
+
+#: The client features a parent may serve, and the members each may have (``initialize.params.capabilities``).
+CLIENT_FEATURES: dict[str, tuple[str, ...]] = {"sampling": ("tools",), "elicitation": ("form", "url"), "roots": ()}
+
+
+def parse_client_capabilities(value: Any) -> dict[str, Any]:
+    """The parent's ``capabilities`` cut to what hostd knows: ``{sampling?: {tools?: {}}, elicitation?: {form?:
+    {}, url?: {}}, roots?: {}}``; unknown keys are ignored. ``elicitation: {}`` means form only (MCP's rule).
+    Raises ``ValueError`` when a known member is not an object."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("must be an object")
+    out: dict[str, Any] = {}
+    for feature, members in CLIENT_FEATURES.items():
+        given = value.get(feature)
+        if given is None:
+            continue
+        if not isinstance(given, dict):
+            raise ValueError(f"{feature} must be an object")
+        kept: dict[str, Any] = {}
+        for member in members:
+            if given.get(member) is not None:
+                if not isinstance(given[member], dict):
+                    raise ValueError(f"{feature}.{member} must be an object")
+                kept[member] = {}
+        if feature == "elicitation" and not kept:
+            kept = {"form": {}}
+        out[feature] = kept
+    return out
 
 
 async def serve_stdio(

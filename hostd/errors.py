@@ -62,6 +62,14 @@ class ErrorKind(Enum):
         -32032,
         "The state document could not be written (data.errno: ENOSPC...); nothing of the request was applied.",
     )
+    CAPABILITY_NOT_SUPPORTED = (
+        -32034,
+        "The server (or the parent) did not declare the capability the method needs; data.capability names it.",
+    )
+    PARENT_REQUEST_FAILED = (
+        -32035,
+        "hostd asked the parent (sampling, elicitation, roots) and got an error, no answer in time, or a cancel.",
+    )
     HOST_OVERLOADED = (
         -32033,
         "Too many requests are in flight (data.maxInFlight, data.maxInFlightBytes); nothing was done: retry later.",

@@ -31,6 +31,7 @@ from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.importer import ConfigError, plan_import
 from hostd.manifest import Manifest, load_manifest
+from hostd.oauth import Authorizer
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.registry import ToolRegistry
 from hostd.remote import resolve_remote
@@ -225,6 +226,9 @@ class Host:
         self._change_lock = trio.Lock()
         #: The PATH of the user's login shell, appended to hostd's own for command lookup.
         self.login_path: str | None = None
+        #: OAuth of remote plugins: credentials under <state>/credentials, the browser step in the parent.
+        credentials = self.store.directory / "credentials" if self.store is not None else None
+        self.authorizer = Authorizer(credentials, lambda: self.options.request_parent)
 
     @classmethod
     async def create(
@@ -754,6 +758,7 @@ class Host:
             limits=self.settings.isolation_policy(None),
             disk_limit=lambda: self._disk_limit(plugin_id),
         )
+        supervisor.authorizer = self.authorizer
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         self.plugins[plugin_id] = plugin
         return plugin
@@ -953,6 +958,20 @@ class Host:
         with trio.CancelScope(shield=True):
             await self._persist_quietly()
 
+    async def auth_callback(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``auth/callback {plugin, url}`` -> ``{}``: the redirect of the plugin's authorization (hostd/oauth.py)."""
+        args = p.parse_params(p.AuthCallbackParams, params)
+        self._plugin(args.plugin)
+        self.authorizer.callback(args.plugin, args.url)
+        return {}
+
+    async def logout(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/logout {id}`` -> ``PluginStatus``: forget the plugin's OAuth credentials, then stop it."""
+        plugin_id = p.parse_params(p.PluginRef, params).id
+        self._plugin(plugin_id)
+        await self.authorizer.logout(plugin_id)
+        return await self.disable({"id": plugin_id}, ctx)
+
     async def status(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/status {id}`` -> ``PluginStatus``."""
         return self._plugin(p.parse_params(p.PluginRef, params).id).supervisor.status()
@@ -1113,6 +1132,8 @@ Host.METHODS = {
     "plugins/disable": Host.disable,
     "plugins/restart": Host.restart,
     "plugins/status": Host.status,
+    "plugins/logout": Host.logout,
+    "auth/callback": Host.auth_callback,
     "tools/list": Host.tools_list,
     "tools/call": Host.tools_call,
 }

@@ -52,6 +52,13 @@ class PluginRef(_Params):
     id: str = Field(min_length=1)
 
 
+class AuthCallbackParams(_Params):
+    """``auth/callback``: the authorization server's redirect, for a parent that catches it itself."""
+
+    plugin: str = Field(description="the plugin whose authorization waits (`auth/authorize` named it)")
+    url: str = Field(description="the full redirect URL (`…?code=…&state=…`), as the browser was sent to it")
+
+
 class Limits(_Params):
     """Per-plugin resource limits set by the parent (``plugins/grant``'s ``limits``)."""
 
@@ -320,8 +327,10 @@ class PluginStatus(Wire):
     plugin_id: str = Field(description="the plugin's `id`")
     backend_type: str = Field(description='`"mcp"`')
     transport: str = Field(description='`"stdio"`, `"streamable-http"` or `"sse"`')
-    status: Literal["stopped", "starting", "ready", "unhealthy", "error"] = Field(
-        description="`stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states))"
+    status: Literal["stopped", "starting", "authorizing", "ready", "unhealthy", "error"] = Field(
+        description="`stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)); "
+        "`authorizing` while a starting remote plugin waits for the person to authorize it in the browser "
+        "([docs/remote.md](remote.md))"
     )
     tools_count: int = Field(
         description="tools registered now (0 unless `ready`, and 0 while an imported plugin's tools are being "

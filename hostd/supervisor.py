@@ -47,6 +47,7 @@ from hostd.jsonlimits import check_json, object_members
 from hostd.lifecycle import Action, Event, transition
 from hostd.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
 from hostd.manifest import Manifest
+from hostd.oauth import Authorizer
 from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.protocol import PluginStatus
 from hostd.redact import Redactor
@@ -161,6 +162,9 @@ class PluginSupervisor:
         self._instance_ready = False
         #: The event of a failure hostd itself caused (ping, limit, re-discovery), else None.
         self._failure_event: Event | None = None
+        #: OAuth for a remote plugin (hostd.oauth.Authorizer), set by the host; True while a start waits on it.
+        self.authorizer: Authorizer | None = None
+        self.authorizing = False
 
     @property
     def plugin_id(self) -> str:
@@ -177,7 +181,7 @@ class PluginSupervisor:
             plugin_id=self.plugin_id,
             backend_type=self.manifest.backend.type,
             transport=self.manifest.backend.transport,
-            status=self.state.value,
+            status="authorizing" if self.authorizing and self.state is State.STARTING else self.state.value,
             tools_count=self._registry.count(self.plugin_id),
             started_at=_iso(self.started_at),
             last_seen_at=_iso(last_seen),
@@ -477,8 +481,16 @@ class PluginSupervisor:
             connect_timeout=backend.connect_timeout_seconds,
             max_frame_bytes=backend.max_message_bytes or self._frame_limit,
             protocol=backend.protocol,
+            authorizer=self.authorizer,
+            on_authorizing=self._authorizing,
         )
         await self._run_link(link, link.process, None, task_status)
+
+    async def _authorizing(self, waiting: bool) -> None:
+        """A remote start waits (or no longer waits) for the browser step: status ``authorizing`` / ``starting``."""
+        if self.authorizing != waiting:
+            self.authorizing = waiting
+            await self._notify("plugins/statusChanged", self.status())
 
     async def _run_link(
         self, link: PluginLink, process: SandboxedProcess, tmpdir: str | None, task_status: trio.TaskStatus[None]

@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -56,8 +57,9 @@ import orjson
 import trio
 
 from hostd import __version__
-from hostd.errors import HostError
+from hostd.errors import ErrorKind, HostError
 from hostd.link import Discovery, LogSink, NotificationSink, PluginLink, ProtocolChoice, RequestHandler, _waiter_of
+from hostd.oauth import AUTHORIZE_SECONDS, Authorizer, provider
 from hostd.redact import Redactor
 from hostd.remote import RemoteLaunch, address_problem, resolve_addresses, resolve_headers
 from hostd.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession, Invalid, Progress, Reply
@@ -118,6 +120,7 @@ def http_client(
     connect_timeout: float,
     max_response_bytes: int,
     watch: HttpWatch,
+    auth: httpx2.Auth | None = None,
 ) -> httpx2.AsyncClient:
     """hostd's HTTP client for one remote link (see the module header for each setting).
 
@@ -158,6 +161,7 @@ def http_client(
         headers=headers,
         timeout=httpx2.Timeout(connect=connect_timeout, read=None, write=connect_timeout, pool=connect_timeout),
         trust_env=True,
+        auth=auth,
         follow_redirects=False,  # the SDK's transports follow same-origin redirects themselves
         event_hooks={"request": [check_address], "response": [observe]},
     )
@@ -223,6 +227,8 @@ class RemoteLink(PluginLink):
         max_frame_bytes: int,
         protocol: ProtocolChoice = "auto",
         capabilities: dict[str, Any] | None = None,
+        authorizer: Authorizer | None = None,
+        on_authorizing: Callable[[bool], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(
             plugin_id,
@@ -244,6 +250,10 @@ class RemoteLink(PluginLink):
         self._send: Any = None
         #: The transport in use: the manifest's, or ``sse`` after the 404/405 fallback.
         self.transport: str = launch.endpoint.transport
+        self._authorizer = authorizer
+        self._on_authorizing = on_authorizing
+        self._start_scope: trio.CancelScope | None = None
+        self._startup_timeout = 30.0
 
     async def run(self, startup_timeout: float, *, task_status: trio.TaskStatus[Discovery]) -> None:
         """Connect (with the one allowed fallback), choose the era, list tools, report them, then serve.
@@ -304,15 +314,18 @@ class RemoteLink(PluginLink):
             raise
         except BaseException as exc:  # the SDK transport's task group ends with the connection: its error is why
             reason = self._redact(f"{transport}: {_describe(exc)}")
+            leaf = _leaf(exc)
             if ready:
                 self._fail(f"lost the connection: {reason}")
+            elif isinstance(leaf, HostError):  # the authorization's own error (hostd/oauth.py) says it best
+                error = leaf
             elif error is None:
                 error = self._start_error(reason)
         finally:
             self._send = None
             if ready:
                 self.done.set()
-        if error is not None:
+        if error is not None and error.kind is ErrorKind.PLUGIN_START_FAILED and "authoriz" not in error.message:
             reason = str(error.data.get("reason", ""))
             if watch.refused is not None:
                 reason = watch.refused
@@ -341,9 +354,11 @@ class RemoteLink(PluginLink):
                 connect_timeout=self._connect_timeout,
                 max_response_bytes=self._max_bytes,
                 watch=watch,
+                auth=oauth,
             )
 
         async with contextlib.AsyncExitStack() as stack:
+            oauth = await self._oauth(stack, url)
             if transport == "sse":
                 streams = sse_client(url, httpx_client_factory=hostd_client, sse_read_timeout=24 * 3600)
             else:
@@ -351,6 +366,41 @@ class RemoteLink(PluginLink):
                 streams = streamable_http_client(url, http_client=http, max_sse_event_size=self._max_bytes)
             read, write = await stack.enter_async_context(streams)
             yield read, write
+
+    async def _oauth(self, stack: contextlib.AsyncExitStack, url: str) -> httpx2.Auth | None:
+        """The SDK's OAuth provider for this connection, its loopback redirect listener running in ``stack``."""
+        if self._authorizer is None:
+            return None
+        authorizer = self._authorizer
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        authorization = authorizer.begin(self.plugin_id, self._waiting)
+        await nursery.start(authorization.listen)
+        stack.callback(nursery.cancel_scope.cancel)  # runs before the nursery's exit (the stack unwinds LIFO)
+        stack.callback(authorizer.end, self.plugin_id, authorization)
+        auth: httpx2.Auth = provider(url, authorization, authorizer.store(self.plugin_id, url))
+        return auth
+
+    async def _waiting(self, waiting: bool) -> None:
+        """Waiting on a person (the browser step): the start timeout pauses, bounded by AUTHORIZE_SECONDS."""
+        scope = self._start_scope
+        if scope is not None:
+            scope.deadline = trio.current_time() + (AUTHORIZE_SECONDS if waiting else self._startup_timeout)
+        if self._on_authorizing is not None:
+            await self._on_authorizing(waiting)
+
+    async def _discover(self, startup_timeout: float) -> Discovery:
+        """:meth:`PluginLink._discover` under a deadline the browser step can pause (:meth:`_waiting`)."""
+        self._startup_timeout = startup_timeout
+        started = time.monotonic()
+        with trio.CancelScope(deadline=trio.current_time() + startup_timeout) as scope:
+            self._start_scope = scope
+            try:
+                return await super()._discover(math.inf)
+            finally:
+                self._start_scope = None
+        raise self._start_error(
+            f"startup timed out after {startup_timeout:g} s", seconds=round(time.monotonic() - started, 3)
+        )
 
     async def _pump_http(self, read: Any) -> None:
         """The SDK transport's messages -> the session -> woken callers (the stdio pump's dispatch)."""
@@ -473,8 +523,6 @@ def open_headers(plugin_id: str, launch: RemoteLaunch, declared: dict[str, str])
     Raises ``HostError`` (``PLUGIN_START_FAILED``) naming the header and the
     secret when a ``${secret:NAME}`` reference does not resolve.
     """
-    from hostd.errors import ErrorKind  # noqa: PLC0415
-
     try:
         return resolve_headers(plugin_id, declared)
     except LookupError as exc:
