@@ -234,6 +234,7 @@ def resolve_server(folder: Path) -> ServerLaunch:
     """
     manifest, _ = load_manifest(folder)
     backend = manifest.backend
+    assert backend.command is not None, f"{folder} is a remote plugin: nothing to start"
     launch = resolve_launch(
         backend.command, backend.args, folder, backend.env, EnvPolicy(), host_env=plugin_environment()
     )

@@ -34,10 +34,12 @@ from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.importer import ConfigError, Imported, plan_import
 from hostd.manifest import Manifest, load_manifest
+from hostd.oauth import Authorizer
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.prepare import PackageLaunch, Prepared, PrepareError, Registries, find_prepared, parse_package_launch
 from hostd.prepare import prepare as prepare_packages
 from hostd.registry import ToolRegistry
+from hostd.remote import resolve_remote
 from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
 from hostd.supervisor import (
     Liveness,
@@ -296,6 +298,9 @@ class Host:
         self.secret_store = secrets_.SecretStore(self.store.directory) if self.store is not None else None
         #: One preparation at a time per plugin (two would share its environment folder).
         self._prepare_locks: dict[str, trio.Lock] = {}
+        #: OAuth of remote plugins: credentials under <state>/credentials, the browser step in the parent.
+        credentials = self.store.directory / "credentials" if self.store is not None else None
+        self.authorizer = Authorizer(credentials, lambda: self.options.request_parent)
 
     @classmethod
     async def create(
@@ -581,8 +586,14 @@ class Host:
         :class:`LaunchError`, re-raised) on ``plugin``. Cancellation waits for
         the thread (it is short and has no side effect but folders created).
         """
+        backend = plugin.manifest.backend
+        if backend.url is not None:  # a remote server: its endpoint is the launch (hostd/remote.py)
+            remote = resolve_remote(backend, str(plugin.path))
+            plugin.launch, plugin.launch_error = remote, None
+            return remote
+        assert backend.command is not None  # the manifest requires it for stdio
         try:
-            package = parse_package_launch(plugin.manifest.backend.command, list(plugin.manifest.backend.args))
+            package = parse_package_launch(backend.command, list(backend.args))
         except PrepareError:
             package = None  # shown as written; plugins/prepare says why it cannot be prepared
         prepared: Prepared | None = None
@@ -644,6 +655,7 @@ class Host:
     def _applied_settings(self, plugin: InstalledPlugin) -> secrets_.Applied:
         """Read ``plugin``'s settings and stored secret names, and substitute them into its backend (blocking)."""
         backend, plugin_id = plugin.manifest.backend, plugin.manifest.id
+        assert backend.command is not None  # called for stdio plugins only (_resolve)
         if self.store is not None and self.secret_store is not None:
             plugin.settings = secrets_.load_settings(self.store.directory, plugin_id)
             plugin.secret_names = set(self.secret_store.names(plugin_id))
@@ -1051,6 +1063,9 @@ class Host:
             restarts=restarts,
         )
         supervisor.features = features.PluginFeatures(self, manifest.id)
+        supervisor.authorizer = self.authorizer
+        if self.secret_store is not None:
+            supervisor.secret_lookup = self.secret_store.get
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         bound.append(plugin)
         self.plugins[manifest.id] = plugin
@@ -1173,6 +1188,8 @@ class Host:
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         plugin_id = plugin.manifest.id
         backend = plugin.manifest.backend
+        if backend.command is None:  # a remote plugin: nothing to install
+            return self.info(plugin)
         try:
             package = parse_package_launch(backend.command, backend.args)
         except PrepareError as exc:
@@ -1422,6 +1439,20 @@ class Host:
         plugin.enabled = False
         with trio.CancelScope(shield=True):
             await self._persist_quietly()
+
+    async def auth_callback(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``auth/callback {plugin, url}`` -> ``{}``: the redirect of the plugin's authorization (hostd/oauth.py)."""
+        args = p.parse_params(p.AuthCallbackParams, params)
+        self._plugin(args.plugin)
+        self.authorizer.callback(args.plugin, args.url)
+        return {}
+
+    async def logout(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        """``plugins/logout {id}`` -> ``PluginStatus``: forget the plugin's OAuth credentials, then stop it."""
+        plugin_id = p.parse_params(p.PluginRef, params).id
+        self._plugin(plugin_id)
+        await self.authorizer.logout(plugin_id)
+        return await self.disable({"id": plugin_id}, ctx)
 
     async def status(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/status {id}`` -> ``PluginStatus``."""
@@ -1746,6 +1777,8 @@ Host.METHODS = {
     "plugins/restart": Host.restart,
     "plugins/status": Host.status,
     "plugins/logs": Host.plugin_logs,
+    "plugins/logout": Host.logout,
+    "auth/callback": Host.auth_callback,
     "tools/list": Host.tools_list,
     "tools/call": Host.tools_call,
     **features.METHODS,

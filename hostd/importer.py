@@ -15,8 +15,8 @@ a sanitised, collision-free plugin id and a generated manifest (with
 ``contributes.discover: true``, since such configs declare no tools: their
 tools are pinned on first use, :mod:`hostd.trust`), or the reason it cannot
 be imported. An entry an earlier import installed keeps its id and is
-``unchanged`` or ``updated``. Remote (``url``) entries are recorded and
-reported as not yet supported. The host writes the manifests and installs
+``unchanged`` or ``updated``. A remote (``url``) entry becomes a remote
+plugin (hostd/remote.py); a credential header's value is never copied. The host writes the manifests and installs
 them all-or-nothing (``plugins/import``).
 """
 
@@ -214,9 +214,7 @@ def plan_import(
         url = server.get("url") or server.get("serverUrl")
         kind = server.get("type")
         if url is not None or kind in ("http", "sse", "streamable-http"):
-            entry.outcome = "remote-not-supported"
-            entry.url = str(url) if url is not None else None
-            entry.message = "remote servers (Streamable HTTP) are not supported yet; recorded, not installed"
+            _plan_remote(entry, server, used, counters)
             continue
         command = server.get("command")
         if not isinstance(command, str) or not command.strip():
@@ -262,6 +260,72 @@ def plan_import(
         if earlier is not None:
             entry.outcome = "unchanged" if entry.manifest == earlier.manifest else "updated"
     return entries
+
+
+def _plan_remote(entry: ImportEntry, server: dict[str, Any], used: set[str], counters: dict[str, int]) -> None:
+    """Fill ``entry`` for a remote server (``url``, ``type: http | sse | streamable-http``, ``headers``).
+
+    ``type: sse`` keeps the legacy transport; anything else is Streamable HTTP (hostd falls back to SSE
+    only on a 404/405 first answer). A header whose name or value looks secret is not written into
+    the manifest: it becomes a ``${secret:NAME}`` reference and a note asks for the value
+    (``plugins/configure``); its value from the config is dropped, never stored in plain text.
+    """
+    from hostd.remote import url_problem  # noqa: PLC0415 - remote imports the manifest model
+
+    url, kind = server.get("url") or server.get("serverUrl"), server.get("type")
+    entry.url = str(url) if url is not None else None
+    if not isinstance(url, str):
+        entry.message = '"url" must be a string'
+        return
+    problem = url_problem(url)
+    if problem is not None:
+        entry.message = f'"url" {problem}'
+        return
+    headers = server.get("headers", {})
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        entry.message = '"headers" must map names to strings'
+        return
+    plugin_id = _unique(sanitize_id(entry.name), used, counters)
+    kept: dict[str, str] = {}
+    for name, value in headers.items():
+        if _secret_header(name, value):
+            secret = re.sub(r"[^A-Za-z0-9_]", "_", f"{plugin_id}_{name}").upper()
+            kept[name] = f"${{secret:{secret}}}"
+            entry.notes.append(
+                f"header {name}: its value looks secret and was not copied; set the secret {secret} "
+                "(plugins/configure) before enabling"
+            )
+        else:
+            kept[name] = value
+    entry.plugin_id = plugin_id
+    entry.outcome = "ready-to-install"
+    backend: dict[str, Any] = {
+        "type": "mcp",
+        "transport": "sse" if kind == "sse" else "streamable-http",
+        "url": url,
+        "startup_timeout_seconds": 120,
+        "tool_timeout_seconds": 60,
+    }
+    if kept:
+        backend["headers"] = kept
+    entry.manifest = {
+        "id": plugin_id,
+        "name": entry.name,
+        "version": "0.0.0",
+        "description": f"Imported from an mcpServers config entry {entry.name!r} (a remote server).",
+        "permissions": [],
+        "contributes": {"tools": [], "discover": True},
+        "backend": backend,
+    }
+
+
+def _secret_header(name: str, value: str) -> bool:
+    """A header whose value must not be written into a manifest: a credential by name or by form."""
+    from hostd.remote import SECRET_REFERENCE, looks_secret  # noqa: PLC0415
+
+    if SECRET_REFERENCE.fullmatch(value):
+        return False  # already a reference
+    return looks_secret(name) or value.lower().startswith(("bearer ", "basic ", "token "))
 
 
 #: Read-only needs of well-known servers, declared by name when a config runs them (an imported

@@ -47,9 +47,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -88,6 +90,10 @@ SCHEMA_PATH: Final = Path(__file__).resolve().parent.parent / "manifests" / "plu
 ID_PATTERN: Final = r"^[a-z0-9][a-z0-9-]{0,62}$"
 PERMISSION_PATTERN: Final = r"^[a-z0-9][a-z0-9._-]*$"
 ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]*$"
+#: An HTTP header name (RFC 9110 token characters).
+HEADER_NAME_PATTERN: Final = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
+#: The transports that reach a server over the network (hostd/remote.py); ``stdio`` spawns it.
+REMOTE_TRANSPORTS: Final = ("streamable-http", "sse")
 
 
 def _no_nul(value: str) -> str:
@@ -112,7 +118,10 @@ def _model_config(schema_description: str) -> ConfigDict:
 class Backend(BaseModel):
     """How hostd starts and talks to the plugin's MCP server (manifest field ``backend``).
 
-    Only ``type: mcp`` over ``transport: stdio`` exists in v1. ``command`` is one
+    ``transport: stdio`` spawns ``command`` in the sandbox; ``streamable-http`` and
+    ``sse`` reach a remote server at ``url`` (hostd/remote.py: https only except a
+    loopback address, no private or link-local address unless ``allow_private``
+    names it; header values may be ``${secret:NAME}`` references). ``command`` is one
     program, never a shell line: a bare name is looked up on the sandbox's PATH and
     a path must resolve inside the plugin folder (checked at enable, not here).
     Timeouts are in seconds. ``stdout_noise`` is the policy for non-JSON-RPC lines
@@ -123,13 +132,51 @@ class Backend(BaseModel):
     model_config = _model_config("How hostd starts the plugin's MCP server and talks to it.")
 
     type: Literal["mcp"] = Field(description="The backend kind; only 'mcp' in manifest v1.")
-    transport: Literal["stdio"] = Field(description="How hostd reaches the server; only 'stdio' in v1.")
-    command: _ExecString = Field(
-        min_length=1,
+    transport: Literal["stdio", "streamable-http", "sse"] = Field(
+        description=(
+            "How hostd reaches the server: 'stdio' spawns 'command'; 'streamable-http' (MCP Streamable HTTP) "
+            "or 'sse' (the legacy HTTP+SSE transport) reach a remote server at 'url'."
+        )
+    )
+    command: Annotated[str, Field(min_length=1), AfterValidator(_no_nul)] | None = Field(
+        default=None,
         description=(
             "The program to run, without a shell: a bare name found on PATH, or a path that "
-            "resolves inside the plugin folder. Arguments go in 'args'."
+            "resolves inside the plugin folder. Arguments go in 'args'. Required for 'stdio', refused otherwise."
         ),
+    )
+    url: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description=(
+            "The remote server's endpoint (transport 'streamable-http' or 'sse'): https, or http to a loopback "
+            "address only; no user name or password in it. Covered by the approval digest."
+        ),
+    )
+    headers: dict[Annotated[str, Field(pattern=HEADER_NAME_PATTERN)], _ExecString] = Field(
+        default={},
+        json_schema_extra={"additionalProperties": False},
+        description=(
+            "HTTP headers sent with every request to 'url'. A value may reference a secret as "
+            "'${secret:NAME}' (resolved at connect, never stored in the manifest); values are redacted "
+            "everywhere. The approval digest covers the header names."
+        ),
+    )
+    allow_private: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(
+        default=[],
+        json_schema_extra={"uniqueItems": True},
+        description=(
+            "Host names or addresses of 'url' that may resolve to a private or link-local address (a server "
+            "on the local network). Without it hostd refuses such addresses. Covered by the approval digest."
+        ),
+    )
+    connect_timeout_seconds: float = Field(
+        default=30,
+        gt=0,
+        le=600,
+        allow_inf_nan=False,
+        description="Seconds allowed to open a connection to a remote server ('url').",
     )
     args: list[_ExecString] = Field(default=[], description="Arguments passed to the command, verbatim.")
     env: dict[_EnvName, _ExecString] = Field(
@@ -200,7 +247,9 @@ class Backend(BaseModel):
 
     @field_validator("command")
     @classmethod
-    def _command_is_one_program(cls, command: str) -> str:
+    def _command_is_one_program(cls, command: str | None) -> str | None:
+        if command is None:
+            return None
         if command.strip() != command or not command.strip():
             raise ValueError("must not be blank or start or end with whitespace")
         if "/" not in command and "\\" not in command and any(ch.isspace() for ch in command):
@@ -209,6 +258,87 @@ class Backend(BaseModel):
                 "name in 'command' and each argument in 'args'"
             )
         return command
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_allowed(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        from hostd.remote import url_problem  # noqa: PLC0415 - remote imports this module
+
+        problem = url_problem(url)
+        if problem is not None:
+            raise ValueError(problem)
+        return url
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _fields_fit_transport(cls, data: Any, handler: ModelWrapValidatorHandler[Backend]) -> Backend:
+        # The class: a field that only one kind of backend reads, set on the other kind, would be
+        # silently ignored (a reviewer would believe a header is sent to a stdio server, or that a
+        # remote server is confined by 'env'). Each such field is refused, by name, together with
+        # every other error of the manifest (a wrap validator: it runs even when a field failed).
+        extra = _transport_errors(data) if isinstance(data, dict) else []
+        try:
+            backend = handler(data)
+        except ValidationError as exc:
+            if not extra:
+                raise
+            raise ValidationError.from_exception_data(cls.__name__, [*extra, *_details(exc)]) from None
+        if extra:
+            raise ValidationError.from_exception_data(cls.__name__, extra)
+        return backend
+
+
+def _transport_errors(data: dict[str, Any]) -> list[InitErrorDetails]:
+    """What ``backend.transport`` forbids or requires in the raw ``data`` (see Backend._fields_fit_transport)."""
+    # A field counts as used when it holds more than its default (a manifest hostd writes back,
+    # model_dump, carries every default: ``headers: {}`` on a stdio plugin is not a mistake).
+    transport = data.get("transport")
+    unset: tuple[object, ...] = (None, [], {}, "strict")
+    if transport == "stdio":
+        if data.get("command") is None and "command" not in data:
+            return [InitErrorDetails(type="missing", loc=("command",), input=data)]
+        used: list[str] = [name for name in ("url", "headers", "allow_private") if data.get(name) not in unset]
+        need = None
+    elif transport in REMOTE_TRANSPORTS:
+        used = [name for name in ("command", "args", "env", "tcp_ports", "stdout_noise") if data.get(name) not in unset]
+        need = None if data.get("url") is not None else "url"
+    else:
+        return []  # an unknown transport is the field's own error
+    errors = [
+        InitErrorDetails(
+            type=PydanticCustomError("transport_field", "transport '{transport}' does not use '{name}'", ctx),
+            loc=(name,),
+            input=data[name],
+        )
+        for name in used
+        for ctx in [{"transport": transport, "name": name}]
+    ]
+    if need is not None:
+        errors.append(
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "transport_field", "transport '{transport}' needs 'url'", {"transport": transport}
+                ),
+                loc=("url",),
+                input=data,
+            )
+        )
+    return errors
+
+
+def _details(exc: ValidationError) -> list[InitErrorDetails]:
+    """``exc``'s errors, re-raisable with their types, locations and messages as they were."""
+    out: list[InitErrorDetails] = []
+    for err in exc.errors():
+        if err["type"] == "value_error":  # _field_error reads the message from ctx["error"]
+            out.append(InitErrorDetails(type="value_error", loc=err["loc"], input=err["input"], ctx=err.get("ctx", {})))
+        else:
+            out.append(
+                InitErrorDetails(type=PydanticCustomError(err["type"], err["msg"]), loc=err["loc"], input=err["input"])
+            )
+    return out
 
 
 def _declared_path(value: str) -> str:
@@ -681,6 +811,7 @@ _RULES: Final = {
     "permissions": f"must be lowercase a-z, 0-9, '.', '_' and '-', starting with a letter or digit "
     f"({PERMISSION_PATTERN})",
     "backend.env": f"must be an environment variable name ({ENV_NAME_PATTERN})",
+    "backend.headers": f"must be an HTTP header name ({HEADER_NAME_PATTERN})",
 }
 
 _MODELS_AT: Final[dict[tuple[str, ...], type[BaseModel]]] = {

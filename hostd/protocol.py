@@ -62,6 +62,13 @@ class PluginRef(_Params):
     id: str = Field(min_length=1)
 
 
+class AuthCallbackParams(_Params):
+    """``auth/callback``: the authorization server's redirect, for a parent that catches it itself."""
+
+    plugin: str = Field(description="the plugin whose authorization waits (`auth/authorize` named it)")
+    url: str = Field(description="the full redirect URL (`…?code=…&state=…`), as the browser was sent to it")
+
+
 class Limits(_Params):
     """Per-plugin resource limits set by the parent (``plugins/grant``'s ``limits``)."""
 
@@ -297,6 +304,21 @@ class Preparation(Wire):
     root: str | None = Field(default=None, description="the prepared environment folder (read-only to the plugin)")
 
 
+class RemoteEndpoint(Wire):
+    """``Launch.remote``: the endpoint of a remote plugin, everything its launch digest covers."""
+
+    transport: Literal["streamable-http", "sse"] = Field(description="`streamable-http` or `sse` (legacy HTTP+SSE)")
+    url: str = Field(description="the server's endpoint")
+    headers: dict[str, str | None] = Field(
+        description="the headers hostd sends: name → value, or `null` when the value is a `${secret:NAME}` "
+        "reference or the name looks secret (`Authorization`, `*-Token`…); the digest covers names and literal values"
+    )
+    allow_private: list[str] = Field(
+        alias="allowPrivate", description="hosts that may resolve to a private or link-local address"
+    )
+    protocol: str = Field(description="`auto`, `legacy` or a pinned modern version")
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -344,7 +366,13 @@ class Launch(Wire):
         description="present when the manifest's launch names a package: whether it is prepared, and what was "
         "installed; a prepared launch runs the environment's program (`command`, `args` above), not the package tool",
     )
-    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare"})
+    remote: RemoteEndpoint | None = Field(
+        default=None,
+        description="for a remote plugin (`backend.transport` `streamable-http` or `sse`) what the user approves "
+        "instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote"})
 
 
 class LaunchUnresolved(Wire):
@@ -439,9 +467,11 @@ class PluginStatus(Wire):
 
     plugin_id: str = Field(description="the plugin's `id`")
     backend_type: str = Field(description='`"mcp"`')
-    transport: str = Field(description='`"stdio"`')
-    status: Literal["stopped", "starting", "ready", "unhealthy", "error"] = Field(
-        description="`stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states))"
+    transport: str = Field(description='`"stdio"`, `"streamable-http"` or `"sse"`')
+    status: Literal["stopped", "starting", "authorizing", "ready", "unhealthy", "error"] = Field(
+        description="`stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)); "
+        "`authorizing` while a starting remote plugin waits for the person to authorize it in the browser "
+        "([docs/remote.md](remote.md))"
     )
     tools_count: int = Field(description="tools registered now (0 unless `ready`; withheld tools are not counted)")
     started_at: str | None = Field(description="when the current (or last) instance became ready")
@@ -556,13 +586,10 @@ class ImportEntry(Wire):
     omit_none = frozenset({"message", "notes", "url", "plugin"})
 
     name: str = Field(description="the entry's name in the config")
-    outcome: Literal["installed", "unchanged", "updated", "remote-not-supported", "invalid", "ready-to-install"] = (
-        Field(
-            description="`installed` (new), `unchanged` (an earlier import installed this entry as it is now), "
-            "`updated` (an earlier import installed this entry; its manifest was rewritten and its approval "
-            "voided) or `remote-not-supported`; in an `IMPORT_INVALID` error `invalid`, `ready-to-install`, "
-            "`unchanged` or `updated`"
-        )
+    outcome: Literal["installed", "unchanged", "updated", "invalid", "ready-to-install"] = Field(
+        description="`installed` (new), `unchanged` (an earlier import installed this entry as it is now) or "
+        "`updated` (an earlier import installed this entry; its manifest was rewritten and its approval voided); "
+        "in an `IMPORT_INVALID` error `invalid`, `ready-to-install`, `unchanged` or `updated`"
     )
     id: str | None = Field(description="the plugin id it gets (or got); `null` when none")
     message: str | None = Field(default=None, description="why it is not installed; omitted when none")

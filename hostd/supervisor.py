@@ -56,11 +56,14 @@ from hostd.jsonlimits import check_json, object_members
 from hostd.lifecycle import Action, Event, transition
 from hostd.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
 from hostd.manifest import Manifest
+from hostd.oauth import Authorizer
 from hostd.policy import RefreshPacer, RestartPolicy
 from hostd.protocol import PluginStatus
 from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
+from hostd.remote import RemoteLaunch, SecretLookup
 from hostd.tools import HostTool, convert_tools, structured_content_problem
+from hostd.transport_http import RemoteLink, connection, open_headers
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
@@ -220,6 +223,11 @@ class PluginSupervisor:
         self._failure_event: Event | None = None
         #: MCP features beyond tools (hostd.features.PluginFeatures), set by the host.
         self.features: Any = None
+        #: OAuth for a remote plugin (hostd.oauth.Authorizer), set by the host; True while a start waits on it.
+        self.authorizer: Authorizer | None = None
+        #: Where ``${secret:NAME}`` header values come from (the host's secret store), set by the host.
+        self.secret_lookup: SecretLookup = _no_secrets
+        self.authorizing = False
 
     @property
     def plugin_id(self) -> str:
@@ -239,7 +247,7 @@ class PluginSupervisor:
             plugin_id=self.plugin_id,
             backend_type=self.manifest.backend.type,
             transport=self.manifest.backend.transport,
-            status=self.state.value,
+            status="authorizing" if self.authorizing and self.state is State.STARTING else self.state.value,
             tools_count=self._registry.count(self.plugin_id),
             started_at=_iso(self.started_at),
             last_seen_at=_iso(last_seen),
@@ -519,6 +527,9 @@ class PluginSupervisor:
         data_dir = launch.plan.data_dir if launch.plan is not None else None
         self._disk_paths = tuple(p for p in (data_dir, tmpdir) if p)
         await _empty_tmpdir(tmpdir)
+        if isinstance(launch, RemoteLaunch):  # a remote server: a connection stands for the process tree
+            await self._run_remote(launch, task_status)
+            return
         try:
             process = await spawn(launch)
         except LaunchError as exc:
@@ -530,9 +541,6 @@ class PluginSupervisor:
                 launchError=exc.kind,
                 stderrTail=[],
             ) from None
-        self._stop_grace = STOP_GRACE
-        self.isolation = list(process.isolation)
-        done = trio.Event()
         link = PluginLink(
             self.plugin_id,
             process,
@@ -547,6 +555,41 @@ class PluginSupervisor:
             on_request=self.features.on_request if self.features is not None else None,
             capabilities=self.features.client_capabilities() if self.features is not None else None,
         )
+        await self._run_link(link, process, tmpdir, task_status)
+
+    async def _run_remote(self, launch: RemoteLaunch, task_status: trio.TaskStatus[None]) -> None:
+        """One connection to a remote server (hostd/transport_http.py), run like a process tree."""
+        backend = self.manifest.backend
+        headers, secrets = open_headers(self.plugin_id, launch, dict(backend.headers), self.secret_lookup)
+        link = RemoteLink(
+            self.plugin_id,
+            connection(),
+            launch,
+            headers,
+            redact=Redactor([*secrets, *headers.values()]),
+            on_log=self._log,
+            on_notification=self._notification,
+            connect_timeout=backend.connect_timeout_seconds,
+            max_frame_bytes=backend.max_message_bytes or self._frame_limit,
+            protocol=backend.protocol,
+            authorizer=self.authorizer,
+            on_authorizing=self._authorizing,
+        )
+        await self._run_link(link, link.process, None, task_status)
+
+    async def _authorizing(self, waiting: bool) -> None:
+        """A remote start waits (or no longer waits) for the browser step: status ``authorizing`` / ``starting``."""
+        if self.authorizing != waiting:
+            self.authorizing = waiting
+            await self._notify("plugins/statusChanged", self.status())
+
+    async def _run_link(
+        self, link: PluginLink, process: SandboxedProcess, tmpdir: str | None, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """Serve ``link`` until it ends; always ends through the same ``finally`` (module header)."""
+        self._stop_grace = STOP_GRACE
+        self.isolation = list(process.isolation)
+        done = trio.Event()
         self._link, self._instance_done = link, done
         # Before the handshake: a list_changed during the first walk must not be lost.
         self._pacer = RefreshPacer()
@@ -602,7 +645,7 @@ class PluginSupervisor:
             task_status.started()
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
-            limits = self._watch_limits()
+            limits = None if isinstance(link, RemoteLink) else self._watch_limits()  # no local process to watch
             if limits is not None:
                 nursery.start_soon(self._watchdog, link, limits)
             await link.done.wait()
@@ -1177,3 +1220,9 @@ async def _empty_tmpdir(tmpdir: str | None) -> None:
             await trio.to_thread.run_sync(empty_folder, tmpdir)
         except Exception as exc:  # whatever it is, the stop goes on
             log.warning("could not empty the plugin TMPDIR %s: %s", tmpdir, exc)
+
+
+def _no_secrets(plugin_id: str, name: str) -> str | None:
+    """No secret store (no state folder): every ``${secret:NAME}`` reference fails the start by name."""
+    del plugin_id, name
+    return None

@@ -31,7 +31,7 @@ def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -
         ("filesystem", "ready-to-install", "filesystem-2"),
         ("My Server", "ready-to-install", "my-server"),
         ("my-server", "ready-to-install", "my-server-2"),
-        ("remote", "remote-not-supported", None),
+        ("remote", "ready-to-install", "remote"),
     ]
     my_server = entries[1].manifest
     assert my_server is not None
@@ -52,7 +52,7 @@ def test_vscode_form() -> None:
     entries = plan_import((DATA / "vscode_mcp.json").read_text())
     assert [(e.name, e.outcome, e.plugin_id) for e in entries] == [
         ("Time", "ready-to-install", "time"),
-        ("github", "remote-not-supported", None),
+        ("github", "ready-to-install", "github"),
     ]
     nested = plan_import({"mcp": {"servers": {"a b": {"command": "node", "args": ["x.js"]}}}})
     venv = plan_import({"mcpServers": {"v": {"command": "/home/ada/proj/.venv/bin/python", "args": ["s.py"]}}})
@@ -104,9 +104,9 @@ async def test_hostctl_import_prints_each_outcome(tmp_path: Path) -> None:
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode()
     assert "Time" in out and "installed" in out and "time" in out
-    assert "github" in out and "remote-not-supported" in out
+    assert "github" in out
     state = json.loads((tmp_path / "s" / "state.json").read_text())
-    assert sorted(state["plugins"]) == ["time"]
+    assert sorted(state["plugins"]) == ["github", "time"]
 
 
 # -- issue 10 / 11: a config is hostile input -----------------------------------------

@@ -149,7 +149,7 @@ def test_digest_changes_with_the_bytes(tmp_path: Path) -> None:
         ({"backend.args": ["ok", "a\x00b"]}, "backend.args.1", "must not contain a NUL character"),
         ({"backend.args": "--flag"}, "backend.args", "Input should be a valid list"),
         ({"backend.type": "http"}, "backend.type", "Input should be 'mcp'"),
-        ({"backend.transport": "sse"}, "backend.transport", "Input should be 'stdio'"),
+        ({"backend.transport": "http"}, "backend.transport", "Input should be 'stdio', 'streamable-http' or 'sse'"),
         ({"backend.startup_timeout_seconds": 0}, "backend.startup_timeout_seconds", "Input should be greater than 0"),
         (
             {"backend.startup_timeout_seconds": 601},

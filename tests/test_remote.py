@@ -1,0 +1,141 @@
+"""Remote plugins over HTTP: real SDK servers on 127.0.0.1 driven through a real hostd (issue 15).
+
+The fixture (fixtures/remote/remote_server.py) is the SDK v2 server over Streamable HTTP (it serves
+both eras), over legacy HTTP+SSE, or an endpoint that answers every POST with 404, 405 or 500.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import yaml
+
+from hostd.client import HostdClient, RpcError
+from tests.conftest import FIXTURES, ready
+
+SERVER = FIXTURES / "remote" / "remote_server.py"
+TOOLS = ["drop", "echo", "fail", "slow"]
+
+
+@asynccontextmanager
+async def remote_server(mode: str, port: int = 0) -> AsyncIterator[int]:
+    """Run the fixture server in ``mode``; yield its port; kill it at the end."""
+    async with trio.open_nursery() as nursery:
+        command = [sys.executable, str(SERVER), mode, "--port", str(port)]
+        process = await nursery.start(functools.partial(trio.run_process, command, stdout=subprocess.PIPE, check=False))
+        assert process.stdout is not None
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = await process.stdout.receive_some(1)
+            assert chunk, "the fixture server exited before listening"
+            line += chunk
+        assert line.startswith(b"PORT ")
+        try:
+            yield int(line.split()[1])
+        finally:
+            process.kill()
+            nursery.cancel_scope.cancel()
+
+
+def remote_plugin(tmp_path: Path, url: str, plugin_id: str = "remote", **backend: Any) -> Path:
+    """A plugin folder whose manifest reaches ``url``."""
+    folder = tmp_path / plugin_id
+    folder.mkdir()
+    manifest = {
+        "id": plugin_id,
+        "name": "Remote fixture",
+        "version": "1.0.0",
+        "permissions": ["remote.use"],
+        "contributes": {"tools": [f"{plugin_id}.{name}" for name in TOOLS]},
+        "backend": {"type": "mcp", "transport": "streamable-http", "url": url, **backend},
+    }
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return folder
+
+
+@pytest.mark.parametrize(("protocol", "version"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_streamable_http_in_both_eras(hostd: HostdClient, tmp_path: Path, protocol: str, version: str) -> None:
+    async with remote_server("streamable-http") as port:
+        folder = remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp", protocol=protocol)
+        status = await ready(hostd, folder)
+        assert (status["status"], status["transport"], status["protocol_version"]) == (
+            "ready",
+            "streamable-http",
+            version,
+        )
+        assert status["tools_count"] == 4
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "hi"}})
+        assert result["content"] == [{"type": "text", "text": "hi"}]
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("tools/call", {"name": "remote.fail", "arguments": {}})
+        assert failed.value.kind == "MCP_TOOL_CALL_FAILED"
+        await hostd.request("plugins/disable", {"id": "remote"})
+
+
+async def test_progress_reaches_the_parent(hostd: HostdClient, tmp_path: Path) -> None:
+    async with remote_server("streamable-http") as port:
+        await ready(hostd, remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp", protocol="legacy"))
+        response = await hostd.start("tools/call", {"name": "remote.slow", "arguments": {"steps": 3}})
+        result = await response()
+        assert result["content"] == [{"type": "text", "text": "done"}]
+        rid = response.request_id  # type: ignore[attr-defined]
+        progress = [n["progress"] for n in hostd.seen("$/progress") if n["requestId"] == rid]
+        # Progress is coalesced (latest wins at a bounded rate): the last value always arrives, as an int.
+        assert progress[-1] == 3 and all(type(value) is int for value in progress), progress
+        await hostd.request("plugins/disable", {"id": "remote"})
+
+
+async def test_legacy_sse_when_configured(hostd: HostdClient, tmp_path: Path) -> None:
+    async with remote_server("sse") as port:
+        folder = remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp", transport="sse")
+        status = await ready(hostd, folder)
+        assert (status["status"], status["transport"], status["protocol_version"]) == ("ready", "sse", "2025-11-25")
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "over sse"}})
+        assert result["content"] == [{"type": "text", "text": "over sse"}]
+        await hostd.request("plugins/disable", {"id": "remote"})
+
+
+@pytest.mark.parametrize("status_code", [404, 405])
+async def test_first_answer_404_or_405_falls_back_to_sse(hostd: HostdClient, tmp_path: Path, status_code: int) -> None:
+    async with remote_server(f"status-{status_code}") as port:
+        status = await ready(hostd, remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp"))
+        assert (status["status"], status["protocol_version"]) == ("ready", "2025-11-25")
+        logs = [n["message"] for n in hostd.seen("plugins/log") if n["plugin"] == "remote"]
+        assert any(f"with {status_code}; using the legacy HTTP+SSE transport" in m for m in logs), logs
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "fell back"}})
+        assert result["content"] == [{"type": "text", "text": "fell back"}]
+        await hostd.request("plugins/disable", {"id": "remote"})
+
+
+async def test_first_answer_500_does_not_fall_back(hostd: HostdClient, tmp_path: Path) -> None:
+    async with remote_server("status-500") as port:
+        with pytest.raises(RpcError) as failed:
+            await ready(hostd, remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp"))
+        assert failed.value.kind == "PLUGIN_START_FAILED"
+        assert failed.value.data["status"] == 500
+        assert "(HTTP 500)" in failed.value.data["reason"]
+        assert not [n for n in hostd.seen("plugins/log") if "legacy HTTP+SSE" in n["message"]]
+
+
+async def test_a_dropped_stream_fails_the_call_and_the_plugin_reconnects(hostd: HostdClient, tmp_path: Path) -> None:
+    async with remote_server("streamable-http") as port:
+        await ready(hostd, remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp"))
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("tools/call", {"name": "remote.drop", "arguments": {}})
+        assert failed.value.kind in ("PLUGIN_HOST_UNAVAILABLE", "MCP_UPSTREAM_ERROR"), failed.value.data
+    # The same address serves again: the restart policy reconnects (its backoff) and the plugin is ready.
+    async with remote_server("streamable-http", port):
+        await hostd.wait_for(
+            "plugins/statusChanged", lambda s: s["status"] == "ready" and s["restarts"] >= 1, timeout=60
+        )
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "again"}})
+        assert result["content"] == [{"type": "text", "text": "again"}]
+        await hostd.request("plugins/disable", {"id": "remote"})

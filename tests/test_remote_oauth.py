@@ -1,0 +1,184 @@
+"""Remote plugins behind OAuth: a local authorization server, the parent plays the browser (issue 15).
+
+fixtures/remote/oauth_server.py serves the MCP fixture behind bearer tokens and a small OAuth 2.1
+authorization server on the same 127.0.0.1 port; ``/authorize`` answers 302 to the redirect URI at once,
+so "logging in" is following the authorization URL.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+
+from hostd.client import HostdClient, RpcError
+from tests.conftest import FIXTURES
+from tests.test_remote import remote_plugin
+
+OAUTH_SERVER = FIXTURES / "remote" / "oauth_server.py"
+
+
+@asynccontextmanager
+async def oauth_server(*args: str) -> AsyncIterator[str]:
+    """Run the OAuth fixture; yield its origin (``http://127.0.0.1:<port>``)."""
+    async with trio.open_nursery() as nursery:
+        command = [sys.executable, str(OAUTH_SERVER), *args]
+        process = await nursery.start(functools.partial(trio.run_process, command, stdout=subprocess.PIPE, check=False))
+        assert process.stdout is not None
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = await process.stdout.receive_some(1)
+            assert chunk, "the OAuth fixture exited before listening"
+            line += chunk
+        try:
+            yield f"http://127.0.0.1:{int(line.split()[1])}"
+        finally:
+            process.kill()
+            nursery.cancel_scope.cancel()
+
+
+class Browser:
+    """The test parent's browser: follows ``auth/authorize`` URLs; ``via`` is ``loopback`` or ``callback``."""
+
+    def __init__(self, hostd: HostdClient, via: str = "loopback") -> None:
+        self.hostd = hostd
+        self.via = via
+        self.urls: list[str] = []
+        self.callbacks: list[str] = []
+
+    async def __call__(self, method: str, params: dict[str, Any]) -> Any:
+        assert method == "auth/authorize", method
+        self.urls.append(params["url"])
+        async with httpx2.AsyncClient(follow_redirects=False, trust_env=False) as http:
+            answer = await http.get(params["url"])
+            assert answer.status_code == 302, answer.text
+            location = answer.headers["location"]
+            self.callbacks.append(location)
+            if self.via == "loopback":  # the browser lands on hostd's loopback listener
+                landed = await http.get(location)
+                assert landed.status_code == 200, landed.text
+            else:  # an app with a custom scheme catches the redirect and hands it over
+                await self.hostd.request("auth/callback", {"plugin": params["plugin"], "url": location})
+        return {}
+
+
+async def stats(origin: str) -> dict[str, int]:
+    async with httpx2.AsyncClient(trust_env=False) as http:
+        result: dict[str, int] = (await http.get(f"{origin}/test/stats")).json()
+        return result
+
+
+async def approve(hostd: HostdClient, folder: Path) -> str:
+    info = await hostd.request("plugins/install", {"path": str(folder)})
+    await hostd.request("plugins/grant", {"id": info["id"], "permissions": info["permissions"]})
+    await hostd.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
+    return str(info["id"])
+
+
+@pytest.mark.parametrize("via", ["loopback", "callback"])
+async def test_authorize_call_restart_logout(hostd: HostdClient, tmp_path: Path, via: str) -> None:
+    browser = Browser(hostd, via)
+    hostd.on_request = browser
+    async with oauth_server() as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        status = await hostd.request("plugins/enable", {"id": plugin})
+        assert status["status"] == "ready"
+        assert [r[1:] for r in hostd.requests] == [("auth/authorize", {"plugin": "remote", "url": browser.urls[0]})]
+        assert browser.urls[0].startswith(f"{origin}/authorize?")
+        assert "code_challenge_method=S256" in browser.urls[0]
+        states = [s["status"] for s in hostd.seen("plugins/statusChanged") if s["plugin_id"] == "remote"]
+        assert states == ["starting", "authorizing", "starting", "ready"]
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "authorized"}})
+        assert result["content"] == [{"type": "text", "text": "authorized"}]
+
+        # Tokens and the client registration are kept apart from state.json, 0600, and are reused.
+        credentials = tmp_path / "state" / "credentials" / "remote.json"
+        assert stat.S_IMODE(os.stat(credentials).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(credentials.parent).st_mode) == 0o700
+        assert "access_token" in credentials.read_text()
+        assert "access_token" not in (tmp_path / "state" / "state.json").read_text()
+        await hostd.request("plugins/restart", {"id": plugin})
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "again"}})
+        assert result["content"] == [{"type": "text", "text": "again"}]
+        assert len(browser.urls) == 1
+        assert (await stats(origin))["authorizations"] == 1
+
+        # Logout forgets them and stops the plugin; the next enable asks the person again.
+        status = await hostd.request("plugins/logout", {"id": plugin})
+        assert status["status"] == "stopped"
+        assert not credentials.exists()
+        status = await hostd.request("plugins/enable", {"id": plugin})
+        assert status["status"] == "ready"
+        assert len(browser.urls) == 2
+        assert (await stats(origin))["authorizations"] == 2
+        await hostd.request("plugins/disable", {"id": plugin})
+
+
+async def test_a_token_that_expired_while_stopped_is_refreshed_without_the_person(
+    hostd: HostdClient, tmp_path: Path
+) -> None:
+    browser = Browser(hostd)
+    hostd.on_request = browser
+    async with oauth_server() as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        await hostd.request("plugins/enable", {"id": plugin})
+        await hostd.request("plugins/disable", {"id": plugin})
+        # While it is stopped its access token expires: the server rejects it, and the stored expiry has passed.
+        async with httpx2.AsyncClient(trust_env=False) as http:
+            await http.post(f"{origin}/test/expire")
+        credentials = tmp_path / "state" / "credentials" / "remote.json"
+        document = json.loads(credentials.read_text())
+        for entry in document.values():
+            entry["expiresAt"] = 1.0
+        credentials.write_text(json.dumps(document))
+        await hostd.request("plugins/enable", {"id": plugin})
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "refreshed"}})
+        assert result["content"] == [{"type": "text", "text": "refreshed"}]
+        counts = await stats(origin)
+        assert (counts["authorizations"], counts["codeGrants"], counts["refreshGrants"]) == (1, 1, 1)
+        assert len(browser.urls) == 1
+        await hostd.request("plugins/disable", {"id": plugin})
+
+
+async def test_a_token_rejected_while_running_asks_the_person_again(hostd: HostdClient, tmp_path: Path) -> None:
+    # The SDK's provider answers a 401 with the full flow (no refresh first): the parent is asked again.
+    browser = Browser(hostd)
+    hostd.on_request = browser
+    async with oauth_server() as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        await hostd.request("plugins/enable", {"id": plugin})
+        async with httpx2.AsyncClient(trust_env=False) as http:
+            await http.post(f"{origin}/test/expire")
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "reauthorized"}})
+        assert result["content"] == [{"type": "text", "text": "reauthorized"}]
+        assert len(browser.urls) == 2
+        await hostd.request("plugins/disable", {"id": plugin})
+
+
+async def test_a_parent_that_cannot_authorize_fails_the_start_clearly(hostd: HostdClient, tmp_path: Path) -> None:
+    async with oauth_server() as origin:  # hostd.on_request is None: the parent answers -32601
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("plugins/enable", {"id": plugin})
+        assert failed.value.kind == "PLUGIN_START_FAILED"
+        assert "the parent did not take auth/authorize" in failed.value.message
+        assert failed.value.data["plugin"] == "remote"
+
+
+async def test_a_callback_for_nothing_is_refused(hostd: HostdClient, tmp_path: Path) -> None:
+    async with oauth_server() as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        with pytest.raises(RpcError) as refused:
+            await hostd.request("auth/callback", {"plugin": plugin, "url": "http://127.0.0.1:1/callback?code=x"})
+        assert refused.value.kind == "INVALID_PARAMS"
