@@ -178,8 +178,8 @@ export interface HostTool {
 export interface ImportEntry {
   /** the entry's name in the config */
   name: string;
-  /** `installed` (new), `unchanged` (an earlier import installed this entry as it is now), `updated` (an earlier import installed this entry; its manifest was rewritten and its approval voided) or `remote-not-supported`; in an `IMPORT_INVALID` error `invalid`, `ready-to-install`, `unchanged` or `updated` */
-  outcome: "installed" | "unchanged" | "updated" | "remote-not-supported" | "invalid" | "ready-to-install";
+  /** `installed` (new), `unchanged` (an earlier import installed this entry as it is now) or `updated` (an earlier import installed this entry; its manifest was rewritten and its approval voided); in an `IMPORT_INVALID` error `invalid`, `ready-to-install`, `unchanged` or `updated` */
+  outcome: "installed" | "unchanged" | "updated" | "invalid" | "ready-to-install";
   /** the plugin id it gets (or got); `null` when none */
   id: string | null;
   /** why it is not installed; omitted when none */
@@ -294,6 +294,8 @@ export interface Launch {
   approved: boolean;
   /** present when the manifest's launch names a package: whether it is prepared, and what was installed; a prepared launch runs the environment's program (`command`, `args` above), not the package tool */
   prepare?: Preparation | null;
+  /** for a remote plugin (`backend.transport` `streamable-http` or `sse`) what the user approves instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins */
+  remote?: RemoteEndpoint | null;
 }
 
 /** `PluginInfo.launch` when the command cannot be resolved. */
@@ -434,10 +436,10 @@ export interface PluginStatus {
   plugin_id: string;
   /** `"mcp"` */
   backend_type: string;
-  /** `"stdio"` */
+  /** `"stdio"`, `"streamable-http"` or `"sse"` */
   transport: string;
-  /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)) */
-  status: "stopped" | "starting" | "ready" | "unhealthy" | "error";
+  /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)); `authorizing` while a starting remote plugin waits for the person to authorize it in the browser ([docs/remote.md](remote.md)) */
+  status: "stopped" | "starting" | "authorizing" | "ready" | "unhealthy" | "error";
   /** tools registered now (0 unless `ready`; withheld tools are not counted) */
   tools_count: number;
   /** when the current (or last) instance became ready */
@@ -519,6 +521,20 @@ export interface ReadResourceResult {
   /** the MCP `contents` (`{uri, mimeType?, text}` or `{uri, mimeType?, blob}`); a blob over `contentLimits.maxBlobBytes` is replaced by a text item naming its size and the bound */
   contents: Array<{ [key: string]: unknown }>;
   [key: string]: unknown;
+}
+
+/** `Launch.remote`: the endpoint of a remote plugin, everything its launch digest covers. */
+export interface RemoteEndpoint {
+  /** `streamable-http` or `sse` (legacy HTTP+SSE) */
+  transport: "streamable-http" | "sse";
+  /** the server's endpoint */
+  url: string;
+  /** the headers hostd sends: name → value, or `null` when the value is a `${secret:NAME}` reference or the name looks secret (`Authorization`, `*-Token`…); the digest covers names and literal values */
+  headers: { [key: string]: string | null };
+  /** hosts that may resolve to a private or link-local address */
+  allowPrivate: string[];
+  /** `auto`, `legacy` or a pinned modern version */
+  protocol: string;
 }
 
 /** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
@@ -850,10 +866,10 @@ export interface Notifications {
     plugin_id: string;
     /** `"mcp"` */
     backend_type: string;
-    /** `"stdio"` */
+    /** `"stdio"`, `"streamable-http"` or `"sse"` */
     transport: string;
-    /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)) */
-    status: "stopped" | "starting" | "ready" | "unhealthy" | "error";
+    /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)); `authorizing` while a starting remote plugin waits for the person to authorize it in the browser ([docs/remote.md](remote.md)) */
+    status: "stopped" | "starting" | "authorizing" | "ready" | "unhealthy" | "error";
     /** tools registered now (0 unless `ready`; withheld tools are not counted) */
     tools_count: number;
     /** when the current (or last) instance became ready */
