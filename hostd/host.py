@@ -32,7 +32,7 @@ from hostd import secrets as secrets_
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
-from hostd.importer import ConfigError, Imported, plan_import
+from hostd.importer import ConfigError, Imported, ImportEntry, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.oauth import Authorizer
 from hostd.policy import RestartMode, RestartPolicy
@@ -953,7 +953,9 @@ class Host:
             # Off the event loop: reading the installed manifests is file I/O, parsing and
             # planning are CPU work on parent-sized input.
             entries = await trio.to_thread.run_sync(
-                lambda: plan_import(args.config, taken=taken, imported=_read_imported(earlier))
+                lambda: plan_import(
+                    args.config, taken=taken, imported=_read_imported(earlier), secret_env=args.secret_env
+                )
             )
         except ConfigError as exc:
             raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[]) from None
@@ -979,6 +981,7 @@ class Host:
                     if entry.manifest is None or entry.plugin_id is None:
                         continue
                     folder = root / entry.plugin_id
+                    await self._store_secrets(entry, stored)
                     if entry.outcome == "unchanged":
                         wire["plugin"] = self.info(self.plugins[entry.plugin_id])
                         continue
@@ -992,7 +995,6 @@ class Host:
                             if not made.exists():
                                 written.append(made)
                         written.append(folder)
-                    await self._store_secret_env(entry.plugin_id, entry.manifest, wire, stored, args.secret_env)
                     try:
                         await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
                     except OSError as exc:
@@ -1018,19 +1020,19 @@ class Host:
             raise
         return p.ImportResult.model_validate({"entries": results}).wire()
 
-    async def _store_secret_env(
-        self, plugin_id: str, manifest: dict[str, Any], wire: dict[str, Any], stored: list[str], marked: list[str]
-    ) -> None:
-        """Move the secret-looking (or ``marked``) ``env`` values of an imported entry into the secret store.
+    async def _store_secrets(self, entry: ImportEntry, stored: list[str]) -> None:
+        """Put the secret values the importer took out of ``entry`` (``secret_values``) in the secret store.
 
-        ``manifest["backend"]["env"]`` keeps ``${secret:NAME}`` in their place (hostd/secrets.py);
-        the entry's notes name the variables moved (never their values).
+        Its manifest already holds ``${secret:NAME}`` in their place (:func:`hostd.importer.plan_import`).
+        An ``unchanged`` entry's values are stored too: a new key in the config replaces the old one
+        without voiding the approval (the digest covers the reference, not the value).
         """
-        env, values = secrets_.split_secrets(manifest["backend"]["env"], marked)
-        if not values or self.secret_store is None:
+        values, plugin_id = entry.secret_values, entry.plugin_id
+        if not values or self.secret_store is None or plugin_id is None:
             return
         store = self.secret_store
-        stored.append(plugin_id)
+        if entry.outcome == "ready-to-install":
+            stored.append(plugin_id)  # a failed import drops a new plugin's secrets, never an installed one's
 
         def save() -> None:
             for name, value in values.items():
@@ -1040,8 +1042,6 @@ class Host:
             await trio.to_thread.run_sync(save)
         except OSError as exc:
             raise _write_failed(exc, store.path) from None
-        manifest["backend"]["env"] = env
-        wire.setdefault("notes", []).append(f"kept {', '.join(sorted(values))} in the secret store")
 
     def _add_plugin(self, folder: Path, manifest: Manifest, digest: str, *, restarts: int = 0) -> InstalledPlugin:
         """Add a stopped plugin (replacing one of the same id) with a supervisor of its own."""

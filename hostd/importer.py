@@ -29,7 +29,9 @@ from typing import Any, Literal
 
 import pyjson5
 
-Outcome = Literal["ready-to-install", "unchanged", "updated", "remote-not-supported", "invalid"]
+from hostd.secrets import split_secrets
+
+Outcome = Literal["ready-to-install", "unchanged", "updated", "invalid"]
 
 _ID_MAX = 63
 
@@ -56,6 +58,10 @@ class ImportEntry:
     message: str | None = None
     notes: list[str] = field(default_factory=list)
     url: str | None = None
+    #: Secret values taken out of the entry (env variables, credential headers): ``{secret NAME: value}``.
+    #: The manifest holds ``${secret:NAME}`` in their place; the host puts these in its secret store.
+    #: Never on the wire, never written with the manifest.
+    secret_values: dict[str, str] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
         """The entry as reported by ``plugins/import``."""
@@ -185,6 +191,7 @@ def plan_import(
     *,
     taken: Collection[str] = (),
     imported: Mapping[str, Imported] | None = None,
+    secret_env: Collection[str] = (),
 ) -> list[ImportEntry]:
     """One :class:`ImportEntry` per server in ``config``, in the config's order.
 
@@ -196,6 +203,10 @@ def plan_import(
     manifest it would get equals the installed one, ``updated`` otherwise
     (ready to be written over it). Only distinct names get distinct ids
     (``My Server`` and ``my-server`` become ``my-server`` and ``my-server-2``).
+    Secret-looking ``env`` values (and those named in ``secret_env``) and
+    credential headers become ``${secret:NAME}`` references here, before the
+    comparison, so an entry with an API key imports ``unchanged`` the second
+    time; their values go to ``ImportEntry.secret_values``.
     Time is linear in the number of servers (plus ``taken``). Raises
     :class:`ConfigError` for an unreadable config or one over
     ``MAX_IMPORT_BYTES`` / ``MAX_IMPORT_ENTRIES``.
@@ -213,8 +224,11 @@ def plan_import(
             continue
         url = server.get("url") or server.get("serverUrl")
         kind = server.get("type")
+        earlier = imported.get(entry.name)
         if url is not None or kind in ("http", "sse", "streamable-http"):
-            _plan_remote(entry, server, used, counters)
+            _plan_remote(entry, server, used, counters, earlier.plugin_id if earlier is not None else None)
+            if earlier is not None and entry.manifest is not None:
+                entry.outcome = "unchanged" if entry.manifest == earlier.manifest else "updated"
             continue
         command = server.get("command")
         if not isinstance(command, str) or not command.strip():
@@ -230,10 +244,10 @@ def plan_import(
             continue
         if "cwd" in server:
             entry.notes.append(f"cwd {server['cwd']!r} ignored: a plugin runs in its own folder")
-        earlier = imported.get(entry.name)
         plugin_id = earlier.plugin_id if earlier is not None else _unique(sanitize_id(entry.name), used, counters)
         entry.plugin_id = plugin_id
         entry.outcome = "ready-to-install"
+        env, entry.secret_values = split_secrets(env, secret_env)
         entry.manifest = {
             "id": plugin_id,
             "name": entry.name,
@@ -252,6 +266,8 @@ def plan_import(
                 "stdout_noise": "drop",
             },
         }
+        if entry.secret_values:
+            entry.notes.append(f"kept {', '.join(sorted(entry.secret_values))} in the secret store")
         needs = known_needs([command, *args])
         if needs:
             entry.manifest["sandbox"] = needs
@@ -262,13 +278,16 @@ def plan_import(
     return entries
 
 
-def _plan_remote(entry: ImportEntry, server: dict[str, Any], used: set[str], counters: dict[str, int]) -> None:
+def _plan_remote(
+    entry: ImportEntry, server: dict[str, Any], used: set[str], counters: dict[str, int], plugin_id: str | None
+) -> None:
     """Fill ``entry`` for a remote server (``url``, ``type: http | sse | streamable-http``, ``headers``).
 
     ``type: sse`` keeps the legacy transport; anything else is Streamable HTTP (hostd falls back to SSE
     only on a 404/405 first answer). A header whose name or value looks secret is not written into
-    the manifest: it becomes a ``${secret:NAME}`` reference and a note asks for the value
-    (``plugins/configure``); its value from the config is dropped, never stored in plain text.
+    the manifest: it becomes a ``${secret:NAME}`` reference and its value goes to
+    ``entry.secret_values`` (the host's secret store), never into a manifest. ``plugin_id``: the id an
+    earlier import of this entry got (kept), or None for a new one.
     """
     from hostd.remote import url_problem  # noqa: PLC0415 - remote imports the manifest model
 
@@ -285,16 +304,15 @@ def _plan_remote(entry: ImportEntry, server: dict[str, Any], used: set[str], cou
     if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
         entry.message = '"headers" must map names to strings'
         return
-    plugin_id = _unique(sanitize_id(entry.name), used, counters)
+    if plugin_id is None:
+        plugin_id = _unique(sanitize_id(entry.name), used, counters)
     kept: dict[str, str] = {}
     for name, value in headers.items():
         if _secret_header(name, value):
             secret = re.sub(r"[^A-Za-z0-9_]", "_", f"{plugin_id}_{name}").upper()
             kept[name] = f"${{secret:{secret}}}"
-            entry.notes.append(
-                f"header {name}: its value looks secret and was not copied; set the secret {secret} "
-                "(plugins/configure) before enabling"
-            )
+            entry.secret_values[secret] = value
+            entry.notes.append(f"header {name}: its value looks secret: kept in the secret store as {secret}")
         else:
             kept[name] = value
     entry.plugin_id = plugin_id

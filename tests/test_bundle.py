@@ -387,13 +387,9 @@ async def test_python_bundle_with_generated_tools(tmp_path: Path, hostd: HostdCl
     assert (info["id"], info["tools"], info["name"]) == ("py-echo", [], "Node echo")
     assert "userConfig" not in info
     await hostd.request("plugins/approve", {"id": "py-echo", "digest": info["launch"]["digest"]})
-    with pytest.raises(RpcError) as discovered:  # tools_generated: recorded at the first enable
-        await hostd.request("plugins/enable", {"id": "py-echo"})
-    assert discovered.value.data["discoveredTools"] == sorted(f"py-echo.{t}" for t in ECHO_TOOLS)
-    info = (await hostd.request("plugins/list", {}))["plugins"][0]
-    await hostd.request("plugins/grant", {"id": "py-echo", "permissions": info["permissions"]})
-    await hostd.request("plugins/approve", {"id": "py-echo", "digest": info["launch"]["digest"]})
-    assert (await hostd.request("plugins/enable", {"id": "py-echo"}))["status"] == "ready"
+    enabled = await hostd.request("plugins/enable", {"id": "py-echo"})  # tools_generated: pinned on first use
+    assert enabled["status"] == "ready"
+    assert enabled["pinned"] == sorted(f"py-echo.{t}" for t in ECHO_TOOLS)
     result = await hostd.request("tools/call", {"name": "py-echo.echo", "arguments": {"text": "hi"}})
     assert result["structuredContent"] == {"text": "hi", "length": 2}
     # Reinstalling while it runs is refused before anything on disk changes.

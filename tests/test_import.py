@@ -37,12 +37,15 @@ def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -
     assert my_server is not None
     assert my_server["backend"]["command"] == "npx"
     assert my_server["backend"]["args"] == ["-y", "my-server"]
-    assert my_server["backend"]["env"] == {"API_KEY": "sk-test-123456789012"}
+    # The key is taken out before the manifest is written (issue 14: secrets out of plain files).
+    assert my_server["backend"]["env"] == {"API_KEY": "${secret:API_KEY}"}
+    assert entries[1].secret_values == {"API_KEY": "sk-test-123456789012"}
     assert my_server["contributes"] == {"tools": [], "discover": True}
     assert entries[1].notes == [
         "command 'C:\\\\Program Files\\\\nodejs\\\\npx.cmd' reduced to 'npx.cmd': "
         "a Windows path; the bare name is found on PATH",
         "Windows launcher 'npx.cmd' run as 'npx'",
+        "kept API_KEY in the secret store",
     ]
     assert entries[2].notes == ["cwd '/tmp' ignored: a plugin runs in its own folder"]
     assert entries[3].url == "https://mcp.example.invalid/mcp"

@@ -100,7 +100,10 @@ def test_public_and_literal_loopback_addresses_pass() -> None:
         ({"transport": "sse", "url": "https://a.example/mcp", "command": "x"}, "does not use 'command'"),
         ({"transport": "sse", "url": "https://a.example/mcp", "env": {"A": "b"}}, "does not use 'env'"),
         ({"transport": "streamable-http", "url": "http://a.example/mcp"}, "must use https"),
-        ({"transport": "streamable-http", "url": "https://a.example/mcp", "protocol": "newest"}, "should match"),
+        (
+            {"transport": "streamable-http", "url": "https://a.example/mcp", "protocol": "newest"},
+            "Input should be 'auto'",
+        ),
     ],
 )
 def test_fields_that_do_not_fit_the_transport_are_refused(
