@@ -75,12 +75,12 @@ class ErrorKind(Enum):
         "The user disabled the tool (tools/setEnabled); it is not listed and not called until enabled again.",
     )
     PREPARE_FAILED = (
-        -32040,
+        -32042,
         "The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported,"
         " tool-missing, no-entry; data.registry, data.output); nothing of it is used.",
     )
     PLUGIN_NOT_PREPARED = (
-        -32041,
+        -32043,
         "The plugin's launch names a package that is not prepared yet: call plugins/prepare first.",
     )
     HOST_OVERLOADED = (

@@ -1048,14 +1048,14 @@ export const ErrorCodes = {
   PARENT_REQUEST_FAILED: -32035,
   /** The user disabled the tool (tools/setEnabled); it is not listed and not called until enabled again. */
   TOOL_DISABLED: -32037,
-  /** The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported, tool-missing, no-entry; data.registry, data.output); nothing of it is used. */
-  PREPARE_FAILED: -32040,
   /** A required setting (user_config value or secret) is not set; data.missing names each: plugins/configure. */
   CONFIG_REQUIRED: -32040,
-  /** The plugin's launch names a package that is not prepared yet: call plugins/prepare first. */
-  PLUGIN_NOT_PREPARED: -32041,
   /** The .mcpb bundle or server.json cannot be installed; data.errors says where and why. */
   PACKAGE_INVALID: -32041,
+  /** The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported, tool-missing, no-entry; data.registry, data.output); nothing of it is used. */
+  PREPARE_FAILED: -32042,
+  /** The plugin's launch names a package that is not prepared yet: call plugins/prepare first. */
+  PLUGIN_NOT_PREPARED: -32043,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */
