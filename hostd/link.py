@@ -54,8 +54,10 @@ start that does not load the SDK (see :mod:`hostd.session`).
 from __future__ import annotations
 
 import collections
+import importlib
 import logging
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -489,6 +491,10 @@ class PluginLink:
         started = time.monotonic()
         try:
             with trio.fail_after(startup_timeout):
+                if "mcp_types" not in sys.modules:
+                    # The models that check initialize/discover results load once, off the event loop
+                    # (~100-200 ms of imports that would stall every other plugin and the parent).
+                    await trio.to_thread.run_sync(importlib.import_module, "mcp_types")
                 await self._negotiate(startup_timeout)
                 if not isinstance(self.server_capabilities.get("tools"), dict):
                     raise self._start_error("the server does not declare the tools capability")
