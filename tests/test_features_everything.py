@@ -21,7 +21,7 @@ pytestmark = pytest.mark.real_server
 
 #: The tools server-everything adds for a client offering sampling, elicitation (form and url) and roots.
 CONDITIONAL = ["get-roots-list", "trigger-elicitation-request", "trigger-sampling-request", "trigger-url-elicitation"]
-SERVES = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
+SERVES: dict[str, Any] = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
 RESERVED = ["mcp.sampling", "mcp.elicitation", "mcp.roots"]
 PLUGIN = "server-everything"
 
