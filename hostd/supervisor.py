@@ -863,6 +863,9 @@ class PluginSupervisor:
                 upstream=upstream,
             )
         result = reply.get("result")
+        kind = result.get("resultType", "complete") if isinstance(result, dict) else "complete"
+        if kind != "complete":  # 2026-07-28: absent means complete; input_required needs a retry round
+            raise self._invalid_result(tool, f"resultType {str(kind)[:40]!r} is not served by hostd here")
         content = result.get("content") if isinstance(result, dict) else None
         if (
             not isinstance(result, dict)

@@ -223,3 +223,16 @@ async def test_a_modern_server_too_slow_for_the_probe_is_probed_again_when_it_re
         assert (status["era"], status["protocol_version"]) == ("modern", MODERN)
         record = await seen(hostd)
     assert record["methods"][:4] == ["server/discover", "notifications/cancelled", "initialize", "server/discover"]
+
+
+async def test_a_result_that_is_not_complete_is_never_taken_for_one(hostd: HostdClient, tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        await ready(hostd, era_plugin(tmp_path, MODERN, args=["--variant", "input-required"]))
+        with pytest.raises(RpcError) as refused:
+            await echo(hostd)
+        # A complete result (resultType absent or "complete") still is one.
+        assert (await seen(hostd))["methods"][-1] == "tools/call"
+    assert refused.value.kind == "MCP_UPSTREAM_ERROR"
+    assert refused.value.message == (
+        "mcp-era.echo returned an invalid result: resultType 'input_required' is not served by hostd here"
+    )
