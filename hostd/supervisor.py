@@ -799,7 +799,10 @@ class PluginSupervisor:
         raw = b""
         with scope:
             try:
-                reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
+                if tool.task_support == "required" and self.features is not None:
+                    reply, size, raw = await self.features.call_as_task(link, tool, arguments, on_progress)
+                else:
+                    reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
                 if self.features is not None:  # a modern server's input_required rounds (hostd.features)
                     reply, size, raw = await self.features.complete_call(
                         link, tool, arguments, on_progress, (reply, size, raw)

@@ -112,6 +112,19 @@ async def test_server_features_of_server_everything(tmp_path: Path, everything_f
         assert updated == {"plugin": PLUGIN, "uri": uri}
         assert await client.request("resources/unsubscribe", {"plugin": PLUGIN, "uri": uri}) == {}
 
+        # A tool whose execution.taskSupport is "required" is called as a task; its status reaches the parent.
+        research = next(
+            t for t in (await client.request("tools/list", {"plugin": PLUGIN}))["tools"] if "research" in t["name"]
+        )
+        assert research["execution"] == {"taskSupport": "required"}
+        response = await client.start("tools/call", {"name": research["name"], "arguments": {"topic": "mcp"}})
+        report = await response()
+        assert report["content"][0]["text"].startswith("# Research Report: mcp\n")
+        stages = ["Gathering sources...", "Analyzing content...", "Synthesizing findings...", "Generating report..."]
+        said = [p["message"] for p in client.seen("$/progress") if p["requestId"] == response.request_id]  # type: ignore[attr-defined]
+        assert said, "no progress from the task"
+        assert said == [s for s in stages if s in said]  # in stage order, each once
+
         # This parent serves no client feature: none offered, so none of the conditional tools.
         listing = await client.request("tools/list", {"plugin": PLUGIN})
         assert sorted(t["name"] for t in listing["tools"]) == [f"{PLUGIN}.{t}" for t in EVERYTHING_TOOLS]
