@@ -26,6 +26,12 @@ small tasks:
 - **exit**: waits on the plugin's main process, separately from stdout EOF,
   since a grandchild can keep the pipe open after the server died.
 
+The transport and the driver meet at two points: inbound, each parsed
+message goes to :meth:`PluginLink.deliver`; outbound, every message leaves
+through ``_send`` (a dict; stdio encodes it as one line). A transport other
+than stdio (Streamable HTTP, fed by the SDK's HTTP client) provides those two
+and reuses the rest: routing, ``request``, ``call_tool``, ``listen``, the era.
+
 Start (:meth:`PluginLink.run`) chooses the era (manifest ``backend.protocol``,
 MCP "Versioning", dual-era guidance): ``auto`` probes ``server/discover``; a
 discover result naming a modern version, or a -32022 naming one, means
@@ -48,8 +54,10 @@ start that does not load the SDK (see :mod:`hostd.session`).
 from __future__ import annotations
 
 import collections
+import importlib
 import logging
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -445,7 +453,7 @@ class PluginLink:
             method, params, context=context, progress=on_progress is not None, listen=listen is not None
         )
         try:
-            if self.done.is_set() or not await self._write(encode(message)):
+            if self.done.is_set() or not await self._send(message):
                 raise LinkClosed(self.failure or "the plugin is stopping")
             await waiter.done.wait()
         finally:
@@ -453,7 +461,7 @@ class PluginLink:
                 cancel = self.session.cancel(rid)
                 if cancel is not None and not self.done.is_set():
                     with trio.CancelScope(shield=True), trio.move_on_after(1):
-                        await self._write(encode(cancel))
+                        await self._send(cancel)
         if waiter.too_large is not None:
             raise ReplyTooLarge(*waiter.too_large)
         if waiter.reply is None:
@@ -498,6 +506,10 @@ class PluginLink:
         started = time.monotonic()
         try:
             with trio.fail_after(startup_timeout):
+                if "mcp_types" not in sys.modules:
+                    # The models that check initialize/discover results load once, off the event loop
+                    # (~100-200 ms of imports that would stall every other plugin and the parent).
+                    await trio.to_thread.run_sync(importlib.import_module, "mcp_types")
                 await self._negotiate(startup_timeout)
                 if not isinstance(self.server_capabilities.get("tools"), dict):
                     raise self._start_error("the server does not declare the tools capability")
@@ -602,7 +614,7 @@ class PluginLink:
         for _attempt in range(2):
             waiter = _Waiter(None, bounded=False)
             rid, message = self.session.discover_request(version, context=waiter)
-            if not await self._write(encode(message)):
+            if not await self._send(message):
                 raise LinkClosed(self.failure or "the plugin is stopping")
             with trio.move_on_after(timeout):
                 await waiter.done.wait()
@@ -611,7 +623,7 @@ class PluginLink:
                     raise LinkClosed(self.failure or "the plugin stopped")
                 cancel = self.session.cancel(rid, "no answer to server/discover: trying initialize")
                 if cancel is not None:
-                    await self._write(encode(cancel))
+                    await self._send(cancel)
                 return None  # a timeout is legacy evidence
             error = waiter.reply.get("error")
             if error is not None:
@@ -662,7 +674,7 @@ class PluginLink:
                 f"backend.protocol pins {version} but the server offers {answered}", offered=[answered]
             )
         self.session.adopt_legacy(answered, capabilities, server_info)
-        await self._write(encode(self.session.initialized_notification()))
+        await self._send(self.session.initialized_notification())
         self._stage = "tools/list"
         return None
 
@@ -680,7 +692,7 @@ class PluginLink:
         waiter = _Waiter(None, bounded=False)
         rid, message = self.session.initialize_request(version, context=waiter)
         try:
-            if not await self._write(encode(message)):
+            if not await self._send(message):
                 raise LinkClosed(self.failure or "the plugin is stopping")
             await waiter.done.wait()
         finally:
@@ -826,7 +838,6 @@ class PluginLink:
 
     async def _pump_stdout(self) -> None:
         outbox = current_outbox()
-        session = self.session
         while True:
             if outbox is not None and outbox.over_budget:
                 # The parent is behind: the plugin waits on its own full pipe, not hostd's memory.
@@ -860,24 +871,36 @@ class PluginLink:
                     if not await self._noise(frame.head, f"not JSON ({frame.reason})"):
                         return
                     continue
-                event = session.receive(frame.value, frame.size, frame.raw)
-                if isinstance(event, Reply):
-                    self.last_seen_at = time.time()
-                    waiter = _waiter_of(event.context)
-                    waiter.reply, waiter.size, waiter.raw = event.message, event.size, event.raw
-                    waiter.done.set()
-                elif isinstance(event, Progress):
-                    self.last_seen_at = time.time()
-                    sink = _waiter_of(event.context).on_progress
-                    if sink is not None:
-                        await sink(event.progress, event.total, event.message)
-                elif isinstance(event, Invalid):
-                    if not await self._noise(encode(frame.value)[:80], event.why):
-                        return
-                else:
-                    self.last_seen_at = time.time()
-                    if not await self._dispatch(event):
-                        return
+                if not await self.deliver(frame.value, frame.size, frame.raw):
+                    return
+
+    async def deliver(self, value: Any, size: int = 0, raw: bytes = b"") -> bool:
+        """Hand one parsed inbound message to the session and act on its event.
+
+        The transport-independent half of the inbound path: the stdout pump
+        calls it for each complete line; another transport (HTTP) calls it for
+        each message it receives. ``size`` / ``raw`` are the message's frame
+        (bytes), used for result bounds and byte-exact forwarding. Returns
+        False when the message ended the link (noise under ``stdout_noise:
+        strict``).
+        """
+        event = self.session.receive(value, size, raw)
+        if isinstance(event, Reply):
+            self.last_seen_at = time.time()
+            waiter = _waiter_of(event.context)
+            waiter.reply, waiter.size, waiter.raw = event.message, event.size, event.raw
+            waiter.done.set()
+        elif isinstance(event, Progress):
+            self.last_seen_at = time.time()
+            sink = _waiter_of(event.context).on_progress
+            if sink is not None:
+                await sink(event.progress, event.total, event.message)
+        elif isinstance(event, Invalid):
+            return await self._noise(encode(value)[:80], event.why)
+        else:
+            self.last_seen_at = time.time()
+            return await self._dispatch(event)
+        return True
 
     async def _dispatch(self, event: ServerRequest | ServerCancelled | Notification | Orphan) -> bool:
         """Handle what is neither a reply nor progress; False when the link ended."""
@@ -901,7 +924,7 @@ class PluginLink:
 
     async def _server_request(self, event: ServerRequest) -> bool:
         if event.method == "ping":
-            return await self._write(encode(self.session.reply(event.request_id, {})))
+            return await self._send(self.session.reply(event.request_id, {}))
         if self._on_request is None or self.session.era == "modern" or self._nursery is None:
             # Modern servers send no requests (they return input_required instead).
             return await self._write(
@@ -932,7 +955,7 @@ class PluginLink:
             self._abandoned.discard(event.request_id)
             reply = self.session.reply_error(event.request_id, -32800, "cancelled: the tools/call it served ended")
         if reply is not None:  # withdrawn by the server: never answered (MCP "Cancellation")
-            await self._write(encode(reply))
+            await self._send(reply)
 
     async def _stdout_closed(self) -> None:
         if self._closing:
@@ -970,6 +993,14 @@ class PluginLink:
                 "warning", "stdout", f"dropped a stdout line that is {why} ({self.noise_dropped} so far): {shown!r}"
             )
         return True
+
+    async def _send(self, message: dict[str, Any]) -> bool:
+        """The transport's outbound hook: one JSON-RPC message; False when the link is gone.
+
+        stdio: one compact JSON line on the plugin's stdin. Another transport
+        overrides this (and runs its own receive loop calling :meth:`deliver`).
+        """
+        return await self._write(encode(message))
 
     async def _write(self, data: bytes) -> bool:
         async with self._write_lock:
@@ -1102,10 +1133,10 @@ def _validate_initialize(
     return result["protocolVersion"], result["capabilities"], result["serverInfo"]
 
 
-async def _receive(stream: trio.abc.ReceiveStream) -> bytes:
-    """One read of at most 64 KiB; ``b""`` at EOF or when the pipe is gone."""
+async def _receive(stream: trio.abc.ReceiveStream) -> bytes | bytearray:
+    """One read of at most 64 KiB (not copied); ``b""`` at EOF or when the pipe is gone."""
     try:
-        return bytes(await stream.receive_some(_READ_BYTES))
+        return await stream.receive_some(_READ_BYTES)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return b""
 
