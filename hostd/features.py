@@ -342,6 +342,21 @@ class PluginFeatures:
         kept = [root for root in roots if isinstance(root, dict) and _inside_any(root.get("uri"), folders)]
         return {"roots": kept}
 
+    async def on_ready(self, link: PluginLink) -> None:
+        """Re-apply what the parent set for this plugin to a new instance: the log level of
+        ``plugins/setLogLevel`` (modern: in the envelope; legacy: ``logging/setLevel`` when the
+        server declares ``logging``; a failure is logged, the plugin keeps running)."""
+        level = self.log_level
+        if level is None:
+            return
+        if link.era == "modern":
+            link.session.set_log_level(level)
+        elif isinstance(link.server_capabilities.get("logging"), dict):
+            try:
+                await link.request("logging/setLevel", {"level": level})
+            except (PluginRequestError, LinkClosed, ReplyTooLarge) as exc:
+                log.info("plugin %s: logging/setLevel %s after a start: %s", self.plugin_id, level, exc)
+
     async def on_notification(self, method: str, params: dict[str, Any]) -> None:
         """Forward the server's resource and prompt notifications (raw) to the parent, naming the plugin."""
         notify = self._host.notify

@@ -514,6 +514,8 @@ class PluginSupervisor:
             self._instance_ready = True
             await self._feed(Event.STARTED)
             task_status.started()
+            if self.features is not None:  # what the parent set for the plugin (log level) holds across restarts
+                nursery.start_soon(self.features.on_ready, link)
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
             limits = self._watch_limits()
