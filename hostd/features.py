@@ -34,6 +34,7 @@ the URL of a URL-mode elicitation; the parent does, with the user's consent.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,8 @@ from hostd.session import PluginRequestError
 
 if TYPE_CHECKING:
     from hostd.host import Host, InstalledPlugin
+
+log = logging.getLogger("hostd.features")
 
 #: Client feature -> the reserved permission that lets a plugin use it.
 CLIENT_FEATURE_PERMISSIONS = {"sampling": "mcp.sampling", "elicitation": "mcp.elicitation", "roots": "mcp.roots"}
@@ -259,6 +262,67 @@ class PluginFeatures:
             extra = await _next_round(self.plugin_id, result, self.on_request)
             reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress, extra)
 
+    async def call_as_task(
+        self, link: PluginLink, tool: Any, arguments: dict[str, Any], on_progress: ProgressFn
+    ) -> tuple[dict[str, Any], int, bytes]:
+        """Call a tool whose ``execution.taskSupport`` is ``required`` as a task (MCP 2025-11-25 "Tasks").
+
+        ``tools/call`` with ``task: {}`` creates it (``{task: {taskId, status, pollInterval?}}``);
+        ``tasks/get`` is polled every ``pollInterval`` (clamped to 0.05-5 s), each change of
+        ``statusMessage`` reported to ``on_progress`` (progress = polls so far); once the task is
+        no longer ``working``, ``tasks/result`` (which blocks until the task ends and delivers the
+        server's queued requests, answered by :meth:`on_request`) gives the ``tools/call`` result.
+        Returns ``(response, size, b"")`` as :meth:`PluginLink.call_tool` does (a JSON-RPC error of
+        ``tasks/result`` as the response's ``error``). Cancelling the caller (the parent's cancel,
+        the call's timeout) sends ``tasks/cancel`` (shielded, at most 2 s). A server that does not
+        declare ``tasks.requests.tools.call`` gets ``CAPABILITY_NOT_SUPPORTED``.
+        """
+        declared = link.server_capabilities.get("tasks")
+        requests = declared.get("requests") if isinstance(declared, dict) else None
+        tools = requests.get("tools") if isinstance(requests, dict) else None
+        if not isinstance(tools, dict) or not isinstance(tools.get("call"), dict):
+            raise HostError(
+                ErrorKind.CAPABILITY_NOT_SUPPORTED,
+                f"{tool.name} must be called as a task, and plugin {self.plugin_id}'s server does not declare "
+                "tasks.requests.tools.call",
+                plugin=self.plugin_id,
+                tool=tool.name,
+                capability="tasks.requests.tools.call",
+            )
+        reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress, {"task": {}})
+        created = reply.get("result")
+        task = created.get("task") if isinstance(created, dict) else None
+        if not isinstance(task, dict) or not isinstance(task.get("taskId"), str):
+            return reply, size, raw  # an error, or the server answered at once
+        task_id = task["taskId"]
+        finished = False
+        try:
+            polls, said = 0, None
+            while task.get("status") == "working":
+                interval = task.get("pollInterval")
+                seconds = interval / 1000 if isinstance(interval, int | float) and not isinstance(interval, bool) else 1
+                await trio.sleep(min(5.0, max(0.05, seconds)))
+                task = {**task, **await link.request("tasks/get", {"taskId": task_id})}
+                polls += 1
+                message = task.get("statusMessage")
+                if isinstance(message, str) and message != said:
+                    said = message
+                    await on_progress(polls, None, message)
+            try:
+                final = await link.request("tasks/result", {"taskId": task_id})
+            except PluginRequestError as exc:
+                finished = True
+                return {"jsonrpc": "2.0", "error": exc.wire()}, len(orjson.dumps(exc.wire())), b""
+            finished = True
+        finally:
+            if not finished and not link.done.is_set():
+                with trio.CancelScope(shield=True), trio.move_on_after(2):
+                    try:
+                        await link.request("tasks/cancel", {"taskId": task_id})
+                    except (PluginRequestError, LinkClosed, ReplyTooLarge) as exc:
+                        log.info("plugin %s: tasks/cancel of %s: %s", self.plugin_id, task_id, exc)
+        return {"jsonrpc": "2.0", "result": final}, len(orjson.dumps(final)), b""
+
     def _not_offered(self, capability: str) -> HostError:
         return HostError(
             ErrorKind.CAPABILITY_NOT_SUPPORTED,
@@ -277,6 +341,21 @@ class PluginFeatures:
         folders = [real for _, real in launch.folders] if launch is not None else []
         kept = [root for root in roots if isinstance(root, dict) and _inside_any(root.get("uri"), folders)]
         return {"roots": kept}
+
+    async def on_ready(self, link: PluginLink) -> None:
+        """Re-apply what the parent set for this plugin to a new instance: the log level of
+        ``plugins/setLogLevel`` (modern: in the envelope; legacy: ``logging/setLevel`` when the
+        server declares ``logging``; a failure is logged, the plugin keeps running)."""
+        level = self.log_level
+        if level is None:
+            return
+        if link.era == "modern":
+            link.session.set_log_level(level)
+        elif isinstance(link.server_capabilities.get("logging"), dict):
+            try:
+                await link.request("logging/setLevel", {"level": level})
+            except (PluginRequestError, LinkClosed, ReplyTooLarge) as exc:
+                log.info("plugin %s: logging/setLevel %s after a start: %s", self.plugin_id, level, exc)
 
     async def on_notification(self, method: str, params: dict[str, Any]) -> None:
         """Forward the server's resource and prompt notifications (raw) to the parent, naming the plugin."""

@@ -517,7 +517,7 @@ class PluginStatus(Wire):
 class HostTool(Wire):
     """A tool as hostd offers it. Returned by `tools/list`."""
 
-    omit_none = frozenset({"output_schema", "annotations", "permission"})
+    omit_none = frozenset({"output_schema", "annotations", "permission", "execution"})
 
     name: str = Field(description="`<plugin id>.<MCP tool name>`, exact and stable (`mcp-echo.echo`)")
     function_name: str = Field(
@@ -536,6 +536,11 @@ class HostTool(Wire):
     permission: str | None = Field(
         default=None,
         description='the permission the tool needs (`_meta["hostd/permission"]`); omitted when none',
+    )
+    execution: dict[str, Any] | None = Field(
+        default=None,
+        description='the MCP `execution` (`{taskSupport: "forbidden" | "optional" | "required"}`); omitted when '
+        "absent. hostd calls a `required` tool as a task (`tools/call` looks the same to the parent)",
     )
     plugin: str = Field(description="the plugin's `id`")
     enabled: bool = Field(

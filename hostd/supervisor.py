@@ -643,6 +643,8 @@ class PluginSupervisor:
             self._instance_ready = True
             await self._feed(Event.STARTED)
             task_status.started()
+            if self.features is not None:  # what the parent set for the plugin (log level) holds across restarts
+                nursery.start_soon(self.features.on_ready, link)
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
             limits = None if isinstance(link, RemoteLink) else self._watch_limits()  # no local process to watch
@@ -900,7 +902,10 @@ class PluginSupervisor:
         raw = b""
         with scope:
             try:
-                reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
+                if tool.task_support == "required" and self.features is not None:
+                    reply, size, raw = await self.features.call_as_task(link, tool, arguments, on_progress)
+                else:
+                    reply, size, raw = await link.call_tool(tool.remote_name, arguments, on_progress)
                 if self.features is not None:  # a modern server's input_required rounds (hostd.features)
                     reply, size, raw = await self.features.complete_call(
                         link, tool, arguments, on_progress, (reply, size, raw)

@@ -107,6 +107,14 @@ class HostTool:
     annotations: dict[str, Any] | None
     permission: str | None
     definition_digest: str
+    #: The MCP ``execution`` object (``{taskSupport: "forbidden" | "optional" | "required"}``) or ``None``.
+    execution: dict[str, Any] | None = None
+
+    @property
+    def task_support(self) -> str:
+        """``execution.taskSupport``: ``"forbidden"`` (the default), ``"optional"`` or ``"required"``."""
+        value = (self.execution or {}).get("taskSupport")
+        return value if value in ("optional", "required") else "forbidden"
 
     def to_wire(self) -> dict[str, Any]:
         """The ``HostTool`` object of ``tools/list``: ``{name, function_name, description,
@@ -124,6 +132,7 @@ class HostTool:
             outputSchema=self.output_schema,
             annotations=self.annotations,
             permission=self.permission,
+            execution=self.execution,
             plugin=self.plugin,
             enabled=enabled,
         )
@@ -340,6 +349,7 @@ def convert_tools(
                 annotations=fields["annotations"],
                 permission=fields["permission"],
                 definition_digest=fields["digest"],
+                execution=fields["execution"],
             )
         )
     return result
@@ -447,6 +457,9 @@ def _check_tool_fields(
         message = f"the tool definition cannot be encoded as JSON in UTF-8: {_trim(str(exc))}"
         return [ToolProblem(label, "", message)], None
     fields["digest"] = "sha256:" + hashlib.sha256(canonical).hexdigest()
+    # How the tool is called (MCP 2025-11-25 "execution"), not what it means: outside the digest.
+    execution = raw.get("execution")
+    fields["execution"] = execution if isinstance(execution, dict) else None
     return [], fields
 
 

@@ -232,7 +232,6 @@ async def test_a_result_that_is_not_complete_is_never_taken_for_one(hostd: Hostd
             await echo(hostd)
         # A complete result (resultType absent or "complete") still is one.
         assert (await seen(hostd))["methods"][-1] == "tools/call"
-    assert refused.value.kind == "MCP_UPSTREAM_ERROR"
-    assert refused.value.message == (
-        "mcp-era.echo returned an invalid result: resultType 'input_required' is not served by hostd here"
-    )
+    # hostd.features serves input_required rounds: this parent serves no roots, so the round is refused.
+    assert refused.value.kind == "CAPABILITY_NOT_SUPPORTED"
+    assert refused.value.data["capability"] == "roots"

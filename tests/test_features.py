@@ -37,7 +37,7 @@ def asker(tmp_path: Path, *, permissions: list[str], backend: dict[str, Any] | N
         "name": "Asker (fixture)",
         "version": "1",
         "permissions": permissions,
-        "contributes": {"tools": ["asker.ask", "asker.capabilities"]},
+        "contributes": {"tools": [f"asker.{t}" for t in ("ask", "cancelled", "capabilities", "task")]},
         "backend": {
             "type": "mcp",
             "transport": "stdio",
@@ -274,3 +274,36 @@ async def test_server_features_the_server_did_not_declare_are_refused(
         assert refused.value.data["plugin"] == "asker"
         # Across plugins, one without prompts just has none.
         assert await client.request("prompts/list", {}) == {"prompts": []}
+
+
+@pytest.mark.parametrize("how", ["parent-cancels-the-call", "call-times-out"])
+async def test_a_tool_that_requires_a_task_is_called_as_one_polled_and_cancelled(tmp_path: Path, how: str) -> None:
+    async with running(tmp_path, serves=None, grant=[]) as client:
+        listing = await client.request("tools/list", {"plugin": "asker"})
+        task_tool = next(t for t in listing["tools"] if t["name"] == "asker.task")
+        assert task_tool["execution"] == {"taskSupport": "required"}
+        assert "execution" not in next(t for t in listing["tools"] if t["name"] == "asker.ask")
+        params: dict[str, Any] = {"name": "asker.task", "arguments": {}}
+        if how == "call-times-out":
+            params["timeoutMs"] = 400
+        response: Callable[[], Awaitable[Any]] = await client.start("tools/call", params)
+        rid = response.request_id  # type: ignore[attr-defined]
+        # Each poll's statusMessage reaches the parent as progress of the one tools/call.
+        await client.wait_for("$/progress", lambda p: p["requestId"] == rid and p.get("message") == "poll 2")
+        if how == "parent-cancels-the-call":
+            await client.notify("$/cancelRequest", {"id": rid})
+        with pytest.raises(RpcError) as ended:
+            await response()
+        assert ended.value.kind == ("REQUEST_CANCELLED" if how == "parent-cancels-the-call" else "TOOL_TIMEOUT")
+        # The task was cancelled on the server (tasks/cancel), and only it.
+        assert await tool(client, "cancelled", {}) == ["task-1"]
+
+
+async def test_a_tool_that_requires_a_task_on_a_server_without_tasks_is_refused(tmp_path: Path) -> None:
+    backend = {"args": ["server.py", "--no-tasks"]}
+    async with running(tmp_path, serves=None, grant=[], backend=backend) as client:
+        with pytest.raises(RpcError) as refused:
+            await client.request("tools/call", {"name": "asker.task", "arguments": {}})
+        assert refused.value.kind == "CAPABILITY_NOT_SUPPORTED"
+        assert refused.value.data["capability"] == "tasks.requests.tools.call"
+        assert refused.value.data["tool"] == "asker.task"

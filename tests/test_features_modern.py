@@ -164,3 +164,12 @@ async def test_the_log_level_rides_in_every_modern_request(tmp_path: Path) -> No
         seen = text_of(await client.request("tools/call", {"name": "inputs.seen", "arguments": {}}))
         assert seen[-1]["meta"]["io.modelcontextprotocol/logLevel"] == "debug"
         assert "io.modelcontextprotocol/logLevel" not in seen[-2]["meta"]  # before: the server's default
+
+
+async def test_the_log_level_holds_across_a_restart(tmp_path: Path) -> None:
+    async with running(tmp_path) as client:
+        assert await client.request("plugins/setLogLevel", {"id": "inputs", "level": "error"}) == {}
+        assert (await client.request("plugins/restart", {"id": "inputs"}))["status"] == "ready"
+        seen = text_of(await client.request("tools/call", {"name": "inputs.seen", "arguments": {}}))
+        assert [s["method"] for s in seen][:1] == ["server/discover"]  # a new instance
+        assert seen[-1]["meta"]["io.modelcontextprotocol/logLevel"] == "error"

@@ -1,0 +1,178 @@
+"""Resources, prompts, completion, logging, sampling, elicitation and roots against the real
+``@modelcontextprotocol/server-everything`` (npm), with a parent that serves the client features
+and one that serves none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import yaml
+
+from hostd.client import HostdClient, plugin_environment
+from tests.test_real_servers import ENABLE_TIMEOUT, EVERYTHING, EVERYTHING_TOOLS, everything_fetched  # noqa: F401
+
+pytestmark = pytest.mark.real_server
+
+#: The tools server-everything adds for a client offering sampling, elicitation (form and url) and roots.
+CONDITIONAL = ["get-roots-list", "trigger-elicitation-request", "trigger-sampling-request", "trigger-url-elicitation"]
+SERVES: dict[str, Any] = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
+RESERVED = ["mcp.sampling", "mcp.elicitation", "mcp.roots"]
+PLUGIN = "server-everything"
+
+
+@asynccontextmanager
+async def everything(
+    tmp_path: Path, *, serves: dict[str, Any] | None, tools: list[str], granted: Path | None = None
+) -> AsyncIterator[HostdClient]:
+    """A hostd (its parent declaring ``serves``) with server-everything ready, all reserved permissions granted."""
+    folder = tmp_path / PLUGIN
+    folder.mkdir()
+    manifest = yaml.safe_load((EVERYTHING / "plugin.yaml").read_text())
+    manifest["permissions"] = RESERVED
+    manifest["contributes"]["tools"] = [f"{PLUGIN}.{t}" for t in sorted(tools)]
+    if granted is not None:
+        manifest["sandbox"] = {"read": [str(granted)]}
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    init: dict[str, Any] = {"clientInfo": {"name": "test", "version": "0"}, "contentLimits": {"maxBlobBytes": 16}}
+    if serves is not None:
+        init["capabilities"] = serves
+    async with HostdClient.spawn(
+        ["--state-dir", str(tmp_path / "state")], env=plugin_environment(), initialize=init
+    ) as client:
+        info = await client.request("plugins/install", {"path": str(folder)})
+        await client.request("plugins/grant", {"id": PLUGIN, "permissions": RESERVED})
+        await client.request("plugins/approve", {"id": PLUGIN, "digest": info["launch"]["digest"]})
+        status = await client.request("plugins/enable", {"id": PLUGIN}, timeout=ENABLE_TIMEOUT)
+        assert status["status"] == "ready", status
+        yield client
+
+
+async def call(client: HostdClient, tool: str, arguments: dict[str, Any]) -> str:
+    result = await client.request("tools/call", {"name": f"{PLUGIN}.{tool}", "arguments": arguments})
+    return "\n".join(item["text"] for item in result["content"] if item["type"] == "text")
+
+
+async def test_server_features_of_server_everything(tmp_path: Path, everything_fetched: str) -> None:  # noqa: F811
+    async with everything(tmp_path, serves=None, tools=EVERYTHING_TOOLS) as client:
+        listed = await client.request("resources/list", {"plugin": PLUGIN})
+        assert listed["resources"][0] == {
+            "uri": "demo://resource/static/document/architecture.md",
+            "name": "architecture.md",
+            "mimeType": "text/markdown",
+            "description": "Static document file exposed from /docs: architecture.md",
+        }
+        templates = await client.request("resources/templates/list", {"plugin": PLUGIN})
+        assert [t["uriTemplate"] for t in templates["resourceTemplates"]] == [
+            "demo://resource/dynamic/text/{resourceId}",
+            "demo://resource/dynamic/blob/{resourceId}",
+        ]
+        read = await client.request("resources/read", {"plugin": PLUGIN, "uri": "demo://resource/dynamic/text/7"})
+        [content] = read["contents"]
+        assert (content["uri"], content["mimeType"]) == ("demo://resource/dynamic/text/7", "text/plain")
+        assert content["text"].startswith("Resource 7: This is a plaintext resource created at ")
+
+        # A resource_link a tool returns is read with resources/read; a blob over maxBlobBytes (16) is a marker.
+        links = await client.request("tools/call", {"name": f"{PLUGIN}.get-resource-links", "arguments": {"count": 1}})
+        link = links["content"][1]
+        assert (link["type"], link["uri"]) == ("resource_link", "demo://resource/dynamic/blob/1")
+        blob = await client.request("resources/read", {"plugin": PLUGIN, "uri": link["uri"]})
+        [marker] = blob["contents"]
+        omitted = marker["_meta"]["hostd/omitted"]
+        assert (marker["uri"], omitted["bound"], omitted["limit"]) == (link["uri"], "maxBlobBytes", 16)
+        assert marker["text"].startswith("[hostd: resource (text/plain) of ")
+
+        prompts = await client.request("prompts/list", {"plugin": PLUGIN})
+        names = [p["name"] for p in prompts["prompts"]]
+        assert names[:3] == [f"{PLUGIN}.simple-prompt", f"{PLUGIN}.args-prompt", f"{PLUGIN}.completable-prompt"]
+        assert {p["plugin"] for p in prompts["prompts"]} == {PLUGIN}
+        assert await client.request("prompts/list", {}) == prompts
+        got = await client.request("prompts/get", {"name": f"{PLUGIN}.args-prompt", "arguments": {"city": "Paris"}})
+        assert got["messages"] == [{"role": "user", "content": {"type": "text", "text": "What's weather in Paris?"}}]
+        completed = await client.request(
+            "completion/complete",
+            {
+                "plugin": PLUGIN,
+                "ref": {"type": "ref/prompt", "name": f"{PLUGIN}.completable-prompt"},
+                "argument": {"name": "department", "value": "S"},
+            },
+        )
+        assert completed == {"completion": {"values": ["Sales", "Support"], "total": 2, "hasMore": False}}
+        assert await client.request("plugins/setLogLevel", {"id": PLUGIN, "level": "debug"}) == {}
+
+        uri = "demo://resource/static/document/features.md"
+        assert await client.request("resources/subscribe", {"plugin": PLUGIN, "uri": uri}) == {}
+        await call(client, "toggle-subscriber-updates", {})
+        updated = await client.wait_for("resources/updated", timeout=60)
+        assert updated == {"plugin": PLUGIN, "uri": uri}
+        assert await client.request("resources/unsubscribe", {"plugin": PLUGIN, "uri": uri}) == {}
+
+        # A tool whose execution.taskSupport is "required" is called as a task; its status reaches the parent.
+        research = next(
+            t for t in (await client.request("tools/list", {"plugin": PLUGIN}))["tools"] if "research" in t["name"]
+        )
+        assert research["execution"] == {"taskSupport": "required"}
+        response = await client.start("tools/call", {"name": research["name"], "arguments": {"topic": "mcp"}})
+        report = await response()
+        assert report["content"][0]["text"].startswith("# Research Report: mcp\n")
+        stages = ["Gathering sources...", "Analyzing content...", "Synthesizing findings...", "Generating report..."]
+        said = [p["message"] for p in client.seen("$/progress") if p["requestId"] == response.request_id]  # type: ignore[attr-defined]
+        assert said, "no progress from the task"
+        assert said == [s for s in stages if s in said]  # in stage order, each once
+
+        # This parent serves no client feature: none offered, so none of the conditional tools.
+        listing = await client.request("tools/list", {"plugin": PLUGIN})
+        assert sorted(t["name"] for t in listing["tools"]) == [f"{PLUGIN}.{t}" for t in EVERYTHING_TOOLS]
+        assert client.requests == []
+
+
+async def test_client_features_of_server_everything(tmp_path: Path, everything_fetched: str) -> None:  # noqa: F811
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "sampled ✓"}, "model": "m-1"}
+    url_asked = trio.Event()
+
+    async def parent(method: str, params: dict[str, Any]) -> Any:
+        if method == "sampling/createMessage":
+            return sampled
+        if method == "roots/list":
+            return {"roots": [{"uri": granted.as_uri(), "name": "granted"}, {"uri": "file:///etc", "name": "etc"}]}
+        if params["params"].get("mode") == "url":
+            url_asked.set()
+            return {"action": "decline"}
+        return {"action": "accept", "content": {"name": "Ada", "check": True}}
+
+    async with everything(tmp_path, serves=SERVES, tools=[*EVERYTHING_TOOLS, *CONDITIONAL], granted=granted) as client:
+        client.on_request = parent
+        text = await call(client, "trigger-sampling-request", {"prompt": "hi", "maxTokens": 7})
+        assert '"text": "sampled ✓"' in text
+        sampling = next(p for _, m, p in client.requests if m == "sampling/createMessage")
+        assert sampling == {
+            "plugin": PLUGIN,
+            "params": {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": {"type": "text", "text": "Resource trigger-sampling-request context: hi"},
+                    }
+                ],
+                "systemPrompt": "You are a helpful test server.",
+                "maxTokens": 7,
+                "temperature": 0.7,
+            },
+        }
+        text = await call(client, "trigger-elicitation-request", {})
+        assert "- Name: Ada" in text
+        assert "- Agreed to terms: true" in text
+        text = await call(client, "trigger-url-elicitation", {"url": "https://example.com/consent"})
+        assert url_asked.is_set()
+        assert "declined" in text
+        text = await call(client, "get-roots-list", {})
+        assert f"Current MCP Roots (1 total):\n\n1. granted\n   URI: {granted.as_uri()}" in text
+        assert "file:///etc" not in text
+        assert {m for _, m, _ in client.requests} == {"sampling/createMessage", "elicitation/create", "roots/list"}
