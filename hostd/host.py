@@ -501,13 +501,16 @@ class Host:
     async def _resolve(self, plugin: InstalledPlugin) -> Launch:
         """Resolve ``plugin``'s launch (:func:`sandbox.launch.resolve_launch`) in a worker thread.
 
-        The policy is computed here, on the event loop (it reads every plugin);
-        the resolution itself is blocking work (the first ``probe()`` runs a
-        process, ~50-300 ms; the approval hashes files; every rule path is
-        walked with ``lstat``) and runs off the loop, so ``ping`` and other
-        plugins' calls go on meanwhile. Records the result (or the
-        :class:`LaunchError`, re-raised) on ``plugin``. Cancellation waits for
-        the thread (it is short and has no side effect but folders created).
+        The class of work kept off the event loop here: everything that touches
+        the file system or runs a process. What the policy needs from the other
+        plugins is read here, on the loop (memory only); the policy's paths
+        (``realpath``, ``isdir``) and the resolution (the first ``probe()`` runs
+        a process, ~50-300 ms; the approval hashes files; every rule path is
+        walked with ``lstat``) run in one worker thread, so ``ping`` and other
+        plugins' calls go on meanwhile (tests/test_trust_offloop.py). Records
+        the result (or the :class:`LaunchError`, re-raised) and the policy on
+        ``plugin``. Cancellation waits for the thread (it is short and has no
+        side effect but folders created).
         """
         backend = plugin.manifest.backend
         try:
@@ -519,6 +522,7 @@ class Host:
                 data_dir = self.store.directory / "data" / plugin.manifest.id
                 tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
                 host_vars = plugin_cache_env(data_dir)
+            build_policy = self._policy(plugin, data_dir)
             resolve = functools.partial(
                 resolve_launch,
                 backend.command,
@@ -528,48 +532,65 @@ class Host:
                 self.env_policy,
                 host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
                 tmpdir=tmpdir,
-                isolation_policy=self._policy(plugin, data_dir),
                 host_vars=host_vars,
                 needs=(plugin.manifest.sandbox.read, plugin.manifest.sandbox.write),
             )
-            launch = await trio.to_thread.run_sync(resolve)
+
+            def blocking() -> tuple[IsolationPolicy, Launch]:
+                policy = build_policy()
+                return policy, resolve(isolation_policy=policy)
+
+            policy, launch = await trio.to_thread.run_sync(blocking)
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
             raise
-        plugin.launch, plugin.launch_error = launch, None
+        plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
         return launch
 
-    def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> IsolationPolicy:
+    def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> Callable[[], IsolationPolicy]:
         """The plugin's isolation policy: host policy plus what the parent granted it.
 
         What no rule may reach comes from the host's own layout: the state
         folder and the user's home are never covered, other plugins'
         writable folders hold no link a rule may follow, and no plugin
-        writes any plugin's folder.
+        writes any plugin's folder. The plugins are read now (memory only);
+        the returned function does the file-system part (every path
+        resolved, ``isdir``): blocking, for a worker thread.
         """
         others = [p for p in self.plugins.values() if p is not plugin]
-        protected = [os.path.realpath(Path.home()), *(os.path.realpath(p.path) for p in others)]
-        writable: list[str] = [*self.settings.allow_write]
-        if self.store is not None:
-            state = os.path.realpath(self.store.directory)
-            protected.append(state)
-            writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
-        for other in others:  # what each other plugin may write: its grants, as last resolved
+        settings = self.settings
+        state_dir = self.store.directory if self.store is not None else None
+        other_folders = [p.path for p in others]
+        every_folder = [p.path for p in self.plugins.values()]
+        granted: list[str] = []  # what each other plugin may write: its grants, as last resolved
+        maybe_folders: list[str] = []  # or, unresolved, the absolute arguments that are folders
+        for other in others:
             if other.launch is not None and other.launch.plan is not None:
-                writable += other.launch.plan.extra_write
+                granted += other.launch.plan.extra_write
             else:
-                writable += [a for a in other.manifest.backend.args if os.path.isabs(a) and os.path.isdir(a)]
-        policy = self.settings.isolation_policy(
-            data_dir,
-            tcp_ports=sorted(plugin.network_ports),
-            max_rss_bytes=plugin.limits.get("max_rss_bytes"),
-            max_cpu_percent=plugin.limits.get("max_cpu_percent"),
-            protected=protected,
-            writable=[os.path.realpath(w) for w in writable],
-            code=[os.path.realpath(p.path) for p in self.plugins.values()],
-        )
-        plugin.policy = policy
-        return policy
+                maybe_folders += [a for a in other.manifest.backend.args if os.path.isabs(a)]
+        ports = sorted(plugin.network_ports)
+        limits = dict(plugin.limits)
+
+        def build() -> IsolationPolicy:
+            protected = [os.path.realpath(Path.home()), *(os.path.realpath(f) for f in other_folders)]
+            writable: list[str] = [*settings.allow_write]
+            if state_dir is not None:
+                state = os.path.realpath(state_dir)
+                protected.append(state)
+                writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
+            writable += [*granted, *filter(os.path.isdir, maybe_folders)]
+            return settings.isolation_policy(
+                data_dir,
+                tcp_ports=ports,
+                max_rss_bytes=limits.get("max_rss_bytes"),
+                max_cpu_percent=limits.get("max_cpu_percent"),
+                protected=protected,
+                writable=[os.path.realpath(w) for w in writable],
+                code=[os.path.realpath(f) for f in every_folder],
+            )
+
+        return build
 
     @staticmethod
     def _launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
@@ -715,7 +736,7 @@ class Host:
                             self.store.directory / "data" / entry.plugin_id,
                             self.store.directory / "tmp" / entry.plugin_id,
                         ):
-                            if not made.exists():
+                            if not await trio.to_thread.run_sync(made.exists):
                                 written.append(made)
                         written.append(folder)
                     try:
