@@ -412,16 +412,17 @@ class Host:
             self._records = records
 
     # State changes. The class: a request (install, import, uninstall, grant, approve,
-    # enable, disable, a SIGHUP reload, the tools a first enable of an imported plugin
-    # records) changes what the state document records, in memory, and then writes
-    # the document. If the write fails (ENOSPC, EFBIG, EIO...), memory must not keep
-    # what disk does not have (lost at the next restart, or half there): each such
-    # change runs in ``async with self._change():``, which undoes the change in
+    # enable, disable, a SIGHUP reload) or a supervisor event (ToolsPinned: the first
+    # pins after an approval) changes what the state document records, in memory, and
+    # then writes the document. If the write fails (ENOSPC, EFBIG, EIO...), memory must
+    # not keep what disk does not have (lost at the next restart, or half there): each
+    # such change runs in ``async with self._change():``, which undoes the change in
     # memory when the write (or the change itself) fails, and the request answers
-    # STATE_WRITE_FAILED. Side effects that cannot be undone (stopping a plugin,
-    # releasing withheld tools) come after the write succeeded. What the supervisor
-    # records on its own: pinned tool digests are undone with a failed start; the
-    # restart counter is a statistic, written best-effort (``_persist_quietly``).
+    # STATE_WRITE_FAILED (ToolsPinned: the start fails, nothing pinned). Side effects
+    # that cannot be undone (stopping a plugin, releasing withheld tools) come after the
+    # write succeeded. The restart counter (RestartCounted) is a statistic, written
+    # best-effort (``_persist_quietly``). Every recorded field lives on InstalledPlugin;
+    # none on the supervisor.
 
     @contextlib.asynccontextmanager
     async def _change(self) -> AsyncIterator[None]:

@@ -229,7 +229,7 @@ class PluginSupervisor:
     def status(self, *, pinned: list[str] | None = None) -> dict[str, Any]:
         """:class:`hostd.protocol.PluginStatus` as sent on the wire (``docs/protocol.md``).
 
-        ``pinned``: the host names an enable pinned on first use (its result only).
+        ``pinned``: the host names an enable or restart pinned on first use (its result only).
         """
         link = self._link
         last_seen = link.last_seen_at if link is not None else self._last_seen_fallback
@@ -410,8 +410,9 @@ class PluginSupervisor:
         Raises and, when cancelled, ends as :meth:`enable` does.
         """
         async with self._op_lock:
+            self.first_use = None
             await self._start(Event.RESTART, start)
-            return self.status()
+            return self.status(pinned=self.first_use)
 
     async def disable(self, *, grace: float = STOP_GRACE) -> dict[str, Any]:
         """Unregister the tools, end the whole process tree, and return the ``stopped`` status.
