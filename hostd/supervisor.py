@@ -653,11 +653,11 @@ class PluginSupervisor:
         """The tools the running instance listed (registered or not)."""
         return list(self._current_tools)
 
-    def approval_pins(self) -> dict[str, str] | None:
+    def approval_pins(self) -> trust.Pins | None:
         """The pins an approval records now: the running instance's tool definitions
         (remote name -> digest), or None when nothing runs (the next discovery pins)."""
         if self.state is State.READY and self._current_tools:
-            return {t.remote_name: t.definition_digest for t in self._current_tools}
+            return trust.pins_of(self._current_tools)
         return None
 
     async def repin(self, pins: trust.Pins | None) -> None:
