@@ -489,16 +489,17 @@ class Host:
             self._records = records
 
     # State changes. The class: a request (install, import, uninstall, grant, approve,
-    # enable, disable, a SIGHUP reload, the tools a first enable of an imported plugin
-    # records) changes what the state document records, in memory, and then writes
-    # the document. If the write fails (ENOSPC, EFBIG, EIO...), memory must not keep
-    # what disk does not have (lost at the next restart, or half there): each such
-    # change runs in ``async with self._change():``, which undoes the change in
+    # enable, disable, a SIGHUP reload) or a supervisor event (ToolsPinned: the first
+    # pins after an approval) changes what the state document records, in memory, and
+    # then writes the document. If the write fails (ENOSPC, EFBIG, EIO...), memory must
+    # not keep what disk does not have (lost at the next restart, or half there): each
+    # such change runs in ``async with self._change():``, which undoes the change in
     # memory when the write (or the change itself) fails, and the request answers
-    # STATE_WRITE_FAILED. Side effects that cannot be undone (stopping a plugin,
-    # releasing withheld tools) come after the write succeeded. What the supervisor
-    # records on its own: pinned tool digests are undone with a failed start; the
-    # restart counter is a statistic, written best-effort (``_persist_quietly``).
+    # STATE_WRITE_FAILED (ToolsPinned: the start fails, nothing pinned). Side effects
+    # that cannot be undone (stopping a plugin, releasing withheld tools) come after the
+    # write succeeded. The restart counter (RestartCounted) is a statistic, written
+    # best-effort (``_persist_quietly``). Every recorded field lives on InstalledPlugin;
+    # none on the supervisor.
 
     @contextlib.asynccontextmanager
     async def _change(self) -> AsyncIterator[None]:
@@ -578,13 +579,16 @@ class Host:
     async def _resolve(self, plugin: InstalledPlugin) -> Launch:
         """Resolve ``plugin``'s launch (:func:`sandbox.launch.resolve_launch`) in a worker thread.
 
-        The policy is computed here, on the event loop (it reads every plugin);
-        the resolution itself is blocking work (the first ``probe()`` runs a
-        process, ~50-300 ms; the approval hashes files; every rule path is
-        walked with ``lstat``) and runs off the loop, so ``ping`` and other
-        plugins' calls go on meanwhile. Records the result (or the
-        :class:`LaunchError`, re-raised) on ``plugin``. Cancellation waits for
-        the thread (it is short and has no side effect but folders created).
+        The class of work kept off the event loop here: everything that touches
+        the file system or runs a process. What the policy needs from the other
+        plugins is read here, on the loop (memory only); the policy's paths
+        (``realpath``, ``isdir``) and the resolution (the first ``probe()`` runs
+        a process, ~50-300 ms; the approval hashes files; every rule path is
+        walked with ``lstat``) run in one worker thread, so ``ping`` and other
+        plugins' calls go on meanwhile (tests/test_trust_offloop.py). Records
+        the result (or the :class:`LaunchError`, re-raised) and the policy on
+        ``plugin``. Cancellation waits for the thread (it is short and has no
+        side effect but folders created).
         """
         backend = plugin.manifest.backend
         if backend.url is not None:  # a remote server: its endpoint is the launch (hostd/remote.py)
@@ -992,7 +996,7 @@ class Host:
                             self.store.directory / "data" / entry.plugin_id,
                             self.store.directory / "tmp" / entry.plugin_id,
                         ):
-                            if not made.exists():
+                            if not await trio.to_thread.run_sync(made.exists):
                                 written.append(made)
                         written.append(folder)
                     try:

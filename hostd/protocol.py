@@ -508,9 +508,9 @@ class PluginStatus(Wire):
     )
     pinned: list[str] | None = Field(
         default=None,
-        description="in a `plugins/enable` result only: the tools this enable pinned and serves on first use "
-        "(a plugin without a declared tool list, first enable after approval; [Trust gate](#trust-gate)), "
-        "sorted host names; omitted otherwise",
+        description="in a `plugins/enable` or `plugins/restart` result only: the tools this start pinned and "
+        "serves on first use (the first start after an approval; [Trust gate](#trust-gate)), sorted host "
+        "names; omitted otherwise",
     )
 
 

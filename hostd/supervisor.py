@@ -239,7 +239,7 @@ class PluginSupervisor:
     def status(self, *, pinned: list[str] | None = None) -> dict[str, Any]:
         """:class:`hostd.protocol.PluginStatus` as sent on the wire (``docs/protocol.md``).
 
-        ``pinned``: the host names an enable pinned on first use (its result only).
+        ``pinned``: the host names an enable or restart pinned on first use (its result only).
         """
         link = self._link
         last_seen = link.last_seen_at if link is not None else self._last_seen_fallback
@@ -421,8 +421,9 @@ class PluginSupervisor:
         Raises and, when cancelled, ends as :meth:`enable` does.
         """
         async with self._op_lock:
+            self.first_use = None
             await self._start(Event.RESTART, start)
-            return self.status()
+            return self.status(pinned=self.first_use)
 
     async def disable(self, *, grace: float = STOP_GRACE) -> dict[str, Any]:
         """Unregister the tools, end the whole process tree, and return the ``stopped`` status.
@@ -707,11 +708,11 @@ class PluginSupervisor:
         """The tools the running instance listed (registered or not)."""
         return list(self._current_tools)
 
-    def approval_pins(self) -> dict[str, str] | None:
+    def approval_pins(self) -> trust.Pins | None:
         """The pins an approval records now: the running instance's tool definitions
         (remote name -> digest), or None when nothing runs (the next discovery pins)."""
         if self.state is State.READY and self._current_tools:
-            return {t.remote_name: t.definition_digest for t in self._current_tools}
+            return trust.pins_of(self._current_tools)
         return None
 
     async def repin(self, pins: trust.Pins | None) -> None:
