@@ -365,3 +365,27 @@ async def test_a_prepared_npx_server_starts_under_strict_as_nobody() -> None:
         "relations": [],
     }
     assert result["home"] == []
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "reason", "said"),
+    [
+        ("npx", ["-y", "@modelcontextprotocol/server-memory@0.0.0-none"], "not-found", "No matching version"),
+        ("uvx", ["--from", "mcp-server-time==0.0.0", "mcp-server-time"], "not-found", "mcp-server-time==0.0.0"),
+        ("npx", ["-y", "left-pad@1.3.0"], "no-entry", "left-pad has no program 'left-pad' (bins: )"),
+        ("uvx", ["--from", "mcp-server-time==2026.10.19", "no-such-program"], "no-entry", "'no-such-program'"),
+    ],
+)
+async def test_a_package_that_cannot_be_prepared_is_a_precise_error(
+    tmp_path: Path, command: str, args: list[str], reason: str, said: str
+) -> None:
+    config = {"mcpServers": {"server": {"command": command, "args": args}}}
+    async with hostd_at(tmp_path) as hostd:
+        imported = await hostd.request("plugins/import", {"config": config})
+        plugin_id = imported["entries"][0]["plugin"]["id"]
+        with pytest.raises(RpcError) as failed:
+            await prepare(hostd, plugin_id)
+        assert failed.value.kind == "PREPARE_FAILED"
+        assert failed.value.data["reason"] == reason, failed.value.message
+        assert said in failed.value.message
+        assert os.listdir(tmp_path / "state" / "prepared" / plugin_id) == ["cache"]
