@@ -509,6 +509,10 @@ class StateRecord(Wire):
         description="granted limits in the units hostd enforces: `max_rss_bytes`, `max_cpu_percent`, "
         "`max_disk_bytes` (a member absent: the host's limit applies)"
     )
+    folders: dict[str, list[str]] = Field(
+        description="folders the parent granted ([`plugins/grant`](#pluginsgrant)): `read` / `write` → absolute "
+        "paths (a member absent: none)"
+    )
 
 
 #: The result type of each method, for docs and schemas (``None``: the result is ``null``; ``{}``: ``Empty``).

@@ -98,7 +98,7 @@ class PluginRecord:
             "pinnedTools": self.pinned_tools,
             "networkPorts": sorted(self.network_ports),
             "limits": dict(self.limits),
-            **({"folders": {k: list(v) for k, v in self.folders.items()}} if self.folders else {}),
+            "folders": {k: list(v) for k, v in self.folders.items()},
         }
 
     @classmethod
