@@ -901,6 +901,8 @@ class Host:
                     registries=self.settings.registries,
                     path=merge_paths(os.environ.get("PATH", ""), self.login_path),
                     progress=progress,
+                    # A running instance keeps its environment until it stops (the next prepare prunes it).
+                    prune=plugin.supervisor.state is State.STOPPED,
                 )
             except PrepareError as exc:
                 raise _prepare_failed(plugin_id, exc, package.packages) from None

@@ -503,11 +503,14 @@ async def prepare(
     path: str,
     progress: Progress,
     environ: Mapping[str, str] = os.environ,
+    prune: bool = True,
 ) -> Prepared:
     """Install ``launch``'s packages for ``plugin_id`` (see the module docstring) and return the result.
 
     ``path``: the ``PATH`` the package tools are looked up on (npm, node, uv).
-    ``progress`` is awaited once per step (4 steps). Reuses a finished
+    ``progress`` is awaited once per step (4 steps). ``prune``: delete the
+    plugin's other environments afterwards (``False`` while an instance may
+    still run from one). Reuses a finished
     environment for the same request (no network then). Raises
     :class:`PrepareError`. Cancellation ends the installer and deletes the
     unfinished folder (shielded), so nothing half-installed is ever found.
@@ -547,7 +550,8 @@ async def prepare(
             await trio.to_thread.run_sync(shutil.rmtree, root, True)
         raise
     await progress(total, total, f"prepared {prepared.record()['resolved']}")
-    await trio.to_thread.run_sync(_remove_others, base, launch.key)
+    if prune:
+        await trio.to_thread.run_sync(_remove_others, base, launch.key)
     return prepared
 
 
