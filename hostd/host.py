@@ -178,6 +178,8 @@ class InstalledPlugin:
     package: PackageLaunch | None = None
     #: Its finished preparation, as last resolved; ``None``: not prepared (or no package).
     prepared: Prepared | None = None
+    #: Why the package launch cannot be prepared (an unsupported npx/uvx option); ``None``: it can, or names none.
+    unpreparable: str | None = None
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves: the resolved launch and the manifest's bytes.
@@ -503,10 +505,12 @@ class Host:
         """
         backend = plugin.manifest.backend
         command, args = backend.command, list(backend.args)
+        plugin.unpreparable = None
         try:
             package = parse_package_launch(command, args)
-        except PrepareError:
-            package = None  # shown as written; plugins/prepare says why it cannot be prepared
+        except PrepareError as exc:
+            # npx/uvx with an option that would change what is installed: shown as written, never started.
+            package, plugin.unpreparable = None, str(exc)
         prepared: Prepared | None = None
         if package is not None and self.store is not None:
             prepared = await trio.to_thread.run_sync(find_prepared, self.store.directory, plugin.manifest.id, package)
@@ -975,6 +979,15 @@ class Host:
                 launchError=exc.kind,
                 stderrTail=[],
             ) from None
+        if plugin.unpreparable is not None and self.store is not None:
+            raise HostError(
+                ErrorKind.PLUGIN_NOT_PREPARED,
+                f"plugin {plugin_id} fetches a package at start in a way hostd cannot prepare "
+                f"({plugin.unpreparable}); write the launch as npx -y pkg@version or uvx --from pkg==version cmd "
+                "(a registry mirror is hostd's --npm-registry / --python-index)",
+                plugin=plugin_id,
+                packages=[],
+            )
         if plugin.package is not None and plugin.prepared is None and self.store is not None:
             raise HostError(
                 ErrorKind.PLUGIN_NOT_PREPARED,
@@ -1235,6 +1248,7 @@ _PLUGIN_FIELDS = (
     "folders",
     "package",
     "prepared",
+    "unpreparable",
 )
 _SUPERVISOR_FIELDS = ("pinned", "limits", "manifest")
 
