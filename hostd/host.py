@@ -201,6 +201,8 @@ class InstalledPlugin:
     package: PackageLaunch | None = None
     #: Its finished preparation, as last resolved; ``None``: not prepared (or no package).
     prepared: Prepared | None = None
+    #: Why the package launch cannot be prepared (an unsupported npx/uvx option); ``None``: it can, or names none.
+    unpreparable: str | None = None
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves now (:func:`hostd.trust.approval_digest`)."""
@@ -596,10 +598,12 @@ class Host:
             plugin.launch, plugin.launch_error = remote, None
             return remote
         assert backend.command is not None  # the manifest requires it for stdio
+        plugin.unpreparable = None
         try:
             package = parse_package_launch(backend.command, list(backend.args))
-        except PrepareError:
-            package = None  # shown as written; plugins/prepare says why it cannot be prepared
+        except PrepareError as exc:
+            # npx/uvx with an option that would change what is installed: shown as written, never started.
+            package, plugin.unpreparable = None, str(exc)
         prepared: Prepared | None = None
         if package is not None and self.store is not None:
             prepared = await trio.to_thread.run_sync(find_prepared, self.store.directory, plugin.manifest.id, package)
@@ -1217,6 +1221,8 @@ class Host:
                     registries=self.settings.registries,
                     path=merge_paths(os.environ.get("PATH", ""), self.login_path),
                     progress=progress,
+                    # A running instance keeps its environment until it stops (the next prepare prunes it).
+                    prune=plugin.supervisor.state is State.STOPPED,
                 )
             except PrepareError as exc:
                 raise _prepare_failed(plugin_id, exc, package.packages) from None
@@ -1362,6 +1368,15 @@ class Host:
                 "set them with plugins/configure",
                 plugin=plugin_id,
                 missing=list(plugin.config_missing),
+            )
+        if plugin.unpreparable is not None and self.store is not None:
+            raise HostError(
+                ErrorKind.PLUGIN_NOT_PREPARED,
+                f"plugin {plugin_id} fetches a package at start in a way hostd cannot prepare "
+                f"({plugin.unpreparable}); write the launch as npx -y pkg@version or uvx --from pkg==version cmd "
+                "(a registry mirror is hostd's --npm-registry / --python-index)",
+                plugin=plugin_id,
+                packages=[],
             )
         if plugin.package is not None and plugin.prepared is None and self.store is not None:
             raise HostError(
@@ -1740,6 +1755,7 @@ _PLUGIN_FIELDS = (
     "folders",
     "package",
     "prepared",
+    "unpreparable",
 )
 
 

@@ -39,9 +39,9 @@ import re
 import shutil
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import trio
 
@@ -152,7 +152,6 @@ class Prepared:
     lockfile: str
     entry: tuple[str, ...]
     registry: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> dict[str, str]:
         """What ``launch.prepared`` shows and ``Launch.digest`` covers (flat strings)."""
@@ -413,11 +412,13 @@ def _failure(what: str, code: int, output: list[str], registry: str) -> PrepareE
         return PrepareError(
             "unreachable", f"{what}: cannot reach {registry}: {said}", output=output[-20:], registry=registry
         )
-    cause = next((line for line in output if _NOT_FOUND.search(line)), None)
+    # npm says "npm error code ETARGET" first, then the sentence ("No matching version found for ...").
+    hits = [line for line in output if _NOT_FOUND.search(line)]
+    cause = next((line for line in hits if not re.search(r"error (?:code|errno) ", line)), hits[0] if hits else None)
     if cause is not None:
         return PrepareError(
             "not-found",
-            f"{what}: {registry} does not serve it: {cause.strip()}",
+            f"{what}: {registry} does not serve it: {cause.strip().removeprefix('npm error ')}",
             output=output[-20:],
             registry=registry,
         )
@@ -502,11 +503,14 @@ async def prepare(
     path: str,
     progress: Progress,
     environ: Mapping[str, str] = os.environ,
+    prune: bool = True,
 ) -> Prepared:
     """Install ``launch``'s packages for ``plugin_id`` (see the module docstring) and return the result.
 
     ``path``: the ``PATH`` the package tools are looked up on (npm, node, uv).
-    ``progress`` is awaited once per step (4 steps). Reuses a finished
+    ``progress`` is awaited once per step (4 steps). ``prune``: delete the
+    plugin's other environments afterwards (``False`` while an instance may
+    still run from one). Reuses a finished
     environment for the same request (no network then). Raises
     :class:`PrepareError`. Cancellation ends the installer and deletes the
     unfinished folder (shielded), so nothing half-installed is ever found.
@@ -530,12 +534,24 @@ async def prepare(
                 base, root, launch, registries=registries, path=path, progress=progress, environ=environ
             )
         await trio.to_thread.run_sync(_write_marker, root, prepared)
+    except trio.TooSlowError:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(shutil.rmtree, root, True)
+        raise PrepareError(
+            "failed", f"preparing {' '.join(launch.packages)}: an installer did not finish within {INSTALL_TIMEOUT:g} s"
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        # What the installer left is not what it should be (no package.json, no version...).
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(shutil.rmtree, root, True)
+        raise PrepareError("failed", f"preparing {' '.join(launch.packages)}: {type(exc).__name__}: {exc}") from None
     except BaseException:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(shutil.rmtree, root, True)
         raise
     await progress(total, total, f"prepared {prepared.record()['resolved']}")
-    await trio.to_thread.run_sync(_remove_others, base, launch.key)
+    if prune:
+        await trio.to_thread.run_sync(_remove_others, base, launch.key)
     return prepared
 
 

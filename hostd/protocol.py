@@ -768,6 +768,10 @@ class StateRecord(Wire):
         alias="disabledTools",
         description="MCP names of the tools the user disabled ([`tools/setEnabled`](#toolssetenabled)), sorted",
     )
+    folders: dict[str, list[str]] = Field(
+        description="folders the parent granted ([`plugins/grant`](#pluginsgrant)): `read` / `write` → absolute "
+        "paths (a member absent: none)"
+    )
 
 
 #: The result type of each method, for docs and schemas (``None``: the result is ``null``; ``{}``: ``Empty``).

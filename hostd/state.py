@@ -101,7 +101,7 @@ class PluginRecord:
             "networkPorts": sorted(self.network_ports),
             "limits": dict(self.limits),
             "disabledTools": sorted(self.disabled_tools),
-            **({"folders": {k: list(v) for k, v in self.folders.items()}} if self.folders else {}),
+            "folders": {k: list(v) for k, v in self.folders.items()},
         }
 
     @classmethod

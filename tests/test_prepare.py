@@ -166,6 +166,11 @@ async def test_a_prepared_npx_server_starts_under_strict_with_no_network(tmp_pat
         again, notes = await prepare(hostd, "server-memory")
         assert again["launch"]["digest"] == prepared["launch"]["digest"]
         assert [(n["progress"], n["message"]) for n in notes] == [(4, f"already prepared: {MEMORY_SPEC}")]
+
+        # Uninstall deletes the environment and its caches; the data folder keeps the graph.
+        await hostd.request("plugins/uninstall", {"id": "server-memory"})
+        assert not (tmp_path / "state" / "prepared" / "server-memory").exists()
+        assert memory.is_file()
     home_is_untouched(tmp_path)
 
 
@@ -365,3 +370,55 @@ async def test_a_prepared_npx_server_starts_under_strict_as_nobody() -> None:
         "relations": [],
     }
     assert result["home"] == []
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "reason", "said"),
+    [
+        ("npx", ["-y", "@modelcontextprotocol/server-memory@0.0.0-none"], "not-found", "No matching version"),
+        ("uvx", ["--from", "mcp-server-time==0.0.0", "mcp-server-time"], "not-found", "mcp-server-time==0.0.0"),
+        ("npx", ["-y", "left-pad@1.3.0"], "no-entry", "left-pad has no program 'left-pad' (bins: )"),
+        ("uvx", ["--from", "mcp-server-time==2026.10.19", "no-such-program"], "no-entry", "'no-such-program'"),
+    ],
+)
+async def test_a_package_that_cannot_be_prepared_is_a_precise_error(
+    tmp_path: Path, command: str, args: list[str], reason: str, said: str
+) -> None:
+    config = {"mcpServers": {"server": {"command": command, "args": args}}}
+    async with hostd_at(tmp_path) as hostd:
+        imported = await hostd.request("plugins/import", {"config": config})
+        plugin_id = imported["entries"][0]["plugin"]["id"]
+        with pytest.raises(RpcError) as failed:
+            await prepare(hostd, plugin_id)
+        assert failed.value.kind == "PREPARE_FAILED"
+        assert failed.value.data["reason"] == reason, failed.value.message
+        assert said in failed.value.message
+        assert os.listdir(tmp_path / "state" / "prepared" / plugin_id) == ["cache"]
+
+
+async def test_a_new_preparation_deletes_the_older_environment_once_nothing_runs_from_it(tmp_path: Path) -> None:
+    folder = tmp_path / "plugins" / "server-memory"
+    shutil.copytree(MEMORY, folder)
+
+    def relaunch(args: list[str]) -> Path:
+        text = (folder / "plugin.yaml").read_text()
+        (folder / "plugin.yaml").write_text(text.replace(f'args: [-y, "{MEMORY_SPEC}"]', f"args: {json.dumps(args)}"))
+        launch = parse_package_launch("npx", args)
+        assert launch is not None
+        return tmp_path / "state" / "prepared" / "server-memory" / launch.key
+
+    async with hostd_at(tmp_path) as hostd:
+        first = (await hostd.request("plugins/install", {"path": str(folder)}))["id"]
+        info, _notes = await prepare(hostd, first)
+        old = Path(info["launch"]["prepare"]["root"])
+        status, _seconds = await approve_and_enable(hostd, info)
+        assert status["status"] == "ready"
+        # The manifest now names the same package another way: another environment.
+        new = relaunch([f"--package={MEMORY_SPEC}", "-y", "mcp-server-memory"])
+        await hostd.request("plugins/disable", {"id": first})
+        await hostd.request("plugins/install", {"path": str(folder)})
+        info, _notes = await prepare(hostd, first)
+        assert info["launch"]["prepare"]["root"] == str(new)
+        assert new.is_dir()
+        assert not old.exists()
+        assert sorted(os.listdir(new.parent)) == sorted(["cache", new.name])

@@ -144,3 +144,23 @@ def test_a_bundled_javascript_helper_without_its_modules_is_found(tmp_path: Path
     plain.mkdir()
     (plain / "package.json").write_text('{"name": "no-deps"}')
     assert bundled_js_helpers(tmp_path / "venv") == [helper]
+
+
+async def test_a_launch_that_cannot_be_prepared_never_starts(tmp_path: Path) -> None:
+    """npx with its own --registry would fetch at start: refused at prepare and at enable, no network used."""
+    from hostd.client import HostdClient, RpcError, plugin_environment  # noqa: PLC0415
+
+    config = {"mcpServers": {"own-registry": {"command": "npx", "args": ["--registry", "http://x/", "-y", "pkg"]}}}
+    args = ["--state-dir", str(tmp_path / "state")]
+    async with HostdClient.spawn(args, env={**plugin_environment(), "HOME": str(tmp_path)}) as hostd:
+        imported = await hostd.request("plugins/import", {"config": config})
+        plugin_id = imported["entries"][0]["plugin"]["id"]
+        with pytest.raises(RpcError) as refused:
+            await hostd.request("plugins/prepare", {"id": plugin_id})
+        assert refused.value.kind == "PREPARE_FAILED"
+        assert refused.value.data["reason"] == "unsupported"
+        assert refused.value.message == f"plugin {plugin_id}: npx option '--registry' cannot be prepared"
+        with pytest.raises(RpcError) as not_started:
+            await hostd.request("plugins/enable", {"id": plugin_id})
+        assert not_started.value.kind == "PLUGIN_NOT_PREPARED"
+        assert "npx option '--registry' cannot be prepared" in not_started.value.message
