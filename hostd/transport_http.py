@@ -229,6 +229,7 @@ class RemoteLink(PluginLink):
         capabilities: dict[str, Any] | None = None,
         authorizer: Authorizer | None = None,
         on_authorizing: Callable[[bool], Awaitable[None]] | None = None,
+        client_secret: str | None = None,
     ) -> None:
         super().__init__(
             plugin_id,
@@ -251,6 +252,7 @@ class RemoteLink(PluginLink):
         #: The transport in use: the manifest's, or ``sse`` after the 404/405 fallback.
         self.transport: str = launch.endpoint.transport
         self._authorizer = authorizer
+        self._client_secret = client_secret
         self._on_authorizing = on_authorizing
         self._start_scope: trio.CancelScope | None = None
         self._startup_timeout = 30.0
@@ -377,7 +379,15 @@ class RemoteLink(PluginLink):
         await nursery.start(authorization.listen)
         stack.callback(nursery.cancel_scope.cancel)  # runs before the nursery's exit (the stack unwinds LIFO)
         stack.callback(authorizer.end, self.plugin_id, authorization)
-        auth: httpx2.Auth = provider(url, authorization, authorizer.store(self.plugin_id, url))
+        oauth = dict(self.launch.endpoint.oauth)
+        auth: httpx2.Auth = provider(
+            url,
+            authorization,
+            authorizer.store(self.plugin_id, url),
+            client_id=oauth.get("clientId"),
+            client_secret=self._client_secret,
+            scope=oauth.get("scope"),
+        )
         return auth
 
     async def _waiting(self, waiting: bool) -> None:
@@ -512,17 +522,31 @@ def _describe(exc: BaseException) -> str:
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
 
 
+#: Where :func:`open_secrets` puts the resolved OAuth client secret (not an HTTP header: taken out before use).
+_CLIENT_SECRET = "backend.oauth.client_secret"
+
+
+def split_client_secret(headers: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """``(the headers without the OAuth client secret, the secret or None)`` from :func:`open_secrets`."""
+    rest = dict(headers)
+    return rest, rest.pop(_CLIENT_SECRET, None)
+
+
 def host_of(url: str) -> str:
     """The host part of ``url`` (for messages)."""
     return urlsplit(url).hostname or url
 
 
-def open_headers(plugin_id: str, launch: RemoteLaunch, declared: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """The headers to send (secrets resolved) and the secret values (for the redactor).
+def open_secrets(plugin_id: str, launch: RemoteLaunch, declared: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The headers to send (secrets resolved; the OAuth client secret, if any, under :data:`_CLIENT_SECRET`)
+    and the secret values (for the redactor).
 
     Raises ``HostError`` (``PLUGIN_START_FAILED``) naming the header and the
     secret when a ``${secret:NAME}`` reference does not resolve.
     """
+    secret = dict(launch.endpoint.oauth).get("clientSecret")
+    if secret is not None:
+        declared = {**declared, _CLIENT_SECRET: secret}  # resolved like a header value, then taken out
     try:
         return resolve_headers(plugin_id, declared)
     except LookupError as exc:

@@ -97,11 +97,16 @@ def test_public_and_literal_loopback_addresses_pass() -> None:
         ({"transport": "streamable-http"}, "transport 'streamable-http' needs 'url'"),
         ({"transport": "stdio", "command": "x", "url": "https://a.example/mcp"}, "does not use 'url'"),
         ({"transport": "stdio", "command": "x", "headers": {"A": "b"}}, "does not use 'headers'"),
+        ({"transport": "stdio", "command": "x", "oauth": {"client_id": "c"}}, "does not use 'oauth'"),
+        (
+            {"transport": "sse", "url": "https://a.example/mcp", "oauth": {"client_secret": "plain"}},
+            "must be a secret reference",
+        ),
         ({"transport": "stdio"}, "required field is missing"),
         ({"transport": "sse", "url": "https://a.example/mcp", "command": "x"}, "does not use 'command'"),
         ({"transport": "sse", "url": "https://a.example/mcp", "env": {"A": "b"}}, "does not use 'env'"),
         ({"transport": "streamable-http", "url": "http://a.example/mcp"}, "must use https"),
-        ({"transport": "streamable-http", "url": "https://a.example/mcp", "protocol": "newest"}, "should match"),
+        ({"transport": "streamable-http", "url": "https://a.example/mcp", "protocol": "newest"}, "Input should be"),
     ],
 )
 def test_fields_that_do_not_fit_the_transport_are_refused(
@@ -144,6 +149,8 @@ async def test_the_launch_digest_covers_the_endpoint(hostd: HostdClient, tmp_pat
         "private": {**base, "allow_private": ["mcp.example.com"]},
         "transport": {**base, "transport": "sse"},
         "protocol": {**base, "protocol": "legacy"},
+        "client": {**base, "oauth": {"client_id": "hostd-desktop"}},
+        "scope": {**base, "oauth": {"client_id": "hostd-desktop", "scope": "mcp"}},
     }
     digests: dict[str, str] = {}
     for name, backend in variants.items():

@@ -166,6 +166,20 @@ async def test_a_token_rejected_while_running_asks_the_person_again(hostd: Hostd
         await hostd.request("plugins/disable", {"id": plugin})
 
 
+async def test_a_pre_registered_client_does_not_register(hostd: HostdClient, tmp_path: Path) -> None:
+    browser = Browser(hostd)
+    hostd.on_request = browser
+    async with oauth_server("--client-id", "hostd-desktop") as origin:
+        oauth = {"client_id": "hostd-desktop", "scope": "mcp"}
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp", oauth=oauth))
+        status = await hostd.request("plugins/enable", {"id": plugin})
+        assert status["status"] == "ready"
+        assert "client_id=hostd-desktop" in browser.urls[0] and "scope=mcp" in browser.urls[0]
+        counts = await stats(origin)
+        assert (counts["registrations"], counts["authorizations"], counts["codeGrants"]) == (0, 1, 1)
+        await hostd.request("plugins/disable", {"id": plugin})
+
+
 async def test_a_parent_that_cannot_authorize_fails_the_start_clearly(hostd: HostdClient, tmp_path: Path) -> None:
     async with oauth_server() as origin:  # hostd.on_request is None: the parent answers -32601
         plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
