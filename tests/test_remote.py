@@ -22,7 +22,7 @@ from hostd.client import HostdClient, RpcError
 from tests.conftest import FIXTURES, ready
 
 SERVER = FIXTURES / "remote" / "remote_server.py"
-TOOLS = ["drop", "echo", "fail", "slow"]
+TOOLS = ["drop", "echo", "fail", "large", "slow"]
 
 
 @asynccontextmanager
@@ -71,7 +71,7 @@ async def test_streamable_http_in_both_eras(hostd: HostdClient, tmp_path: Path, 
             "streamable-http",
             version,
         )
-        assert status["tools_count"] == 4
+        assert status["tools_count"] == 5
         result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "hi"}})
         assert result["content"] == [{"type": "text", "text": "hi"}]
         with pytest.raises(RpcError) as failed:
@@ -139,3 +139,27 @@ async def test_a_dropped_stream_fails_the_call_and_the_plugin_reconnects(hostd: 
         result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "again"}})
         assert result["content"] == [{"type": "text", "text": "again"}]
         await hostd.request("plugins/disable", {"id": "remote"})
+
+
+@pytest.mark.parametrize("mode", ["streamable-http-json", "streamable-http"])
+async def test_an_answer_over_the_bound_fails_only_its_call(hostd: HostdClient, tmp_path: Path, mode: str) -> None:
+    # The class: a body hostd reads from a remote server is bounded like a stdio frame, whether it
+    # comes as one JSON body or as an SSE event; the link goes on serving.
+    async with remote_server(mode) as port:
+        folder = remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp", max_message_bytes=64 * 1024)
+        await ready(hostd, folder)
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("tools/call", {"name": "remote.large", "arguments": {"size": 100_000}})
+        assert failed.value.kind in ("MCP_UPSTREAM_ERROR", "PLUGIN_HOST_UNAVAILABLE"), failed.value.data
+        result = await hostd.request("tools/call", {"name": "remote.large", "arguments": {"size": 10}})
+        assert result["content"] == [{"type": "text", "text": "x" * 10}]
+        await hostd.request("plugins/disable", {"id": "remote"})
+
+
+async def test_a_redirect_to_another_origin_is_not_followed(hostd: HostdClient, tmp_path: Path) -> None:
+    async with remote_server("streamable-http") as target, remote_server(f"redirect-http://localhost:{target}") as port:
+        with pytest.raises(RpcError) as failed:
+            await ready(hostd, remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp"))
+        assert failed.value.kind == "PLUGIN_START_FAILED"
+        assert f"http://localhost:{target}/mcp" in failed.value.message
+        assert "not followed" in failed.value.message
