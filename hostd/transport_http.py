@@ -61,7 +61,7 @@ from hostd.errors import ErrorKind, HostError
 from hostd.link import Discovery, LogSink, NotificationSink, PluginLink, ProtocolChoice, RequestHandler, _waiter_of
 from hostd.oauth import AUTHORIZE_SECONDS, Authorizer, provider
 from hostd.redact import Redactor
-from hostd.remote import RemoteLaunch, address_problem, resolve_addresses, resolve_headers
+from hostd.remote import RemoteLaunch, address_problem, resolve_addresses, resolve_headers, url_problem
 from hostd.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession, Invalid, Progress, Reply
 from sandbox.process import SandboxedProcess, StopReport
 
@@ -133,9 +133,14 @@ def http_client(
     verdicts: dict[tuple[str, int], str | None] = {}
 
     async def check_address(request: httpx2.Request) -> None:
+        # Every request, not only the endpoint's: the OAuth flow's metadata, registration and token
+        # requests go to hosts the server names (protected resource metadata), so the same rules apply.
         host = request.url.host
         port = request.url.port or (443 if request.url.scheme == "https" else 80)
         key = (host, port)
+        scheme = url_problem(str(request.url.copy_with(query=None, fragment=None)))
+        if scheme is not None:
+            verdicts[key] = f"{request.url.copy_with(query=None)} {scheme}"
         if key not in verdicts:
             try:
                 addresses = await trio.to_thread.run_sync(resolve_addresses, host, port)

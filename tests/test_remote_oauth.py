@@ -190,6 +190,25 @@ async def test_a_parent_that_cannot_authorize_fails_the_start_clearly(hostd: Hos
         assert failed.value.data["plugin"] == "remote"
 
 
+@pytest.mark.parametrize(
+    ("issuer", "why"),
+    [("http://auth.example.com", "must use https"), ("https://169.254.169.254", "link-local address 169.254.169.254")],
+)
+async def test_an_authorization_server_the_server_names_meets_the_same_rules(
+    hostd: HostdClient, tmp_path: Path, issuer: str, why: str
+) -> None:
+    # The class: every request hostd makes for a remote plugin meets the endpoint's rules, also those the
+    # server directs (its protected resource metadata names the authorization server hostd then calls).
+    hostd.on_request = Browser(hostd)
+    async with oauth_server("--issuer", issuer) as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("plugins/enable", {"id": plugin})
+        assert failed.value.kind == "PLUGIN_START_FAILED"
+        assert why in failed.value.message, failed.value.message
+        assert hostd.requests == []  # the parent was never asked to authorize
+
+
 async def test_a_callback_for_nothing_is_refused(hostd: HostdClient, tmp_path: Path) -> None:
     async with oauth_server() as origin:
         plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
