@@ -44,6 +44,8 @@ RESULT_LIMIT = 4 * 1024 * 1024
 PARENT_FRAME_LIMIT = 8 * 1024 * 1024
 
 _BOM = b"\xef\xbb\xbf"
+#: Bytes ``bytes.strip`` removes: a line starting with none of them is not blank.
+_BLANK = frozenset(b" \t\n\r\x0b\x0c")
 _HEAD_BYTES = 80
 
 
@@ -194,7 +196,7 @@ class LineDecoder:
             line = line[:-1]
         if line.startswith(_BOM):
             line = line[len(_BOM) :]
-        if not line.strip():
+        if not line or (line[0] in _BLANK and not line.strip()):  # strip() copies: only for a line that may be blank
             return
         try:
             value = self._parse(line)

@@ -26,6 +26,12 @@ small tasks:
 - **exit**: waits on the plugin's main process, separately from stdout EOF,
   since a grandchild can keep the pipe open after the server died.
 
+The transport and the driver meet at two points: inbound, each parsed
+message goes to :meth:`PluginLink.deliver`; outbound, every message leaves
+through ``_send`` (a dict; stdio encodes it as one line). A transport other
+than stdio (Streamable HTTP, fed by the SDK's HTTP client) provides those two
+and reuses the rest: routing, ``request``, ``call_tool``, ``listen``, the era.
+
 Start (:meth:`PluginLink.run`) chooses the era (manifest ``backend.protocol``,
 MCP "Versioning", dual-era guidance): ``auto`` probes ``server/discover``; a
 discover result naming a modern version, or a -32022 naming one, means
@@ -48,8 +54,10 @@ start that does not load the SDK (see :mod:`hostd.session`).
 from __future__ import annotations
 
 import collections
+import importlib
 import logging
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -430,7 +438,7 @@ class PluginLink:
             method, params, context=context, progress=on_progress is not None, listen=listen is not None
         )
         try:
-            if self.done.is_set() or not await self._write(encode(message)):
+            if self.done.is_set() or not await self._send(message):
                 raise LinkClosed(self.failure or "the plugin is stopping")
             await waiter.done.wait()
         finally:
@@ -438,7 +446,7 @@ class PluginLink:
                 cancel = self.session.cancel(rid)
                 if cancel is not None and not self.done.is_set():
                     with trio.CancelScope(shield=True), trio.move_on_after(1):
-                        await self._write(encode(cancel))
+                        await self._send(cancel)
         if waiter.too_large is not None:
             raise ReplyTooLarge(*waiter.too_large)
         if waiter.reply is None:
@@ -483,7 +491,11 @@ class PluginLink:
         started = time.monotonic()
         try:
             with trio.fail_after(startup_timeout):
-                await self._negotiate()
+                if "mcp_types" not in sys.modules:
+                    # The models that check initialize/discover results load once, off the event loop
+                    # (~100-200 ms of imports that would stall every other plugin and the parent).
+                    await trio.to_thread.run_sync(importlib.import_module, "mcp_types")
+                await self._negotiate(startup_timeout)
                 if not isinstance(self.server_capabilities.get("tools"), dict):
                     raise self._start_error("the server does not declare the tools capability")
                 tools = await self.list_tools()
@@ -511,21 +523,37 @@ class PluginLink:
 
     _stage = "initialize"
 
-    async def _negotiate(self) -> None:
-        """Settle the era (manifest ``backend.protocol``) and adopt it in the session."""
+    async def _negotiate(self, startup_timeout: float) -> None:
+        """Settle the era (manifest ``backend.protocol``) and adopt it in the session.
+
+        The ``server/discover`` probe waits at most 10 s (and half the start
+        timeout); a modern server that was too slow for it still answers the
+        ``initialize`` that follows with -32022 naming its versions, and is
+        probed once more (the SDK's ``negotiate_auto`` does the same).
+        """
         choice = self._protocol
-        cached = ERA_CACHE.get(self._launch_digest) if self._launch_digest else None
-        if choice == "legacy" or choice in LEGACY_VERSIONS or (choice == "auto" and cached == "legacy"):
-            await self._initialize(choice if choice in LEGACY_VERSIONS else None)
-            return
-        pin = choice if choice in MODERN_VERSIONS else None
-        if choice not in ("auto", *MODERN_VERSIONS):
+        if choice not in ("auto", "legacy", *LEGACY_VERSIONS, *MODERN_VERSIONS):
             raise self._start_error(
                 f"backend.protocol {choice!r} is not a revision hostd speaks "
                 f"({', '.join((*LEGACY_VERSIONS, *MODERN_VERSIONS))})"
             )
-        offered = await self._probe(pin or MODERN_VERSIONS[-1])
-        if self.session.era == "modern":
+        probe_timeout = min(DISCOVER_TIMEOUT, startup_timeout / 2)
+        if choice == "legacy" or choice in LEGACY_VERSIONS:
+            pin = choice if choice in LEGACY_VERSIONS else None
+            offered = await self._initialize(pin)
+            if offered is not None:
+                wanted = f"pins {pin}" if pin is not None else "is 'legacy'"
+                raise self._start_error(
+                    f"backend.protocol {wanted} but the server offers {', '.join(offered)}", offered=offered
+                )
+            return
+        if choice == "auto" and self._cached() == "legacy":
+            if await self._initialize(None) is None:
+                return
+            ERA_CACHE.pop(self._launch_digest or "", None)  # the same launch refuses the handshake now: probe
+        pin = choice if choice in MODERN_VERSIONS else None
+        offered = await self._probe(pin or MODERN_VERSIONS[-1], probe_timeout)
+        if self._modern():
             self._remember("modern")
             return
         if pin is not None:
@@ -535,14 +563,32 @@ class PluginLink:
                 f"backend.protocol pins {pin} but the server offers {', '.join(offered) or 'no version'}",
                 offered=offered,
             )
-        await self._initialize(None)
-        self._remember("legacy")
+        offered = await self._initialize(None)
+        if offered is None:
+            self._remember("legacy")
+            return
+        mutual = [v for v in MODERN_VERSIONS if v in offered]
+        if mutual:
+            await self._probe(mutual[-1], startup_timeout)
+            if self._modern():
+                self._remember("modern")
+                return
+        raise self._start_error(
+            f"backend.protocol is 'auto' but the server offers {', '.join(offered)}", offered=offered
+        )
+
+    def _modern(self) -> bool:
+        """Whether the session adopted the modern era (a call, so checks after awaits are not narrowed away)."""
+        return self.session.era == "modern"
+
+    def _cached(self) -> str | None:
+        return ERA_CACHE.get(self._launch_digest) if self._launch_digest else None
 
     def _remember(self, era: Literal["legacy", "modern"]) -> None:
         if self._launch_digest and self._protocol == "auto":
             ERA_CACHE[self._launch_digest] = era
 
-    async def _probe(self, version: str) -> list[str] | None:
+    async def _probe(self, version: str, timeout: float) -> list[str] | None:
         """``server/discover`` at ``version``; adopt the modern era on positive evidence.
 
         Returns the versions the server named when it is modern-capable but
@@ -553,16 +599,16 @@ class PluginLink:
         for _attempt in range(2):
             waiter = _Waiter(None, bounded=False)
             rid, message = self.session.discover_request(version, context=waiter)
-            if not await self._write(encode(message)):
+            if not await self._send(message):
                 raise LinkClosed(self.failure or "the plugin is stopping")
-            with trio.move_on_after(DISCOVER_TIMEOUT):
+            with trio.move_on_after(timeout):
                 await waiter.done.wait()
             if waiter.reply is None:
                 if self.done.is_set():
                     raise LinkClosed(self.failure or "the plugin stopped")
                 cancel = self.session.cancel(rid, "no answer to server/discover: trying initialize")
                 if cancel is not None:
-                    await self._write(encode(cancel))
+                    await self._send(cancel)
                 return None  # a timeout is legacy evidence
             error = waiter.reply.get("error")
             if error is not None:
@@ -588,8 +634,14 @@ class PluginLink:
             return None
         return None
 
-    async def _initialize(self, version: str | None) -> None:
-        """The legacy handshake offering ``version`` (default the newest); adopt what the server answers."""
+    async def _initialize(self, version: str | None) -> list[str] | None:
+        """The legacy handshake offering ``version`` (default the newest); adopt what the server answers.
+
+        Returns None once adopted, or the versions a -32022 answer named (the
+        server refuses the handshake). Raises ``PLUGIN_START_FAILED`` for an
+        invalid answer or a version it did not ask for, :class:`PluginRequestError`
+        for any other error.
+        """
         self._stage = "initialize"
         offer = version or LEGACY_VERSIONS[-1]
         try:
@@ -598,10 +650,7 @@ class PluginLink:
             offered = _supported(exc.data) if exc.code == UNSUPPORTED_PROTOCOL_VERSION else []
             if not offered:
                 raise
-            wanted = f"pins {version}" if version is not None else f"is {self._protocol!r}"
-            raise self._start_error(
-                f"backend.protocol {wanted} but the server offers {', '.join(offered)}", offered=offered
-            ) from None
+            return offered
         answered, capabilities, server_info = _validate_initialize(result, self._start_error)
         if answered not in LEGACY_VERSIONS:
             raise self._start_error(f"Unsupported protocol version from the server: {answered}", offered=[answered])
@@ -610,8 +659,9 @@ class PluginLink:
                 f"backend.protocol pins {version} but the server offers {answered}", offered=[answered]
             )
         self.session.adopt_legacy(answered, capabilities, server_info)
-        await self._write(encode(self.session.initialized_notification()))
+        await self._send(self.session.initialized_notification())
         self._stage = "tools/list"
+        return None
 
     async def _legacy_offer(self) -> list[str]:
         """What version a server that is not modern answers ``initialize`` with (for a failed pin's message)."""
@@ -627,7 +677,7 @@ class PluginLink:
         waiter = _Waiter(None, bounded=False)
         rid, message = self.session.initialize_request(version, context=waiter)
         try:
-            if not await self._write(encode(message)):
+            if not await self._send(message):
                 raise LinkClosed(self.failure or "the plugin is stopping")
             await waiter.done.wait()
         finally:
@@ -773,7 +823,6 @@ class PluginLink:
 
     async def _pump_stdout(self) -> None:
         outbox = current_outbox()
-        session = self.session
         while True:
             if outbox is not None and outbox.over_budget:
                 # The parent is behind: the plugin waits on its own full pipe, not hostd's memory.
@@ -807,24 +856,36 @@ class PluginLink:
                     if not await self._noise(frame.head, f"not JSON ({frame.reason})"):
                         return
                     continue
-                event = session.receive(frame.value, frame.size, frame.raw)
-                if isinstance(event, Reply):
-                    self.last_seen_at = time.time()
-                    waiter = _waiter_of(event.context)
-                    waiter.reply, waiter.size, waiter.raw = event.message, event.size, event.raw
-                    waiter.done.set()
-                elif isinstance(event, Progress):
-                    self.last_seen_at = time.time()
-                    sink = _waiter_of(event.context).on_progress
-                    if sink is not None:
-                        await sink(event.progress, event.total, event.message)
-                elif isinstance(event, Invalid):
-                    if not await self._noise(encode(frame.value)[:80], event.why):
-                        return
-                else:
-                    self.last_seen_at = time.time()
-                    if not await self._dispatch(event):
-                        return
+                if not await self.deliver(frame.value, frame.size, frame.raw):
+                    return
+
+    async def deliver(self, value: Any, size: int = 0, raw: bytes = b"") -> bool:
+        """Hand one parsed inbound message to the session and act on its event.
+
+        The transport-independent half of the inbound path: the stdout pump
+        calls it for each complete line; another transport (HTTP) calls it for
+        each message it receives. ``size`` / ``raw`` are the message's frame
+        (bytes), used for result bounds and byte-exact forwarding. Returns
+        False when the message ended the link (noise under ``stdout_noise:
+        strict``).
+        """
+        event = self.session.receive(value, size, raw)
+        if isinstance(event, Reply):
+            self.last_seen_at = time.time()
+            waiter = _waiter_of(event.context)
+            waiter.reply, waiter.size, waiter.raw = event.message, event.size, event.raw
+            waiter.done.set()
+        elif isinstance(event, Progress):
+            self.last_seen_at = time.time()
+            sink = _waiter_of(event.context).on_progress
+            if sink is not None:
+                await sink(event.progress, event.total, event.message)
+        elif isinstance(event, Invalid):
+            return await self._noise(encode(value)[:80], event.why)
+        else:
+            self.last_seen_at = time.time()
+            return await self._dispatch(event)
+        return True
 
     async def _dispatch(self, event: ServerRequest | ServerCancelled | Notification | Orphan) -> bool:
         """Handle what is neither a reply nor progress; False when the link ended."""
@@ -848,7 +909,7 @@ class PluginLink:
 
     async def _server_request(self, event: ServerRequest) -> bool:
         if event.method == "ping":
-            return await self._write(encode(self.session.reply(event.request_id, {})))
+            return await self._send(self.session.reply(event.request_id, {}))
         if self._on_request is None or self.session.era == "modern" or self._nursery is None:
             # Modern servers send no requests (they return input_required instead).
             return await self._write(
@@ -876,7 +937,7 @@ class PluginLink:
             finally:
                 self._serving.pop(event.request_id, None)
         if reply is not None:  # withdrawn by the server: never answered (MCP "Cancellation")
-            await self._write(encode(reply))
+            await self._send(reply)
 
     async def _stdout_closed(self) -> None:
         if self._closing:
@@ -914,6 +975,14 @@ class PluginLink:
                 "warning", "stdout", f"dropped a stdout line that is {why} ({self.noise_dropped} so far): {shown!r}"
             )
         return True
+
+    async def _send(self, message: dict[str, Any]) -> bool:
+        """The transport's outbound hook: one JSON-RPC message; False when the link is gone.
+
+        stdio: one compact JSON line on the plugin's stdin. Another transport
+        overrides this (and runs its own receive loop calling :meth:`deliver`).
+        """
+        return await self._write(encode(message))
 
     async def _write(self, data: bytes) -> bool:
         async with self._write_lock:
@@ -1046,10 +1115,10 @@ def _validate_initialize(
     return result["protocolVersion"], result["capabilities"], result["serverInfo"]
 
 
-async def _receive(stream: trio.abc.ReceiveStream) -> bytes:
-    """One read of at most 64 KiB; ``b""`` at EOF or when the pipe is gone."""
+async def _receive(stream: trio.abc.ReceiveStream) -> bytes | bytearray:
+    """One read of at most 64 KiB (not copied); ``b""`` at EOF or when the pipe is gone."""
     try:
-        return bytes(await stream.receive_some(_READ_BYTES))
+        return await stream.receive_some(_READ_BYTES)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return b""
 

@@ -637,6 +637,37 @@ def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
         cache[key] = value
 
 
+_FAST: dict[tuple[str, str], Any] = {}
+
+
+def _fast_valid(tool: HostTool, which: str, schema: Mapping[str, Any], value: Any) -> bool:
+    """True when ``value`` certainly conforms to ``schema`` (``which``: "input" or "output"), by
+    jsonschema-rs (compiled, ~0.1 µs against ~30 µs for the jsonschema walk; the profile of a call
+    found the two checks at ~20% of hostd's CPU). False means "ask jsonschema", which then gives the
+    exact message: the fast path only ever skips work for a value that is valid. Offline: a remote
+    ``$ref`` fails the build, and such a schema always takes the jsonschema path.
+    """
+    key = (which, tool.definition_digest)
+    validator: Any = _FAST.get(key)
+    if validator is None:
+        import jsonschema_rs  # noqa: PLC0415
+
+        try:
+            validator = jsonschema_rs.validator_for(dict(schema), offline=True)
+        except Exception:  # any schema it cannot compile: the jsonschema path
+            validator = False
+        with _CACHE_LOCK:
+            if key not in _FAST and len(_FAST) >= _CACHE_SIZE:
+                del _FAST[next(iter(_FAST))]
+            _FAST[key] = validator
+    if validator is False:
+        return False
+    try:
+        return bool(validator.is_valid(value))
+    except Exception:  # a value it cannot represent (a huge integer): the jsonschema path
+        return False
+
+
 _NO_RETRIEVAL_REGISTRY: Registry[Any] | None = None
 
 
@@ -693,6 +724,8 @@ def validate_arguments(tool: HostTool, arguments: Any) -> None:
             reason=exceeded.message,
             keyword=None,
         )
+    if _fast_valid(tool, "input", tool.input_schema, arguments):
+        return
     from jsonschema.exceptions import best_match  # noqa: PLC0415
     from referencing.exceptions import Unresolvable  # noqa: PLC0415
 
@@ -788,6 +821,8 @@ def structured_content_problem(tool: HostTool, value: Any) -> str | None:
         return None
     if value is None:
         return "the tool declares an outputSchema but returned no structuredContent"
+    if _fast_valid(tool, "output", schema, value):
+        return None
     from jsonschema.exceptions import best_match  # noqa: PLC0415
     from referencing import Registry  # noqa: PLC0415
     from referencing.exceptions import Unresolvable  # noqa: PLC0415

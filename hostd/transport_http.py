@@ -58,11 +58,11 @@ import trio
 
 from hostd import __version__
 from hostd.errors import ErrorKind, HostError
-from hostd.link import Discovery, LogSink, NotificationSink, PluginLink, ProtocolChoice, RequestHandler, _waiter_of
+from hostd.link import Discovery, LogSink, NotificationSink, PluginLink, ProtocolChoice, RequestHandler
 from hostd.oauth import AUTHORIZE_SECONDS, Authorizer, provider
 from hostd.redact import Redactor
 from hostd.remote import RemoteLaunch, address_problem, resolve_addresses, resolve_headers, url_problem
-from hostd.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession, Invalid, Progress, Reply
+from hostd.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession
 from sandbox.process import SandboxedProcess, StopReport
 
 log = logging.getLogger("hostd.transport_http")
@@ -253,7 +253,7 @@ class RemoteLink(PluginLink):
         self._connect_timeout = connect_timeout
         self._max_bytes = max_frame_bytes
         self._capabilities = capabilities
-        self._send: Any = None
+        self._stream: Any = None
         #: The transport in use: the manifest's, or ``sse`` after the 404/405 fallback.
         self.transport: str = launch.endpoint.transport
         self._authorizer = authorizer
@@ -303,7 +303,7 @@ class RemoteLink(PluginLink):
             self._protocol = "legacy"  # HTTP+SSE is the 2024-11-05 transport: the modern era is HTTP-only
         try:
             async with self._streams(transport, watch) as (read, write), trio.open_nursery() as nursery:
-                self._send = write
+                self._stream = write
                 nursery.start_soon(self._pump_http, read)
                 try:
                     discovery = await self._discover(startup_timeout)
@@ -329,7 +329,7 @@ class RemoteLink(PluginLink):
             elif error is None:
                 error = self._start_error(reason)
         finally:
-            self._send = None
+            self._stream = None
             if ready:
                 self.done.set()
         if error is not None and error.kind is ErrorKind.PLUGIN_START_FAILED and "authoriz" not in error.message:
@@ -425,40 +425,19 @@ class RemoteLink(PluginLink):
                 continue
             value = item.message.model_dump(by_alias=True, mode="json", exclude_unset=True)
             raw = orjson.dumps(value)
-            if not await self._deliver(value, len(raw), raw):
+            if not await self.deliver(value, len(raw), raw):
                 return
         if not self._closing:
             self._fail(f"{self.transport}: the connection closed")
 
-    async def _deliver(self, value: dict[str, Any], size: int, raw: bytes) -> bool:
-        """One inbound message into the session; False when the link ended."""
-        event = self.session.receive(value, size, raw)
-        if isinstance(event, Reply):
-            self.last_seen_at = time.time()
-            waiter = _waiter_of(event.context)
-            waiter.reply, waiter.size, waiter.raw = event.message, event.size, event.raw
-            waiter.done.set()
-        elif isinstance(event, Progress):
-            self.last_seen_at = time.time()
-            sink = _waiter_of(event.context).on_progress
-            if sink is not None:
-                await sink(event.progress, event.total, event.message)
-        elif isinstance(event, Invalid):
-            await self._on_log("warning", "host", f"dropped an invalid message: {event.why}")
-        else:
-            self.last_seen_at = time.time()
-            return await self._dispatch(event)
-        return True
-
-    async def _write(self, data: bytes) -> bool:
+    async def _send(self, value: dict[str, Any]) -> bool:
         """Send one message (the session's JSON) through the SDK transport, with the era's HTTP headers."""
         from mcp.shared.message import ClientMessageMetadata, SessionMessage  # noqa: PLC0415
         from mcp_types import jsonrpc_message_adapter  # noqa: PLC0415
 
-        send = self._send
+        send = self._stream
         if send is None:
             return False
-        value = orjson.loads(data)
         headers = self._headers_for(value)
         message = SessionMessage(
             jsonrpc_message_adapter.validate_python(value, by_name=False),

@@ -33,6 +33,7 @@ def era_plugin(
     protocol: str | None = None,
     args: list[str] | None = None,
     name: str = "mcp-era",
+    startup_timeout: float = 20,
 ) -> Path:
     """A copy of fixtures/mcp-era speaking only ``speaks``, with ``backend.protocol`` = ``protocol``."""
     folder = tmp_path / f"{name}-{speaks}-{protocol or 'default'}"
@@ -43,7 +44,7 @@ def era_plugin(
         "transport": "stdio",
         "command": "python3",
         "args": ["server.py", "--speaks", speaks, *(args or [])],
-        "startup_timeout_seconds": 20,
+        "startup_timeout_seconds": startup_timeout,
     }
     if protocol is not None:
         backend["protocol"] = protocol
@@ -209,3 +210,29 @@ async def test_an_sdk_server_is_reached_in_both_eras(
         status = await ready(hostd, sdk_plugin(tmp_path, protocol))
         assert (status["era"], status["protocol_version"], status["server_name"]) == (era, version, "mcp-sdk")
         assert await echo(hostd, "mcp-sdk") == "héllo"
+
+
+async def test_a_modern_server_too_slow_for_the_probe_is_probed_again_when_it_refuses_initialize(
+    hostd: HostdClient, tmp_path: Path
+) -> None:
+    # The probe waits half the start timeout (4 s); the server answers its first discover after 5 s,
+    # then refuses the initialize that followed with -32022 naming 2026-07-28: hostd probes again.
+    folder = era_plugin(tmp_path, MODERN, args=["--variant", "slow-discover"], startup_timeout=8)
+    with trio.fail_after(60):
+        status = await ready(hostd, folder)
+        assert (status["era"], status["protocol_version"]) == ("modern", MODERN)
+        record = await seen(hostd)
+    assert record["methods"][:4] == ["server/discover", "notifications/cancelled", "initialize", "server/discover"]
+
+
+async def test_a_result_that_is_not_complete_is_never_taken_for_one(hostd: HostdClient, tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        await ready(hostd, era_plugin(tmp_path, MODERN, args=["--variant", "input-required"]))
+        with pytest.raises(RpcError) as refused:
+            await echo(hostd)
+        # A complete result (resultType absent or "complete") still is one.
+        assert (await seen(hostd))["methods"][-1] == "tools/call"
+    assert refused.value.kind == "MCP_UPSTREAM_ERROR"
+    assert refused.value.message == (
+        "mcp-era.echo returned an invalid result: resultType 'input_required' is not served by hostd here"
+    )
