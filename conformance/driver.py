@@ -39,7 +39,7 @@ def log(message: str) -> None:
     print(f"driver: {message}", file=sys.stderr, flush=True)
 
 
-async def browser(hostd: HostdClient, method: str, params: dict[str, Any]) -> Any:
+async def browser(hostd: HostdClient, nursery: trio.Nursery, method: str, params: dict[str, Any]) -> Any:
     """The parent's side of ``auth/authorize``: "log in" by fetching the URL; hand the redirect back."""
     if method != "auth/authorize":
         raise RpcError({"code": -32601, "message": f"the conformance driver does not serve {method}"})
@@ -52,8 +52,7 @@ async def browser(hostd: HostdClient, method: str, params: dict[str, Any]) -> An
     async def hand_back() -> None:  # after answering auth/authorize: hostd waits for the redirect then
         await hostd.request("auth/callback", {"plugin": params["plugin"], "url": location})
 
-    assert hostd._nursery is not None
-    hostd._nursery.start_soon(hand_back)
+    nursery.start_soon(hand_back)
     return {}
 
 
@@ -90,10 +89,10 @@ async def drive(url: str, scenario: str, work: Path) -> None:
     folder.mkdir()
     (folder / "plugin.json").write_text(json.dumps(manifest(url)))
     args = ["--state-dir", str(work / "state"), "--no-login-path"]
-    async with HostdClient.spawn(args, env=plugin_environment()) as hostd:
+    async with HostdClient.spawn(args, env=plugin_environment()) as hostd, trio.open_nursery() as nursery:
 
         async def on_request(method: str, params: dict[str, Any]) -> Any:
-            return await browser(hostd, method, params)
+            return await browser(hostd, nursery, method, params)
 
         hostd.on_request = on_request
         info = await hostd.request("plugins/install", {"path": str(folder)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,28 @@ async def test_the_launch_digest_covers_the_endpoint(hostd: HostdClient, tmp_pat
     info = await hostd.request("plugins/install", {"path": str(folder)})
     assert info["launch"]["approved"] is False
     assert info["launch"]["remote"]["url"] == "https://elsewhere.example.com/mcp"
+
+
+async def test_header_values_that_look_secret_are_never_shown(hostd: HostdClient, tmp_path: Path) -> None:
+    headers = {
+        "Authorization": "Bearer literal-token-123456",
+        "X-Api-Key": "literal-key-654321",
+        "Cookie": "session=literal-cookie-999",
+        "X-Client": "hostd-test",
+    }
+    backend = {"transport": "streamable-http", "url": "https://mcp.example.com/mcp", "headers": headers}
+    info = await hostd.request("plugins/install", {"path": str(write(tmp_path / "h", backend))})
+    assert info["launch"]["remote"]["headers"] == {
+        "Authorization": None,
+        "Cookie": None,
+        "X-Api-Key": None,
+        "X-Client": "hostd-test",
+    }
+    shown = json.dumps(
+        [info, await hostd.request("plugins/list"), await hostd.request("plugins/status", {"id": "remote"})]
+    )
+    for value in ("literal-token-123456", "literal-key-654321", "literal-cookie-999"):
+        assert value not in shown
 
 
 async def test_a_private_address_is_refused_before_any_request(hostd: HostdClient, tmp_path: Path) -> None:
