@@ -26,16 +26,15 @@ TOOLS = ["drop", "echo", "fail", "large", "slow"]
 
 
 @asynccontextmanager
-async def remote_server(mode: str, port: int = 0) -> AsyncIterator[int]:
-    """Run the fixture server in ``mode``; yield its port; kill it at the end."""
+async def fixture_server(command: list[str]) -> AsyncIterator[int]:
+    """Run a fixture server that prints ``PORT <n>`` once it listens; yield the port; kill it at the end."""
     async with trio.open_nursery() as nursery:
-        command = [sys.executable, str(SERVER), mode, "--port", str(port)]
         process = await nursery.start(functools.partial(trio.run_process, command, stdout=subprocess.PIPE, check=False))
         assert process.stdout is not None
         line = b""
         while not line.endswith(b"\n"):
             chunk = await process.stdout.receive_some(1)
-            assert chunk, "the fixture server exited before listening"
+            assert chunk, f"{command[1]} exited before listening"
             line += chunk
         assert line.startswith(b"PORT ")
         try:
@@ -43,6 +42,13 @@ async def remote_server(mode: str, port: int = 0) -> AsyncIterator[int]:
         finally:
             process.kill()
             nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def remote_server(mode: str, port: int = 0) -> AsyncIterator[int]:
+    """Run fixtures/remote/remote_server.py in ``mode``; yield its port."""
+    async with fixture_server([sys.executable, str(SERVER), mode, "--port", str(port)]) as bound:
+        yield bound
 
 
 def remote_plugin(tmp_path: Path, url: str, plugin_id: str = "remote", **backend: Any) -> Path:

@@ -7,11 +7,9 @@ so "logging in" is following the authorization URL.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,11 +18,10 @@ from typing import Any
 
 import httpx2
 import pytest
-import trio
 
 from hostd.client import HostdClient, RpcError
 from tests.conftest import FIXTURES
-from tests.test_remote import remote_plugin
+from tests.test_remote import fixture_server, remote_plugin
 
 OAUTH_SERVER = FIXTURES / "remote" / "oauth_server.py"
 
@@ -32,20 +29,8 @@ OAUTH_SERVER = FIXTURES / "remote" / "oauth_server.py"
 @asynccontextmanager
 async def oauth_server(*args: str) -> AsyncIterator[str]:
     """Run the OAuth fixture; yield its origin (``http://127.0.0.1:<port>``)."""
-    async with trio.open_nursery() as nursery:
-        command = [sys.executable, str(OAUTH_SERVER), *args]
-        process = await nursery.start(functools.partial(trio.run_process, command, stdout=subprocess.PIPE, check=False))
-        assert process.stdout is not None
-        line = b""
-        while not line.endswith(b"\n"):
-            chunk = await process.stdout.receive_some(1)
-            assert chunk, "the OAuth fixture exited before listening"
-            line += chunk
-        try:
-            yield f"http://127.0.0.1:{int(line.split()[1])}"
-        finally:
-            process.kill()
-            nursery.cancel_scope.cancel()
+    async with fixture_server([sys.executable, str(OAUTH_SERVER), *args]) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 class Browser:
