@@ -317,9 +317,9 @@ class RemoteLink(PluginLink):
                     await self.done.wait()
                 finally:
                     nursery.cancel_scope.cancel()
-        except (trio.Cancelled, KeyboardInterrupt):
-            raise
         except BaseException as exc:  # the SDK transport's task group ends with the connection: its error is why
+            if _is_cancellation(exc):
+                raise  # a disable, a cancelled enable, shutdown: never turned into a failure
             reason = self._redact(f"{transport}: {_describe(exc)}")
             leaf = _leaf(exc)
             if ready:
@@ -491,6 +491,13 @@ def _header_value(value: str) -> str:
     from mcp.shared.inbound import encode_header_value  # noqa: PLC0415
 
     return encode_header_value(value)
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    """``exc`` is trio's ``Cancelled`` or ``KeyboardInterrupt``, alone or as every leaf of a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_cancellation(inner) for inner in exc.exceptions)
+    return isinstance(exc, trio.Cancelled | KeyboardInterrupt)
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -194,6 +194,31 @@ async def test_an_authorization_server_the_server_names_meets_the_same_rules(
         assert hostd.requests == []  # the parent was never asked to authorize
 
 
+async def test_a_disable_while_authorizing_stops_the_start(hostd: HostdClient, tmp_path: Path) -> None:
+    # The person never comes back: the parent got the URL but nobody follows it. A disable must end the
+    # start at once (status stopped, nothing waiting), not leave it waiting out the authorization bound.
+    urls: list[str] = []
+
+    async def never_follows(method: str, params: dict[str, Any]) -> Any:
+        urls.append(params["url"])
+        return {}
+
+    hostd.on_request = never_follows
+    async with oauth_server() as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        enabling = await hostd.start("plugins/enable", {"id": plugin})
+        await hostd.wait_for("plugins/statusChanged", lambda s: s["status"] == "authorizing")
+        status = await hostd.request("plugins/disable", {"id": plugin})
+        assert status["status"] == "stopped"
+        with pytest.raises(RpcError) as abandoned:
+            await enabling()
+        assert abandoned.value.kind == "PLUGIN_STATE_CONFLICT"
+        with pytest.raises(RpcError) as refused:  # the authorization is no longer waiting
+            await hostd.request("auth/callback", {"plugin": plugin, "url": "http://127.0.0.1:1/callback?code=x"})
+        assert refused.value.kind == "INVALID_PARAMS"
+        assert len(urls) == 1
+
+
 async def test_a_callback_for_nothing_is_refused(hostd: HostdClient, tmp_path: Path) -> None:
     async with oauth_server() as origin:
         plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
