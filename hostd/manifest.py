@@ -115,6 +115,30 @@ def _model_config(schema_description: str) -> ConfigDict:
     return ConfigDict(extra="forbid", strict=True, frozen=True, json_schema_extra={"description": schema_description})
 
 
+def _secret_reference(value: str) -> str:
+    from hostd.remote import SECRET_REFERENCE  # noqa: PLC0415 - remote imports this module
+
+    if SECRET_REFERENCE.fullmatch(value) is None:
+        raise ValueError("must be a secret reference, '${secret:NAME}': a client secret is never written in a manifest")
+    return value
+
+
+class OAuthClient(BaseModel):
+    """How hostd authorizes at a remote server (manifest field ``backend.oauth``; hostd/oauth.py)."""
+
+    model_config = _model_config("OAuth settings of a remote server: a pre-registered client, the scope.")
+
+    client_id: str | None = Field(
+        default=None, min_length=1, max_length=512, description="A client id the authorization server issued for hostd."
+    )
+    client_secret: Annotated[str, AfterValidator(_secret_reference)] | None = Field(
+        default=None, description="The pre-registered client's secret, as '${secret:NAME}' (never the value)."
+    )
+    scope: str | None = Field(
+        default=None, min_length=1, max_length=1024, description="The scope to ask for (space-separated)."
+    )
+
+
 class Backend(BaseModel):
     """How hostd starts and talks to the plugin's MCP server (manifest field ``backend``).
 
@@ -169,6 +193,14 @@ class Backend(BaseModel):
         description=(
             "Host names or addresses of 'url' that may resolve to a private or link-local address (a server "
             "on the local network). Without it hostd refuses such addresses. Covered by the approval digest."
+        ),
+    )
+    oauth: OAuthClient | None = Field(
+        default=None,
+        description=(
+            "OAuth settings of a remote server that asks for authorization: a pre-registered client "
+            "('client_id', 'client_secret' as a ${secret:NAME} reference) and the 'scope' to ask for. "
+            "Without it hostd registers itself dynamically. Covered by the approval digest."
         ),
     )
     connect_timeout_seconds: float = Field(
@@ -299,7 +331,7 @@ def _transport_errors(data: dict[str, Any]) -> list[InitErrorDetails]:
     if transport == "stdio":
         if data.get("command") is None and "command" not in data:
             return [InitErrorDetails(type="missing", loc=("command",), input=data)]
-        used: list[str] = [name for name in ("url", "headers", "allow_private") if data.get(name) not in unset]
+        used: list[str] = [name for name in ("url", "headers", "allow_private", "oauth") if data.get(name) not in unset]
         need = None
     elif transport in REMOTE_TRANSPORTS:
         used = [name for name in ("command", "args", "env", "tcp_ports", "stdout_noise") if data.get(name) not in unset]
@@ -817,6 +849,7 @@ _RULES: Final = {
 _MODELS_AT: Final[dict[tuple[str, ...], type[BaseModel]]] = {
     (): Manifest,
     ("backend",): Backend,
+    ("backend", "oauth"): OAuthClient,
     ("contributes",): Contributes,
 }
 

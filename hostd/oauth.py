@@ -89,6 +89,8 @@ class CredentialStore:
         self.plugin_id = plugin_id
         self.key = server_url
         self._memory: dict[str, Any] = {}
+        #: A pre-registered client (manifest backend.oauth): it wins over a stored registration.
+        self.preset: Any = None
 
     # -- the SDK's TokenStorage ------------------------------------------------------
 
@@ -111,6 +113,8 @@ class CredentialStore:
     async def get_client_info(self) -> Any:
         from mcp.shared.auth import OAuthClientInformationFull  # noqa: PLC0415
 
+        if self.preset is not None:
+            return self.preset
         data = (await self._load()).get("client")
         return OAuthClientInformationFull.model_validate(data) if data else None
 
@@ -357,7 +361,15 @@ class Authorizer:
         return await trio.to_thread.run_sync(forget, self.folder, plugin_id)
 
 
-def provider(server_url: str, authorization: Authorization, store: CredentialStore) -> Any:
+def provider(
+    server_url: str,
+    authorization: Authorization,
+    store: CredentialStore,
+    *,
+    client_id: str | None = None,
+    client_secret: str | None = None,
+    scope: str | None = None,
+) -> Any:
     """The SDK's ``OAuthClientProvider`` for one connection (an ``httpx2.Auth``).
 
     One difference from the SDK's: tokens loaded from the store keep their
@@ -366,6 +378,15 @@ def provider(server_url: str, authorization: Authorization, store: CredentialSto
     hostd or the plugin was stopped is refreshed without the person.
     """
     from mcp.client.auth import OAuthClientProvider  # noqa: PLC0415
+    from mcp.shared.auth import OAuthClientInformationFull  # noqa: PLC0415
+
+    if client_id is not None:  # pre-registered (manifest backend.oauth): no dynamic registration
+        store.preset = OAuthClientInformationFull(
+            client_id=client_id,
+            client_secret=client_secret,
+            redirect_uris=[authorization.redirect_uri],  # type: ignore[list-item]
+            token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
+        )
 
     class Provider(OAuthClientProvider):
         async def _initialize(self) -> None:
@@ -376,7 +397,7 @@ def provider(server_url: str, authorization: Authorization, store: CredentialSto
 
     return Provider(
         server_url,
-        client_metadata(authorization.redirect_uri, None),
+        client_metadata(authorization.redirect_uri, scope),
         store,
         redirect_handler=authorization.redirect,
         callback_handler=authorization.callback,

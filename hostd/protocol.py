@@ -317,6 +317,10 @@ class RemoteEndpoint(Wire):
         alias="allowPrivate", description="hosts that may resolve to a private or link-local address"
     )
     protocol: str = Field(description="`auto`, `legacy` or a pinned modern version")
+    oauth: dict[str, str] | None = Field(
+        description="`backend.oauth`: `{clientId?, clientSecret?, scope?}` (the secret as its `${secret:NAME}` "
+        "reference), or `null`"
+    )
 
 
 class Launch(Wire):

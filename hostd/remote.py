@@ -199,7 +199,8 @@ def resolve_headers(
             secret = lookup(plugin_id, match.group(1))
             if secret is None:
                 raise LookupError(
-                    f"header {header}: no secret named {match.group(1)!r} (set it with plugins/configure)"
+                    f"{header if header.startswith('backend.') else 'header ' + header}: no secret named "
+                    f"{match.group(1)!r} (set it with plugins/configure)"
                 )
             secrets.append(secret)
             return secret
@@ -224,6 +225,8 @@ class RemoteEndpoint:
     literal_headers: tuple[tuple[str, str], ...]
     allow_private: tuple[str, ...]
     protocol: str
+    #: ``(("clientId", ...), ("clientSecret", reference), ("scope", ...))`` as the manifest's backend.oauth has them.
+    oauth: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready: ``{transport, url, headers: {name: value-or-null}, allowPrivate, protocol}``.
@@ -239,6 +242,7 @@ class RemoteEndpoint:
             "headers": {name: literal.get(name) for name in self.header_names},
             "allowPrivate": list(self.allow_private),
             "protocol": self.protocol,
+            "oauth": dict(self.oauth) if self.oauth else None,
         }
 
 
@@ -268,6 +272,14 @@ class RemoteLaunch(Launch):
         return info
 
 
+def _oauth_items(backend: Backend) -> tuple[tuple[str, str], ...]:
+    oauth = backend.oauth
+    if oauth is None:
+        return ()
+    items = {"clientId": oauth.client_id, "clientSecret": oauth.client_secret, "scope": oauth.scope}
+    return tuple((key, value) for key, value in items.items() if value is not None)
+
+
 def resolve_remote(backend: Backend, folder: str) -> RemoteLaunch:
     """The :class:`RemoteLaunch` of a remote manifest (no I/O).
 
@@ -287,6 +299,7 @@ def resolve_remote(backend: Backend, folder: str) -> RemoteLaunch:
         literal_headers=literal,
         allow_private=tuple(sorted(backend.allow_private)),
         protocol=backend.protocol,
+        oauth=_oauth_items(backend),
     )
     return RemoteLaunch(
         command=transport,

@@ -63,7 +63,7 @@ from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
 from hostd.remote import RemoteLaunch, SecretLookup
 from hostd.tools import HostTool, convert_tools, structured_content_problem
-from hostd.transport_http import RemoteLink, connection, open_headers
+from hostd.transport_http import RemoteLink, connection, open_secrets, split_client_secret
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
@@ -561,13 +561,14 @@ class PluginSupervisor:
     async def _run_remote(self, launch: RemoteLaunch, task_status: trio.TaskStatus[None]) -> None:
         """One connection to a remote server (hostd/transport_http.py), run like a process tree."""
         backend = self.manifest.backend
-        headers, secrets = open_headers(self.plugin_id, launch, dict(backend.headers), self.secret_lookup)
+        resolved, secrets = open_secrets(self.plugin_id, launch, dict(backend.headers), self.secret_lookup)
+        headers, client_secret = split_client_secret(resolved)
         link = RemoteLink(
             self.plugin_id,
             connection(),
             launch,
             headers,
-            redact=Redactor([*secrets, *headers.values()]),
+            redact=Redactor([*secrets, *resolved.values()]),
             on_log=self._log,
             on_notification=self._notification,
             connect_timeout=backend.connect_timeout_seconds,
@@ -575,6 +576,7 @@ class PluginSupervisor:
             protocol=backend.protocol,
             authorizer=self.authorizer,
             on_authorizing=self._authorizing,
+            client_secret=client_secret,
         )
         await self._run_link(link, link.process, None, task_status)
 

@@ -58,11 +58,11 @@ import trio
 
 from hostd import __version__
 from hostd.errors import ErrorKind, HostError
-from hostd.link import Discovery, LogSink, NotificationSink, PluginLink, ProtocolChoice, RequestHandler, _waiter_of
+from hostd.link import Discovery, LogSink, NotificationSink, PluginLink, ProtocolChoice, RequestHandler
 from hostd.oauth import AUTHORIZE_SECONDS, Authorizer, provider
 from hostd.redact import Redactor
-from hostd.remote import RemoteLaunch, SecretLookup, address_problem, resolve_addresses, resolve_headers
-from hostd.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession, Invalid, Progress, Reply
+from hostd.remote import RemoteLaunch, SecretLookup, address_problem, resolve_addresses, resolve_headers, url_problem
+from hostd.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession
 from sandbox.process import SandboxedProcess, StopReport
 
 log = logging.getLogger("hostd.transport_http")
@@ -133,9 +133,14 @@ def http_client(
     verdicts: dict[tuple[str, int], str | None] = {}
 
     async def check_address(request: httpx2.Request) -> None:
+        # Every request, not only the endpoint's: the OAuth flow's metadata, registration and token
+        # requests go to hosts the server names (protected resource metadata), so the same rules apply.
         host = request.url.host
         port = request.url.port or (443 if request.url.scheme == "https" else 80)
         key = (host, port)
+        scheme = url_problem(str(request.url.copy_with(query=None, fragment=None)))
+        if scheme is not None:
+            verdicts[key] = f"{request.url.copy_with(query=None)} {scheme}"
         if key not in verdicts:
             try:
                 addresses = await trio.to_thread.run_sync(resolve_addresses, host, port)
@@ -229,6 +234,7 @@ class RemoteLink(PluginLink):
         capabilities: dict[str, Any] | None = None,
         authorizer: Authorizer | None = None,
         on_authorizing: Callable[[bool], Awaitable[None]] | None = None,
+        client_secret: str | None = None,
     ) -> None:
         super().__init__(
             plugin_id,
@@ -247,10 +253,11 @@ class RemoteLink(PluginLink):
         self._connect_timeout = connect_timeout
         self._max_bytes = max_frame_bytes
         self._capabilities = capabilities
-        self._send: Any = None
+        self._stream: Any = None
         #: The transport in use: the manifest's, or ``sse`` after the 404/405 fallback.
         self.transport: str = launch.endpoint.transport
         self._authorizer = authorizer
+        self._client_secret = client_secret
         self._on_authorizing = on_authorizing
         self._start_scope: trio.CancelScope | None = None
         self._startup_timeout = 30.0
@@ -296,7 +303,7 @@ class RemoteLink(PluginLink):
             self._protocol = "legacy"  # HTTP+SSE is the 2024-11-05 transport: the modern era is HTTP-only
         try:
             async with self._streams(transport, watch) as (read, write), trio.open_nursery() as nursery:
-                self._send = write
+                self._stream = write
                 nursery.start_soon(self._pump_http, read)
                 try:
                     discovery = await self._discover(startup_timeout)
@@ -310,9 +317,9 @@ class RemoteLink(PluginLink):
                     await self.done.wait()
                 finally:
                     nursery.cancel_scope.cancel()
-        except (trio.Cancelled, KeyboardInterrupt):
-            raise
         except BaseException as exc:  # the SDK transport's task group ends with the connection: its error is why
+            if _is_cancellation(exc):
+                raise  # a disable, a cancelled enable, shutdown: never turned into a failure
             reason = self._redact(f"{transport}: {_describe(exc)}")
             leaf = _leaf(exc)
             if ready:
@@ -322,7 +329,7 @@ class RemoteLink(PluginLink):
             elif error is None:
                 error = self._start_error(reason)
         finally:
-            self._send = None
+            self._stream = None
             if ready:
                 self.done.set()
         if error is not None and error.kind is ErrorKind.PLUGIN_START_FAILED and "authoriz" not in error.message:
@@ -377,7 +384,15 @@ class RemoteLink(PluginLink):
         await nursery.start(authorization.listen)
         stack.callback(nursery.cancel_scope.cancel)  # runs before the nursery's exit (the stack unwinds LIFO)
         stack.callback(authorizer.end, self.plugin_id, authorization)
-        auth: httpx2.Auth = provider(url, authorization, authorizer.store(self.plugin_id, url))
+        oauth = dict(self.launch.endpoint.oauth)
+        auth: httpx2.Auth = provider(
+            url,
+            authorization,
+            authorizer.store(self.plugin_id, url),
+            client_id=oauth.get("clientId"),
+            client_secret=self._client_secret,
+            scope=oauth.get("scope"),
+        )
         return auth
 
     async def _waiting(self, waiting: bool) -> None:
@@ -410,40 +425,19 @@ class RemoteLink(PluginLink):
                 continue
             value = item.message.model_dump(by_alias=True, mode="json", exclude_unset=True)
             raw = orjson.dumps(value)
-            if not await self._deliver(value, len(raw), raw):
+            if not await self.deliver(value, len(raw), raw):
                 return
         if not self._closing:
             self._fail(f"{self.transport}: the connection closed")
 
-    async def _deliver(self, value: dict[str, Any], size: int, raw: bytes) -> bool:
-        """One inbound message into the session; False when the link ended."""
-        event = self.session.receive(value, size, raw)
-        if isinstance(event, Reply):
-            self.last_seen_at = time.time()
-            waiter = _waiter_of(event.context)
-            waiter.reply, waiter.size, waiter.raw = event.message, event.size, event.raw
-            waiter.done.set()
-        elif isinstance(event, Progress):
-            self.last_seen_at = time.time()
-            sink = _waiter_of(event.context).on_progress
-            if sink is not None:
-                await sink(event.progress, event.total, event.message)
-        elif isinstance(event, Invalid):
-            await self._on_log("warning", "host", f"dropped an invalid message: {event.why}")
-        else:
-            self.last_seen_at = time.time()
-            return await self._dispatch(event)
-        return True
-
-    async def _write(self, data: bytes) -> bool:
+    async def _send(self, value: dict[str, Any]) -> bool:
         """Send one message (the session's JSON) through the SDK transport, with the era's HTTP headers."""
         from mcp.shared.message import ClientMessageMetadata, SessionMessage  # noqa: PLC0415
         from mcp_types import jsonrpc_message_adapter  # noqa: PLC0415
 
-        send = self._send
+        send = self._stream
         if send is None:
             return False
-        value = orjson.loads(data)
         headers = self._headers_for(value)
         message = SessionMessage(
             jsonrpc_message_adapter.validate_python(value, by_name=False),
@@ -499,6 +493,13 @@ def _header_value(value: str) -> str:
     return encode_header_value(value)
 
 
+def _is_cancellation(exc: BaseException) -> bool:
+    """``exc`` is trio's ``Cancelled`` or ``KeyboardInterrupt``, alone or as every leaf of a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_cancellation(inner) for inner in exc.exceptions)
+    return isinstance(exc, trio.Cancelled | KeyboardInterrupt)
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """The first non-group exception inside ``exc`` (anyio and trio wrap task errors in groups)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -512,19 +513,33 @@ def _describe(exc: BaseException) -> str:
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
 
 
+#: Where :func:`open_secrets` puts the resolved OAuth client secret (not an HTTP header: taken out before use).
+_CLIENT_SECRET = "backend.oauth.client_secret"
+
+
+def split_client_secret(headers: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """``(the headers without the OAuth client secret, the secret or None)`` from :func:`open_secrets`."""
+    rest = dict(headers)
+    return rest, rest.pop(_CLIENT_SECRET, None)
+
+
 def host_of(url: str) -> str:
     """The host part of ``url`` (for messages)."""
     return urlsplit(url).hostname or url
 
 
-def open_headers(
+def open_secrets(
     plugin_id: str, launch: RemoteLaunch, declared: dict[str, str], lookup: SecretLookup
 ) -> tuple[dict[str, str], list[str]]:
-    """The headers to send (secrets resolved) and the secret values (for the redactor).
+    """The headers to send (secrets resolved; the OAuth client secret, if any, under :data:`_CLIENT_SECRET`)
+    and the secret values (for the redactor).
 
     Raises ``HostError`` (``PLUGIN_START_FAILED``) naming the header and the
     secret when a ``${secret:NAME}`` reference does not resolve.
     """
+    secret = dict(launch.endpoint.oauth).get("clientSecret")
+    if secret is not None:
+        declared = {**declared, _CLIENT_SECRET: secret}  # resolved like a header value, then taken out
     try:
         return resolve_headers(plugin_id, declared, lookup)
     except LookupError as exc:

@@ -22,20 +22,19 @@ from hostd.client import HostdClient, RpcError
 from tests.conftest import FIXTURES, ready
 
 SERVER = FIXTURES / "remote" / "remote_server.py"
-TOOLS = ["drop", "echo", "fail", "slow"]
+TOOLS = ["drop", "echo", "fail", "large", "slow"]
 
 
 @asynccontextmanager
-async def remote_server(mode: str, port: int = 0) -> AsyncIterator[int]:
-    """Run the fixture server in ``mode``; yield its port; kill it at the end."""
+async def fixture_server(command: list[str]) -> AsyncIterator[int]:
+    """Run a fixture server that prints ``PORT <n>`` once it listens; yield the port; kill it at the end."""
     async with trio.open_nursery() as nursery:
-        command = [sys.executable, str(SERVER), mode, "--port", str(port)]
         process = await nursery.start(functools.partial(trio.run_process, command, stdout=subprocess.PIPE, check=False))
         assert process.stdout is not None
         line = b""
         while not line.endswith(b"\n"):
             chunk = await process.stdout.receive_some(1)
-            assert chunk, "the fixture server exited before listening"
+            assert chunk, f"{command[1]} exited before listening"
             line += chunk
         assert line.startswith(b"PORT ")
         try:
@@ -43,6 +42,13 @@ async def remote_server(mode: str, port: int = 0) -> AsyncIterator[int]:
         finally:
             process.kill()
             nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def remote_server(mode: str, port: int = 0) -> AsyncIterator[int]:
+    """Run fixtures/remote/remote_server.py in ``mode``; yield its port."""
+    async with fixture_server([sys.executable, str(SERVER), mode, "--port", str(port)]) as bound:
+        yield bound
 
 
 def remote_plugin(tmp_path: Path, url: str, plugin_id: str = "remote", **backend: Any) -> Path:
@@ -71,7 +77,7 @@ async def test_streamable_http_in_both_eras(hostd: HostdClient, tmp_path: Path, 
             "streamable-http",
             version,
         )
-        assert status["tools_count"] == 4
+        assert status["tools_count"] == 5
         result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "hi"}})
         assert result["content"] == [{"type": "text", "text": "hi"}]
         with pytest.raises(RpcError) as failed:
@@ -139,3 +145,27 @@ async def test_a_dropped_stream_fails_the_call_and_the_plugin_reconnects(hostd: 
         result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "again"}})
         assert result["content"] == [{"type": "text", "text": "again"}]
         await hostd.request("plugins/disable", {"id": "remote"})
+
+
+@pytest.mark.parametrize("mode", ["streamable-http-json", "streamable-http"])
+async def test_an_answer_over_the_bound_fails_only_its_call(hostd: HostdClient, tmp_path: Path, mode: str) -> None:
+    # The class: a body hostd reads from a remote server is bounded like a stdio frame, whether it
+    # comes as one JSON body or as an SSE event; the link goes on serving.
+    async with remote_server(mode) as port:
+        folder = remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp", max_message_bytes=64 * 1024)
+        await ready(hostd, folder)
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("tools/call", {"name": "remote.large", "arguments": {"size": 100_000}})
+        assert failed.value.kind in ("MCP_UPSTREAM_ERROR", "PLUGIN_HOST_UNAVAILABLE"), failed.value.data
+        result = await hostd.request("tools/call", {"name": "remote.large", "arguments": {"size": 10}})
+        assert result["content"] == [{"type": "text", "text": "x" * 10}]
+        await hostd.request("plugins/disable", {"id": "remote"})
+
+
+async def test_a_redirect_to_another_origin_is_not_followed(hostd: HostdClient, tmp_path: Path) -> None:
+    async with remote_server("streamable-http") as target, remote_server(f"redirect-http://localhost:{target}") as port:
+        with pytest.raises(RpcError) as failed:
+            await ready(hostd, remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp"))
+        assert failed.value.kind == "PLUGIN_START_FAILED"
+        assert f"http://localhost:{target}/mcp" in failed.value.message
+        assert "not followed" in failed.value.message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +97,16 @@ def test_public_and_literal_loopback_addresses_pass() -> None:
         ({"transport": "streamable-http"}, "transport 'streamable-http' needs 'url'"),
         ({"transport": "stdio", "command": "x", "url": "https://a.example/mcp"}, "does not use 'url'"),
         ({"transport": "stdio", "command": "x", "headers": {"A": "b"}}, "does not use 'headers'"),
+        ({"transport": "stdio", "command": "x", "oauth": {"client_id": "c"}}, "does not use 'oauth'"),
+        (
+            {"transport": "sse", "url": "https://a.example/mcp", "oauth": {"client_secret": "plain"}},
+            "must be a secret reference",
+        ),
         ({"transport": "stdio"}, "required field is missing"),
         ({"transport": "sse", "url": "https://a.example/mcp", "command": "x"}, "does not use 'command'"),
         ({"transport": "sse", "url": "https://a.example/mcp", "env": {"A": "b"}}, "does not use 'env'"),
         ({"transport": "streamable-http", "url": "http://a.example/mcp"}, "must use https"),
-        (
-            {"transport": "streamable-http", "url": "https://a.example/mcp", "protocol": "newest"},
-            "Input should be 'auto'",
-        ),
+        ({"transport": "streamable-http", "url": "https://a.example/mcp", "protocol": "newest"}, "Input should be"),
     ],
 )
 def test_fields_that_do_not_fit_the_transport_are_refused(
@@ -149,6 +152,8 @@ async def test_the_launch_digest_covers_the_endpoint(hostd: HostdClient, tmp_pat
         "private": {**base, "allow_private": ["mcp.example.com"]},
         "transport": {**base, "transport": "sse"},
         "protocol": {**base, "protocol": "legacy"},
+        "client": {**base, "oauth": {"client_id": "hostd-desktop"}},
+        "scope": {**base, "oauth": {"client_id": "hostd-desktop", "scope": "mcp"}},
     }
     digests: dict[str, str] = {}
     for name, backend in variants.items():
@@ -170,6 +175,28 @@ async def test_the_launch_digest_covers_the_endpoint(hostd: HostdClient, tmp_pat
     info = await hostd.request("plugins/install", {"path": str(folder)})
     assert info["launch"]["approved"] is False
     assert info["launch"]["remote"]["url"] == "https://elsewhere.example.com/mcp"
+
+
+async def test_header_values_that_look_secret_are_never_shown(hostd: HostdClient, tmp_path: Path) -> None:
+    headers = {
+        "Authorization": "Bearer literal-token-123456",
+        "X-Api-Key": "literal-key-654321",
+        "Cookie": "session=literal-cookie-999",
+        "X-Client": "hostd-test",
+    }
+    backend = {"transport": "streamable-http", "url": "https://mcp.example.com/mcp", "headers": headers}
+    info = await hostd.request("plugins/install", {"path": str(write(tmp_path / "h", backend))})
+    assert info["launch"]["remote"]["headers"] == {
+        "Authorization": None,
+        "Cookie": None,
+        "X-Api-Key": None,
+        "X-Client": "hostd-test",
+    }
+    shown = json.dumps(
+        [info, await hostd.request("plugins/list"), await hostd.request("plugins/status", {"id": "remote"})]
+    )
+    for value in ("literal-token-123456", "literal-key-654321", "literal-cookie-999"):
+        assert value not in shown
 
 
 async def test_a_private_address_is_refused_before_any_request(hostd: HostdClient, tmp_path: Path) -> None:

@@ -7,11 +7,9 @@ so "logging in" is following the authorization URL.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,11 +18,10 @@ from typing import Any
 
 import httpx2
 import pytest
-import trio
 
 from hostd.client import HostdClient, RpcError
 from tests.conftest import FIXTURES
-from tests.test_remote import remote_plugin
+from tests.test_remote import fixture_server, remote_plugin
 
 OAUTH_SERVER = FIXTURES / "remote" / "oauth_server.py"
 
@@ -32,20 +29,8 @@ OAUTH_SERVER = FIXTURES / "remote" / "oauth_server.py"
 @asynccontextmanager
 async def oauth_server(*args: str) -> AsyncIterator[str]:
     """Run the OAuth fixture; yield its origin (``http://127.0.0.1:<port>``)."""
-    async with trio.open_nursery() as nursery:
-        command = [sys.executable, str(OAUTH_SERVER), *args]
-        process = await nursery.start(functools.partial(trio.run_process, command, stdout=subprocess.PIPE, check=False))
-        assert process.stdout is not None
-        line = b""
-        while not line.endswith(b"\n"):
-            chunk = await process.stdout.receive_some(1)
-            assert chunk, "the OAuth fixture exited before listening"
-            line += chunk
-        try:
-            yield f"http://127.0.0.1:{int(line.split()[1])}"
-        finally:
-            process.kill()
-            nursery.cancel_scope.cancel()
+    async with fixture_server([sys.executable, str(OAUTH_SERVER), *args]) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 class Browser:
@@ -166,6 +151,20 @@ async def test_a_token_rejected_while_running_asks_the_person_again(hostd: Hostd
         await hostd.request("plugins/disable", {"id": plugin})
 
 
+async def test_a_pre_registered_client_does_not_register(hostd: HostdClient, tmp_path: Path) -> None:
+    browser = Browser(hostd)
+    hostd.on_request = browser
+    async with oauth_server("--client-id", "hostd-desktop") as origin:
+        oauth = {"client_id": "hostd-desktop", "scope": "mcp"}
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp", oauth=oauth))
+        status = await hostd.request("plugins/enable", {"id": plugin})
+        assert status["status"] == "ready"
+        assert "client_id=hostd-desktop" in browser.urls[0] and "scope=mcp" in browser.urls[0]
+        counts = await stats(origin)
+        assert (counts["registrations"], counts["authorizations"], counts["codeGrants"]) == (0, 1, 1)
+        await hostd.request("plugins/disable", {"id": plugin})
+
+
 async def test_a_parent_that_cannot_authorize_fails_the_start_clearly(hostd: HostdClient, tmp_path: Path) -> None:
     async with oauth_server() as origin:  # hostd.on_request is None: the parent answers -32601
         plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
@@ -174,6 +173,50 @@ async def test_a_parent_that_cannot_authorize_fails_the_start_clearly(hostd: Hos
         assert failed.value.kind == "PLUGIN_START_FAILED"
         assert "the parent did not take auth/authorize" in failed.value.message
         assert failed.value.data["plugin"] == "remote"
+
+
+@pytest.mark.parametrize(
+    ("issuer", "why"),
+    [("http://auth.example.com", "must use https"), ("https://169.254.169.254", "link-local address 169.254.169.254")],
+)
+async def test_an_authorization_server_the_server_names_meets_the_same_rules(
+    hostd: HostdClient, tmp_path: Path, issuer: str, why: str
+) -> None:
+    # The class: every request hostd makes for a remote plugin meets the endpoint's rules, also those the
+    # server directs (its protected resource metadata names the authorization server hostd then calls).
+    hostd.on_request = Browser(hostd)
+    async with oauth_server("--issuer", issuer) as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("plugins/enable", {"id": plugin})
+        assert failed.value.kind == "PLUGIN_START_FAILED"
+        assert why in failed.value.message, failed.value.message
+        assert hostd.requests == []  # the parent was never asked to authorize
+
+
+async def test_a_disable_while_authorizing_stops_the_start(hostd: HostdClient, tmp_path: Path) -> None:
+    # The person never comes back: the parent got the URL but nobody follows it. A disable must end the
+    # start at once (status stopped, nothing waiting), not leave it waiting out the authorization bound.
+    urls: list[str] = []
+
+    async def never_follows(method: str, params: dict[str, Any]) -> Any:
+        urls.append(params["url"])
+        return {}
+
+    hostd.on_request = never_follows
+    async with oauth_server() as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        enabling = await hostd.start("plugins/enable", {"id": plugin})
+        await hostd.wait_for("plugins/statusChanged", lambda s: s["status"] == "authorizing")
+        status = await hostd.request("plugins/disable", {"id": plugin})
+        assert status["status"] == "stopped"
+        with pytest.raises(RpcError) as abandoned:
+            await enabling()
+        assert abandoned.value.kind == "PLUGIN_STATE_CONFLICT"
+        with pytest.raises(RpcError) as refused:  # the authorization is no longer waiting
+            await hostd.request("auth/callback", {"plugin": plugin, "url": "http://127.0.0.1:1/callback?code=x"})
+        assert refused.value.kind == "INVALID_PARAMS"
+        assert len(urls) == 1
 
 
 async def test_a_callback_for_nothing_is_refused(hostd: HostdClient, tmp_path: Path) -> None:
