@@ -168,6 +168,8 @@ export interface HostTool {
   annotations?: { [key: string]: unknown } | null;
   /** the permission the tool needs (`_meta["hostd/permission"]`); omitted when none */
   permission?: string | null;
+  /** the MCP `execution` (`{taskSupport: "forbidden" | "optional" | "required"}`); omitted when absent. hostd calls a `required` tool as a task (`tools/call` looks the same to the parent) */
+  execution?: { [key: string]: unknown } | null;
   /** the plugin's `id` */
   plugin: string;
   /** `false` when the user disabled the tool ([`tools/setEnabled`](#toolssetenabled)): only listed with `includeDisabled`, and a call is refused with `TOOL_DISABLED` */
@@ -466,7 +468,7 @@ export interface PluginStatus {
   withheld: string[];
   /** the isolation layers the running (or last) instance actually has, as its supervisor shim reported them after applying them (in the order of `launch.isolation`; a spawn that cannot apply every layer of the launch fails with `ISOLATION_FAILED`); `[]` before the first start */
   isolation: string[];
-  /** in a `plugins/enable` result only: the tools this enable pinned and serves on first use (a plugin without a declared tool list, first enable after approval; [Trust gate](#trust-gate)), sorted host names; omitted otherwise */
+  /** in a `plugins/enable` or `plugins/restart` result only: the tools this start pinned and serves on first use (the first start after an approval; [Trust gate](#trust-gate)), sorted host names; omitted otherwise */
   pinned?: string[] | null;
 }
 
@@ -535,6 +537,8 @@ export interface RemoteEndpoint {
   allowPrivate: string[];
   /** `auto`, `legacy` or a pinned modern version */
   protocol: string;
+  /** `backend.oauth`: `{clientId?, clientSecret?, scope?}` (the secret as its `${secret:NAME}` reference), or `null` */
+  oauth: { [key: string]: string } | null;
 }
 
 /** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
@@ -896,7 +900,7 @@ export interface Notifications {
     withheld: string[];
     /** the isolation layers the running (or last) instance actually has, as its supervisor shim reported them after applying them (in the order of `launch.isolation`; a spawn that cannot apply every layer of the launch fails with `ISOLATION_FAILED`); `[]` before the first start */
     isolation: string[];
-    /** in a `plugins/enable` result only: the tools this enable pinned and serves on first use (a plugin without a declared tool list, first enable after approval; [Trust gate](#trust-gate)), sorted host names; omitted otherwise */
+    /** in a `plugins/enable` or `plugins/restart` result only: the tools this start pinned and serves on first use (the first start after an approval; [Trust gate](#trust-gate)), sorted host names; omitted otherwise */
     pinned?: string[] | null;
   };
   /** `tools/listChanged` params. */
