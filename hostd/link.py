@@ -483,9 +483,7 @@ class PluginLink:
         error: HostError | None = None
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            nursery.start_soon(self._pump_stdout)
-            nursery.start_soon(self._pump_stderr)
-            nursery.start_soon(self._watch_exit)
+            self._start_transport(nursery)
             try:
                 discovery = await self._discover(startup_timeout)
             except HostError as exc:
@@ -501,6 +499,16 @@ class PluginLink:
                 nursery.cancel_scope.cancel()
         if error is not None:
             raise error
+
+    def _start_transport(self, nursery: trio.Nursery) -> None:
+        """Start the transport's tasks in the link's nursery (stdio: stdout, stderr, the exit watch).
+
+        A transport other than stdio overrides this with its own receive loop
+        (which calls :meth:`deliver`) and ``_send``.
+        """
+        nursery.start_soon(self._pump_stdout)
+        nursery.start_soon(self._pump_stderr)
+        nursery.start_soon(self._watch_exit)
 
     async def _discover(self, startup_timeout: float) -> Discovery:
         started = time.monotonic()
