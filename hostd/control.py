@@ -582,8 +582,9 @@ class ControlServer:
             plugin = params.get("plugin")
             outbox.put_log(plugin if isinstance(plugin, str) else None, data)
         else:
-            # One key per method and plugin: statusChanged carries plugin_id, others plugin.
-            outbox.put_state((method, params.get("plugin_id", params.get("plugin"))), data)
+            # One key per method and plugin (statusChanged carries plugin_id, others plugin), and per
+            # resource for resources/updated: coalescing must never merge two things that changed.
+            outbox.put_state((method, params.get("plugin_id", params.get("plugin")), params.get("uri")), data)
 
     async def request_parent(self, method: str, params: dict[str, Any], timeout: float) -> Any:
         """Send the parent a JSON-RPC request of hostd's own and return its ``result`` (any JSON value).
