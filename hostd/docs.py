@@ -75,6 +75,7 @@ TYPES: Final[Mapping[str, type[BaseModel]]] = {
     "InitializeResult": p.InitializeResult,
     "PluginInfo": p.PluginInfo,
     "GrantedLimits": p.GrantedLimits,
+    "ConfigItem": p.ConfigItem,
     "Launch": p.Launch,
     "LaunchUnresolved": p.LaunchUnresolved,
     "PluginStatus": p.PluginStatus,
