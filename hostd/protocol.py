@@ -808,6 +808,8 @@ RESULTS: dict[str, type[BaseModel] | None] = {
     "completion/complete": CompleteResult,
     "plugins/setLogLevel": Empty,
     "tools/setEnabled": ToolEnabledResult,
+    "plugins/logout": PluginStatus,
+    "auth/callback": Empty,
 }
 
 #: Requests hostd sends the parent (client features), by method: their params type.
@@ -881,6 +883,28 @@ class InitializeParams(_Params):
     )
     state_dir: str | None = Field(default=None, alias="stateDir", description="the state directory to lock")
     content_limits: ContentLimitsParams | None = Field(default=None, alias="contentLimits")
+    capabilities: ParentCapabilities | None = Field(
+        default=None,
+        description="the client features the parent answers for plugins; hostd offers a plugin only what is "
+        "here and granted to it ([Requests to the parent](#requests-to-the-parent))",
+    )
+
+
+class ParentFeature(_Params):
+    """One client feature the parent serves: an object whose members name the sub-features (``{}``: none)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ParentCapabilities(_Params):
+    """``initialize.params.capabilities``: ``{sampling?: {tools?: {}}, elicitation?: {form?: {}, url?: {}},
+    roots?: {}}`` (MCP client capabilities, answered by the parent)."""
+
+    sampling: ParentFeature | None = Field(default=None, description="`{tools?: {}}`: answers `sampling/createMessage`")
+    elicitation: ParentFeature | None = Field(
+        default=None, description="`{form?: {}, url?: {}}`: answers `elicitation/create`"
+    )
+    roots: ParentFeature | None = Field(default=None, description="`{}`: answers `roots/list`")
 
 
 class CancelParams(_Params):
@@ -909,6 +933,8 @@ PARAMS: dict[str, type[BaseModel]] = {
     "tools/setEnabled": ToolSetEnabledParams,
     "plugins/configure": ConfigureParams,
     "plugins/prepare": PluginRef,
+    "plugins/logout": PluginRef,
+    "auth/callback": AuthCallbackParams,
     "plugins/logs": LogsParams,
     "plugins/setLogLevel": SetLogLevelParams,
     "resources/list": PluginPageParams,

@@ -98,6 +98,7 @@ def test_params_results_and_errors_are_exact() -> None:
         ("permissions", True),
         ("networkPorts", False),
         ("limits", False),
+        ("folders", False),
     ]
     assert grant["result"]["schema"] == {"$ref": "#/components/schemas/PluginInfo"}
     assert methods["shutdown"]["result"]["schema"] == {"type": "null"}

@@ -10,6 +10,14 @@ export interface ApproveParams {
   digest: string;
 }
 
+/** `auth/callback`: the authorization server's redirect, for a parent that catches it itself. */
+export interface AuthCallbackParams {
+  /** the plugin whose authorization waits (`auth/authorize` named it) */
+  plugin: string;
+  /** the full redirect URL (`…?code=…&state=…`), as the browser was sent to it */
+  url: string;
+}
+
 /** `$/cancelRequest {id}`: cancel the parent's request `id` (it is still answered, with -32800). */
 export interface CancelParams {
   /** the `id` of the request to cancel */
@@ -225,6 +233,8 @@ export interface InitializeParams {
   /** the state directory to lock */
   stateDir?: string | null;
   contentLimits?: ContentLimitsParams | null;
+  /** the client features the parent answers for plugins; hostd offers a plugin only what is here and granted to it ([Requests to the parent](#requests-to-the-parent)) */
+  capabilities?: ParentCapabilities | null;
 }
 
 /**
@@ -368,6 +378,22 @@ export interface PagedResult {
   nextCursor?: string | null;
   [key: string]: unknown;
 }
+
+/**
+ * `initialize.params.capabilities`: `{sampling?: {tools?: {}}, elicitation?: {form?: {}, url?: {}},
+ * roots?: {}}` (MCP client capabilities, answered by the parent).
+ */
+export interface ParentCapabilities {
+  /** `{tools?: {}}`: answers `sampling/createMessage` */
+  sampling?: ParentFeature | null;
+  /** `{form?: {}, url?: {}}`: answers `elicitation/create` */
+  elicitation?: ParentFeature | null;
+  /** `{}`: answers `roots/list` */
+  roots?: ParentFeature | null;
+}
+
+/** One client feature the parent serves: an object whose members name the sub-features (`{}`: none). */
+export interface ParentFeature { [key: string]: unknown }
 
 export interface PluginCapabilities {
   /** `true`: `plugins/install` and `plugins/import` are served */
@@ -650,6 +676,8 @@ export interface Requests {
       /** the state directory to lock */
       stateDir?: string | null;
       contentLimits?: ContentLimitsParams | null;
+      /** the client features the parent answers for plugins; hostd offers a plugin only what is here and granted to it ([Requests to the parent](#requests-to-the-parent)) */
+      capabilities?: ParentCapabilities | null;
     };
     result: InitializeResult;
   };
@@ -777,6 +805,23 @@ export interface Requests {
       id: string;
     };
     result: PluginInfo;
+  };
+  /** `{id}`: uninstall, enable, disable, restart, status. */
+  "plugins/logout": {
+    params: {
+      id: string;
+    };
+    result: PluginStatus;
+  };
+  /** `auth/callback`: the authorization server's redirect, for a parent that catches it itself. */
+  "auth/callback": {
+    params: {
+      /** the plugin whose authorization waits (`auth/authorize` named it) */
+      plugin: string;
+      /** the full redirect URL (`…?code=…&state=…`), as the browser was sent to it */
+      url: string;
+    };
+    result: Empty;
   };
   /** `plugins/logs {id, limit?}`: the plugin's most recent log lines, at most `limit` (default 200). */
   "plugins/logs": {
