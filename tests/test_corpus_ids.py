@@ -93,8 +93,10 @@ async def test_c2_server_requests_answered_at_once(hostd: HostdClient, make_plug
         # The fixture records None for a request it got no answer to within 5 s: an answer is a dict.
         replies = result["structuredContent"]["replies"]
         assert replies["ping"] == {}
-        assert replies["roots/list"]["code"] == -32601
-        assert replies["sampling/createMessage"]["code"] == -32601
+        # Features the parent does not serve are refused at once, naming the capability (hostd.features).
+        assert (replies["roots/list"]["code"], replies["roots/list"]["data"]["capability"]) == (-32034, "roots")
+        sampling = replies["sampling/createMessage"]
+        assert (sampling["code"], sampling["data"]["capability"]) == (-32034, "sampling")
         assert result["structuredContent"]["text"] == "asks back"
         answers = [r["msg"] for r in recorded(record) if "method" not in r["msg"]]
         assert [a["id"] for a in answers] == ["s-1", "s-2", "s-3"]

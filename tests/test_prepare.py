@@ -232,15 +232,10 @@ async def test_an_unpinned_imported_npx_entry_is_resolved_to_an_exact_version(tm
         resolved = prepared["launch"]["prepare"]["resolved"]
         assert resolved == {"@modelcontextprotocol/server-memory": latest.stdout.decode().strip()}
         assert re.fullmatch(r"\d+\.\d+\.\d+", resolved["@modelcontextprotocol/server-memory"])
-        # An imported server's tools are found at its first start, then approved (docs: plugins/import).
-        with pytest.raises(RpcError) as discovered:
-            await approve_and_enable(hostd, prepared)
-        assert discovered.value.kind == "MCP_TRUST_APPROVAL_REQUIRED"
-        launch = discovered.value.data["launch"]
-        assert launch["prepare"]["resolved"] == resolved
-        await hostd.request("plugins/approve", {"id": plugin_id, "digest": launch["digest"]})
-        status = await hostd.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+        # An imported server's tools are pinned at its first start after approval (one approval, one spawn).
+        status, _seconds = await approve_and_enable(hostd, prepared)
         assert status["status"] == "ready", status
+        assert len(status["pinned"]) == 9
         assert status["tools_count"] == 9
 
 

@@ -221,18 +221,16 @@ async def test_remote_entry_is_recorded_and_refused_clearly(tmp_path: Path, host
     assert recorded["user_config"]["Authorization"]["sensitive"] is True
 
 
-async def _discover_and_enable(client: HostdClient, info: dict[str, Any]) -> dict[str, Any]:
-    """approve -> first enable records the tools -> approve them -> enable; the final PluginInfo."""
+async def _prepare_and_enable(client: HostdClient, info: dict[str, Any]) -> dict[str, Any]:
+    """prepare (install the pinned package) -> approve -> enable, which pins the tools found (one approval,
+    one spawn); the PluginStatus."""
     plugin_id = info["id"]
+    info = await client.request("plugins/prepare", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+    assert info["launch"]["prepare"]["state"] == "prepared"
     await client.request("plugins/approve", {"id": plugin_id, "digest": info["launch"]["digest"]})
-    with pytest.raises(RpcError) as recorded:
-        await client.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
-    assert recorded.value.kind == "MCP_TRUST_APPROVAL_REQUIRED", recorded.value
-    info = next(p for p in (await client.request("plugins/list", {}))["plugins"] if p["id"] == plugin_id)
-    await client.request("plugins/approve", {"id": plugin_id, "digest": info["launch"]["digest"]})
-    status = await client.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+    status: dict[str, Any] = await client.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
     assert status["status"] == "ready", status
-    return info
+    return status
 
 
 @pytest.mark.real_server
@@ -253,8 +251,8 @@ async def test_npm_entry_runs_server_memory(tmp_path: Path) -> None:
             "plugins/configure", {"id": "server-memory", "values": {"MEMORY_FILE_PATH": str(graph_file)}}
         )
         assert info["launch"]["env"]["MEMORY_FILE_PATH"] == str(graph_file)
-        info = await _discover_and_enable(client, info)
-        assert "server-memory.read_graph" in info["tools"]
+        status = await _prepare_and_enable(client, info)
+        assert "server-memory.read_graph" in status["pinned"]
         entity = {"name": "Ada", "entityType": "person", "observations": ["registry"]}
         await client.request(
             "tools/call", {"name": "server-memory.create_entities", "arguments": {"entities": [entity]}}
@@ -274,8 +272,8 @@ async def test_pypi_entry_runs_mcp_server_time(tmp_path: Path) -> None:
         server = entry([pypi_time()], name="io.github.modelcontextprotocol/mcp-server-time", version=TIME_VERSION)
         info = await client.request("plugins/install", {"serverJson": server})
         assert info["launch"]["args"] == [f"mcp-server-time=={TIME_VERSION}", "--local-timezone", "UTC"]
-        info = await _discover_and_enable(client, info)
-        assert sorted(info["tools"]) == ["mcp-server-time.convert_time", "mcp-server-time.get_current_time"]
+        status = await _prepare_and_enable(client, info)
+        assert status["pinned"] == ["mcp-server-time.convert_time", "mcp-server-time.get_current_time"]
         now = await client.request(
             "tools/call", {"name": "mcp-server-time.get_current_time", "arguments": {"timezone": "UTC"}}
         )
