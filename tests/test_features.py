@@ -231,7 +231,7 @@ async def test_ending_the_call_cancels_its_pending_parent_request(tmp_path: Path
             "arguments": {"method": "elicitation/create", "params": {"message": "m", "requestedSchema": {}}},
         }
         if how == "call-times-out":
-            params["timeoutMs"] = 300
+            params["timeoutMs"] = 3000  # long enough to reach the parent on a loaded machine
         response: Callable[[], Awaitable[Any]] = await client.start("tools/call", params)
         await asked.wait()
         [(rid, _, _)] = client.requests
@@ -285,7 +285,7 @@ async def test_a_tool_that_requires_a_task_is_called_as_one_polled_and_cancelled
         assert "execution" not in next(t for t in listing["tools"] if t["name"] == "asker.ask")
         params: dict[str, Any] = {"name": "asker.task", "arguments": {}}
         if how == "call-times-out":
-            params["timeoutMs"] = 400
+            params["timeoutMs"] = 3000  # long enough for two polls on a loaded machine
         response: Callable[[], Awaitable[Any]] = await client.start("tools/call", params)
         rid = response.request_id  # type: ignore[attr-defined]
         # Each poll's statusMessage reaches the parent as progress of the one tools/call.

@@ -44,15 +44,16 @@ async def test_a_parent_answer_is_routed_by_hostds_own_id() -> None:
         nursery.start_soon(ask, "sampling/createMessage", 1)
         nursery.start_soon(ask, "roots/list", 2)
         await trio.testing.wait_all_tasks_blocked()
-        sent = written(control)
-        assert [(m["id"], m["method"], m["params"]["n"]) for m in sent] == [
-            ("hostd-1", "sampling/createMessage", 1),
-            ("hostd-2", "roots/list", 2),
-        ]
+        sent = {m["method"]: m for m in written(control)}
+        # Own ids, one each, whatever order the two tasks ran in.
+        assert sorted(m["id"] for m in sent.values()) == ["hostd-1", "hostd-2"]
+        assert {m["params"]["n"] for m in sent.values()} == {1, 2}
+        roots, sampling = sent["roots/list"]["id"], sent["sampling/createMessage"]["id"]
         # Answered out of order; a response to no request of hostd's (the parent's own id space) is dropped.
         control._dispatch({"jsonrpc": "2.0", "id": 1, "result": {"stray": True}}, 30)
-        control._dispatch({"jsonrpc": "2.0", "id": "hostd-2", "result": {"roots": []}}, 30)
-        control._dispatch({"jsonrpc": "2.0", "id": "hostd-1", "result": {"model": "m"}}, 30)
+        control._dispatch({"jsonrpc": "2.0", "id": roots, "result": {"roots": []}}, 30)
+        await trio.testing.wait_all_tasks_blocked()
+        control._dispatch({"jsonrpc": "2.0", "id": sampling, "result": {"model": "m"}}, 30)
     assert answers == [{"roots": []}, {"model": "m"}]
     assert written(control) == []  # answered in time: no $/cancelRequest
 
