@@ -247,8 +247,7 @@ async def prepare(
 
     info = await with_progress(client, f"installing {folder}", install)
     plugin_id = info["id"]
-    if ((info.get("launch") or {}).get("prepare") or {}).get("state") == "needed":  # npx, uvx: install it first
-        info = await client.request("plugins/prepare", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+    info = await prepare_if_needed(client, info)  # npx, uvx: install the packages first
     await client.request("plugins/grant", {"id": plugin_id, "permissions": info["permissions"]})
     launch = info.get("launch") or {}
     if "digest" in launch:  # otherwise enable reports why the launch cannot be resolved
@@ -661,12 +660,26 @@ async def cmd_install(client: HostdClient, opts: Options, args: argparse.Namespa
         return info
 
     info = await with_progress(client, f"installing {folder}", install)
+    info = await prepare_if_needed(client, info)
 
     def human(out: Console) -> None:
         _show_info(out, info)
         _next_for(out, info)
 
     return show(opts, info, human)
+
+
+async def prepare_if_needed(client: HostdClient, info: dict[str, Any]) -> dict[str, Any]:
+    """``plugins/prepare`` a just-installed plugin whose launch names a package (npx, uvx), with progress;
+    its new ``PluginInfo`` (the launch to approve runs the prepared environment). Others: ``info`` as is."""
+    if ((info.get("launch") or {}).get("prepare") or {}).get("state") != "needed":
+        return info
+
+    async def run() -> dict[str, Any]:
+        prepared: dict[str, Any] = await client.request("plugins/prepare", {"id": info["id"]}, timeout=ENABLE_TIMEOUT)
+        return prepared
+
+    return await with_progress(client, f"installing the packages of {info['id']}", run)
 
 
 async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
@@ -683,12 +696,15 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
         if entries and not opts.as_json:
             _import_table(_console(stderr=True), entries)
         raise
+    for entry in result["entries"]:  # npx/uvx servers: install their packages now, never at their start
+        if entry.get("outcome") in ("installed", "updated") and "plugin" in entry:
+            entry["plugin"] = await prepare_if_needed(client, entry["plugin"])
     if opts.as_json:
         print_json(result)
         return EXIT_OK
     out = _console()
     _import_table(out, result["entries"])
-    installed = [e["id"] for e in result["entries"] if e.get("outcome") == "installed"]
+    installed = [e["id"] for e in result["entries"] if e.get("outcome") in ("installed", "updated")]
     say(out, f"state folder: {opts.state_dir}")
     if not installed:
         say(out, "nothing was installed")
@@ -697,8 +713,8 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
         next_step(out, f"review and approve {plugin_id}", f"hostctl approve {plugin_id}")
     say(
         out,
-        "then start each with hostctl enable ID (an imported plugin's first start records its tools; "
-        "if enable asks for approval again, run hostctl approve ID and hostctl enable ID once more)",
+        "then start each with hostctl enable ID (an imported plugin's tools are pinned at that first start: "
+        "a later change to them is withheld until you approve again)",
     )
     return EXIT_OK
 
