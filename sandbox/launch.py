@@ -318,8 +318,9 @@ def resolve_launch(
 
     ``command``: a bare name (looked up on the child's trimmed ``PATH``) or a
     path (relative to ``plugin_dir`` or absolute) that must resolve, after
-    symlinks, inside ``plugin_dir``. ``args``: further arguments, passed as
-    they are (no shell). ``plugin_dir``: the plugin folder; it becomes
+    symlinks, inside ``plugin_dir``. ``args``: further arguments, passed without
+    a shell; a leading ``~``/``${HOME}``/``${data}`` is expanded
+    (:func:`expand_argument`). ``plugin_dir``: the plugin folder; it becomes
     ``cwd``. ``host_env``: defaults to ``os.environ``. ``tmpdir``: the
     child's ``TMPDIR``; default :func:`plugin_tmpdir` (created ``0700``).
     ``host_vars``: variables the host sets last, over the manifest's (the
@@ -381,6 +382,9 @@ def resolve_launch(
         if expanded is not None and not os.path.isabs(value):
             env[name] = expanded
     files, folders = _named_paths(args, root, manifest_env, env.get("HOME"), data_dir)
+    # Arguments too reach the program expanded: what the launch shows, hashes and grants is what runs
+    # (an interpreter given "~/srv/server.py" would look for a folder named "~" in the plugin folder).
+    args = [expand_argument(arg, env.get("HOME"), data_dir) for arg in args]
     if prepared and prepared.get("root"):
         # The prepared program (an argument inside the environment) is pinned by its hash and the record,
         # and readable with the environment: it is no folder the user grants.
@@ -499,14 +503,30 @@ def expand_home(word: str, home: str | None, data: str | None = None) -> str | N
     ``"~/docs"`` -> ``"/home/ada/docs"``; ``"${data}/memory.jsonl"`` -> the
     plugin's data folder's file (with ``data``); ``"/srv/x"`` stays;
     ``"stdio"`` or ``"~bob/x"`` (another user's home) -> ``None``. Users write
-    ``~`` in the configs they already have. Arguments are passed as written
-    (servers expand ``~`` themselves; only the grant uses the expansion);
-    env values are passed expanded (:func:`resolve_launch`).
+    ``~`` in the configs they already have. Arguments and env values are
+    passed expanded (:func:`expand_argument`, :func:`resolve_launch`), so what
+    the launch shows is what runs.
     """
     for prefix, base in (("~", home), ("${HOME}", home), ("$HOME", home), ("${data}", data)):
         if base and (word == prefix or word.startswith(prefix + "/")):
             return os.path.normpath(base + word[len(prefix) :])
     return word if os.path.isabs(word) else None
+
+
+def expand_argument(arg: str, home: str | None, data: str | None = None) -> str:
+    """``arg`` as the program gets it: a leading ``~``, ``${HOME}``, ``$HOME`` or ``${data}`` expanded, in the
+    argument or in the value of ``--opt=value``; anything else (``~bob/x``, text) unchanged.
+
+    ``"~/docs"`` -> ``"/home/ada/docs"``; ``"--root=~/docs"`` -> ``"--root=/home/ada/docs"``.
+    """
+    if arg.startswith("-") and "=" in arg:
+        option, value = arg.split("=", 1)
+        return f"{option}={expand_argument(value, home, data)}"
+    if arg.startswith(("~", "$")):
+        expanded = expand_home(arg, home, data)
+        if expanded is not None:
+            return expanded
+    return arg
 
 
 def _named_paths(

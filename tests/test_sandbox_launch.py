@@ -237,3 +237,22 @@ def test_planted_tmpdir_symlink_is_not_followed(plugin: Path, tmp_path: Path, mo
     assert got != expected
     assert os.path.dirname(got) == str(tmp_path)
     assert stat.S_IMODE(os.lstat(got).st_mode) == 0o700
+
+
+def test_home_in_arguments_reaches_the_program_expanded(plugin: Path, host: dict[str, str]) -> None:
+    """What the launch shows and hashes is what runs: an interpreter given ``~/srv/server.py`` would look
+    for a folder named ``~`` (no shell expands it). Members of the class: ``~``, ``~/x``, ``${HOME}/x``,
+    ``$HOME/x``, ``--opt=~/x``; left alone: another user's ``~bob/x``, text, a ``~`` inside a word."""
+    args = ["~", "~/srv/server.py", "${HOME}/a", "$HOME/b", "--root=~/docs", "~bob/x", "hello~/x", "-v"]
+    launch = resolve(plugin, host, "bin/server", args)
+    assert launch.args == (
+        "/home/ada",
+        "/home/ada/srv/server.py",
+        "/home/ada/a",
+        "/home/ada/b",
+        "--root=/home/ada/docs",
+        "~bob/x",
+        "hello~/x",
+        "-v",
+    )
+    assert launch.argv == [launch.command, *launch.args]
