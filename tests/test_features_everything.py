@@ -45,7 +45,9 @@ async def everything(
     async with HostdClient.spawn(
         ["--state-dir", str(tmp_path / "state")], env=plugin_environment(), initialize=init
     ) as client:
-        info = await client.request("plugins/install", {"path": str(folder)})
+        await client.request("plugins/install", {"path": str(folder)})
+        # npx: installed once into the plugin's own environment, never fetched at start (plugins/prepare).
+        info = await client.request("plugins/prepare", {"id": PLUGIN}, timeout=ENABLE_TIMEOUT)
         await client.request("plugins/grant", {"id": PLUGIN, "permissions": RESERVED})
         await client.request("plugins/approve", {"id": PLUGIN, "digest": info["launch"]["digest"]})
         status = await client.request("plugins/enable", {"id": PLUGIN}, timeout=ENABLE_TIMEOUT)
