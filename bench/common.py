@@ -163,8 +163,14 @@ async def open_hostd(state_dir: Path, *args: str) -> AsyncIterator[HostdClient]:
 
 
 async def install(client: HostdClient, folder: Path) -> dict[str, Any]:
-    """install -> grant everything declared -> approve the launch digest; return the plugin info."""
+    """install -> prepare (when the launch names a package) -> grant everything declared -> approve
+    the launch digest; return the plugin info."""
     info: dict[str, Any] = await client.request("plugins/install", {"path": str(folder)})
+    prepare = info["launch"].get("prepare") if info.get("launch") else None
+    if prepare is not None and prepare.get("state") == "needed":
+        # npx/uvx launches run from a prepared environment (plugins/prepare) or not at all; the
+        # approval digest covers the prepared launch, so approve what prepare returns.
+        info = await client.request("plugins/prepare", {"id": info["id"]}, timeout=600)
     await client.request("plugins/grant", {"id": info["id"], "permissions": info["permissions"]})
     await client.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
     return info

@@ -20,19 +20,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import orjson
 import trio
 
-from hostd import bundle as bundles
 from hostd import features, trust
 from hostd import protocol as p
 from hostd import secrets as secrets_
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
-from hostd.importer import ConfigError, Imported, ImportEntry, plan_import
 from hostd.manifest import Manifest, load_manifest
 from hostd.oauth import Authorizer
 from hostd.policy import RestartMode, RestartPolicy
@@ -56,6 +54,14 @@ from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy
 from sandbox.process import sweep_orphans
 from sandbox.watchdog import DEFAULT_MAX_DISK_BYTES
+
+if TYPE_CHECKING:
+    from hostd.importer import Imported, ImportEntry
+
+# Start-up cost: hostd imports this module after ``initialize`` and answers no host request
+# before it is loaded. The class of module imported lazily here: one that only a request
+# other than the start and ``plugins/list`` needs (bundles, config import: pydantic models,
+# zipfile, the JSON5 parser). Each is imported in the handler that needs it, ~15 ms saved.
 
 log = logging.getLogger("hostd.host")
 
@@ -294,8 +300,10 @@ class Host:
         self._save_lock = trio.Lock()
         #: Held by every request that changes what the state document records (see :meth:`_change`).
         self._change_lock = trio.Lock()
-        #: The PATH of the user's login shell, appended to hostd's own for command lookup.
+        #: The PATH of the user's login shell, appended to hostd's own for command lookup; read it
+        #: through :meth:`_command_path`, which waits for :meth:`_find_login_path` (set at its end).
         self.login_path: str | None = None
+        self._login_path_known = trio.Event()
         #: Secret values of plugins (hostd/secrets.py); none without a state folder.
         self.secret_store = secrets_.SecretStore(self.store.directory) if self.store is not None else None
         #: One preparation at a time per plugin (two would share its environment folder).
@@ -321,7 +329,11 @@ class Host:
         """
         host = cls(options, notify, nursery, settings if settings is not None else HostSettings())
         if host.settings.login_path:
-            host.login_path = await trio.to_thread.run_sync(login_shell_path)
+            # Off the start path: the login shell takes ~0.25 s (a profile may take seconds), and no
+            # request needs it before the first launch resolution, which waits for it (_command_path).
+            nursery.start_soon(host._find_login_path)
+        else:
+            host._login_path_known.set()
         swept = await trio.to_thread.run_sync(sweep_orphans)
         if swept:
             log.warning("ended %d plugin processes left behind by a previous hostd", swept)
@@ -337,6 +349,27 @@ class Host:
             to_enable = await host._restore(opened.warnings)
             nursery.start_soon(host._restore_enabled, to_enable)
         return host
+
+    async def _find_login_path(self) -> None:
+        """Run :func:`login_shell_path` in a worker thread and record it (``None`` on failure).
+
+        Started by :meth:`create` in the session's nursery. Cancellation (the
+        session ends) abandons the thread, which ends by itself (bounded by
+        its 3 s time-out); the event is set on every exit, so no waiter hangs.
+        """
+        try:
+            self.login_path = await trio.to_thread.run_sync(login_shell_path, abandon_on_cancel=True)
+        finally:
+            self._login_path_known.set()
+
+    async def _command_path(self) -> str:
+        """hostd's ``PATH`` followed by the login shell's entries it lacks (``PATH`` syntax).
+
+        Waits for :meth:`_find_login_path` the first time (at most its 3 s
+        time-out); cancellable while it waits, with no side effect.
+        """
+        await self._login_path_known.wait()
+        return merge_paths(os.environ.get("PATH", ""), self.login_path)
 
     async def _notify_and_keep(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification to the parent; a ``plugins/log`` about a plugin is kept in its ring too."""
@@ -617,6 +650,7 @@ class Host:
                 tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
                 host_vars = plugin_cache_env(data_dir)
             build_policy = self._policy(plugin, data_dir)
+            command_path = await self._command_path()
             package_args = list(package.args) if package is not None else []
 
             def resolve() -> tuple[IsolationPolicy, Launch]:
@@ -639,7 +673,7 @@ class Host:
                     plugin.path,
                     applied.env,
                     self.env_policy,
-                    host_env={**os.environ, "PATH": merge_paths(os.environ.get("PATH", ""), self.login_path)},
+                    host_env={**os.environ, "PATH": command_path},
                     tmpdir=tmpdir,
                     isolation_policy=policy,
                     host_vars=host_vars,
@@ -842,6 +876,8 @@ class Host:
         else:
             assert args.path is not None
             folder = Path(os.path.abspath(os.path.expanduser(args.path)))
+            from hostd import bundle as bundles  # noqa: PLC0415 - lazy (see the imports)
+
             if folder.suffix.lower() in bundles.BUNDLE_SUFFIXES:
                 folder = await self._unpack_bundle(folder)
         async with self._change():
@@ -875,6 +911,7 @@ class Host:
     async def _unpack_bundle(self, path: Path, *, origin: dict[str, Any] | None = None) -> Path:
         """Extract the bundle file at ``path`` and write its ``plugin.json``; return the plugin folder."""
         root = self._generated_root("bundles")
+        from hostd import bundle as bundles  # noqa: PLC0415 - lazy (see the imports)
 
         def unpack() -> Path:
             bundle = bundles.read_bundle(path)
@@ -953,6 +990,8 @@ class Host:
         (``IMPORT_INVALID`` otherwise). Generated manifests live in
         ``<stateDir>/imported/<id>/plugin.json``; uninstall removes that folder.
         """
+        from hostd.importer import ConfigError, plan_import  # noqa: PLC0415 - lazy (see the imports)
+
         args = p.parse_params(p.ImportParams, params)
         root = self.store.directory / "imported" if self.store is not None else None
         taken = set(self.plugins)
@@ -1219,7 +1258,7 @@ class Host:
                     plugin_id,
                     package,
                     registries=self.settings.registries,
-                    path=merge_paths(os.environ.get("PATH", ""), self.login_path),
+                    path=await self._command_path(),
                     progress=progress,
                     # A running instance keeps its environment until it stops (the next prepare prunes it).
                     prune=plugin.supervisor.state is State.STOPPED,
@@ -1683,6 +1722,8 @@ def _read_imported(folders: dict[str, Path]) -> dict[str, Imported]:
     """The plugins earlier imports installed, by the config entry name each came from (its
     manifest's ``name``): ``plugins/import`` compares a new entry with them. Blocking (reads
     each ``plugin.json``); one that cannot be read is left out (then it is installed anew)."""
+    from hostd.importer import Imported  # noqa: PLC0415 - lazy (see the imports)
+
     found: dict[str, Imported] = {}
     for plugin_id, folder in sorted(folders.items()):
         try:

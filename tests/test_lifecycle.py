@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -284,6 +285,44 @@ async def test_command_found_through_the_login_shell_path(tmp_path: Path, make_p
         assert info["launch"]["kind"] == "COMMAND_NOT_FOUND"
         assert "echo-server-xyz" in info["launch"]["error"]
         assert str(tools) not in info["launch"]["error"]
+
+
+async def test_host_answers_before_the_login_shell_and_resolution_waits_for_it(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    # The class: work hostd does at start that no early request needs runs in the background, and
+    # the first request that does need it waits for it. Members: the host's first answer
+    # (plugins/list) comes while the login shell still runs; a launch resolved meanwhile
+    # (plugins/install) waits for the shell and finds the command on the PATH it printed.
+    # Synchronised on a FIFO: the shell blocks reading it until the test writes.
+    tools = tmp_path / "user-tools"
+    tools.mkdir()
+    launcher = tools / "echo-server-slowlogin"
+    launcher.write_text('#!/bin/sh\nexec /usr/bin/python3 server.py "$@"\n')
+    launcher.chmod(0o755)
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    shell = tmp_path / "login-shell"
+    shell.write_text(f'#!/bin/sh\nread line < "{gate}"\nPATH="{tools}:$PATH"\nshift\nexec /bin/sh "$@"\n')
+    shell.chmod(0o755)
+    folder = make_plugin(backend={"command": "echo-server-slowlogin", "args": []})
+    env = plugin_environment()
+    env["SHELL"] = str(shell)
+
+    def release() -> None:
+        with open(gate, "w") as writer:  # blocks until the shell opens the FIFO to read it
+            writer.write("go\n")
+
+    async with HostdClient.spawn(["--state-dir", str(tmp_path / "s")], env=env) as hostd:
+        assert await hostd.request("plugins/list", {}) == {"plugins": []}
+        installing = await hostd.start("plugins/install", {"path": str(folder)})
+        # The shell is still blocked (hostd's 3 s limit would have killed it, and this open
+        # would then wait forever: the old start path fails here).
+        with trio.fail_after(30):
+            await trio.to_thread.run_sync(release, abandon_on_cancel=True)
+        info = await installing()
+        assert "error" not in info["launch"]
+        assert info["launch"]["executable"] == str(launcher)
 
 
 async def test_disable_during_a_slow_start_abandons_it(hostd: HostdClient, make_plugin: MakePlugin) -> None:

@@ -127,3 +127,29 @@ def test_errors_are_recorded(exporter: InMemorySpanExporter) -> None:
     assert dict(server.attributes or {})["hostd.error.kind"] == "TOOL_NOT_FOUND"
     assert dict(server.attributes or {})["rpc.jsonrpc.error_code"] == -32020
     assert client.status.status_code is StatusCode.ERROR
+
+
+@pytest.mark.parametrize(
+    ("meta", "passed_on"),
+    [
+        (None, False),
+        ({}, False),
+        ({"traceparent": "00-zz-zz-01"}, False),
+        ({"traceparent": f"00-{TRACE_ID}-{PARENT_SPAN}-01"}, True),
+    ],
+)
+def test_without_an_sdk_trace_context_passes_through_unchanged(meta: Any, passed_on: bool) -> None:
+    # The class: with the API alone (no SDK) spans are no-ops and hostd skips them (a fast path),
+    # which must not change what reaches the plugin: nothing without a valid incoming context, the
+    # parent's own trace id and span id with one (the no-op span carries the parent's context).
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    with tracing.request_span("tools/call", 1, meta) as server:
+        assert not server.is_recording()
+        with tracing.plugin_span("p", "tools/call", "echo") as sent:
+            pass
+    if passed_on:
+        assert sent == {"traceparent": f"00-{TRACE_ID}-{PARENT_SPAN}-01"}
+    else:
+        assert sent == {}
+    with pytest.raises(HostError), tracing.request_span("tools/call", 2, meta):
+        raise HostError(ErrorKind.TOOL_NOT_FOUND, "no tool x")
