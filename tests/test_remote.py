@@ -212,3 +212,33 @@ async def test_client_features_reach_the_parent_from_a_remote_server(
     assert asked[0][1]["plugin"] == "remote"
     answer = json.loads(result["content"][0]["text"])
     assert {key: answer[key] for key in ANSWERS[method]} == ANSWERS[method]
+
+
+@pytest.mark.parametrize("mode", ["streamable-http", "sse"])
+async def test_a_remote_server_asking_for_a_feature_not_granted_is_refused_and_stays_connected(
+    tmp_path: Path, mode: str
+) -> None:
+    asked: list[str] = []
+
+    async def parent(name: str, params: dict[str, Any]) -> Any:
+        asked.append(name)
+        return ANSWERS[name]
+
+    hello = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": {"elicitation": {"form": {}}}}
+    args = ["--state-dir", str(tmp_path / "state")]
+    async with (
+        remote_server(mode) as port,
+        HostdClient.spawn(args, env=plugin_environment(), initialize=hello) as client,
+    ):
+        client.on_request = parent
+        url = f"http://127.0.0.1:{port}/mcp"
+        status = await ready(client, remote_plugin(tmp_path, url, protocol="legacy"))  # mcp.elicitation not declared
+        assert status["status"] == "ready", status
+        with pytest.raises(RpcError) as refused:
+            await client.request("tools/call", {"name": "remote.ask", "arguments": {"method": "elicitation/create"}})
+        assert "elicitation was not offered to plugin remote" in refused.value.message
+        echoed = await client.request("tools/call", {"name": "remote.echo", "arguments": {"text": "still here"}})
+        assert echoed["content"][0]["text"] == "still here"
+        listed = await client.request("plugins/list", {})
+    assert asked == []
+    assert [plugin["status"] for plugin in listed["plugins"]] == ["ready"]
