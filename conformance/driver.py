@@ -7,6 +7,10 @@ context in ``MCP_CONFORMANCE_CONTEXT``. The driver plays an application embeddin
 the server reports are recorded at the first enable and approved), enables it, does what the scenario
 asks (a tool call), then shuts hostd down. As the parent it plays the browser for OAuth: it fetches the
 ``auth/authorize`` URL without following redirects and hands the redirect back with ``auth/callback``.
+It serves form elicitation (declared in ``initialize``, ``mcp.elicitation`` granted to the plugin) and
+accepts every form with the schema's defaults (SEP-1034). A pre-registered OAuth client from the context
+(``client_id``, ``client_secret``) goes into the manifest's ``backend.oauth``, the secret as a
+``${secret:NAME}`` reference set with ``plugins/configure``, as an application would.
 
 Exit status 0 when every step succeeded; the harness judges the traffic it saw either way.
 Run by conformance/run.sh; by hand: ``MCP_CONFORMANCE_SCENARIO=tools_call python conformance/driver.py URL``.
@@ -35,12 +39,33 @@ CALLS: dict[str, tuple[str, dict[str, Any]] | None] = {
 }
 
 
+#: The secret that holds a pre-registered client's secret (``backend.oauth.client_secret``).
+CLIENT_SECRET = "CONFORMANCE_CLIENT_SECRET"
+#: What the driver tells hostd it serves as the parent (``initialize.params.capabilities``).
+CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
+
+
 def log(message: str) -> None:
     print(f"driver: {message}", file=sys.stderr, flush=True)
 
 
+def form_defaults(params: dict[str, Any]) -> dict[str, Any]:
+    """The parent's answer to ``elicitation/create {plugin, params}``: accept, each field at its default.
+
+    ``params.params.requestedSchema`` is the server's flat object schema; a property with a ``default``
+    (string, number, integer, boolean, enum member) is answered with it (SEP-1034: a client fills in
+    defaults the person left untouched); a property without one is left out.
+    """
+    schema = params.get("params", {}).get("requestedSchema") or {}
+    properties = schema.get("properties") or {}
+    content = {name: spec["default"] for name, spec in properties.items() if "default" in spec}
+    return {"action": "accept", "content": content}
+
+
 async def browser(hostd: HostdClient, nursery: trio.Nursery, method: str, params: dict[str, Any]) -> Any:
     """The parent's side of ``auth/authorize``: "log in" by fetching the URL; hand the redirect back."""
+    if method == "elicitation/create":
+        return form_defaults(params)
     if method != "auth/authorize":
         raise RpcError({"code": -32601, "message": f"the conformance driver does not serve {method}"})
     async with httpx2.AsyncClient(follow_redirects=False, trust_env=False) as http:
@@ -56,14 +81,19 @@ async def browser(hostd: HostdClient, nursery: trio.Nursery, method: str, params
     return {}
 
 
-def manifest(url: str) -> dict[str, Any]:
+def manifest(url: str, context: dict[str, Any]) -> dict[str, Any]:
+    backend: dict[str, Any] = {"type": "mcp", "transport": "streamable-http", "url": url, "protocol": "auto"}
+    if "client_id" in context:  # a client registered in advance (auth/pre-registration)
+        backend["oauth"] = {"client_id": context["client_id"]}
+        if "client_secret" in context:
+            backend["oauth"]["client_secret"] = "${secret:" + CLIENT_SECRET + "}"
     return {
         "id": "conformance",
         "name": "Conformance mock server",
         "version": "0.0.0",
-        "permissions": [],
+        "permissions": ["mcp.elicitation"],
         "contributes": {"tools": [], "discover": True},
-        "backend": {"type": "mcp", "transport": "streamable-http", "url": url, "protocol": "auto"},
+        "backend": backend,
     }
 
 
@@ -84,18 +114,27 @@ async def enable(hostd: HostdClient) -> dict[str, Any]:
     raise RuntimeError("the plugin kept asking for approval")
 
 
-async def drive(url: str, scenario: str, work: Path) -> None:
+async def drive(url: str, scenario: str, context: dict[str, Any], work: Path) -> None:
     folder = work / "plugin"
     folder.mkdir()
-    (folder / "plugin.json").write_text(json.dumps(manifest(url)))
+    (folder / "plugin.json").write_text(json.dumps(manifest(url, context)))
     args = ["--state-dir", str(work / "state"), "--no-login-path"]
-    async with HostdClient.spawn(args, env=plugin_environment()) as hostd, trio.open_nursery() as nursery:
+    hello = {"clientInfo": {"name": "hostd-conformance-driver", "version": "0"}, "capabilities": CAPABILITIES}
+    async with (
+        HostdClient.spawn(args, env=plugin_environment(), initialize=hello) as hostd,
+        trio.open_nursery() as nursery,
+    ):
 
         async def on_request(method: str, params: dict[str, Any]) -> Any:
             return await browser(hostd, nursery, method, params)
 
         hostd.on_request = on_request
         info = await hostd.request("plugins/install", {"path": str(folder)})
+        if "client_secret" in context:
+            await hostd.request(
+                "plugins/configure", {"id": "conformance", "values": {CLIENT_SECRET: context["client_secret"]}}
+            )
+        await hostd.request("plugins/grant", {"id": "conformance", "permissions": ["mcp.elicitation"]})
         await hostd.request("plugins/approve", {"id": "conformance", "digest": info["launch"]["digest"]})
         status = await enable(hostd)
         log(f"{scenario}: {status['status']} ({status['protocol_version']}, {status['tools_count']} tools)")
@@ -114,9 +153,10 @@ async def drive(url: str, scenario: str, work: Path) -> None:
 def main() -> int:
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     with tempfile.TemporaryDirectory(prefix="hostd-conformance-") as work:
         try:
-            trio.run(drive, url, scenario, Path(work))
+            trio.run(drive, url, scenario, context, Path(work))
         except RpcError as error:
             log(f"{scenario}: {error.kind}: {error.message}")
             return 1

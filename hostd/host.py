@@ -628,6 +628,8 @@ class Host:
         backend = plugin.manifest.backend
         if backend.url is not None:  # a remote server: its endpoint is the launch (hostd/remote.py)
             remote = resolve_remote(backend, str(plugin.path))
+            if self.secret_store is not None:  # which of its secrets are set (PluginInfo.userConfig)
+                plugin.secret_names = set(await trio.to_thread.run_sync(self.secret_store.names, plugin.manifest.id))
             plugin.launch, plugin.launch_error = remote, None
             return remote
         assert backend.command is not None  # the manifest requires it for stdio
@@ -842,7 +844,10 @@ class Host:
             for name, option in manifest.user_config.items()
         ]
         backend = manifest.backend
-        for name in sorted(secrets_.references([*backend.args, *backend.env.values()]) - set(manifest.user_config)):
+        referenced = secrets_.references([*backend.args, *backend.env.values()]) | secrets_.remote_references(
+            backend.headers, backend.oauth.client_secret if backend.oauth else None
+        )
+        for name in sorted(referenced - set(manifest.user_config)):
             items.append(
                 p.ConfigItem(
                     name=name,
@@ -1284,7 +1289,9 @@ class Host:
         plugin = self._plugin(args.id)
         options = plugin.manifest.user_config
         backend = plugin.manifest.backend
-        referenced = secrets_.references([*backend.args, *backend.env.values()])
+        referenced = secrets_.references([*backend.args, *backend.env.values()]) | secrets_.remote_references(
+            backend.headers, backend.oauth.client_secret if backend.oauth else None
+        )
         errors: list[dict[str, str]] = []
         for name, value in args.values.items():
             option = options.get(name)

@@ -951,10 +951,9 @@ class PluginLink:
             return await self._send(self.session.reply(event.request_id, {}))
         if self._on_request is None or self.session.era == "modern" or self._nursery is None:
             # Modern servers send no requests (they return input_required instead).
-            return await self._write(
-                encode(
-                    self.session.reply_error(event.request_id, METHOD_NOT_FOUND, f"hostd does not serve {event.method}")
-                )
+            # Through _send, the transport's hook (a remote link has no stdin).
+            return await self._send(
+                self.session.reply_error(event.request_id, METHOD_NOT_FOUND, f"hostd does not serve {event.method}")
             )
         self._nursery.start_soon(self._answer, event)
         return True

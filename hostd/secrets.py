@@ -92,6 +92,17 @@ def references(words: Iterable[str]) -> set[str]:
     return {match.group(1) for word in words for match in SECRET_REF.finditer(word)}
 
 
+def remote_references(headers: Mapping[str, str], client_secret: str | None) -> set[str]:
+    """The secret NAMEs a remote backend refers to: in header values and ``backend.oauth.client_secret``.
+
+    These are resolved when hostd connects (hostd/transport_http.py), not at spawn, but they are the
+    plugin's secrets like those in ``args``/``env``: settable with ``plugins/configure`` and listed
+    as missing until set. (Bug class: a place that may hold ``${secret:NAME}`` left out of the list
+    of referenced names, so ``plugins/configure`` refused the name as "not a setting".)
+    """
+    return references([*headers.values(), *([client_secret] if client_secret else [])])
+
+
 def split_secrets(env: Mapping[str, str], marked: Collection[str] = ()) -> tuple[dict[str, str], dict[str, str]]:
     """Split an ``env`` table into ``(env with references, {name: secret value})``.
 

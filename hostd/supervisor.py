@@ -571,6 +571,9 @@ class PluginSupervisor:
             redact=Redactor([*secrets, *resolved.values()]),
             on_log=self._log,
             on_notification=self._notification,
+            # Client features reach a remote server as they reach a local one (the same grant and parent).
+            on_request=self.features.on_request if self.features is not None else None,
+            capabilities=self.features.client_capabilities() if self.features is not None else None,
             connect_timeout=backend.connect_timeout_seconds,
             max_frame_bytes=backend.max_message_bytes or self._frame_limit,
             protocol=backend.protocol,

@@ -304,6 +304,7 @@ class RemoteLink(PluginLink):
         try:
             async with self._streams(transport, watch) as (read, write), trio.open_nursery() as nursery:
                 self._stream = write
+                self._nursery = nursery  # server requests are answered in it (PluginLink._server_request)
                 nursery.start_soon(self._pump_http, read)
                 try:
                     discovery = await self._discover(startup_timeout)

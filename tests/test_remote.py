@@ -7,6 +7,7 @@ both eras), over legacy HTTP+SSE, or an endpoint that answers every POST with 40
 from __future__ import annotations
 
 import functools
+import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -18,11 +19,11 @@ import pytest
 import trio
 import yaml
 
-from hostd.client import HostdClient, RpcError
+from hostd.client import HostdClient, RpcError, plugin_environment
 from tests.conftest import FIXTURES, ready
 
 SERVER = FIXTURES / "remote" / "remote_server.py"
-TOOLS = ["drop", "echo", "fail", "large", "slow"]
+TOOLS = ["ask", "drop", "echo", "fail", "large", "slow"]
 
 
 @asynccontextmanager
@@ -51,15 +52,17 @@ async def remote_server(mode: str, port: int = 0) -> AsyncIterator[int]:
         yield bound
 
 
-def remote_plugin(tmp_path: Path, url: str, plugin_id: str = "remote", **backend: Any) -> Path:
-    """A plugin folder whose manifest reaches ``url``."""
+def remote_plugin(
+    tmp_path: Path, url: str, plugin_id: str = "remote", permissions: tuple[str, ...] = (), **backend: Any
+) -> Path:
+    """A plugin folder whose manifest reaches ``url`` (``remote.use`` and ``permissions``)."""
     folder = tmp_path / plugin_id
     folder.mkdir()
     manifest = {
         "id": plugin_id,
         "name": "Remote fixture",
         "version": "1.0.0",
-        "permissions": ["remote.use"],
+        "permissions": ["remote.use", *permissions],
         "contributes": {"tools": [f"{plugin_id}.{name}" for name in TOOLS]},
         "backend": {"type": "mcp", "transport": "streamable-http", "url": url, **backend},
     }
@@ -77,7 +80,7 @@ async def test_streamable_http_in_both_eras(hostd: HostdClient, tmp_path: Path, 
             "streamable-http",
             version,
         )
-        assert status["tools_count"] == 5
+        assert status["tools_count"] == len(TOOLS)
         result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "hi"}})
         assert result["content"] == [{"type": "text", "text": "hi"}]
         with pytest.raises(RpcError) as failed:
@@ -169,3 +172,73 @@ async def test_a_redirect_to_another_origin_is_not_followed(hostd: HostdClient, 
         assert failed.value.kind == "PLUGIN_START_FAILED"
         assert f"http://localhost:{target}/mcp" in failed.value.message
         assert "not followed" in failed.value.message
+
+
+#: The parent's answer to each client feature the ``ask`` tool requests.
+ANSWERS: dict[str, dict[str, Any]] = {
+    "elicitation/create": {"action": "accept", "content": {"name": "Ada"}},
+    "sampling/createMessage": {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"},
+}
+
+
+@pytest.mark.parametrize("method", sorted(ANSWERS))
+@pytest.mark.parametrize(("mode", "protocol"), [("streamable-http", "legacy"), ("sse", "legacy")])
+async def test_client_features_reach_the_parent_from_a_remote_server(
+    tmp_path: Path, mode: str, protocol: str, method: str
+) -> None:
+    # Bug class: a client feature (sampling, elicitation) wired for stdio plugins only; a remote
+    # server's request then found no handler (its link was built without one) and the answer was
+    # written to a stdin the remote link does not have, which killed the connection.
+    serves: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}}
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def parent(name: str, params: dict[str, Any]) -> Any:
+        asked.append((name, params))
+        return ANSWERS[name]
+
+    hello = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": serves}
+    args = ["--state-dir", str(tmp_path / "state")]
+    async with (
+        remote_server(mode) as port,
+        HostdClient.spawn(args, env=plugin_environment(), initialize=hello) as client,
+    ):
+        client.on_request = parent
+        url = f"http://127.0.0.1:{port}/mcp"
+        folder = remote_plugin(tmp_path, url, permissions=("mcp.elicitation", "mcp.sampling"), protocol=protocol)
+        status = await ready(client, folder)
+        assert status["status"] == "ready", status
+        result = await client.request("tools/call", {"name": "remote.ask", "arguments": {"method": method}})
+    assert [name for name, _ in asked] == [method]
+    assert asked[0][1]["plugin"] == "remote"
+    answer = json.loads(result["content"][0]["text"])
+    assert {key: answer[key] for key in ANSWERS[method]} == ANSWERS[method]
+
+
+@pytest.mark.parametrize("mode", ["streamable-http", "sse"])
+async def test_a_remote_server_asking_for_a_feature_not_granted_is_refused_and_stays_connected(
+    tmp_path: Path, mode: str
+) -> None:
+    asked: list[str] = []
+
+    async def parent(name: str, params: dict[str, Any]) -> Any:
+        asked.append(name)
+        return ANSWERS[name]
+
+    hello = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": {"elicitation": {"form": {}}}}
+    args = ["--state-dir", str(tmp_path / "state")]
+    async with (
+        remote_server(mode) as port,
+        HostdClient.spawn(args, env=plugin_environment(), initialize=hello) as client,
+    ):
+        client.on_request = parent
+        url = f"http://127.0.0.1:{port}/mcp"
+        status = await ready(client, remote_plugin(tmp_path, url, protocol="legacy"))  # mcp.elicitation not declared
+        assert status["status"] == "ready", status
+        with pytest.raises(RpcError) as refused:
+            await client.request("tools/call", {"name": "remote.ask", "arguments": {"method": "elicitation/create"}})
+        assert "elicitation was not offered to plugin remote" in refused.value.message
+        echoed = await client.request("tools/call", {"name": "remote.echo", "arguments": {"text": "still here"}})
+        assert echoed["content"][0]["text"] == "still here"
+        listed = await client.request("plugins/list", {})
+    assert asked == []
+    assert [plugin["status"] for plugin in listed["plugins"]] == ["ready"]

@@ -280,3 +280,28 @@ def test_a_manifest_written_back_with_its_defaults_still_loads(tmp_path: Path, b
     (tmp_path / "again" / "plugin.yaml").write_text(yaml.safe_dump(document))
     again, _ = load_manifest(tmp_path / "again")
     assert again == manifest
+
+
+async def test_plugins_configure_sets_the_secrets_a_remote_backend_refers_to(
+    hostd: HostdClient, tmp_path: Path
+) -> None:
+    # Bug class: a place of the manifest that may hold ${secret:NAME} missing from the names plugins/configure
+    # accepts (it knew args and env only): a header's or the OAuth client's secret could not be set at all.
+    backend = {
+        "transport": "streamable-http",
+        "url": "https://mcp.example.com/mcp",
+        "headers": {"X-Key": "${secret:KEY}", "Authorization": "Bearer ${secret:TOKEN}"},
+        "oauth": {"client_id": "hostd-desktop", "client_secret": "${secret:CLIENT_SECRET}"},
+    }
+    write(tmp_path / "r", backend, "r-secrets")
+    info = await hostd.request("plugins/install", {"path": str(tmp_path / "r")})
+    listed = {item["name"]: item["set"] for item in info["userConfig"]}
+    assert listed == {"CLIENT_SECRET": False, "KEY": False, "TOKEN": False}
+    values = {"KEY": "k-value", "TOKEN": "t-value", "CLIENT_SECRET": "c-value"}
+    info = await hostd.request("plugins/configure", {"id": "r-secrets", "values": values})
+    assert {item["name"]: item["set"] for item in info["userConfig"]} == dict.fromkeys(listed, True)
+    assert "k-value" not in json.dumps(info) and "c-value" not in json.dumps(info)
+    with pytest.raises(RpcError) as refused:
+        await hostd.request("plugins/configure", {"id": "r-secrets", "values": {"OTHER": "x"}})
+    assert refused.value.kind == "INVALID_PARAMS"
+    assert [error["field"] for error in refused.value.data["errors"]] == ["OTHER"]
