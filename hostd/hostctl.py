@@ -665,11 +665,9 @@ def _next_for(console: Console, info: Mapping[str, Any]) -> None:
     next_step(console, *next_action(info))
 
 
-def _status_row(
-    status: Mapping[str, Any], enabled: bool | None = None, info: Mapping[str, Any] | None = None
-) -> list[str]:
-    """One STATUS_HEADER row; TOOLS is ``enabled/total`` (the tools the user disabled are in the total;
-    ``info``, the plugin's ``PluginInfo``, says which those are)."""
+def _status_row(status: Mapping[str, Any], enabled: bool | None = None, disabled: int = 0) -> list[str]:
+    """One STATUS_HEADER row; TOOLS is ``enabled/total``: ``disabled`` of its ``tools_count`` are tools
+    the user disabled (:func:`disabled_tools`)."""
     server = " ".join(str(status[k]) for k in ("server_name", "server_version") if status.get(k))
     error = status.get("error")
     reason = (error.get("reason") or error.get("message")) if isinstance(error, Mapping) else error
@@ -677,17 +675,22 @@ def _status_row(
         str(status["plugin_id"]),
         str(status.get("status", "?")),
         "-" if enabled is None else ("yes" if enabled else "no"),
-        _tools_cell(status, info),
+        f"{max(int(status.get('tools_count') or 0) - disabled, 0)}/{int(status.get('tools_count') or 0)}",
         server or "-",
         str(status.get("protocol_version") or "-"),
         str(reason or ""),
     ]
 
 
-def _tools_cell(status: Mapping[str, Any], info: Mapping[str, Any] | None) -> str:
-    total = int(status.get("tools_count") or 0)
-    disabled = len((info or {}).get("disabledTools") or [])
-    return f"{max(total - disabled, 0)}/{total}"
+async def disabled_tools(client: HostdClient, plugin_id: str | None = None) -> dict[str, int]:
+    """``{plugin id: number of its registered tools the user disabled}`` (of ``plugin_id``, or all)."""
+    params: dict[str, Any] = {"includeDisabled": True, **({"plugin": plugin_id} if plugin_id else {})}
+    counts: dict[str, int] = {}
+    for tool in (await client.request("tools/list", params))["tools"]:
+        if not tool.get("enabled", True):
+            owner = str(tool.get("plugin") or str(tool["name"]).partition(".")[0])
+            counts[owner] = counts.get(owner, 0) + 1
+    return counts
 
 
 STATUS_HEADER = ["PLUGIN", "STATUS", "ENABLED", "TOOLS", "SERVER", "PROTOCOL", "ERROR"]
@@ -973,7 +976,8 @@ async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespac
         print_json(status)
         return EXIT_OK
     out = _console()
-    print_table(out, STATUS_HEADER, [_status_row(status, True, info)])
+    hidden = (await disabled_tools(client, args.id)).get(args.id, 0)
+    print_table(out, STATUS_HEADER, [_status_row(status, True, hidden)])
     next_step(out, "see its tools", f"hostctl tools {args.id}")
     return EXIT_OK
 
@@ -993,7 +997,7 @@ async def cmd_disable(client: HostdClient, opts: Options, args: argparse.Namespa
 
 async def cmd_restart(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
     """``hostctl restart ID``: stop and start an enabled plugin."""
-    info = _find(await settle(client, [args.id]), args.id)
+    await settle(client, [args.id])
 
     async def restart() -> dict[str, Any]:
         status: dict[str, Any] = await client.request("plugins/restart", {"id": args.id}, timeout=ENABLE_TIMEOUT)
@@ -1003,7 +1007,8 @@ async def cmd_restart(client: HostdClient, opts: Options, args: argparse.Namespa
     if opts.as_json:
         print_json(status)
     else:
-        print_table(_console(), STATUS_HEADER, [_status_row(status, True, info)])
+        hidden = (await disabled_tools(client, args.id)).get(args.id, 0)
+        print_table(_console(), STATUS_HEADER, [_status_row(status, True, hidden)])
     return EXIT_OK
 
 
@@ -1016,17 +1021,19 @@ async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespac
     chosen = [_find(plugins, i) for i in args.ids] if args.ids else plugins
     statuses = [await client.request("plugins/status", {"id": info["id"]}) for info in chosen]
     enabled = {info["id"]: bool(info["enabled"]) for info in chosen}
-    infos = {info["id"]: info for info in chosen}
     broken = [s for s in statuses if enabled[s["plugin_id"]] and s["status"] != "ready"]
     if opts.as_json:
         print_json({"plugins": statuses})
     else:
         out = _console()
+        hidden = await disabled_tools(client) if statuses else {}
         if not statuses:
             say(out, f"no plugins installed in {opts.state_dir}")
         else:
             print_table(
-                out, STATUS_HEADER, [_status_row(s, enabled[s["plugin_id"]], infos[s["plugin_id"]]) for s in statuses]
+                out,
+                STATUS_HEADER,
+                [_status_row(s, enabled[s["plugin_id"]], hidden.get(s["plugin_id"], 0)) for s in statuses],
             )
     err = _console(stderr=True)
     for status in broken:
