@@ -188,3 +188,25 @@ async def test_logs_says_something_true_when_there_are_no_lines(tmp_path: Path, 
         "stderr and sent no MCP log message (each hostctl command runs a new hostd: the lines of earlier "
         "commands are gone)"
     )
+
+
+async def test_prepare_sh_prints_no_npm_update_banner(tmp_path: Path) -> None:
+    """manifests/prepare.sh's output is about the pins: an npm that would print its "New minor
+    version" notice (as npm does unless npm_config_update_notifier=false) prints none through it."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "npm").write_text(
+        "#!/bin/sh\n"
+        '[ "$npm_config_update_notifier" = "false" ] || '
+        'echo "npm notice New minor version of npm available! 10.8.2 -> 10.9.0" >&2\n'
+        'echo "${2##*@}"\n'  # `npm view NAME@VERSION version`: the registry has it
+    )
+    (fake / "npm").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "UV_OFFLINE": "1"}
+    with trio.fail_after(120):
+        done = await trio.run_process(
+            ["bash", str(ROOT / "manifests" / "prepare.sh")], env=env, capture_stdout=True, capture_stderr=True
+        )
+    output = done.stdout.decode() + done.stderr.decode()
+    assert "npm notice" not in output
+    assert "the npm registry does not serve" not in output  # the fake npm was the one asked
