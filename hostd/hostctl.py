@@ -138,8 +138,10 @@ class Failure(Exception):
 #: ("enable it with tools/setEnabled", "prepare it first (plugins/prepare)", "plugins/approve"), which a
 #: hostctl user cannot run; every kind whose fix hostctl has a verb for is in this one table, and a failure
 #: of that kind ends with ``next: <command>`` (:func:`next_command`). ``PLUGIN_START_FAILED`` is here only
-#: when the launch cannot be resolved (``data.launchError``): the manifest is fixed, then installed again.
+#: when the launch cannot be resolved (``data.launchError``: the manifest is fixed, then installed again)
+#: or the restart policy gave up ("use plugins/restart").
 NEXT_COMMANDS: dict[str, str] = {
+    "GAVE_UP": "hostctl restart {plugin}",
     "TOOL_DISABLED": "hostctl enable {tool}",
     "PERMISSION_NOT_GRANTED": "hostctl grant {plugin} --all, then hostctl enable {plugin}",
     "MCP_TRUST_APPROVAL_REQUIRED": "hostctl approve {plugin}, then hostctl enable {plugin}",
@@ -155,6 +157,8 @@ def next_command(kind: str, data: Mapping[str, Any], folder: str | None = None) 
     or ``None`` when hostctl has no verb for it or the data does not name what it needs."""
     if kind == "PLUGIN_START_FAILED" and data.get("launchError"):
         kind = "LAUNCH_UNRESOLVED"
+    elif kind == "PLUGIN_START_FAILED" and "plugins/restart" in f"{data.get('message', '')} {data.get('reason', '')}":
+        kind = "GAVE_UP"
     template = NEXT_COMMANDS.get(kind)
     if template is None:
         return None
@@ -997,7 +1001,13 @@ async def cmd_disable(client: HostdClient, opts: Options, args: argparse.Namespa
 
 async def cmd_restart(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
     """``hostctl restart ID``: stop and start an enabled plugin."""
-    await settle(client, [args.id])
+    info = _find(await settle(client, [args.id]), args.id)
+    if not info["enabled"]:  # hostd's answer says "enable it instead": name the command
+        raise Failure(
+            "PLUGIN_STATE_CONFLICT",
+            f"{args.id} is not enabled: there is nothing to restart",
+            [f"next: hostctl enable {args.id}"],
+        )
 
     async def restart() -> dict[str, Any]:
         status: dict[str, Any] = await client.request("plugins/restart", {"id": args.id}, timeout=ENABLE_TIMEOUT)
@@ -1021,6 +1031,7 @@ async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespac
     chosen = [_find(plugins, i) for i in args.ids] if args.ids else plugins
     statuses = [await client.request("plugins/status", {"id": info["id"]}) for info in chosen]
     enabled = {info["id"]: bool(info["enabled"]) for info in chosen}
+    infos = {info["id"]: info for info in chosen}
     broken = [s for s in statuses if enabled[s["plugin_id"]] and s["status"] != "ready"]
     if opts.as_json:
         print_json({"plugins": statuses})
@@ -1039,6 +1050,11 @@ async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespac
     for status in broken:
         row = _status_row(status)
         say(err, f"error: {row[0]} is enabled but {row[1]}{': ' + row[-1] if row[-1] else ''}")
+        error = status.get("error")
+        if isinstance(error, Mapping):
+            fix = next_command(str(error.get("kind")), error, str(infos[status["plugin_id"]]["path"]))
+            if fix is not None:
+                say(err, f"  next: {fix}")
     return EXIT_FAILED if broken else EXIT_OK
 
 

@@ -63,7 +63,30 @@ async def test_an_error_hostctl_can_fix_ends_with_the_hostctl_command(tmp_path: 
     assert next_command("PLUGIN_NOT_PREPARED", {"plugin": "web"}, "/p/web") == (
         "hostctl install /p/web (it installs the packages), then hostctl approve web"
     )
+    gave_up = {"plugin": "web", "reason": "gave up after 5 restarts within 60 s; use plugins/restart"}
+    assert next_command("PLUGIN_START_FAILED", gave_up, "/p/web") == "hostctl restart web"
     assert next_command("CONFIG_REQUIRED", {"plugin": "web"}, "/p/web") is None  # no hostctl verb for it
+
+
+async def test_status_and_restart_name_the_hostctl_command(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    """More members: a restore refused for a grant taken back (status shows hostd's reason, then the
+    command), and restart of a plugin that is not enabled (hostd says "enable it instead")."""
+    state = tmp_path / "state"
+    await ready_echo(state, make_plugin)
+    not_enabled = await hostctl(state, "restart", "mcp-echo")
+    assert not_enabled.returncode == 1
+    assert not_enabled.stderr.splitlines()[-2:] == [
+        "error: PLUGIN_STATE_CONFLICT: mcp-echo is not enabled: there is nothing to restart",
+        "  next: hostctl enable mcp-echo",
+    ]
+    assert (await hostctl(state, "enable", "mcp-echo")).returncode == 0
+    assert (await hostctl(state, "grant", "mcp-echo", "echo.use")).returncode == 0
+    refused = await hostctl(state, "status")
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[-2:] == [
+        "error: mcp-echo is enabled but error: plugin mcp-echo needs permissions not granted: echo.inspect",
+        "  next: hostctl grant mcp-echo --all, then hostctl enable mcp-echo",
+    ]
 
 
 async def test_a_launch_that_cannot_run_comes_before_every_other_step(tmp_path: Path, make_plugin: MakePlugin) -> None:
