@@ -9,7 +9,8 @@ hostd starts the plugins the state has enabled again; every command waits for th
 restore to settle (:func:`settle`) before it looks at or uses a plugin.
 
 ``list``, ``install DIR``, ``import CONFIG``, ``grant ID [PERM...|--all]``,
-``approve ID [--yes]``, ``enable ID|ID.TOOL``, ``disable ID|ID.TOOL``, ``restart ID``,
+``approve ID [--yes]``, ``enable ID|ID.TOOL`` (an npx/uvx plugin's packages installed first),
+``disable ID|ID.TOOL``, ``restart ID``,
 ``status [ID...]``, ``tools [ID]``, ``call PLUGIN TOOL [JSON_ARGS]``, ``logs ID``,
 ``uninstall ID``: the lifecycle, one verb per step, each printing a table (``rich``) or,
 with ``--json``, the protocol's JSON result, and naming the next command to run.
@@ -24,7 +25,9 @@ stderr (:func:`with_progress`).
     through the whole lifecycle, printing every exchange (a temporary state folder).
 
 Exit codes: 0 success, 1 a failure reported by hostd (or hostd gone), 2 usage; a non-zero
-exit always prints ``error: KIND: message`` on stderr.
+exit always prints ``error: KIND: message`` on stderr, then ``next: <hostctl command>`` when
+hostctl has a verb that fixes it (:data:`NEXT_COMMANDS`; hostd's own message may name a
+protocol method instead).
 
 Everything printed that a plugin or a manifest controls (launch arguments,
 server info, tool names and results, error messages, stderr tails, config
@@ -147,7 +150,7 @@ NEXT_COMMANDS: dict[str, str] = {
     "MCP_TRUST_APPROVAL_REQUIRED": "hostctl approve {plugin}, then hostctl enable {plugin}",
     "MANIFEST_CHANGED": "hostctl approve {plugin}, then hostctl enable {plugin}",
     "TOOL_DEFINITION_CHANGED": "hostctl approve {plugin}",
-    "PLUGIN_NOT_PREPARED": "hostctl install {folder} (it installs the packages), then hostctl approve {plugin}",
+    "PLUGIN_NOT_PREPARED": "hostctl enable {plugin} (it installs the packages), then hostctl approve {plugin}",
     "LAUNCH_UNRESOLVED": "fix the command in the manifest in {folder}, then hostctl install {folder}",
 }
 
@@ -958,7 +961,7 @@ async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespac
     if "." in args.id:
         return await _set_tool(client, opts, args.id, True)
     plugins = await settle(client, [args.id])
-    info = _find(plugins, args.id)
+    info = await prepare_if_needed(client, _find(plugins, args.id))  # npx, uvx: the packages first
     if info["status"] == "ready" and info["enabled"]:
         status = await client.request("plugins/status", {"id": args.id})
     elif info["status"] == "error" and info["enabled"]:
@@ -1111,6 +1114,7 @@ async def ensure_ready(client: HostdClient, target: str, opts: Options) -> str:
     plugin_id = str(info["id"])
     if info["status"] == "ready":
         return plugin_id
+    await prepare_if_needed(client, info)  # npx, uvx: the packages first (its approval then names them)
     await _enable(client, plugin_id)
     return plugin_id
 

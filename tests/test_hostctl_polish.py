@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 import yaml
 
+from hostd.client import plugin_environment
 from hostd.hostctl import next_command
 from tests.conftest import ECHO, ROOT, MakePlugin
 
@@ -61,7 +64,7 @@ async def test_an_error_hostctl_can_fix_ends_with_the_hostctl_command(tmp_path: 
     assert disabled.stderr.splitlines()[-1] == "  next: hostctl enable mcp-echo.environment"
     # The same table answers for kinds a test cannot reach cheaply (a package launch not prepared).
     assert next_command("PLUGIN_NOT_PREPARED", {"plugin": "web"}, "/p/web") == (
-        "hostctl install /p/web (it installs the packages), then hostctl approve web"
+        "hostctl enable web (it installs the packages), then hostctl approve web"
     )
     gave_up = {"plugin": "web", "reason": "gave up after 5 restarts within 60 s; use plugins/restart"}
     assert next_command("PLUGIN_START_FAILED", gave_up, "/p/web") == "hostctl restart web"
@@ -233,3 +236,34 @@ async def test_prepare_sh_prints_no_npm_update_banner(tmp_path: Path) -> None:
     output = done.stdout.decode() + done.stderr.decode()
     assert "npm notice" not in output
     assert "the npm registry does not serve" not in output  # the fake npm was the one asked
+
+
+@pytest.mark.real_server
+async def test_enable_installs_the_packages_it_needs(tmp_path: Path) -> None:
+    """README: an npx/uvx plugin's packages are installed by plugins/prepare, "hostctl enable does
+    it for you". A plugin whose prepared environment is gone (or never made) is prepared by enable,
+    not refused with PLUGIN_NOT_PREPARED naming a method hostctl has no verb for."""
+    state, home = tmp_path / "state", tmp_path / "home"
+    home.mkdir()
+    env = {**plugin_environment(), "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state")}
+
+    async def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        with trio.fail_after(300):
+            return await trio.run_process(
+                [sys.executable, "-m", "hostd.hostctl", *args, "--state-dir", str(state)],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+
+    assert (await run("install", str(ROOT / "manifests" / "server-memory"))).returncode == 0
+    assert (await run("approve", "server-memory", "--yes")).returncode == 0
+    shutil.rmtree(state / "prepared" / "server-memory")
+    enabled = await run("enable", "server-memory")
+    stderr = enabled.stderr.decode()
+    assert enabled.returncode == 0, stderr
+    assert "hostctl: installing the packages of server-memory: done in" in stderr
+    assert enabled.stdout.decode().splitlines()[2].split()[:4] == ["server-memory", "ready", "yes", "9/9"]
