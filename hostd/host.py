@@ -1383,19 +1383,11 @@ class Host:
         """Steps 1 and 2 of enable: every permission granted, the launch approved.
 
         Returns the :class:`~hostd.supervisor.Start` for the supervisor: the
-        approved launch with the manifest, pins and limits it runs with. Raises
-        ``PERMISSION_NOT_GRANTED``, ``PLUGIN_START_FAILED`` (the launch does not
-        resolve) or ``MCP_TRUST_APPROVAL_REQUIRED``.
+        approved launch with the manifest, pins and limits it runs with. Raises, in
+        this order, ``PLUGIN_START_FAILED`` (the launch does not resolve),
+        ``PERMISSION_NOT_GRANTED`` or ``MCP_TRUST_APPROVAL_REQUIRED``.
         """
         plugin_id = plugin.manifest.id
-        missing = sorted(set(plugin.manifest.permissions) - plugin.granted - features.RESERVED_PERMISSIONS)
-        if missing:
-            raise HostError(
-                ErrorKind.PERMISSION_NOT_GRANTED,
-                f"plugin {plugin_id} needs permissions not granted: {', '.join(missing)}",
-                plugin=plugin_id,
-                permissions=missing,
-            )
         try:
             launch = await self._resolve(plugin)
         except LaunchError as exc:
@@ -1407,6 +1399,16 @@ class Host:
                 launchError=exc.kind,
                 stderrTail=[],
             ) from None
+        # A launch that cannot run is reported before anything the user could grant: granting
+        # first would only lead to this error (a manifest's "pyhton3" is fixed in the manifest).
+        missing = sorted(set(plugin.manifest.permissions) - plugin.granted - features.RESERVED_PERMISSIONS)
+        if missing:
+            raise HostError(
+                ErrorKind.PERMISSION_NOT_GRANTED,
+                f"plugin {plugin_id} needs permissions not granted: {', '.join(missing)}",
+                plugin=plugin_id,
+                permissions=missing,
+            )
         if plugin.config_missing:
             raise HostError(
                 ErrorKind.CONFIG_REQUIRED,

@@ -9,7 +9,8 @@ hostd starts the plugins the state has enabled again; every command waits for th
 restore to settle (:func:`settle`) before it looks at or uses a plugin.
 
 ``list``, ``install DIR``, ``import CONFIG``, ``grant ID [PERM...|--all]``,
-``approve ID [--yes]``, ``enable ID|ID.TOOL``, ``disable ID|ID.TOOL``, ``restart ID``,
+``approve ID [--yes]``, ``enable ID|ID.TOOL`` (an npx/uvx plugin's packages installed first),
+``disable ID|ID.TOOL``, ``restart ID``,
 ``status [ID...]``, ``tools [ID]``, ``call PLUGIN TOOL [JSON_ARGS]``, ``logs ID``,
 ``uninstall ID``: the lifecycle, one verb per step, each printing a table (``rich``) or,
 with ``--json``, the protocol's JSON result, and naming the next command to run.
@@ -24,7 +25,9 @@ stderr (:func:`with_progress`).
     through the whole lifecycle, printing every exchange (a temporary state folder).
 
 Exit codes: 0 success, 1 a failure reported by hostd (or hostd gone), 2 usage; a non-zero
-exit always prints ``error: KIND: message`` on stderr.
+exit always prints ``error: KIND: message`` on stderr, then ``next: <hostctl command>`` when
+hostctl has a verb that fixes it (:data:`NEXT_COMMANDS`; hostd's own message may name a
+protocol method instead).
 
 Everything printed that a plugin or a manifest controls (launch arguments,
 server info, tool names and results, error messages, stderr tails, config
@@ -59,6 +62,7 @@ from rich.text import Text
 from hostd import __version__
 from hostd.client import HostdClient, Notification, RpcError, plugin_environment
 from hostd.control import PROTOCOL_VERSION
+from hostd.secrets import SecretStore
 from hostd.state import default_state_dir
 
 EXIT_OK = 0
@@ -132,6 +136,41 @@ class Failure(Exception):
         ]
 
 
+#: The hostctl command that fixes an error kind, filled from the error's ``data`` (``{plugin}``, ``{tool}``)
+#: and the plugin's ``{folder}``. The class: hostd's messages name the protocol method that fixes them
+#: ("enable it with tools/setEnabled", "prepare it first (plugins/prepare)", "plugins/approve"), which a
+#: hostctl user cannot run; every kind whose fix hostctl has a verb for is in this one table, and a failure
+#: of that kind ends with ``next: <command>`` (:func:`next_command`). ``PLUGIN_START_FAILED`` is here only
+#: when the launch cannot be resolved (``data.launchError``: the manifest is fixed, then installed again)
+#: or the restart policy gave up ("use plugins/restart").
+NEXT_COMMANDS: dict[str, str] = {
+    "GAVE_UP": "hostctl restart {plugin}",
+    "TOOL_DISABLED": "hostctl enable {tool}",
+    "PERMISSION_NOT_GRANTED": "hostctl grant {plugin} --all, then hostctl enable {plugin}",
+    "MCP_TRUST_APPROVAL_REQUIRED": "hostctl approve {plugin}, then hostctl enable {plugin}",
+    "MANIFEST_CHANGED": "hostctl approve {plugin}, then hostctl enable {plugin}",
+    "TOOL_DEFINITION_CHANGED": "hostctl approve {plugin}",
+    "PLUGIN_NOT_PREPARED": "hostctl enable {plugin} (it installs the packages), then hostctl approve {plugin}",
+    "LAUNCH_UNRESOLVED": "fix the command in the manifest in {folder}, then hostctl install {folder}",
+}
+
+
+def next_command(kind: str, data: Mapping[str, Any], folder: str | None = None) -> str | None:
+    """The hostctl command (from :data:`NEXT_COMMANDS`) that fixes an error of ``kind`` with ``data``,
+    or ``None`` when hostctl has no verb for it or the data does not name what it needs."""
+    if kind == "PLUGIN_START_FAILED" and data.get("launchError"):
+        kind = "LAUNCH_UNRESOLVED"
+    elif kind == "PLUGIN_START_FAILED" and "plugins/restart" in f"{data.get('message', '')} {data.get('reason', '')}":
+        kind = "GAVE_UP"
+    template = NEXT_COMMANDS.get(kind)
+    if template is None:
+        return None
+    values = {"plugin": data.get("plugin"), "tool": data.get("tool"), "folder": folder}
+    if any(values[name] is None for name in ("plugin", "tool", "folder") if "{" + name + "}" in template):
+        return None
+    return template.format(**{k: shlex.quote(str(v)) for k, v in values.items() if v is not None})
+
+
 _HOSTD_FAILURES = (RpcError, EOFError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError)
 
 
@@ -147,11 +186,18 @@ def error_details(data: Mapping[str, Any], message: str = "") -> list[str]:
     upstream = data.get("upstream")
     if isinstance(upstream, Mapping):
         lines.append(f"upstream error {upstream.get('code')}: {upstream.get('message')}")
-    tail = data.get("stderrTail") or []
+    # Each line once: a stderr line the progress display already showed live is not repeated here.
+    tail = [line for line in data.get("stderrTail") or [] if str(line) not in _SHOWN_LIVE]
     if tail:
         lines.append("stderr tail:")
         lines.extend(f"  {line}" for line in tail)
     return lines
+
+
+#: The plugin log lines this hostctl process has already printed live (:func:`with_progress`).
+#: The class: one plugin line reaching the user twice (live while starting, then again in an
+#: error's ``stderr tail:``); every printer of plugin lines checks here first.
+_SHOWN_LIVE: set[str] = set()
 
 
 # -- talking to hostd ------------------------------------------------------------
@@ -403,8 +449,20 @@ async def with_progress(
     else:
         say(console, f"hostctl: {message} …")
 
-    async def follow() -> None:
+    index = len(client.notifications)
+
+    def show_new_lines() -> None:
+        nonlocal index
+        for note in client.notifications[index:]:
+            plugin = note.params.get("plugin")
+            if note.method == "plugins/log" and (wanted is None or plugin in wanted):
+                message = str(note.params.get("message"))
+                line = terminal_safe(f"  {plugin or 'hostd'} | {message}", one_line=True)
+                say(console, line, style="dim")
+                _SHOWN_LIVE.add(message)
         index = len(client.notifications)
+
+    async def follow() -> None:
         beat = started
         while True:
             with trio.move_on_after(0.25 if status is not None else HEARTBEAT):
@@ -412,12 +470,7 @@ async def with_progress(
                     await _more_notifications(client, index)
                 except EOFError:
                     return
-            for note in client.notifications[index:]:
-                plugin = note.params.get("plugin")
-                if note.method == "plugins/log" and (wanted is None or plugin in wanted):
-                    line = terminal_safe(f"  {plugin or 'hostd'} | {note.params.get('message')}", one_line=True)
-                    say(console, line, style="dim")
-            index = len(client.notifications)
+            show_new_lines()
             now = trio.current_time()
             if status is not None:
                 status.update(Text(f"{message} ({now - started:.0f} s)"))
@@ -435,6 +488,7 @@ async def with_progress(
             except Exception as exc:  # re-raised below, outside the nursery (not wrapped in a group)
                 failure = exc
             nursery.cancel_scope.cancel()
+        show_new_lines()  # the lines that arrived with the answer: live, before any error repeats them
     finally:
         if status is not None:
             status.stop()
@@ -489,7 +543,14 @@ async def settle(client: HostdClient, only: Iterable[str] | None = None) -> list
                     return current
                 await _more_notifications(client, seen)
 
-    return await with_progress(client, f"waiting for hostd to start {', '.join(pending)}", wait, plugins=pending)
+    settled = await with_progress(client, f"waiting for hostd to start {', '.join(pending)}", wait, plugins=pending)
+    err = _console(stderr=True)
+    for info in settled:
+        if info["id"] in pending and info.get("status") == "error":
+            # Its lines were shown once above; say why they come back at every command.
+            say(err, f"hostctl: {info['id']} failed to start again (it is enabled: each hostctl command starts it)")
+            next_step(err, "see why, or stop trying", f"hostctl status {info['id']} / hostctl disable {info['id']}")
+    return settled
 
 
 # -- the commands ----------------------------------------------------------------------
@@ -586,22 +647,34 @@ def _show_info(console: Console, info: Mapping[str, Any]) -> None:
     print_table(console, ["", ""], [*rows, *_launch_details(info)])
 
 
-def _next_for(console: Console, info: Mapping[str, Any]) -> None:
-    """The step that brings ``info`` closer to running, and the command for it."""
+def next_action(info: Mapping[str, Any]) -> tuple[str, str]:
+    """``(what, command)``: the step that brings the plugin ``info`` (a ``PluginInfo``) closer to
+    running, and the hostctl command for it. A launch that cannot be resolved comes first."""
     plugin_id = info["id"]
     launch = info.get("launch") or {}
     missing = sorted(set(info.get("permissions") or []) - set(info.get("granted") or []))
+    if isinstance(launch, Mapping) and "error" in launch:
+        # First: nothing granted or approved can start a launch that cannot be resolved.
+        fix = next_command("LAUNCH_UNRESOLVED", {"plugin": plugin_id}, str(info["path"])) or ""
+        what, _, command = fix.partition(", then ")
+        return f"its launch cannot run ({launch.get('kind', '?')}): {what}", command
     if isinstance(launch, Mapping) and "digest" in launch and not launch.get("approved"):
-        next_step(console, "review and approve its launch", f"hostctl approve {plugin_id}")
-    elif missing:
-        next_step(console, f"grant {', '.join(missing)}", f"hostctl grant {plugin_id} --all")
-    elif not info.get("enabled"):
-        next_step(console, "start it", f"hostctl enable {plugin_id}")
-    else:
-        next_step(console, "see its tools", f"hostctl tools {plugin_id}")
+        return "review and approve its launch", f"hostctl approve {plugin_id}"
+    if missing:
+        return f"grant {', '.join(missing)}", f"hostctl grant {plugin_id} --all"
+    if not info.get("enabled"):
+        return "start it", f"hostctl enable {plugin_id}"
+    return "see its tools", f"hostctl tools {plugin_id}"
 
 
-def _status_row(status: Mapping[str, Any], enabled: bool | None = None) -> list[str]:
+def _next_for(console: Console, info: Mapping[str, Any]) -> None:
+    """Print :func:`next_action` for ``info`` as a ``next:`` line."""
+    next_step(console, *next_action(info))
+
+
+def _status_row(status: Mapping[str, Any], enabled: bool | None = None, disabled: int = 0) -> list[str]:
+    """One STATUS_HEADER row; TOOLS is ``enabled/total``: ``disabled`` of its ``tools_count`` are tools
+    the user disabled (:func:`disabled_tools`)."""
     server = " ".join(str(status[k]) for k in ("server_name", "server_version") if status.get(k))
     error = status.get("error")
     reason = (error.get("reason") or error.get("message")) if isinstance(error, Mapping) else error
@@ -609,11 +682,22 @@ def _status_row(status: Mapping[str, Any], enabled: bool | None = None) -> list[
         str(status["plugin_id"]),
         str(status.get("status", "?")),
         "-" if enabled is None else ("yes" if enabled else "no"),
-        str(status.get("tools_count", 0)),
+        f"{max(int(status.get('tools_count') or 0) - disabled, 0)}/{int(status.get('tools_count') or 0)}",
         server or "-",
         str(status.get("protocol_version") or "-"),
         str(reason or ""),
     ]
+
+
+async def disabled_tools(client: HostdClient, plugin_id: str | None = None) -> dict[str, int]:
+    """``{plugin id: number of its registered tools the user disabled}`` (of ``plugin_id``, or all)."""
+    params: dict[str, Any] = {"includeDisabled": True, **({"plugin": plugin_id} if plugin_id else {})}
+    counts: dict[str, int] = {}
+    for tool in (await client.request("tools/list", params))["tools"]:
+        if not tool.get("enabled", True):
+            owner = str(tool.get("plugin") or str(tool["name"]).partition(".")[0])
+            counts[owner] = counts.get(owner, 0) + 1
+    return counts
 
 
 STATUS_HEADER = ["PLUGIN", "STATUS", "ENABLED", "TOOLS", "SERVER", "PROTOCOL", "ERROR"]
@@ -688,7 +772,8 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
         text = Path(args.config).read_text(encoding="utf-8")
     except OSError as exc:
         raise Failure("CANNOT_READ", f"cannot read {args.config}: {exc.strerror}") from None
-    await settle(client)
+    known = await settle(client)
+    secrets_before = await trio.to_thread.run_sync(_secret_values, opts.state_dir, [p["id"] for p in known])
     try:
         result = await client.request("plugins/import", {"config": text}, timeout=ENABLE_TIMEOUT)
     except RpcError as exc:
@@ -702,21 +787,85 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
     if opts.as_json:
         print_json(result)
         return EXIT_OK
+    ids = [e["id"] for e in result["entries"] if e.get("id")]
+    secrets_after = await trio.to_thread.run_sync(_secret_values, opts.state_dir, ids)
+    kept_secrets = _rewrite_secret_notes(result["entries"], secrets_before, secrets_after)
     out = _console()
     _import_table(out, result["entries"])
     installed = [e["id"] for e in result["entries"] if e.get("outcome") in ("installed", "updated")]
     say(out, f"state folder: {opts.state_dir}")
+    if kept_secrets:
+        say(out, f"secret store: {_secret_store_place(opts.state_dir)}")
     if not installed:
-        say(out, "nothing was installed")
-        return EXIT_OK
-    for plugin_id in installed:
-        next_step(out, f"review and approve {plugin_id}", f"hostctl approve {plugin_id}")
-    say(
-        out,
-        "then start each with hostctl enable ID (an imported plugin's tools are pinned at that first start: "
-        "a later change to them is withheld until you approve again)",
-    )
+        say(out, "nothing new was installed")
+    # Every entry not yet running gets its next step, installed now or earlier (a second import
+    # of the same config leaves them "unchanged", and still unapproved).
+    plugins = {p["id"]: p for p in (await client.request("plugins/list", {}))["plugins"]}
+    pending = [
+        plugins[i] for i in ids if i in plugins and not (plugins[i]["enabled"] and plugins[i]["status"] == "ready")
+    ]
+    for info in pending:
+        what, command = next_action(info)
+        next_step(out, f"{info['id']}: {what}", command)
+    if any(next_action(info)[1].startswith("hostctl approve") for info in pending):
+        say(
+            out,
+            "then start each with hostctl enable ID (an imported plugin's tools are pinned at that first start: "
+            "a later change to them is withheld until you approve again)",
+        )
     return EXIT_OK
+
+
+_KEPT_SECRET_NOTE = ("kept ", "in the secret store")
+
+
+def _rewrite_secret_notes(
+    entries: Sequence[dict[str, Any]],
+    before: Mapping[tuple[str, str], str | None] | None,
+    after: Mapping[tuple[str, str], str | None] | None,
+) -> bool:
+    """Make the import's secret notes true; return whether any entry keeps a secret.
+
+    hostd notes "kept X in the secret store" for every entry holding secrets, also for one that
+    was already installed (``unchanged``, ``updated``). For those, the note is replaced by
+    "secret X updated in the secret store" for each value that changed, or dropped when none did
+    (or when the values could not be read before and after).
+    """
+    kept = False
+    for entry in entries:
+        notes = list(entry.get("notes") or [])
+        secret_notes = [n for n in notes if "in the secret store" in n]
+        kept = kept or bool(secret_notes)
+        if entry.get("outcome") not in ("unchanged", "updated") or not secret_notes or not entry.get("id"):
+            continue
+        plugin_id = entry["id"]
+        notes = [n for n in notes if n not in secret_notes]
+        if before is not None and after is not None:
+            for key in sorted(k for k in after if k[0] == plugin_id and before.get(k) != after[k]):
+                notes.append(f"secret {key[1]} updated in the secret store")
+        entry["notes"] = notes
+    return kept
+
+
+def _secret_values(state_dir: str, plugin_ids: Iterable[str]) -> dict[tuple[str, str], str | None] | None:
+    """The stored secret values of ``plugin_ids`` (blocking; compared, never printed), or ``None``
+    when the store cannot be read."""
+    try:
+        store = SecretStore(Path(state_dir))
+        return {(i, name): store.get(i, name) for i in plugin_ids for name in store.names(i)}
+    except Exception:  # a locked keyring, a forced backend that is missing: the notes just say less
+        return None
+
+
+def _secret_store_place(state_dir: str) -> str:
+    """Where hostd keeps this state folder's secret values: the OS keyring, or the 0600 file."""
+    try:
+        store = SecretStore(Path(state_dir))
+    except Exception:
+        return "unknown (the secret store cannot be opened)"
+    if store.backend == "keyring":
+        return f"the OS keyring (the names only in {store.path})"
+    return f"{store.path} (mode 0600, readable by you only)"
 
 
 def _import_table(console: Console, entries: Sequence[Mapping[str, Any]]) -> None:
@@ -759,6 +908,7 @@ async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespa
         raise Failure(
             str(launch.get("kind") or "LAUNCH_UNRESOLVED"),
             f"the launch of {args.id} cannot be resolved: {launch.get('error', 'unknown')}",
+            [f"next: {next_command('LAUNCH_UNRESOLVED', {'plugin': args.id}, str(info['path']))}"],
         )
     say(err, f"{args.id} would run:", style="bold")
     print_table(err, ["", ""], _launch_details(info))
@@ -796,24 +946,14 @@ async def _set_tool(client: HostdClient, opts: Options, name: str, enabled: bool
 
 
 async def _enable(client: HostdClient, plugin_id: str) -> dict[str, Any]:
-    """``plugins/enable`` with the progress display; a refusal the user can fix names the command."""
+    """``plugins/enable`` with the progress display -> ``PluginStatus``; raises :class:`RpcError`."""
 
     async def enable() -> dict[str, Any]:
         status: dict[str, Any] = await client.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
         return status
 
-    try:
-        return await with_progress(client, f"starting {plugin_id}", enable, plugins=[plugin_id])
-    except RpcError as exc:
-        fix = {
-            "MCP_TRUST_APPROVAL_REQUIRED": f"hostctl approve {plugin_id}",
-            "MANIFEST_CHANGED": f"hostctl approve {plugin_id}",
-            "PERMISSION_NOT_GRANTED": f"hostctl grant {plugin_id} --all",
-        }.get(exc.kind or "")
-        if fix is None:
-            raise
-        details = [*error_details(exc.data, exc.message), f"next: {fix}, then hostctl enable {plugin_id}"]
-        raise Failure(exc.kind or "", exc.message, details) from None
+    # A refusal the user can fix gets its hostctl command from NEXT_COMMANDS (run_command).
+    return await with_progress(client, f"starting {plugin_id}", enable, plugins=[plugin_id])
 
 
 async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
@@ -821,16 +961,30 @@ async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespac
     if "." in args.id:
         return await _set_tool(client, opts, args.id, True)
     plugins = await settle(client, [args.id])
-    info = _find(plugins, args.id)
+    info = await prepare_if_needed(client, _find(plugins, args.id))  # npx, uvx: the packages first
     if info["status"] == "ready" and info["enabled"]:
         status = await client.request("plugins/status", {"id": args.id})
+    elif info["status"] == "error" and info["enabled"]:
+        # This command's hostd has just started it (restore) and it failed: starting it again
+        # now would only print the same lines twice. Report that start's error.
+        status = await client.request("plugins/status", {"id": args.id})
+        error = status.get("error") if isinstance(status.get("error"), Mapping) else {}
+        kind = str(error.get("kind") or "PLUGIN_START_FAILED")
+        details = error_details(error, str(error.get("message", "")))
+        fix = next_command(kind, error, str(info["path"]))
+        raise Failure(
+            kind,
+            str(error.get("message") or f"{args.id} failed to start"),
+            [*details, *([f"next: {fix}"] if fix else [])],
+        )
     else:
         status = await _enable(client, args.id)
     if opts.as_json:
         print_json(status)
         return EXIT_OK
     out = _console()
-    print_table(out, STATUS_HEADER, [_status_row(status, True)])
+    hidden = (await disabled_tools(client, args.id)).get(args.id, 0)
+    print_table(out, STATUS_HEADER, [_status_row(status, True, hidden)])
     next_step(out, "see its tools", f"hostctl tools {args.id}")
     return EXIT_OK
 
@@ -850,7 +1004,13 @@ async def cmd_disable(client: HostdClient, opts: Options, args: argparse.Namespa
 
 async def cmd_restart(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
     """``hostctl restart ID``: stop and start an enabled plugin."""
-    await settle(client, [args.id])
+    info = _find(await settle(client, [args.id]), args.id)
+    if not info["enabled"]:  # hostd's answer says "enable it instead": name the command
+        raise Failure(
+            "PLUGIN_STATE_CONFLICT",
+            f"{args.id} is not enabled: there is nothing to restart",
+            [f"next: hostctl enable {args.id}"],
+        )
 
     async def restart() -> dict[str, Any]:
         status: dict[str, Any] = await client.request("plugins/restart", {"id": args.id}, timeout=ENABLE_TIMEOUT)
@@ -860,7 +1020,8 @@ async def cmd_restart(client: HostdClient, opts: Options, args: argparse.Namespa
     if opts.as_json:
         print_json(status)
     else:
-        print_table(_console(), STATUS_HEADER, [_status_row(status, True)])
+        hidden = (await disabled_tools(client, args.id)).get(args.id, 0)
+        print_table(_console(), STATUS_HEADER, [_status_row(status, True, hidden)])
     return EXIT_OK
 
 
@@ -873,19 +1034,30 @@ async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespac
     chosen = [_find(plugins, i) for i in args.ids] if args.ids else plugins
     statuses = [await client.request("plugins/status", {"id": info["id"]}) for info in chosen]
     enabled = {info["id"]: bool(info["enabled"]) for info in chosen}
+    infos = {info["id"]: info for info in chosen}
     broken = [s for s in statuses if enabled[s["plugin_id"]] and s["status"] != "ready"]
     if opts.as_json:
         print_json({"plugins": statuses})
     else:
         out = _console()
+        hidden = await disabled_tools(client) if statuses else {}
         if not statuses:
             say(out, f"no plugins installed in {opts.state_dir}")
         else:
-            print_table(out, STATUS_HEADER, [_status_row(s, enabled[s["plugin_id"]]) for s in statuses])
+            print_table(
+                out,
+                STATUS_HEADER,
+                [_status_row(s, enabled[s["plugin_id"]], hidden.get(s["plugin_id"], 0)) for s in statuses],
+            )
     err = _console(stderr=True)
     for status in broken:
         row = _status_row(status)
         say(err, f"error: {row[0]} is enabled but {row[1]}{': ' + row[-1] if row[-1] else ''}")
+        error = status.get("error")
+        if isinstance(error, Mapping):
+            fix = next_command(str(error.get("kind")), error, str(infos[status["plugin_id"]]["path"]))
+            if fix is not None:
+                say(err, f"  next: {fix}")
     return EXIT_FAILED if broken else EXIT_OK
 
 
@@ -942,6 +1114,7 @@ async def ensure_ready(client: HostdClient, target: str, opts: Options) -> str:
     plugin_id = str(info["id"])
     if info["status"] == "ready":
         return plugin_id
+    await prepare_if_needed(client, info)  # npx, uvx: the packages first (its approval then names them)
     await _enable(client, plugin_id)
     return plugin_id
 
@@ -964,16 +1137,28 @@ async def cmd_call(client: HostdClient, opts: Options, args: argparse.Namespace)
 
 async def cmd_logs(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
     """``hostctl logs ID``: the plugin's recent log lines (those of this hostd: its restore included)."""
-    await settle(client, [args.id])
+    info = _find(await settle(client, [args.id]), args.id)
     result = await client.request("plugins/logs", {"id": args.id, "limit": args.limit})
     if opts.as_json:
         print_json(result)
         return EXIT_OK
     out = _console()
     if not result["lines"]:
-        say(
-            out, f"{args.id}: no log lines (hostctl's hostd lives for one command; an enabled plugin's start is logged)"
-        )
+        # True in every state: the lines are those of this command's hostd (a new one per command).
+        if info["enabled"]:
+            say(
+                out,
+                f"{args.id}: no log lines: since this command's hostd started it ({info['status']}), it has written "
+                "nothing to stderr and sent no MCP log message (each hostctl command runs a new hostd: the lines "
+                "of earlier commands are gone)",
+            )
+        else:
+            say(
+                out,
+                f"{args.id}: no log lines: it is not enabled, so this command's hostd did not start it (each hostctl "
+                "command runs a new hostd: the lines of earlier commands are gone)",
+            )
+            next_step(out, "see its start-up lines", f"hostctl enable {args.id}")
         return EXIT_OK
     for line in result["lines"]:
         text = f"{line['time']} {line['source']:<6} {line['level']:<7} {line['message']}"
@@ -1018,11 +1203,33 @@ async def run_command(command: Command, opts: Options, args: argparse.Namespace)
     as ``error: KIND: message`` on stderr (exit 1): a non-zero exit always says why."""
     try:
         async with open_hostd(opts.state_dir) as client:
-            return await command(client, opts, args)
+            try:
+                return await command(client, opts, args)
+            except RpcError as exc:
+                raise await _with_next_step(client, exc) from None
     except (Failure, *_HOSTD_FAILURES) as exc:
         failure = Failure.from_exception(exc)
         print("\n".join(failure.lines()), file=sys.stderr)
         return EXIT_USAGE if failure.kind == "USAGE" else EXIT_FAILED
+
+
+async def _with_next_step(client: HostdClient, exc: RpcError) -> Failure:
+    """``exc`` as a :class:`Failure` ending with ``next: <hostctl command>`` when :data:`NEXT_COMMANDS`
+    has one for it (the plugin's folder is asked of hostd, which is still running)."""
+    failure = Failure.from_exception(exc)
+    plugin = exc.data.get("plugin")
+    folder: str | None = None
+    if isinstance(plugin, str):
+        with trio.move_on_after(REQUEST_TIMEOUT):
+            try:
+                listed = await client.request("plugins/list", {})
+                folder = next((str(p["path"]) for p in listed["plugins"] if p["id"] == plugin), None)
+            except _HOSTD_FAILURES:
+                folder = None
+    command = next_command(failure.kind, exc.data, folder)
+    if command is not None:
+        failure.details.append(f"next: {command}")
+    return failure
 
 
 # -- hostctl demo ------------------------------------------------------------------

@@ -18,6 +18,8 @@
 # manifests' (a test checks it). Needs npm and the project venv (for uv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# npm's "New minor version of npm available" banner is not about the pins: never print it.
+export npm_config_update_notifier=false
 
 NPM_PINS=(
   "@modelcontextprotocol/server-everything@2026.8.31"

@@ -137,7 +137,7 @@ async def test_import_tells_the_next_step_and_its_command(tmp_path: Path) -> Non
     done = await hostctl(state, "import", str(config))
     assert done.returncode == 0, done.stderr
     assert "installed" in done.stdout
-    assert "next: review and approve echo: hostctl approve echo" in done.stdout
+    assert "next: echo: review and approve its launch: hostctl approve echo" in done.stdout
     assert "then start each with hostctl enable ID" in done.stdout
     again = await as_json(tmp_path / "other", "import", str(config))
     assert [(e["name"], e["outcome"], e["id"]) for e in again["entries"]] == [("echo", "installed", "echo")]

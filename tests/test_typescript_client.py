@@ -87,7 +87,7 @@ def test_node_client_end_to_end() -> None:
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout
-    assert "# pass 14" in done.stdout, done.stdout[-3000:]
+    assert "# pass 17" in done.stdout, done.stdout[-3000:]
 
 
 def test_example_app_prints_tool_results(tmp_path: Path) -> None:
@@ -115,3 +115,27 @@ def test_example_app_prints_tool_results(tmp_path: Path) -> None:
     assert 'mcp-echo.echo -> [{"type":"text","text":"hello from the app"}]' in lines
     assert "  progress 2/2" in lines
     assert lines[-1] == "hostd exited with code 0"
+
+
+def test_example_app_prints_why_hostd_exited(tmp_path: Path) -> None:
+    """hostd's stderr is ignored by the example: when hostd cannot start, the example still prints why
+    (the Node adapter's stderr tail in HostdClosedError), not only "hostd exited (code 1)"."""
+    node = node_binary()
+    subprocess.run(
+        [node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE, check=True, timeout=300
+    )
+    env = {**os.environ, "HOSTD_COMMAND": json.dumps([sys.executable, "-m", "hostd_not_installed_here"])}
+    done = subprocess.run(
+        [node, "dist/examples/embed.js", str(REPO / "fixtures" / "mcp-echo"), str(tmp_path / "state")],
+        cwd=PACKAGE,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("hostd is gone: hostd exited (code 1): "), done.stderr
+    assert lines[0].endswith("No module named hostd_not_installed_here")
+    assert lines[-1].startswith("  hostd stderr | ") and lines[-1].endswith("No module named hostd_not_installed_here")

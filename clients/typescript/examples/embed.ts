@@ -14,7 +14,13 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { HostdError, spawnHostd } from "../src/index.js";
+import { HostdClosedError, HostdError, spawnHostd } from "../src/index.js";
+
+/** Why hostd is gone: its exit and, since its stderr is not shown here, its last stderr lines. */
+function reportClosed(error: HostdClosedError): void {
+  console.error(`hostd is gone: ${error.message}`);
+  for (const line of error.stderrTail) console.error(`  hostd stderr | ${line}`);
+}
 
 async function main(): Promise<number> {
   const [plugin, stateArg] = process.argv.slice(2);
@@ -24,12 +30,19 @@ async function main(): Promise<number> {
   }
   const state = stateArg ?? mkdtempSync(join(tmpdir(), "hostd-example-"));
   const [command, ...prefix] = JSON.parse(process.env["HOSTD_COMMAND"] ?? '["python3", "-m", "hostd"]') as string[];
-  const session = await spawnHostd({
-    command: command!,
-    args: [...prefix, "serve", "--state-dir", state],
-    initialize: { clientInfo: { name: "example-app", version: "1.0" } },
-    stderr: "ignore",
-  });
+  let session;
+  try {
+    session = await spawnHostd({
+      command: command!,
+      args: [...prefix, "serve", "--state-dir", state],
+      initialize: { clientInfo: { name: "example-app", version: "1.0" } },
+      stderr: "ignore", // not shown; its last lines come with a HostdClosedError
+    });
+  } catch (error) {
+    if (!(error instanceof HostdClosedError)) throw error;
+    reportClosed(error); // e.g. "No module named hostd": HOSTD_COMMAND runs the wrong Python
+    return 1;
+  }
   const { client } = session;
   console.log(`hostd ${session.initializeResult?.serverInfo.version} is ready`);
   client.on("plugins/statusChanged", (status) => console.log(`  [${status.plugin_id}] ${status.status}`));
@@ -58,7 +71,8 @@ async function main(): Promise<number> {
       console.log(`${sleep.name} -> ${JSON.stringify(result.content)}`);
     }
   } catch (error) {
-    console.error(error instanceof HostdError ? `hostd refused: ${error.kind}: ${error.message}` : error);
+    if (error instanceof HostdClosedError) reportClosed(error);
+    else console.error(error instanceof HostdError ? `hostd refused: ${error.kind}: ${error.message}` : error);
     await session.shutdown();
     return 1;
   }

@@ -65,13 +65,28 @@ export class HostdError extends Error {
 export class HostdClosedError extends Error {
   readonly exitCode: number | null;
   readonly signal: string | null;
-  constructor(message: string, exitCode: number | null = null, signal: string | null = null) {
+  /**
+   * hostd's last stderr lines before it exited (oldest first; at most {@link STDERR_TAIL_LINES}),
+   * when the adapter kept them (the Node adapter does when hostd's stderr is not inherited):
+   * why hostd exited ("No module named hostd", a state folder it cannot use). Empty otherwise.
+   */
+  readonly stderrTail: readonly string[];
+  constructor(
+    message: string,
+    exitCode: number | null = null,
+    signal: string | null = null,
+    stderrTail: readonly string[] = [],
+  ) {
     super(message);
     this.name = "HostdClosedError";
     this.exitCode = exitCode;
     this.signal = signal;
+    this.stderrTail = stderrTail;
   }
 }
+
+/** How many of hostd's last stderr lines a {@link HostdClosedError} carries. */
+export const STDERR_TAIL_LINES = 20;
 
 export type RequestMethod = keyof Requests;
 export type ParamsOf<M extends RequestMethod> = Requests[M]["params"];

@@ -6,22 +6,68 @@
 
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 
-import { HostdClient, HostdClosedError, type ClientOptions, type Transport, type TransportSink } from "./client.js";
+import {
+  HostdClient,
+  HostdClosedError,
+  STDERR_TAIL_LINES,
+  type ClientOptions,
+  type Transport,
+  type TransportSink,
+} from "./client.js";
 import { NdjsonDecoder, DEFAULT_MAX_LINE_BYTES } from "./ndjson.js";
 import { Session, type SessionOptions } from "./lifecycle.js";
+
+/** How long a closing waits for hostd's kept stderr to end after hostd exited, in milliseconds. */
+const STDERR_GRACE_MS = 250;
+
+/** Longest stderr line kept for {@link HostdClosedError.stderrTail}, in UTF-16 code units (longer: cut). */
+const STDERR_LINE_CHARS = 2000;
+
+/**
+ * The last {@link STDERR_TAIL_LINES} lines of a stream, each at most {@link STDERR_LINE_CHARS}
+ * characters: memory stays bounded however much hostd logs.
+ */
+class StderrTail {
+  readonly lines: string[] = [];
+  #partial = "";
+
+  feed(chunk: Buffer | string): void {
+    const parts = (this.#partial + chunk.toString()).split("\n");
+    this.#partial = parts.pop()!.slice(-STDERR_LINE_CHARS);
+    for (const line of parts) this.#push(line);
+  }
+
+  end(): void {
+    if (this.#partial !== "") this.#push(this.#partial);
+    this.#partial = "";
+  }
+
+  #push(line: string): void {
+    const text = line.replace(/\r$/, "");
+    this.lines.push(text.length > STDERR_LINE_CHARS ? text.slice(0, STDERR_LINE_CHARS) + "…" : text);
+    if (this.lines.length > STDERR_TAIL_LINES) this.lines.shift();
+  }
+}
 
 /** A transport over a child process's stdin and stdout. */
 export class ChildProcessTransport implements Transport {
   readonly child: ChildProcess;
   readonly #decoder: NdjsonDecoder;
+  readonly #stderr: StderrTail | undefined;
   #sink: TransportSink | undefined;
   #ended = false;
 
-  /** @param maxLineBytes bound of one line hostd sends (default 8 MiB: hostd's results are smaller). */
-  constructor(child: ChildProcess, maxLineBytes: number = DEFAULT_MAX_LINE_BYTES) {
+  /**
+   * @param maxLineBytes bound of one line hostd sends (default 8 MiB: hostd's results are smaller).
+   * @param keepStderrTail read the child's piped stderr and keep its last lines for
+   *   {@link HostdClosedError.stderrTail} (this consumes the stream: nobody else should read it).
+   */
+  constructor(child: ChildProcess, maxLineBytes: number = DEFAULT_MAX_LINE_BYTES, keepStderrTail = false) {
     if (!child.stdin || !child.stdout) throw new TypeError("the child needs piped stdin and stdout");
+    if (keepStderrTail && !child.stderr) throw new TypeError("keeping the stderr tail needs a piped stderr");
     this.child = child;
     this.#decoder = new NdjsonDecoder(maxLineBytes);
+    this.#stderr = keepStderrTail ? new StderrTail() : undefined;
   }
 
   start(sink: TransportSink): void {
@@ -32,11 +78,38 @@ export class ChildProcessTransport implements Transport {
     this.child.stdin!.on("error", () => undefined);
     let stdoutEnded = false;
     let exited: [number | null, NodeJS.Signals | null] | undefined;
+    // Without a tail to keep, stderr counts as ended: closing never waits for it.
+    let stderrEnded = this.#stderr === undefined;
+    const tail = this.#stderr;
+    if (tail !== undefined) {
+      const stderr = this.child.stderr!;
+      stderr.on("data", (chunk: Buffer) => tail.feed(chunk));
+      stderr.on("error", () => undefined);
+      stderr.on("close", () => {
+        tail.end();
+        stderrEnded = true;
+        finish();
+      });
+    }
+    let closed = false;
     const finish = (): void => {
-      if (!stdoutEnded || exited === undefined) return;
+      if (closed || !stdoutEnded || exited === undefined) return;
+      if (!stderrEnded) {
+        // Its last lines are normally read by now; a process hostd left behind may hold stderr
+        // open, so wait for its end only briefly (the close is never held up by it).
+        setTimeout(() => {
+          stderrEnded = true;
+          finish();
+        }, STDERR_GRACE_MS).unref();
+        return;
+      }
+      closed = true;
       const [code, signal] = exited;
       const how = signal !== null ? `signal ${signal}` : `code ${code}`;
-      sink.closed(new HostdClosedError(`hostd exited (${how})`, code, signal));
+      const lines = [...(tail?.lines ?? [])];
+      const last = [...lines].reverse().find((line) => line.trim() !== "");
+      const message = `hostd exited (${how})${last !== undefined ? `: ${last}` : ""}`;
+      sink.closed(new HostdClosedError(message, code, signal, lines));
     };
     stdout.on("end", () => {
       stdoutEnded = true;
@@ -48,6 +121,7 @@ export class ChildProcessTransport implements Transport {
     });
     this.child.on("error", (error) => {
       stdoutEnded = true;
+      stderrEnded = true;
       exited = [null, null];
       sink.closed(new HostdClosedError(`hostd could not run: ${error.message}`));
     });
@@ -90,7 +164,11 @@ export interface SpawnHostdOptions extends SessionOptions {
   /** Environment of hostd (default: this process's). Set `PATH` deliberately (README). */
   env?: NodeJS.ProcessEnv;
   cwd?: string;
-  /** hostd's stderr (its log): `"inherit"` (default), `"pipe"` or `"ignore"`. */
+  /**
+   * hostd's stderr (its log): `"inherit"` (default), `"pipe"` (yours to read from `child.stderr`)
+   * or `"ignore"`: not shown, but its last lines are kept and given to the
+   * {@link HostdClosedError} (`stderrTail`, and the last line in its message) when hostd exits.
+   */
   stderr?: "inherit" | "pipe" | "ignore";
   /** Kill hostd (SIGKILL) when this Node process exits (default true). */
   killOnParentExit?: boolean;
@@ -106,13 +184,15 @@ export interface SpawnHostdOptions extends SessionOptions {
  * reaped. Cancellation: aborting `options.signal` kills hostd and rejects with the reason.
  */
 export async function spawnHostd(options: SpawnHostdOptions): Promise<Session & { transport: ChildProcessTransport }> {
+  const stderr = options.stderr ?? "inherit";
+  const keepTail = stderr === "ignore"; // piped and read here: why hostd exited is not lost
   const spawnOptions: SpawnOptions = {
-    stdio: ["pipe", "pipe", options.stderr ?? "inherit"],
+    stdio: ["pipe", "pipe", keepTail ? "pipe" : stderr],
     env: options.env ?? process.env,
   };
   if (options.cwd !== undefined) spawnOptions.cwd = options.cwd;
   const child = spawn(options.command, options.args ?? [], spawnOptions);
-  const transport = new ChildProcessTransport(child, options.maxLineBytes);
+  const transport = new ChildProcessTransport(child, options.maxLineBytes, keepTail);
   const client = new HostdClient(transport, options.client);
   const killer = (): void => transport.kill("SIGKILL");
   if (options.killOnParentExit ?? true) {
