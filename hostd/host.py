@@ -301,9 +301,10 @@ class Host:
         #: Held by every request that changes what the state document records (see :meth:`_change`).
         self._change_lock = trio.Lock()
         #: The PATH of the user's login shell, appended to hostd's own for command lookup; read it
-        #: through :meth:`_command_path`, which waits for :meth:`_find_login_path` (set at its end).
+        #: through :meth:`_command_path`, which waits for a lookup :meth:`create` started (set at its
+        #: end); ``None``: no lookup pending (a host built without :meth:`create` uses none).
         self.login_path: str | None = None
-        self._login_path_known = trio.Event()
+        self._login_path_known: trio.Event | None = None
         #: Secret values of plugins (hostd/secrets.py); none without a state folder.
         self.secret_store = secrets_.SecretStore(self.store.directory) if self.store is not None else None
         #: One preparation at a time per plugin (two would share its environment folder).
@@ -331,9 +332,8 @@ class Host:
         if host.settings.login_path:
             # Off the start path: the login shell takes ~0.25 s (a profile may take seconds), and no
             # request needs it before the first launch resolution, which waits for it (_command_path).
-            nursery.start_soon(host._find_login_path)
-        else:
-            host._login_path_known.set()
+            host._login_path_known = known = trio.Event()
+            nursery.start_soon(host._find_login_path, known)
         swept = await trio.to_thread.run_sync(sweep_orphans)
         if swept:
             log.warning("ended %d plugin processes left behind by a previous hostd", swept)
@@ -350,7 +350,7 @@ class Host:
             nursery.start_soon(host._restore_enabled, to_enable)
         return host
 
-    async def _find_login_path(self) -> None:
+    async def _find_login_path(self, known: trio.Event) -> None:
         """Run :func:`login_shell_path` in a worker thread and record it (``None`` on failure).
 
         Started by :meth:`create` in the session's nursery. Cancellation (the
@@ -360,7 +360,7 @@ class Host:
         try:
             self.login_path = await trio.to_thread.run_sync(login_shell_path, abandon_on_cancel=True)
         finally:
-            self._login_path_known.set()
+            known.set()
 
     async def _command_path(self) -> str:
         """hostd's ``PATH`` followed by the login shell's entries it lacks (``PATH`` syntax).
@@ -368,7 +368,8 @@ class Host:
         Waits for :meth:`_find_login_path` the first time (at most its 3 s
         time-out); cancellable while it waits, with no side effect.
         """
-        await self._login_path_known.wait()
+        if self._login_path_known is not None:
+            await self._login_path_known.wait()
         return merge_paths(os.environ.get("PATH", ""), self.login_path)
 
     async def _notify_and_keep(self, method: str, params: dict[str, Any]) -> None:
@@ -1033,7 +1034,7 @@ class Host:
                     if entry.manifest is None or entry.plugin_id is None:
                         continue
                     folder = root / entry.plugin_id
-                    await self._store_secrets(entry, stored)
+                    await self._store_secrets(entry, wire, stored)
                     if entry.outcome == "unchanged":
                         wire["plugin"] = self.info(self.plugins[entry.plugin_id])
                         continue
@@ -1072,7 +1073,7 @@ class Host:
             raise
         return p.ImportResult.model_validate({"entries": results}).wire()
 
-    async def _store_secrets(self, entry: ImportEntry, stored: list[str]) -> None:
+    async def _store_secrets(self, entry: ImportEntry, wire: dict[str, Any], stored: list[str]) -> None:
         """Put the secret values the importer took out of ``entry`` (``secret_values``) in the secret store.
 
         Its manifest already holds ``${secret:NAME}`` in their place (:func:`hostd.importer.plan_import`).
@@ -1086,14 +1087,20 @@ class Host:
         if entry.outcome == "ready-to-install":
             stored.append(plugin_id)  # a failed import drops a new plugin's secrets, never an installed one's
 
-        def save() -> None:
+        def save() -> list[str]:
+            changed = []
             for name, value in values.items():
-                store.set(plugin_id, name, value)
+                if store.get(plugin_id, name) != value:
+                    store.set(plugin_id, name, value)
+                    changed.append(name)
+            return changed
 
         try:
-            await trio.to_thread.run_sync(save)
+            changed = await trio.to_thread.run_sync(save)
         except OSError as exc:
             raise _write_failed(exc, store.path) from None
+        if changed and entry.outcome != "ready-to-install":
+            wire.setdefault("notes", []).append(f"secret {', '.join(sorted(changed))} updated in the secret store")
 
     def _add_plugin(self, folder: Path, manifest: Manifest, digest: str, *, restarts: int = 0) -> InstalledPlugin:
         """Add a stopped plugin (replacing one of the same id) with a supervisor of its own."""

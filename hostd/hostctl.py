@@ -772,8 +772,7 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
         text = Path(args.config).read_text(encoding="utf-8")
     except OSError as exc:
         raise Failure("CANNOT_READ", f"cannot read {args.config}: {exc.strerror}") from None
-    known = await settle(client)
-    secrets_before = await trio.to_thread.run_sync(_secret_values, opts.state_dir, [p["id"] for p in known])
+    await settle(client)
     try:
         result = await client.request("plugins/import", {"config": text}, timeout=ENABLE_TIMEOUT)
     except RpcError as exc:
@@ -788,8 +787,7 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
         print_json(result)
         return EXIT_OK
     ids = [e["id"] for e in result["entries"] if e.get("id")]
-    secrets_after = await trio.to_thread.run_sync(_secret_values, opts.state_dir, ids)
-    kept_secrets = _rewrite_secret_notes(result["entries"], secrets_before, secrets_after)
+    kept_secrets = any("in the secret store" in n for e in result["entries"] for n in e.get("notes") or [])
     out = _console()
     _import_table(out, result["entries"])
     installed = [e["id"] for e in result["entries"] if e.get("outcome") in ("installed", "updated")]
@@ -814,47 +812,6 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
             "a later change to them is withheld until you approve again)",
         )
     return EXIT_OK
-
-
-_KEPT_SECRET_NOTE = ("kept ", "in the secret store")
-
-
-def _rewrite_secret_notes(
-    entries: Sequence[dict[str, Any]],
-    before: Mapping[tuple[str, str], str | None] | None,
-    after: Mapping[tuple[str, str], str | None] | None,
-) -> bool:
-    """Make the import's secret notes true; return whether any entry keeps a secret.
-
-    hostd notes "kept X in the secret store" for every entry holding secrets, also for one that
-    was already installed (``unchanged``, ``updated``). For those, the note is replaced by
-    "secret X updated in the secret store" for each value that changed, or dropped when none did
-    (or when the values could not be read before and after).
-    """
-    kept = False
-    for entry in entries:
-        notes = list(entry.get("notes") or [])
-        secret_notes = [n for n in notes if "in the secret store" in n]
-        kept = kept or bool(secret_notes)
-        if entry.get("outcome") not in ("unchanged", "updated") or not secret_notes or not entry.get("id"):
-            continue
-        plugin_id = entry["id"]
-        notes = [n for n in notes if n not in secret_notes]
-        if before is not None and after is not None:
-            for key in sorted(k for k in after if k[0] == plugin_id and before.get(k) != after[k]):
-                notes.append(f"secret {key[1]} updated in the secret store")
-        entry["notes"] = notes
-    return kept
-
-
-def _secret_values(state_dir: str, plugin_ids: Iterable[str]) -> dict[tuple[str, str], str | None] | None:
-    """The stored secret values of ``plugin_ids`` (blocking; compared, never printed), or ``None``
-    when the store cannot be read."""
-    try:
-        store = SecretStore(Path(state_dir))
-        return {(i, name): store.get(i, name) for i in plugin_ids for name in store.names(i)}
-    except Exception:  # a locked keyring, a forced backend that is missing: the notes just say less
-        return None
 
 
 def _secret_store_place(state_dir: str) -> str:

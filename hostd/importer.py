@@ -228,7 +228,7 @@ def plan_import(
         if url is not None or kind in ("http", "sse", "streamable-http"):
             _plan_remote(entry, server, used, counters, earlier.plugin_id if earlier is not None else None)
             if earlier is not None and entry.manifest is not None:
-                entry.outcome = "unchanged" if entry.manifest == earlier.manifest else "updated"
+                _compare(entry, earlier)
             continue
         command = server.get("command")
         if not isinstance(command, str) or not command.strip():
@@ -274,8 +274,18 @@ def plan_import(
             entry.notes.append(f"declared the well-known needs of {needs['for']}: read {', '.join(needs['read'])}")
             del needs["for"]
         if earlier is not None:
-            entry.outcome = "unchanged" if entry.manifest == earlier.manifest else "updated"
+            _compare(entry, earlier)
     return entries
+
+
+def _compare(entry: ImportEntry, earlier: Imported) -> None:
+    """``unchanged`` or ``updated`` for an entry an earlier import installed as ``earlier``.
+
+    Its secrets were stored then: the notes about keeping them are dropped (the host notes a value
+    that changed, ``Host._store_secrets``).
+    """
+    entry.outcome = "unchanged" if entry.manifest == earlier.manifest else "updated"
+    entry.notes = [note for note in entry.notes if "in the secret store" not in note]
 
 
 def _plan_remote(
