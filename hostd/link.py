@@ -447,44 +447,38 @@ class PluginLink:
         bounded: bool = True,
         listen: NotificationSink | None = None,
     ) -> _Waiter:
-        """:meth:`_exchange` inside the request's span, its trace context added to ``params._meta`` (hostd.tracing)."""
+        """Send one request and wait for its reply, inside the request's span (hostd.tracing).
+
+        The span's trace context is added to ``params._meta``. Raises :class:`LinkClosed` when the link
+        ends first, :class:`ReplyTooLarge` for an oversized answer; cancelling sends the server
+        ``notifications/cancelled`` for the request.
+        """
         target = params.get("name") if params is not None and isinstance(params.get("name"), str) else None
         with tracing.plugin_span(self.plugin_id, method, target) as trace_meta:
             if trace_meta:
                 params = {**(params or {}), "_meta": {**((params or {}).get("_meta") or {}), **trace_meta}}
-            return await self._exchange(method, params, on_progress, bounded=bounded, listen=listen)
-
-    async def _exchange(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        on_progress: ProgressSink | None,
-        *,
-        bounded: bool = True,
-        listen: NotificationSink | None = None,
-    ) -> _Waiter:
-        waiter = _Waiter(on_progress, bounded and listen is None)
-        context: Any = waiter if listen is None else _ListenWaiter(waiter, listen)
-        rid, message = self.session.start_request(
-            method, params, context=context, progress=on_progress is not None, listen=listen is not None
-        )
-        try:
-            if self.done.is_set() or not await self._send(message):
-                raise LinkClosed(self.failure or "the plugin is stopping")
-            await waiter.done.wait()
-        finally:
-            if not waiter.done.is_set():
-                cancel = self.session.cancel(rid)
-                if cancel is not None and not self.done.is_set():
-                    with trio.CancelScope(shield=True), trio.move_on_after(1):
-                        await self._send(cancel)
-        if waiter.too_large is not None:
-            raise ReplyTooLarge(*waiter.too_large)
-        if waiter.reply is None:
-            raise LinkClosed(self.failure or "the plugin stopped")
-        if listen is not None:
-            _result_of(waiter.reply)
-        return waiter
+            waiter = _Waiter(on_progress, bounded and listen is None)
+            context: Any = waiter if listen is None else _ListenWaiter(waiter, listen)
+            rid, message = self.session.start_request(
+                method, params, context=context, progress=on_progress is not None, listen=listen is not None
+            )
+            try:
+                if self.done.is_set() or not await self._send(message):
+                    raise LinkClosed(self.failure or "the plugin is stopping")
+                await waiter.done.wait()
+            finally:
+                if not waiter.done.is_set():
+                    cancel = self.session.cancel(rid)
+                    if cancel is not None and not self.done.is_set():
+                        with trio.CancelScope(shield=True), trio.move_on_after(1):
+                            await self._send(cancel)
+            if waiter.too_large is not None:
+                raise ReplyTooLarge(*waiter.too_large)
+            if waiter.reply is None:
+                raise LinkClosed(self.failure or "the plugin stopped")
+            if listen is not None:
+                _result_of(waiter.reply)
+            return waiter
 
     # -- lifecycle --------------------------------------------------------------
 
