@@ -156,6 +156,14 @@ def stdio_plugin(
     return folder
 
 
+def hostd_with_home(tmp_path: Path, home: Path) -> Any:
+    """``HostdClient.spawn`` for tests of the default level: no grant flags, state under ``tmp_path``,
+    ``HOME`` (and so ``~`` in grants and launches) = ``home``.
+    """
+    env = {**plugin_environment(), "HOME": str(home)}
+    return HostdClient.spawn(["--state-dir", str(tmp_path / "state")], env=env)
+
+
 def spawn_hostd(tmp_path: Path, *args: str) -> Any:
     """``HostdClient.spawn`` for tests: state under ``tmp_path``, ``python3`` = this interpreter."""
     # Fixture servers write records and markers under tmp_path/shared: the parent grants that folder
