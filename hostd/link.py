@@ -495,14 +495,11 @@ class PluginLink:
             self._nursery = nursery
             self._start_transport(nursery)
             try:
-                discovery = await self._discover(startup_timeout)
+                await self._start_serving(nursery, startup_timeout, task_status)
             except HostError as exc:
                 error = exc
                 self._fail(str(exc.data.get("reason", exc.message)))
             else:
-                task_status.started(discovery)
-                if discovery.era == "modern":
-                    nursery.start_soon(self._listen_for_changes)
                 await self.done.wait()
             finally:
                 self.done.set()
@@ -519,6 +516,19 @@ class PluginLink:
         nursery.start_soon(self._pump_stdout)
         nursery.start_soon(self._pump_stderr)
         nursery.start_soon(self._watch_exit)
+
+    async def _start_serving(
+        self, nursery: trio.Nursery, startup_timeout: float, task_status: trio.TaskStatus[Discovery]
+    ) -> None:
+        """Discover (:meth:`_discover`), report it with ``task_status.started``, then (modern era) keep a
+        ``subscriptions/listen`` stream for list changes open in ``nursery``; every transport's ``run``.
+
+        Raises :class:`HostError` from discovery only, so before ``started``; cancellation likewise.
+        """
+        discovery = await self._discover(startup_timeout)
+        task_status.started(discovery)
+        if discovery.era == "modern":
+            nursery.start_soon(self._listen_for_changes)
 
     async def _discover(self, startup_timeout: float) -> Discovery:
         started = time.monotonic()
