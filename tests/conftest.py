@@ -119,7 +119,6 @@ def make_plugin(tmp_path: Path) -> MakePlugin:
 def stdio_plugin(
     folder: Path,
     source: Path,
-    plugin_id: str,
     name: str,
     *,
     tools: Iterable[str],
@@ -127,7 +126,8 @@ def stdio_plugin(
     backend: dict[str, Any] | None = None,
     **extra: Any,
 ) -> Path:
-    """Make ``folder`` a plugin running ``source/server.py`` (copied in) as ``python3 server.py`` over stdio.
+    """Make ``folder`` the plugin ``folder.name`` running ``source/server.py`` (copied in) as ``python3 server.py``
+    over stdio, called ``name``.
 
     ``tools``: the remote tool names it contributes (``plugin_id.`` is prefixed); ``backend`` is merged
     into the backend (10 s start and call timeouts unless it says otherwise); ``extra``: more top-level
@@ -135,6 +135,7 @@ def stdio_plugin(
     """
     folder.mkdir()
     shutil.copy(source / "server.py", folder / "server.py")
+    plugin_id = folder.name
     manifest = {
         "id": plugin_id,
         "name": name,

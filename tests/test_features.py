@@ -27,15 +27,9 @@ RESERVED = ["mcp.sampling", "mcp.elicitation", "mcp.roots"]
 
 
 def asker(tmp_path: Path, *, permissions: list[str], backend: dict[str, Any] | None = None, **extra: Any) -> Path:
+    folder, tools = tmp_path / "asker", ("ask", "cancelled", "capabilities", "task")
     return stdio_plugin(
-        tmp_path / "asker",
-        ASKER,
-        "asker",
-        "Asker (fixture)",
-        tools=("ask", "cancelled", "capabilities", "task"),
-        permissions=permissions,
-        backend=backend,
-        **extra,
+        folder, ASKER, "Asker (fixture)", tools=tools, permissions=permissions, backend=backend, **extra
     )
 
 

@@ -31,15 +31,9 @@ SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "ok"}, "mode
 
 @asynccontextmanager
 async def running(tmp_path: Path, **extra: Any) -> AsyncIterator[HostdClient]:
+    tools, timeouts = ("ask", "loop", "request", "seen"), {"tool_timeout_seconds": 30}
     folder = stdio_plugin(
-        tmp_path / "inputs",
-        INPUTS,
-        "inputs",
-        "Inputs (fixture)",
-        tools=("ask", "loop", "request", "seen"),
-        permissions=RESERVED,
-        backend={"tool_timeout_seconds": 30},
-        **extra,
+        tmp_path / "inputs", INPUTS, "Inputs (fixture)", tools=tools, permissions=RESERVED, backend=timeouts, **extra
     )
     init = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": ALL}
     async with HostdClient.spawn(
