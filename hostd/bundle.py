@@ -93,6 +93,18 @@ def invalid(message: str, errors: list[dict[str, Any]] | None = None, **data: An
     return HostError(ErrorKind.PACKAGE_INVALID, message, errors=errors or [{"field": "", "message": message}], **data)
 
 
+def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    """``data.errors`` for :func:`invalid` from a pydantic error: one ``{field, message}`` per problem.
+
+    ``field`` is the dotted path (``""`` at the top level); ``message`` is a validator's own words when a
+    validator refused the value, pydantic's message otherwise.
+    """
+    return [
+        {"field": ".".join(str(p) for p in err["loc"]), "message": str(err.get("ctx", {}).get("error", err["msg"]))}
+        for err in exc.errors()
+    ]
+
+
 # -- the MCPB manifest ------------------------------------------------------------------------
 
 
@@ -424,10 +436,7 @@ def load_mcpb_manifest(folder: Path) -> McpbManifest:
     try:
         return McpbManifest.model_validate(data)
     except ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in err["loc"]), "message": str(err.get("ctx", {}).get("error", err["msg"]))}
-            for err in exc.errors()
-        ]
+        errors = field_errors(exc)
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise invalid(

@@ -447,44 +447,38 @@ class PluginLink:
         bounded: bool = True,
         listen: NotificationSink | None = None,
     ) -> _Waiter:
-        """:meth:`_exchange` inside the request's span, its trace context added to ``params._meta`` (hostd.tracing)."""
+        """Send one request and wait for its reply, inside the request's span (hostd.tracing).
+
+        The span's trace context is added to ``params._meta``. Raises :class:`LinkClosed` when the link
+        ends first, :class:`ReplyTooLarge` for an oversized answer; cancelling sends the server
+        ``notifications/cancelled`` for the request.
+        """
         target = params.get("name") if params is not None and isinstance(params.get("name"), str) else None
         with tracing.plugin_span(self.plugin_id, method, target) as trace_meta:
             if trace_meta:
                 params = {**(params or {}), "_meta": {**((params or {}).get("_meta") or {}), **trace_meta}}
-            return await self._exchange(method, params, on_progress, bounded=bounded, listen=listen)
-
-    async def _exchange(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        on_progress: ProgressSink | None,
-        *,
-        bounded: bool = True,
-        listen: NotificationSink | None = None,
-    ) -> _Waiter:
-        waiter = _Waiter(on_progress, bounded and listen is None)
-        context: Any = waiter if listen is None else _ListenWaiter(waiter, listen)
-        rid, message = self.session.start_request(
-            method, params, context=context, progress=on_progress is not None, listen=listen is not None
-        )
-        try:
-            if self.done.is_set() or not await self._send(message):
-                raise LinkClosed(self.failure or "the plugin is stopping")
-            await waiter.done.wait()
-        finally:
-            if not waiter.done.is_set():
-                cancel = self.session.cancel(rid)
-                if cancel is not None and not self.done.is_set():
-                    with trio.CancelScope(shield=True), trio.move_on_after(1):
-                        await self._send(cancel)
-        if waiter.too_large is not None:
-            raise ReplyTooLarge(*waiter.too_large)
-        if waiter.reply is None:
-            raise LinkClosed(self.failure or "the plugin stopped")
-        if listen is not None:
-            _result_of(waiter.reply)
-        return waiter
+            waiter = _Waiter(on_progress, bounded and listen is None)
+            context: Any = waiter if listen is None else _ListenWaiter(waiter, listen)
+            rid, message = self.session.start_request(
+                method, params, context=context, progress=on_progress is not None, listen=listen is not None
+            )
+            try:
+                if self.done.is_set() or not await self._send(message):
+                    raise LinkClosed(self.failure or "the plugin is stopping")
+                await waiter.done.wait()
+            finally:
+                if not waiter.done.is_set():
+                    cancel = self.session.cancel(rid)
+                    if cancel is not None and not self.done.is_set():
+                        with trio.CancelScope(shield=True), trio.move_on_after(1):
+                            await self._send(cancel)
+            if waiter.too_large is not None:
+                raise ReplyTooLarge(*waiter.too_large)
+            if waiter.reply is None:
+                raise LinkClosed(self.failure or "the plugin stopped")
+            if listen is not None:
+                _result_of(waiter.reply)
+            return waiter
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -501,14 +495,11 @@ class PluginLink:
             self._nursery = nursery
             self._start_transport(nursery)
             try:
-                discovery = await self._discover(startup_timeout)
+                await self._start_serving(nursery, startup_timeout, task_status)
             except HostError as exc:
                 error = exc
                 self._fail(str(exc.data.get("reason", exc.message)))
             else:
-                task_status.started(discovery)
-                if discovery.era == "modern":
-                    nursery.start_soon(self._listen_for_changes)
                 await self.done.wait()
             finally:
                 self.done.set()
@@ -525,6 +516,19 @@ class PluginLink:
         nursery.start_soon(self._pump_stdout)
         nursery.start_soon(self._pump_stderr)
         nursery.start_soon(self._watch_exit)
+
+    async def _start_serving(
+        self, nursery: trio.Nursery, startup_timeout: float, task_status: trio.TaskStatus[Discovery]
+    ) -> None:
+        """Discover (:meth:`_discover`), report it with ``task_status.started``, then (modern era) keep a
+        ``subscriptions/listen`` stream for list changes open in ``nursery``; every transport's ``run``.
+
+        Raises :class:`HostError` from discovery only, so before ``started``; cancellation likewise.
+        """
+        discovery = await self._discover(startup_timeout)
+        task_status.started(discovery)
+        if discovery.era == "modern":
+            nursery.start_soon(self._listen_for_changes)
 
     async def _discover(self, startup_timeout: float) -> Discovery:
         started = time.monotonic()

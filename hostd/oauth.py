@@ -45,6 +45,7 @@ from urllib.parse import parse_qs, urlsplit
 import trio
 
 from hostd.errors import ErrorKind, HostError
+from hostd.secrets import usable_keyring
 
 log = logging.getLogger("hostd.oauth")
 
@@ -57,22 +58,6 @@ _CALLBACK_BYTES: Final = 16 * 1024
 _KEYRING_SERVICE: Final = "hostd"
 
 ParentRequest = Callable[[str, dict[str, Any], float], Awaitable[Any]]
-
-
-def _usable_keyring() -> Any:
-    """The ``keyring`` module when a real backend is configured, else None."""
-    try:
-        import keyring  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-        from keyring.backends import fail, null  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-    except ImportError:
-        return None
-    try:
-        backend = keyring.get_keyring()
-    except Exception:  # a broken keyring configuration: use the file
-        return None
-    if isinstance(backend, fail.Keyring | null.Keyring):
-        return None
-    return keyring
 
 
 class CredentialStore:
@@ -140,7 +125,7 @@ class CredentialStore:
     def _read_all(self) -> dict[str, Any]:
         if self.folder is None:
             return self._memory
-        ring = _usable_keyring()
+        ring = usable_keyring()
         try:
             if ring is not None:
                 text = ring.get_password(_KEYRING_SERVICE, self.plugin_id)
@@ -161,7 +146,7 @@ class CredentialStore:
             self._memory = document
             return
         text = json.dumps(document, sort_keys=True)
-        ring = _usable_keyring()
+        ring = usable_keyring()
         if ring is not None:
             ring.set_password(_KEYRING_SERVICE, self.plugin_id, text)
             return
@@ -187,7 +172,7 @@ def write_private(folder: Path, name: str, text: str) -> None:
 def forget(folder: Path | None, plugin_id: str) -> bool:
     """Delete a plugin's stored credentials (keyring entry and file); True when there were any."""
     found = False
-    ring = _usable_keyring()
+    ring = usable_keyring()
     if ring is not None:
         with contextlib.suppress(Exception):
             if ring.get_password(_KEYRING_SERVICE, plugin_id) is not None:

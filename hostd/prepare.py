@@ -41,7 +41,7 @@ import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import trio
 
@@ -525,14 +525,8 @@ async def prepare(
     try:
         await progress(1, total, f"preparing {' '.join(launch.packages)} ({launch.manager})")
         await trio.to_thread.run_sync(_fresh_folder, root)
-        if launch.manager == "npm":
-            prepared = await _prepare_npm(
-                base, root, launch, registries=registries, path=path, progress=progress, environ=environ
-            )
-        else:
-            prepared = await _prepare_uv(
-                base, root, launch, registries=registries, path=path, progress=progress, environ=environ
-            )
+        install = _prepare_npm if launch.manager == "npm" else _prepare_uv
+        prepared = await install(_Job(base, root, launch, registries, path, progress, environ))
         await trio.to_thread.run_sync(_write_marker, root, prepared)
     except trio.TooSlowError:
         with trio.CancelScope(shield=True):
@@ -632,16 +626,23 @@ def bundled_js_helpers(venv: Path) -> list[Path]:
     return found
 
 
-async def _prepare_npm(
-    base: Path,
-    root: Path,
-    launch: PackageLaunch,
-    *,
-    registries: Registries,
-    path: str,
-    progress: Progress,
-    environ: Mapping[str, str],
-) -> Prepared:
+class _Job(NamedTuple):
+    """What one installer (:func:`_prepare_npm`, :func:`_prepare_uv`) needs: the plugin's folder
+    ``base``, the empty environment folder ``root`` it fills, the request, where packages come
+    from, the ``PATH`` the tools are found on, the progress callback and the caller's environment.
+    """
+
+    base: Path
+    root: Path
+    launch: PackageLaunch
+    registries: Registries
+    path: str
+    progress: Progress
+    environ: Mapping[str, str]
+
+
+async def _prepare_npm(job: _Job) -> Prepared:
+    base, root, launch, registries, path, progress, environ = job
     npm = _tool("npm", path, launch)
     node = _tool("node", path, launch)
     registry = registries.npm or "https://registry.npmjs.org/"
@@ -668,16 +669,8 @@ async def _prepare_npm(
     return Prepared("npm", launch.packages, str(root), resolved, _sha256(lock), entry, registry)
 
 
-async def _prepare_uv(
-    base: Path,
-    root: Path,
-    launch: PackageLaunch,
-    *,
-    registries: Registries,
-    path: str,
-    progress: Progress,
-    environ: Mapping[str, str],
-) -> Prepared:
+async def _prepare_uv(job: _Job) -> Prepared:
+    base, root, launch, registries, path, progress, environ = job
     uv = _tool("uv", path, launch)
     registry = registries.python or "https://pypi.org/simple"
     extra = {

@@ -167,7 +167,7 @@ class SecretStore:
         self.path = self.folder / _FILE
         self._service = _SERVICE_PREFIX + os.path.realpath(directory)
         choice = backend or os.environ.get("HOSTD_SECRETS", "auto")
-        self._keyring: Any = _usable_keyring() if choice in ("auto", "keyring") else None
+        self._keyring: Any = usable_keyring() if choice in ("auto", "keyring") else None
         if choice == "keyring" and self._keyring is None:
             raise HostError(ErrorKind.STATE_UNUSABLE, "HOSTD_SECRETS=keyring, but no usable keyring backend")
 
@@ -253,8 +253,13 @@ class SecretStore:
             self.set(plugin_id, name, None)
 
 
-def _usable_keyring() -> Any:
-    """The ``keyring`` module when installed with a usable backend, else ``None``."""
+def usable_keyring() -> Any:
+    """The ``keyring`` module when installed with a usable backend, else ``None``.
+
+    Usable: a backend other than keyring's fail or null one, or a chainer with at least one
+    backend. Shared by the plugin secrets and the OAuth credential store (hostd.oauth), so both
+    choose the same store. Never raises: a broken keyring configuration counts as none.
+    """
     try:
         import keyring  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415 - optional
     except ImportError:

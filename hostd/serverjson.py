@@ -41,7 +41,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hostd.bundle import MAX_BUNDLE_BYTES, invalid
+from hostd.bundle import MAX_BUNDLE_BYTES, field_errors, invalid
 from hostd.importer import known_needs, sanitize_id
 from hostd.secrets import secret_ref
 
@@ -150,7 +150,7 @@ def _parse(entry: dict[str, Any] | str) -> ServerJson:
     try:
         return ServerJson.model_validate(entry)
     except ValidationError as exc:
-        errors = [{"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]} for err in exc.errors()]
+        errors = field_errors(exc)  # no validators here: each message is pydantic's own
         raise invalid(f"invalid server.json: {errors[0]['field']}: {errors[0]['message']}", errors) from None
 
 

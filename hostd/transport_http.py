@@ -307,14 +307,11 @@ class RemoteLink(PluginLink):
                 self._nursery = nursery  # server requests are answered in it (PluginLink._server_request)
                 nursery.start_soon(self._pump_http, read)
                 try:
-                    discovery = await self._discover(startup_timeout)
+                    await self._start_serving(nursery, startup_timeout, task_status)
                 except HostError as exc:
                     error = exc
                 else:
                     ready = True
-                    task_status.started(discovery)
-                    if discovery.era == "modern":
-                        nursery.start_soon(self._listen_for_changes)
                     await self.done.wait()
                 finally:
                     nursery.cancel_scope.cancel()

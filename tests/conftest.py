@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,55 @@ def make_plugin(tmp_path: Path) -> MakePlugin:
         return folder
 
     return make
+
+
+def stdio_plugin(
+    folder: Path,
+    source: Path,
+    name: str,
+    *,
+    tools: Iterable[str],
+    permissions: list[str],
+    backend: dict[str, Any] | None = None,
+    **extra: Any,
+) -> Path:
+    """Make ``folder`` the plugin ``folder.name`` running ``source/server.py`` (copied in) as ``python3 server.py``
+    over stdio, called ``name``.
+
+    ``tools``: the remote tool names it contributes (``plugin_id.`` is prefixed); ``backend`` is merged
+    into the backend (10 s start and call timeouts unless it says otherwise); ``extra``: more top-level
+    manifest keys. Returns ``folder``.
+    """
+    folder.mkdir()
+    shutil.copy(source / "server.py", folder / "server.py")
+    plugin_id = folder.name
+    manifest = {
+        "id": plugin_id,
+        "name": name,
+        "version": "1",
+        "permissions": permissions,
+        "contributes": {"tools": [f"{plugin_id}.{t}" for t in tools]},
+        "backend": {
+            "type": "mcp",
+            "transport": "stdio",
+            "command": "python3",
+            "args": ["server.py"],
+            "startup_timeout_seconds": 10,
+            "tool_timeout_seconds": 10,
+            **(backend or {}),
+        },
+        **extra,
+    }
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return folder
+
+
+def hostd_with_home(tmp_path: Path, home: Path) -> Any:
+    """``HostdClient.spawn`` for tests of the default level: no grant flags, state under ``tmp_path``,
+    ``HOME`` (and so ``~`` in grants and launches) = ``home``.
+    """
+    env = {**plugin_environment(), "HOME": str(home)}
+    return HostdClient.spawn(["--state-dir", str(tmp_path / "state")], env=env)
 
 
 def spawn_hostd(tmp_path: Path, *args: str) -> Any:

@@ -10,7 +10,6 @@ takes several members of the class.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,10 +17,9 @@ from typing import Any
 
 import pytest
 import trio
-import yaml
 
 from hostd.client import HostdClient, RpcError, plugin_environment
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, stdio_plugin
 
 ASKER = FIXTURES / "mcp-asker"
 ALL: dict[str, Any] = {"sampling": {"tools": {}}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
@@ -29,28 +27,10 @@ RESERVED = ["mcp.sampling", "mcp.elicitation", "mcp.roots"]
 
 
 def asker(tmp_path: Path, *, permissions: list[str], backend: dict[str, Any] | None = None, **extra: Any) -> Path:
-    folder = tmp_path / "asker"
-    folder.mkdir()
-    shutil.copy(ASKER / "server.py", folder / "server.py")
-    manifest = {
-        "id": "asker",
-        "name": "Asker (fixture)",
-        "version": "1",
-        "permissions": permissions,
-        "contributes": {"tools": [f"asker.{t}" for t in ("ask", "cancelled", "capabilities", "task")]},
-        "backend": {
-            "type": "mcp",
-            "transport": "stdio",
-            "command": "python3",
-            "args": ["server.py"],
-            "startup_timeout_seconds": 10,
-            "tool_timeout_seconds": 10,
-            **(backend or {}),
-        },
-        **extra,
-    }
-    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
-    return folder
+    folder, tools = tmp_path / "asker", ("ask", "cancelled", "capabilities", "task")
+    return stdio_plugin(
+        folder, ASKER, "Asker (fixture)", tools=tools, permissions=permissions, backend=backend, **extra
+    )
 
 
 @asynccontextmanager

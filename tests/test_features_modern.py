@@ -11,7 +11,6 @@ end it at any round, and a server request (forbidden in this era) must never rea
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,10 +18,9 @@ from typing import Any
 
 import pytest
 import trio
-import yaml
 
 from hostd.client import HostdClient, RpcError, plugin_environment
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, stdio_plugin
 
 INPUTS = FIXTURES / "mcp-inputs"
 STATE = 'opaque:é"state"/1'
@@ -33,26 +31,10 @@ SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "ok"}, "mode
 
 @asynccontextmanager
 async def running(tmp_path: Path, **extra: Any) -> AsyncIterator[HostdClient]:
-    folder = tmp_path / "inputs"
-    folder.mkdir()
-    shutil.copy(INPUTS / "server.py", folder / "server.py")
-    manifest = {
-        "id": "inputs",
-        "name": "Inputs (fixture)",
-        "version": "1",
-        "permissions": RESERVED,
-        "contributes": {"tools": [f"inputs.{t}" for t in ("ask", "loop", "request", "seen")]},
-        "backend": {
-            "type": "mcp",
-            "transport": "stdio",
-            "command": "python3",
-            "args": ["server.py"],
-            "startup_timeout_seconds": 10,
-            "tool_timeout_seconds": 30,
-        },
-        **extra,
-    }
-    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    tools, timeouts = ("ask", "loop", "request", "seen"), {"tool_timeout_seconds": 30}
+    folder = stdio_plugin(
+        tmp_path / "inputs", INPUTS, "Inputs (fixture)", tools=tools, permissions=RESERVED, backend=timeouts, **extra
+    )
     init = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": ALL}
     async with HostdClient.spawn(
         ["--state-dir", str(tmp_path / "state")], env=plugin_environment(), initialize=init

@@ -14,16 +14,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from hostd.client import HostdClient, RpcError, plugin_environment
-from tests.conftest import ROOT
+from hostd.client import HostdClient, RpcError
+from tests.conftest import ROOT, hostd_with_home
 
 PROBE = ROOT / "fixtures" / "mcp-probe"
 
@@ -45,13 +43,6 @@ def home(tmp_path: Path) -> Path:
     (home / "docs" / "a.txt").write_text("granted to read")
     (home / "other" / "b.txt").write_text("never granted")
     return home
-
-
-@asynccontextmanager
-async def hostd_at(tmp_path: Path, home: Path) -> AsyncIterator[HostdClient]:
-    env = {**plugin_environment(), "HOME": str(home)}
-    async with HostdClient.spawn(["--state-dir", str(tmp_path / "state")], env=env) as client:
-        yield client
 
 
 def probe_plugin(tmp_path: Path, script: str | None = None) -> Path:
@@ -91,7 +82,7 @@ def granted(info: dict[str, Any]) -> dict[str, str]:
 
 async def test_granted_folders_are_this_plugins_to_read_or_write(tmp_path: Path, home: Path) -> None:
     docs, out, other = home / "docs", home / "out", home / "other"
-    async with hostd_at(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         info = await hostd.request("plugins/install", {"path": str(probe_plugin(tmp_path))})
         info = await grant(hostd, {})
         assert granted(info) == {}
@@ -128,13 +119,13 @@ async def test_granted_folders_are_this_plugins_to_read_or_write(tmp_path: Path,
 
 
 async def test_folder_grants_are_kept_across_restarts_of_hostd(tmp_path: Path, home: Path) -> None:
-    async with hostd_at(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         await hostd.request("plugins/install", {"path": str(probe_plugin(tmp_path))})
         info = await grant(hostd, {"read": [str(home / "docs")]})
         await approve_and_enable(hostd, info)
     stored = json.loads((tmp_path / "state" / "state.json").read_text())
     assert stored["plugins"]["mcp-probe"]["folders"] == {"read": [str(home / "docs")]}
-    async with hostd_at(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         await hostd.wait_for("plugins/statusChanged", lambda n: n["status"] == "ready")
         [listed] = (await hostd.request("plugins/list", {}))["plugins"]
         assert granted(listed) == {"grant.read[0]": str(home / "docs")}
@@ -156,7 +147,7 @@ async def test_a_folder_the_sandbox_refuses_is_not_granted(
     tmp_path: Path, home: Path, folders: dict[str, list[str]], said: str
 ) -> None:
     folders = {k: [p.format(home=home, state=tmp_path / "state") for p in v] for k, v in folders.items()}
-    async with hostd_at(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         await hostd.request("plugins/install", {"path": str(probe_plugin(tmp_path))})
         before = await grant(hostd, {"read": [str(home / "docs")]})
         await hostd.request("plugins/approve", {"id": "mcp-probe", "digest": before["launch"]["digest"]})
@@ -184,7 +175,7 @@ runpy.run_path("server.py", run_name="__main__")
 
 async def test_a_start_the_sandbox_broke_hints_the_folder_grant(tmp_path: Path, home: Path) -> None:
     needed = home / "docs" / "a.txt"
-    async with hostd_at(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         folder = probe_plugin(tmp_path, READS_AT_START.format(path=str(needed)))
         await hostd.request("plugins/install", {"path": str(folder)})
         info = await grant(hostd, {})

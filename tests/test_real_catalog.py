@@ -22,8 +22,7 @@ import subprocess
 import tempfile
 import threading
 import zlib
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,7 +34,7 @@ import yaml
 from hostd.client import HostdClient, RpcError, plugin_environment
 from hostd.manifest import load_manifest
 from sandbox.environment import EnvPolicy, build_environment, is_secret_name
-from tests.conftest import ROOT
+from tests.conftest import ROOT, hostd_with_home
 from tests.test_real_servers import manifest_of, npm_spec, uv_spec
 
 pytestmark = pytest.mark.real_server
@@ -181,14 +180,6 @@ def home(tmp_path: Path) -> Path:
     return folder
 
 
-@asynccontextmanager
-async def hostd_in(tmp_path: Path, home: Path) -> AsyncIterator[HostdClient]:
-    """A real hostd, default level, no grant flags, ``HOME`` = ``home``, state under ``tmp_path``."""
-    env = {**plugin_environment(), "HOME": str(home)}
-    async with HostdClient.spawn(["--state-dir", str(tmp_path / "state")], env=env) as client:
-        yield client
-
-
 async def enable(client: HostdClient, folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """install -> grant (nothing: no permission is declared) -> approve -> enable; ``(install info, status)``."""
     info = await client.request("plugins/install", {"path": str(folder)})
@@ -250,7 +241,7 @@ async def test_server_filesystem(tmp_path: Path, home: Path) -> None:
     image = png_of_exactly(64 * 1024)
     (files / "photo.png").write_bytes(image)
     (home / "secret.txt").write_text("not for plugins")
-    async with hostd_in(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         info, status = await enable(hostd, FILESYSTEM)
         # The `~` argument is the grant, shown expanded; nothing else of the home.
         assert info["launch"]["folders"] == {"~/mcp-files": str(files)}
@@ -284,7 +275,7 @@ async def test_server_filesystem_reads_a_1_mib_image(tmp_path: Path, home: Path)
     (home / "mcp-files").mkdir()
     image = png_of_exactly(1024 * 1024)
     (home / "mcp-files" / "photo.png").write_bytes(image)
-    async with hostd_in(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         await enable(hostd, FILESYSTEM)
         media = await call(hostd, "server-filesystem.read_media_file", {"path": "~/mcp-files/photo.png"})
         [content] = media["content"]
@@ -324,7 +315,7 @@ def memory_lines() -> list[dict[str, Any]]:
 
 async def test_server_memory_keeps_its_graph_in_the_data_folder(tmp_path: Path, home: Path) -> None:
     registry_answers_or_skip(MEMORY)
-    async with hostd_in(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         info, status = await enable(hostd, MEMORY)
         stored = tmp_path / "state" / "data" / "server-memory" / "memory.jsonl"
         # MEMORY_FILE_PATH=${data}/memory.jsonl reaches the server expanded: the plugin's data folder,
@@ -349,7 +340,7 @@ async def test_server_memory_keeps_its_graph_in_the_data_folder(tmp_path: Path, 
 
 async def test_server_sequential_thinking(tmp_path: Path, home: Path) -> None:
     registry_answers_or_skip(THINKING)
-    async with hostd_in(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         _, status = await enable(hostd, THINKING)
         assert (status["server_name"], status["server_version"]) == ("sequential-thinking-server", "2026.8.31")
         thought = {
@@ -402,7 +393,7 @@ async def test_mcp_server_git_reads_the_users_git_config(tmp_path: Path, home: P
     git(repo, home, "add", "README.md")
     git(repo, home, "commit", "--quiet", "-m", "First notes")
     first = git(repo, home, "rev-parse", "HEAD").strip()
-    async with hostd_in(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         info, status = await enable(hostd, GIT)
         assert info["launch"]["folders"] == {
             "sandbox.read[0]": str(home / ".gitconfig"),
@@ -496,7 +487,7 @@ async def test_mcp_server_fetch(tmp_path: Path, home: Path, website: tuple[str, 
     manifest["contributes"]["tools"] = ["fetch-local.fetch"]
     manifest["backend"]["args"] = [*manifest["backend"]["args"], "--allow-private-ips"]
     (local / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
-    async with hostd_in(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         _, status = await enable(hostd, FETCH)
         assert (status["server_name"], status["server_version"]) == ("mcp-fetch", "2026.10.24")
         # The catalog's server refuses loopback addresses itself (robots.txt is the first request).
@@ -544,7 +535,7 @@ async def test_claude_desktop_config_with_home_paths_and_an_env_path(tmp_path: P
             },
         }
     }
-    async with hostd_in(tmp_path, home) as hostd:
+    async with hostd_with_home(tmp_path, home) as hostd:
         result = await hostd.request("plugins/import", {"config": json.dumps(config, indent=2)})
         assert [(e["name"], e["outcome"], e["id"]) for e in result["entries"]] == [
             ("filesystem", "installed", "filesystem"),

@@ -12,8 +12,9 @@ import pytest
 from hostd import serverjson
 from hostd.client import HostdClient, RpcError
 from hostd.errors import HostError
+from tests.conftest import hostd_with_home
 from tests.test_bundle import mcpb_manifest, node_bundle
-from tests.test_real_catalog import ENABLE_TIMEOUT, MEMORY, hostd_in, registry_answers_or_skip
+from tests.test_real_catalog import ENABLE_TIMEOUT, MEMORY, registry_answers_or_skip
 from tests.test_real_servers import TIME, manifest_of, npm_spec, uv_spec
 
 SCHEMA = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
@@ -239,7 +240,7 @@ async def test_npm_entry_runs_server_memory(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     variables = [{"name": "MEMORY_FILE_PATH", "description": "the graph file", "isRequired": True}]
-    async with hostd_in(tmp_path, home) as client:
+    async with hostd_with_home(tmp_path, home) as client:
         info = await client.request(
             "plugins/install", {"serverJson": entry([npm_memory(environmentVariables=variables)])}
         )
@@ -268,7 +269,7 @@ async def test_pypi_entry_runs_mcp_server_time(tmp_path: Path) -> None:
     registry_answers_or_skip(TIME)
     home = tmp_path / "home"
     home.mkdir()
-    async with hostd_in(tmp_path, home) as client:
+    async with hostd_with_home(tmp_path, home) as client:
         server = entry([pypi_time()], name="io.github.modelcontextprotocol/mcp-server-time", version=TIME_VERSION)
         info = await client.request("plugins/install", {"serverJson": server})
         assert info["launch"]["args"] == [f"mcp-server-time=={TIME_VERSION}", "--local-timezone", "UTC"]

@@ -13,16 +13,14 @@ entry point refusing any file but the bundled shim; ``doctor``'s kernel probe (w
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.test_typescript_client import PACKAGE, REPO, node_binary
+from tests.test_typescript_client import REPO, compiled_node, run_example_app, run_node_tests
 
 sys.path.insert(0, str(REPO / "packaging"))
 from build_sidecar import target_triple  # type: ignore[import-not-found]
@@ -51,47 +49,13 @@ def test_sidecar_is_named_for_tauri(sidecar: Path) -> None:
 
 
 def test_node_flow_through_the_sidecar(sidecar: Path) -> None:
-    node = node_binary()
-    subprocess.run(
-        [node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE, check=True, timeout=300
-    )
-    env = dict(os.environ)
-    env["HOSTD_COMMAND"] = json.dumps([str(sidecar)])
-    env["HOSTD_PLUGIN_PATH"] = os.path.dirname(sys.executable)  # the echo fixture's python3
-    done = subprocess.run(
-        [node, "--test", "--test-concurrency=1", "dist/test/e2e.test.js", "dist/test/tauri.test.js"],
-        cwd=PACKAGE,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "# pass 5" in done.stdout and "# fail 0" in done.stdout
+    node = compiled_node()
+    stdout = run_node_tests(node, ["dist/test/e2e.test.js", "dist/test/tauri.test.js"], [str(sidecar)])
+    assert "# pass 5" in stdout
 
 
 def test_example_app_through_the_sidecar(sidecar: Path, tmp_path: Path) -> None:
-    node = node_binary()
-    subprocess.run(
-        [node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE, check=True, timeout=300
-    )
-    plugin = tmp_path / "mcp-echo"
-    shutil.copytree(REPO / "fixtures" / "mcp-echo", plugin)
-    env = dict(os.environ)
-    env["HOSTD_COMMAND"] = json.dumps([str(sidecar)])
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    done = subprocess.run(
-        [node, "dist/examples/embed.js", str(plugin), str(tmp_path / "state")],
-        cwd=PACKAGE,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert 'mcp-echo.echo -> [{"type":"text","text":"hello from the app"}]' in done.stdout.splitlines()
+    run_example_app(tmp_path, [str(sidecar)])
 
 
 @pytest.mark.parametrize(

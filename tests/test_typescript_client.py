@@ -61,7 +61,8 @@ def node_binary() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def test_node_client_end_to_end() -> None:
+def compiled_node() -> str:
+    """The path of Node 22 (:func:`node_binary`), the client compiled (``tsc``) into clients/typescript/dist."""
     node = node_binary()
     tsc = subprocess.run(
         [node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"],
@@ -72,47 +73,60 @@ def test_node_client_end_to_end() -> None:
         timeout=300,
     )
     assert tsc.returncode == 0, tsc.stdout + tsc.stderr
-    tests = sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "dist" / "test").glob("*.test.js"))
-    env = dict(os.environ)
-    env["HOSTD_COMMAND"] = json.dumps([sys.executable, "-m", "hostd"])
-    env["HOSTD_PLUGIN_PATH"] = os.path.dirname(sys.executable)
-    done = subprocess.run(
-        [node, "--test", "--test-concurrency=1", *tests],
+    return node
+
+
+def run_node(
+    node: str, args: list[str], hostd_command: list[str], *, timeout: float, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``node *args`` in clients/typescript, the client starting hostd as ``hostd_command``; ``env`` added."""
+    return subprocess.run(
+        [node, *args],
         cwd=PACKAGE,
-        env=env,
+        env={**os.environ, "HOSTD_COMMAND": json.dumps(hostd_command), **env},
         capture_output=True,
         text=True,
         check=False,
-        timeout=600,
+        timeout=timeout,
     )
+
+
+def run_node_tests(node: str, tests: list[str], hostd_command: list[str]) -> str:
+    """Run the compiled Node ``tests`` (``dist/test/*.test.js``, see :func:`compiled_node`) against
+    ``hostd_command``; all must pass. The plugins find ``python3`` (the echo fixture's) beside this
+    interpreter. Returns the TAP output.
+    """
+    args = ["--test", "--test-concurrency=1", *tests]
+    done = run_node(node, args, hostd_command, timeout=600, HOSTD_PLUGIN_PATH=os.path.dirname(sys.executable))
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout
-    assert "# pass 17" in done.stdout, done.stdout[-3000:]
+    return done.stdout
+
+
+def run_example_app(tmp_path: Path, hostd_command: list[str]) -> list[str]:
+    """Run clients/typescript/examples/embed.ts on a copy of the echo fixture; it must succeed; its output lines."""
+    node = compiled_node()
+    plugin = tmp_path / "mcp-echo"
+    shutil.copytree(REPO / "fixtures" / "mcp-echo", plugin)
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    args = ["dist/examples/embed.js", str(plugin), str(tmp_path / "state")]
+    done = run_node(node, args, hostd_command, timeout=300, PATH=path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert 'mcp-echo.echo -> [{"type":"text","text":"hello from the app"}]' in lines
+    return lines
+
+
+def test_node_client_end_to_end() -> None:
+    node = compiled_node()
+    tests = sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "dist" / "test").glob("*.test.js"))
+    stdout = run_node_tests(node, tests, [sys.executable, "-m", "hostd"])
+    assert "# pass 17" in stdout, stdout[-3000:]
 
 
 def test_example_app_prints_tool_results(tmp_path: Path) -> None:
     """clients/typescript/examples/embed.ts, the README's embedding example, runs as documented."""
-    node = node_binary()
-    subprocess.run(
-        [node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE, check=True, timeout=300
-    )
-    plugin = tmp_path / "mcp-echo"
-    shutil.copytree(REPO / "fixtures" / "mcp-echo", plugin)
-    env = dict(os.environ)
-    env["HOSTD_COMMAND"] = json.dumps([sys.executable, "-m", "hostd"])
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    done = subprocess.run(
-        [node, "dist/examples/embed.js", str(plugin), str(tmp_path / "state")],
-        cwd=PACKAGE,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
-    assert 'mcp-echo.echo -> [{"type":"text","text":"hello from the app"}]' in lines
+    lines = run_example_app(tmp_path, [sys.executable, "-m", "hostd"])
     assert "  progress 2/2" in lines
     assert lines[-1] == "hostd exited with code 0"
 
@@ -120,10 +134,7 @@ def test_example_app_prints_tool_results(tmp_path: Path) -> None:
 def test_example_app_prints_why_hostd_exited(tmp_path: Path) -> None:
     """hostd's stderr is ignored by the example: when hostd cannot start, the example still prints why
     (the Node adapter's stderr tail in HostdClosedError), not only "hostd exited (code 1)"."""
-    node = node_binary()
-    subprocess.run(
-        [node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=PACKAGE, check=True, timeout=300
-    )
+    node = compiled_node()
     env = {**os.environ, "HOSTD_COMMAND": json.dumps([sys.executable, "-m", "hostd_not_installed_here"])}
     done = subprocess.run(
         [node, "dist/examples/embed.js", str(REPO / "fixtures" / "mcp-echo"), str(tmp_path / "state")],

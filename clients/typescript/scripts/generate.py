@@ -139,11 +139,21 @@ def generate(document: dict[str, Any]) -> str:
             "export interface ParentNotifications {",
         ],
     }
+    # A method whose params are exactly a named schema (plugins/statusChanged sends a PluginStatus) names
+    # that type instead of spelling its fields out again: compared as rendered, so only identical shapes share.
+    named = {
+        (ts(schema, indent), indent): name
+        for name, schema in document["components"]["schemas"].items()
+        for indent in ("  ", "    ")
+        if schema.get("type") == "object"
+    }
     for method in document["methods"]:
         direction = method.get("x-direction", "request")
         lines = groups[direction]
         lines += doc(method.get("summary"), "  ")
-        params = params_type(method["params"], "    " if "request" in direction else "  ")
+        indent = "    " if "request" in direction else "  "
+        params = params_type(method["params"], indent)
+        params = named.get((params, indent), params)
         if direction in ("request", "parent-request"):
             result = ts(method["result"]["schema"], "    ")
             lines.append(f"  {key(method['name'])}: {{\n    params: {params};\n    result: {result};\n  }};")

@@ -666,19 +666,7 @@ export interface ToolsListResult {
 export interface Requests {
   /** `initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?}`: the first request; its answer is the readiness signal. */
   initialize: {
-    params: {
-      /** `{name, version}` */
-      clientInfo?: ClientInfo | null;
-      /** `"0"` */
-      protocolVersion?: string | null;
-      /** the permissions the parent knows; others are refused */
-      knownPermissions?: string[] | null;
-      /** the state directory to lock */
-      stateDir?: string | null;
-      contentLimits?: ContentLimitsParams | null;
-      /** the client features the parent answers for plugins; hostd offers a plugin only what is here and granted to it ([Requests to the parent](#requests-to-the-parent)) */
-      capabilities?: ParentCapabilities | null;
-    };
+    params: InitializeParams;
     result: InitializeResult;
   };
   ping: {
@@ -691,27 +679,17 @@ export interface Requests {
   };
   /** `plugins/install {path} | {serverJson}`: a plugin folder holding `plugin.yaml` or `plugin.json`, an MCPB bundle file (`.mcpb` / `.dxt`), or an MCP Registry `server.json` (object or text). */
   "plugins/install": {
-    params: {
-      path?: string | null;
-      serverJson?: { [key: string]: unknown } | string | null;
-      /** which of serverJson's packages (default: 0) */
-      package?: number | null;
-    };
+    params: InstallParams;
     result: PluginInfo;
   };
   /** `plugins/import {config}`: an `mcpServers` / `servers` config, as text (JSON with comments allowed) or as an object. */
   "plugins/import": {
-    params: {
-      config: string | { [key: string]: unknown };
-      secretEnv?: string[];
-    };
+    params: ImportParams;
     result: ImportResult;
   };
   /** `{id}`: uninstall, enable, disable, restart, status. */
   "plugins/uninstall": {
-    params: {
-      id: string;
-    };
+    params: PluginRef;
     result: null;
   };
   /** `plugins/list` result. */
@@ -721,188 +699,117 @@ export interface Requests {
   };
   /** `plugins/grant {id, permissions, networkPorts?, limits?, folders?}`: what the user allows (replaces). */
   "plugins/grant": {
-    params: {
-      id: string;
-      permissions: string[];
-      networkPorts?: number[] | null;
-      limits?: Limits | null;
-      folders?: FolderGrants | null;
-    };
+    params: GrantParams;
     result: PluginInfo;
   };
   /** `plugins/approve {id, digest}`: approve the exact launch `plugins/install` showed. */
   "plugins/approve": {
-    params: {
-      id: string;
-      digest: string;
-    };
+    params: ApproveParams;
     result: PluginInfo;
   };
   /** `{id}`: uninstall, enable, disable, restart, status. */
   "plugins/enable": {
-    params: {
-      id: string;
-    };
+    params: PluginRef;
     result: PluginStatus;
   };
   /** `{id}`: uninstall, enable, disable, restart, status. */
   "plugins/disable": {
-    params: {
-      id: string;
-    };
+    params: PluginRef;
     result: PluginStatus;
   };
   /** `{id}`: uninstall, enable, disable, restart, status. */
   "plugins/restart": {
-    params: {
-      id: string;
-    };
+    params: PluginRef;
     result: PluginStatus;
   };
   /** `{id}`: uninstall, enable, disable, restart, status. */
   "plugins/status": {
-    params: {
-      id: string;
-    };
+    params: PluginRef;
     result: PluginStatus;
   };
   /** `tools/list {plugin?, includeDisabled?}`; `includeDisabled`: list the tools the user disabled too (with `enabled: false`). */
   "tools/list": {
-    params: {
-      plugin?: string | null;
-      includeDisabled?: boolean;
-    };
+    params: ToolsListParams;
     result: ToolsListResult;
   };
   /** `tools/call {name, arguments, timeoutMs?}`; `name` is the host name or `function_name`. */
   "tools/call": {
-    params: {
-      name: string;
-      arguments?: { [key: string]: unknown };
-      timeoutMs?: number | null;
-    };
+    params: ToolsCallParams;
     result: ToolsCallResult;
   };
   /** `tools/setEnabled {name, enabled}`: `name` is the host name (`<plugin>.<tool>`) or `function_name`. */
   "tools/setEnabled": {
-    params: {
-      name: string;
-      enabled: boolean;
-    };
+    params: ToolSetEnabledParams;
     result: ToolEnabledResult;
   };
   /** `plugins/configure {id, values}`: set (`null`: unset) the plugin's `user_config` values and secrets. */
   "plugins/configure": {
-    params: {
-      id: string;
-      values: { [key: string]: string | number | boolean | string[] | null };
-    };
+    params: ConfigureParams;
     result: PluginInfo;
   };
   /** `{id}`: uninstall, enable, disable, restart, status. */
   "plugins/prepare": {
-    params: {
-      id: string;
-    };
+    params: PluginRef;
     result: PluginInfo;
   };
   /** `{id}`: uninstall, enable, disable, restart, status. */
   "plugins/logout": {
-    params: {
-      id: string;
-    };
+    params: PluginRef;
     result: PluginStatus;
   };
   /** `auth/callback`: the authorization server's redirect, for a parent that catches it itself. */
   "auth/callback": {
-    params: {
-      /** the plugin whose authorization waits (`auth/authorize` named it) */
-      plugin: string;
-      /** the full redirect URL (`…?code=…&state=…`), as the browser was sent to it */
-      url: string;
-    };
+    params: AuthCallbackParams;
     result: Empty;
   };
   /** `plugins/logs {id, limit?}`: the plugin's most recent log lines, at most `limit` (default 200). */
   "plugins/logs": {
-    params: {
-      id: string;
-      limit?: number;
-    };
+    params: LogsParams;
     result: LogsResult;
   };
   /** `plugins/setLogLevel {id, level}`: an MCP log level. */
   "plugins/setLogLevel": {
-    params: {
-      id: string;
-      level: "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency";
-    };
+    params: SetLogLevelParams;
     result: Empty;
   };
   /** `resources/list` and `resources/templates/list` `{plugin, cursor?}`. */
   "resources/list": {
-    params: {
-      plugin: string;
-      cursor?: string | null;
-    };
+    params: PluginPageParams;
     result: PagedResult;
   };
   /** `resources/list` and `resources/templates/list` `{plugin, cursor?}`. */
   "resources/templates/list": {
-    params: {
-      plugin: string;
-      cursor?: string | null;
-    };
+    params: PluginPageParams;
     result: PagedResult;
   };
   /** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
   "resources/read": {
-    params: {
-      plugin: string;
-      uri: string;
-    };
+    params: ResourceParams;
     result: ReadResourceResult;
   };
   /** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
   "resources/subscribe": {
-    params: {
-      plugin: string;
-      uri: string;
-    };
+    params: ResourceParams;
     result: Empty;
   };
   /** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
   "resources/unsubscribe": {
-    params: {
-      plugin: string;
-      uri: string;
-    };
+    params: ResourceParams;
     result: Empty;
   };
   /** `prompts/list {plugin?, cursor?}` (a `cursor` needs the `plugin` it came from). */
   "prompts/list": {
-    params: {
-      plugin?: string | null;
-      cursor?: string | null;
-    };
+    params: PromptsListParams;
     result: PagedResult;
   };
   /** `prompts/get {name, arguments?}`; `name` is the host name `<plugin>.<prompt>`. */
   "prompts/get": {
-    params: {
-      name: string;
-      arguments?: { [key: string]: string } | null;
-    };
+    params: PromptsGetParams;
     result: GetPromptResult;
   };
   /** `completion/complete {plugin, ref, argument, context?}`: MCP's `ref` (`{type: "ref/prompt", name}` or `{type: "ref/resource", uri}`), `argument` `{name, value}`. */
   "completion/complete": {
-    params: {
-      plugin: string;
-      ref: { [key: string]: unknown };
-      argument: { [key: string]: string };
-      context?: { [key: string]: unknown } | null;
-    };
+    params: CompleteParams;
     result: CompleteResult;
   };
 }
@@ -910,118 +817,36 @@ export interface Requests {
 /** Notifications hostd sends the parent (their params). */
 export interface Notifications {
   /** What is running. Returned by `plugins/enable`, `plugins/disable`, `plugins/restart`, `plugins/status`, and sent as `plugins/statusChanged`. Times are ISO-8601 UTC with milliseconds (`2026-11-30T19:19:06.453Z`). */
-  "plugins/statusChanged": {
-    /** the plugin's `id` */
-    plugin_id: string;
-    /** `"mcp"` */
-    backend_type: string;
-    /** `"stdio"`, `"streamable-http"` or `"sse"` */
-    transport: string;
-    /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)); `authorizing` while a starting remote plugin waits for the person to authorize it in the browser ([docs/remote.md](remote.md)) */
-    status: "stopped" | "starting" | "authorizing" | "ready" | "unhealthy" | "error";
-    /** tools registered now (0 unless `ready`; withheld tools are not counted) */
-    tools_count: number;
-    /** when the current (or last) instance became ready */
-    started_at: string | null;
-    /** when the plugin last sent a message */
-    last_seen_at: string | null;
-    /** the MCP version negotiated with the plugin */
-    protocol_version: string | null;
-    /** `"legacy"` (the `initialize` handshake) or `"modern"` (2026-07-28, per-request `_meta`); `null` before the first start */
-    era?: "legacy" | "modern" | null;
-    /** the MCP server's `serverInfo.name` */
-    server_name: string | null;
-    /** the MCP server's `serverInfo.version` */
-    server_version: string | null;
-    /** why it is `error` or `unhealthy`: `{kind, message, …data}`, the same fields as the error a request would get (`reason`, `stderrTail`, `problems`, `missing`, `unexpected`, …); for a plugin the resource watchdog stopped, also `limit: {limit, value, threshold}` (`limit` is `"rss"` (bytes), `"cpu"` (percent of one core) or `"disk"` (bytes allocated beneath the data folder and `TMPDIR`)); `null` once it starts again */
-    error: { [key: string]: unknown } | null;
-    /** restarts so far, by `plugins/restart` or automatic; kept in the state */
-    restarts: number;
-    /** how the last instance ended: `"<step>, code <returncode>"`, `step` one of `already-exited` (it exited by itself), `stdin-eof` (it exited when its stdin closed), `sigterm`, `sigkill`; a negative code is a signal */
-    last_exit: string | null;
-    /** when the next automatic restart is due, while one is pending */
-    next_retry_at: string | null;
-    /** tools held back because their definition changed since approval ([Trust gate](#trust-gate)) */
-    withheld: string[];
-    /** the isolation layers the running (or last) instance actually has, as its supervisor shim reported them after applying them (in the order of `launch.isolation`; a spawn that cannot apply every layer of the launch fails with `ISOLATION_FAILED`); `[]` before the first start */
-    isolation: string[];
-    /** in a `plugins/enable` or `plugins/restart` result only: the tools this start pinned and serves on first use (the first start after an approval; [Trust gate](#trust-gate)), sorted host names; omitted otherwise */
-    pinned?: string[] | null;
-  };
+  "plugins/statusChanged": PluginStatus;
   /** `tools/listChanged` params. */
-  "tools/listChanged": {
-    /** the registry's revision now; `tools/list` returns it (or a later one) */
-    revision: number;
-  };
+  "tools/listChanged": ListChangedParams;
   /** `plugins/log` params. */
-  "plugins/log": {
-    /** the plugin's `id`; `null` for a message about no plugin in particular */
-    plugin: string | null;
-    /** `info` for stderr, the MCP level for `mcp`, `warning` or `error` otherwise */
-    level: string;
-    /** where the line comes from (below) */
-    source: "stderr" | "mcp" | "stdout" | "host";
-    /** the line, redacted, at most 4096 characters */
-    message: string;
-  };
+  "plugins/log": LogParams;
   /** `$/progress` params. */
-  "$/progress": {
-    /** the `id` of the `tools/call` */
-    requestId: number | string;
-    /** progress so far (a number, as the plugin sent it) */
-    progress: number;
-    /** the total, when the plugin gave one */
-    total?: number | null;
-    /** the plugin's message, at most 1024 bytes (cut with `…`; see Flow control) */
-    message?: string | null;
-  };
+  "$/progress": ProgressParams;
   /** `resources/updated` params (after `resources/subscribe`). */
-  "resources/updated": {
-    /** the plugin's `id` */
-    plugin: string;
-    /** the resource that changed: read it again */
-    uri: string;
-  };
+  "resources/updated": ResourceUpdatedParams;
   /** `resources/listChanged` and `prompts/listChanged` params. */
-  "resources/listChanged": {
-    /** the plugin's `id`: list again with `plugin` */
-    plugin: string;
-  };
+  "resources/listChanged": PluginNoteParams;
   /** `resources/listChanged` and `prompts/listChanged` params. */
-  "prompts/listChanged": {
-    /** the plugin's `id`: list again with `plugin` */
-    plugin: string;
-  };
+  "prompts/listChanged": PluginNoteParams;
 }
 
 /** Requests hostd sends the parent; the parent answers with `result`. */
 export interface ParentRequests {
   /** hostd->parent `sampling/createMessage` and `elicitation/create` params. */
   "sampling/createMessage": {
-    params: {
-      /** the plugin's `id` whose server asks */
-      plugin: string;
-      /** the server's MCP params, as sent (elicitation: `mode` `form` with `requestedSchema`, or `url` with `url`: hostd never opens it). Answer with the MCP result; it goes back to the server as is */
-      params: { [key: string]: unknown };
-    };
+    params: SamplingRequestParams;
     result: unknown;
   };
   /** hostd->parent `sampling/createMessage` and `elicitation/create` params. */
   "elicitation/create": {
-    params: {
-      /** the plugin's `id` whose server asks */
-      plugin: string;
-      /** the server's MCP params, as sent (elicitation: `mode` `form` with `requestedSchema`, or `url` with `url`: hostd never opens it). Answer with the MCP result; it goes back to the server as is */
-      params: { [key: string]: unknown };
-    };
+    params: SamplingRequestParams;
     result: unknown;
   };
   /** hostd->parent `roots/list` params. */
   "roots/list": {
-    params: {
-      /** the plugin's `id`; answer MCP `{roots: [{uri, name?}]}`: hostd passes on only `file://` roots inside the folders the plugin was granted */
-      plugin: string;
-    };
+    params: RootsRequestParams;
     result: unknown;
   };
 }
@@ -1030,10 +855,7 @@ export interface ParentRequests {
 export interface ParentNotifications {
   initialized: Record<string, never>;
   /** `$/cancelRequest {id}`: cancel the parent's request `id` (it is still answered, with -32800). */
-  "$/cancelRequest": {
-    /** the `id` of the request to cancel */
-    id: number | string;
-  };
+  "$/cancelRequest": CancelParams;
   exit: Record<string, never>;
 }
 
