@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import HostdClient, plugin_environment
+from hostd.client import HostdClient, RpcError, plugin_environment
 from tests.test_real_servers import ENABLE_TIMEOUT, EVERYTHING, EVERYTHING_TOOLS, everything_fetched  # noqa: F401
 
 pytestmark = pytest.mark.real_server
@@ -211,3 +211,51 @@ async def test_conditional_tools_follow_what_was_offered(
 ) -> None:
     async with everything(tmp_path, serves=serves, grant=grant) as client:
         assert await tool_names(client) == sorted([*EVERYTHING_TOOLS, *expected])
+
+
+async def test_an_imported_server_asks_for_client_features_and_what_a_grant_adds_is_withheld(
+    tmp_path: Path,
+    everything_fetched: str,  # noqa: F811
+) -> None:
+    """plugins/import declares the reserved permissions (requested, not granted); granting one makes
+    server-everything list a new tool, which is withheld until the user approves again (an imported
+    plugin's tools are pinned on first use)."""
+    config = {"mcpServers": {"Everything": {"command": "npx", "args": ["-y", everything_fetched, "stdio"]}}}
+    init: dict[str, Any] = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": SERVES}
+    async with HostdClient.spawn(
+        ["--state-dir", str(tmp_path / "state")], env=plugin_environment(), initialize=init
+    ) as client:
+        [entry] = (await client.request("plugins/import", {"config": config}))["entries"]
+        assert (entry["outcome"], entry["id"]) == ("installed", "everything")
+        assert (entry["plugin"]["permissions"], entry["plugin"]["granted"]) == (RESERVED, [])
+        info = await client.request("plugins/prepare", {"id": "everything"}, timeout=ENABLE_TIMEOUT)
+        await client.request("plugins/approve", {"id": "everything", "digest": info["launch"]["digest"]})
+        status = await client.request("plugins/enable", {"id": "everything"}, timeout=ENABLE_TIMEOUT)
+        assert status["status"] == "ready", status
+        # Nothing granted: no client feature offered, so the pins are the unconditional tools.
+        listing = (await client.request("tools/list", {"plugin": "everything"}))["tools"]
+        assert sorted(t["name"].removeprefix("everything.") for t in listing) == EVERYTHING_TOOLS
+
+        await client.request("plugins/grant", {"id": "everything", "permissions": ["mcp.sampling"]})
+        await client.request("plugins/disable", {"id": "everything"})
+        status = await client.request("plugins/enable", {"id": "everything"}, timeout=ENABLE_TIMEOUT)
+        assert (status["status"], status["withheld"]) == ("ready", ["everything.trigger-sampling-request"])
+        listing = (await client.request("tools/list", {"plugin": "everything"}))["tools"]
+        assert sorted(t["name"].removeprefix("everything.") for t in listing) == EVERYTHING_TOOLS
+        with pytest.raises(RpcError) as withheld:
+            await client.request("tools/call", {"name": "everything.trigger-sampling-request", "arguments": {}})
+        assert (withheld.value.data["kind"], withheld.value.data["approvedDigest"]) == ("TOOL_DEFINITION_CHANGED", None)
+
+        # Approving again pins the new tool and releases it.
+        [info] = (await client.request("plugins/list", {}))["plugins"]
+        await client.request("plugins/approve", {"id": "everything", "digest": info["launch"]["digest"]})
+        status = await client.request("plugins/status", {"id": "everything"})
+        assert status["withheld"] == []
+        listing = (await client.request("tools/list", {"plugin": "everything"}))["tools"]
+        assert sorted(t["name"].removeprefix("everything.") for t in listing) == sorted(
+            [*EVERYTHING_TOOLS, "trigger-sampling-request"]
+        )
+
+        # Importing the same config again is still `unchanged` (the approval kept).
+        [again] = (await client.request("plugins/import", {"config": config}))["entries"]
+        assert (again["outcome"], again["plugin"]["launch"]["approved"]) == ("unchanged", True)
