@@ -162,6 +162,27 @@ async def _answer_all(plugin_id: str, requests: dict[str, Any], answer: InputAns
     return responses
 
 
+def offered_features(capabilities: dict[str, Any]) -> set[str]:
+    """The client feature names (:data:`hostd.manifest.ClientFeature`) in a client
+    capabilities object as offered to a plugin: each offered feature (``sampling``,
+    ``elicitation``, ``roots``) and each of its sub-features as ``<feature>.<sub>``
+    (``sampling.tools``, ``elicitation.form``, ``elicitation.url``). An ``elicitation``
+    object naming no mode means form mode (MCP: an empty ``elicitation`` is form-only).
+    Used for the expected tool set: a tool declared with ``needs`` is expected exactly
+    when every name in it is here."""
+    names: set[str] = set()
+    for feature in CLIENT_FEATURE_PERMISSIONS:
+        value = capabilities.get(feature)
+        if value is None:
+            continue
+        names.add(feature)
+        subs = [k for k in value if isinstance(k, str)] if isinstance(value, dict) else []
+        if feature == "elicitation" and not subs:
+            subs = ["form"]
+        names.update(f"{feature}.{sub}" for sub in subs)
+    return names
+
+
 # -- per plugin: client capabilities, server requests, notifications --------------------------
 
 

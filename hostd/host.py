@@ -813,7 +813,7 @@ class Host:
             granted=sorted(plugin.granted),
             enabled=plugin.enabled,
             status=plugin.supervisor.state.value,
-            tools=list(manifest.contributes.tools),
+            tools=manifest.contributes.tool_names,
             networkPorts=sorted(plugin.network_ports),
             limits=p.GrantedLimits(
                 maxRssMb=limits["max_rss_bytes"] / (1024 * 1024) if "max_rss_bytes" in limits else None,
@@ -1600,7 +1600,7 @@ class Host:
         plugin_id, dot, remote = name.partition(".")
         plugin = self.plugins.get(plugin_id)
         if dot and plugin is not None:
-            declared = {t.removeprefix(f"{plugin_id}.") for t in plugin.manifest.contributes.tools}
+            declared = {t.removeprefix(f"{plugin_id}.") for t in plugin.manifest.contributes.tool_names}
             known = declared | set(plugin.supervisor.pinned or {}) | plugin.disabled_tools
             if remote in known:
                 return plugin, remote

@@ -35,6 +35,13 @@ Outcome = Literal["ready-to-install", "unchanged", "updated", "invalid"]
 
 _ID_MAX = 63
 
+#: The permissions an imported manifest declares (requested, never granted by the import): the
+#: reserved client-feature permissions (hostd.features.CLIENT_FEATURE_PERMISSIONS), so the user can
+#: let an imported server use sampling, elicitation or roots with ``plugins/grant``. A server that
+#: lists more tools once offered a feature gets them withheld until approved again (hostd.trust:
+#: an imported plugin's tools are pinned on first use).
+IMPORTED_PERMISSIONS = ("mcp.sampling", "mcp.elicitation", "mcp.roots")
+
 MAX_IMPORT_ENTRIES = 500
 """Most servers one ``plugins/import`` accepts (each becomes a plugin folder and a supervisor)."""
 
@@ -253,7 +260,7 @@ def plan_import(
             "name": entry.name,
             "version": "0.0.0",
             "description": f"Imported from an mcpServers config entry {entry.name!r}.",
-            "permissions": [],
+            "permissions": list(IMPORTED_PERMISSIONS),
             "contributes": {"tools": [], "discover": True},
             "backend": {
                 "type": "mcp",
@@ -341,7 +348,7 @@ def _plan_remote(
         "name": entry.name,
         "version": "0.0.0",
         "description": f"Imported from an mcpServers config entry {entry.name!r} (a remote server).",
-        "permissions": [],
+        "permissions": list(IMPORTED_PERMISSIONS),
         "contributes": {"tools": [], "discover": True},
         "backend": backend,
     }

@@ -37,7 +37,7 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, cast
@@ -46,8 +46,10 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     ModelWrapValidatorHandler,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -65,6 +67,8 @@ __all__ = [
     "MANIFEST_MAX_BYTES",
     "SCHEMA_ID",
     "Backend",
+    "ClientFeature",
+    "ConditionalTool",
     "Contributes",
     "Manifest",
     "ManifestError",
@@ -408,21 +412,79 @@ class SandboxNeeds(BaseModel):
     )
 
 
+#: The client features a declared tool may need (``contributes.tools[].needs``): a feature the
+#: parent serves and the user granted (``sampling``, ``elicitation``, ``roots``), or one of its
+#: sub-features (``sampling.tools``; ``elicitation.form``, ``elicitation.url``).
+ClientFeature = Literal["sampling", "sampling.tools", "elicitation", "elicitation.form", "elicitation.url", "roots"]
+
+
+class ConditionalTool(BaseModel):
+    """A declared tool the server lists only when offered client features (manifest entry
+    ``contributes.tools[i]`` as an object): ``{name: "<id>.<tool>", needs: ["sampling"]}``.
+
+    Servers such as server-everything register a tool only for a client advertising the
+    feature it uses; the tool is expected at enable exactly when every feature in ``needs``
+    was offered to the plugin (served by the parent and granted), and must be absent otherwise.
+    """
+
+    model_config = _model_config("A declared tool listed only when the plugin is offered these client features.")
+
+    name: str = Field(description="Host tool name '<id>.<MCP tool name>'.")
+    needs: list[ClientFeature] = Field(
+        min_length=1,
+        json_schema_extra={"uniqueItems": True},
+        description=(
+            "Client features the server lists this tool for; it is expected exactly when all were "
+            "offered to the plugin (served by the parent and granted with mcp.sampling / "
+            "mcp.elicitation / mcp.roots)."
+        ),
+    )
+
+
+#: Union tags of a ``contributes.tools`` entry: they pick the one member an entry is checked
+#: against (a string, or an object), so a mistake in an object is reported once, at its own
+#: field; :func:`_field_error` leaves them out of field paths.
+_TOOL_ENTRY_TAGS: Final = ("tool-name", "tool-object")
+_ToolEntry = Annotated[
+    Annotated[str, Tag("tool-name")] | Annotated[ConditionalTool, Tag("tool-object")],
+    Discriminator(lambda v: "tool-name" if isinstance(v, str) else "tool-object"),
+]
+
+
 class Contributes(BaseModel):
     """What the plugin adds to the host (manifest field ``contributes``).
 
-    ``tools`` lists host tool names, each ``"<plugin id>.<MCP tool name>"``; at enable
-    the server's discovered tool set must equal this list exactly (docs/protocol.md,
-    ``plugins/enable`` step 10).
+    ``tools`` lists host tool names, each ``"<plugin id>.<MCP tool name>"``, or
+    :class:`ConditionalTool` objects for tools the server lists only when offered client
+    features; at enable the server's discovered tool set must equal
+    :meth:`expected_tools` exactly (docs/protocol.md, ``plugins/enable`` step 10).
     """
 
     model_config = _model_config("What the plugin adds to the host.")
 
-    tools: list[str] = Field(
+    tools: list[_ToolEntry] = Field(
         default=[],
         json_schema_extra={"uniqueItems": True},
-        description="Host tool names '<id>.<MCP tool name>'; must equal the server's tools exactly.",
+        description=(
+            "Host tool names '<id>.<MCP tool name>', or {name, needs} for a tool the server lists only "
+            "when offered the client features in 'needs'; the server's tools must equal the names "
+            "whose needs were all offered, exactly."
+        ),
     )
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Every declared host tool name, conditional or not, in manifest order."""
+        return [t if isinstance(t, str) else t.name for t in self.tools]
+
+    def expected_tools(self, offered: Collection[str]) -> list[str]:
+        """The host names the server must list when offered the client features ``offered``
+        (names as in :data:`ClientFeature`, see :func:`hostd.features.offered_features`):
+        the unconditional tools plus each conditional one whose ``needs`` are all in
+        ``offered``, in manifest order."""
+        have = set(offered)
+        return [t if isinstance(t, str) else t.name for t in self.tools if isinstance(t, str) or have >= set(t.needs)]
+
     discover: bool = Field(
         default=False,
         description=(
@@ -549,12 +611,12 @@ class Manifest(BaseModel):
                 loc=("tools", index),
                 input=value,
             )
-            for index, value, first in _duplicates(contributes.tools)
+            for index, value, first in _duplicates(contributes.tool_names)
         ]
         plugin_id = info.data.get("id")  # absent when ``id`` itself failed validation
         if isinstance(plugin_id, str):
             prefix = f"{plugin_id}."
-            for index, tool in enumerate(contributes.tools):
+            for index, tool in enumerate(contributes.tool_names):
                 if not tool.startswith(prefix) or tool == prefix:
                     errors.append(
                         InitErrorDetails(
@@ -858,7 +920,7 @@ def _field_error(err: Any, *, yaml_source: bool) -> dict[str, Any]:
     """Turn one pydantic error into ``{"field": "a.b.0", "message": ...}``."""
     loc: tuple[int | str, ...] = err["loc"]
     is_key = "[key]" in loc
-    parts = [str(part) for part in loc if part != "[key]"]
+    parts = [str(part) for part in loc if part != "[key]" and part not in _TOOL_ENTRY_TAGS]
     field = ".".join(parts)
     kind: str = err["type"]
     message: str = err["msg"]

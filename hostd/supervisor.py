@@ -51,6 +51,7 @@ import trio
 from hostd import lifecycle, trust
 from hostd.content import ContentLimits, bound_content
 from hostd.errors import ErrorKind, HostError, unwrap_host_error
+from hostd.features import offered_features
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.jsonlimits import check_json, object_members
 from hostd.lifecycle import Action, Event, transition
@@ -638,7 +639,7 @@ class PluginSupervisor:
         backend = manifest.backend
         async with trio.open_nursery() as nursery:
             discovery = await nursery.start(link.run, backend.startup_timeout_seconds)
-            tools = await self._convert(discovery.tools, discovery.protocol_version)
+            tools = await self._convert(discovery.tools, discovery.protocol_version, link.session.capabilities)
             self.protocol_version = discovery.protocol_version
             self.era = discovery.era
             self.server_name = discovery.server_name
@@ -736,16 +737,21 @@ class PluginSupervisor:
         digests = self.withheld.get(name)
         return trust.withheld_error(self.plugin_id, name, digests) if digests is not None else None
 
-    async def _convert(self, raw: list[dict[str, Any]], protocol_version: str | None) -> list[HostTool]:
-        """Validate a listing against the manifest (in a worker thread: schema checks cost)."""
+    async def _convert(
+        self, raw: list[dict[str, Any]], protocol_version: str | None, offered: dict[str, Any]
+    ) -> list[HostTool]:
+        """Validate a listing against the manifest (in a worker thread: schema checks cost).
+        ``offered``: the client capabilities this instance was offered; they decide which
+        conditional tools (``contributes.tools[].needs``) the listing must hold."""
         manifest = self.manifest
+        features = offered_features(offered)
 
         def convert(listing: list[dict[str, Any]]) -> list[HostTool]:
             tools = convert_tools(
                 self.plugin_id,
                 listing,
                 permissions=trust.listing_permissions(manifest, listing),
-                contributes=trust.expected_tools(manifest, listing),
+                contributes=trust.expected_tools(manifest, listing, features),
                 protocol_version=protocol_version,
             )
             return trust.served(manifest, tools)
@@ -776,7 +782,7 @@ class PluginSupervisor:
             try:
                 with trio.fail_after(self.manifest.backend.startup_timeout_seconds):
                     raw = await link.list_tools()
-                tools = await self._convert(raw, self.protocol_version)
+                tools = await self._convert(raw, self.protocol_version, link.session.capabilities)
                 new_digests = [t.definition_digest for t in tools]
                 changed = new_digests != digests
                 if changed:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,11 +72,15 @@ def discovers_tools(manifest: Manifest) -> bool:
     return manifest.contributes.discover
 
 
-def expected_tools(manifest: Manifest, listing: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The host names a listing must equal: the manifest's ``contributes.tools``, or for a
-    plugin that discovers its tools, whatever it listed (each still validated)."""
+def expected_tools(
+    manifest: Manifest, listing: Sequence[Mapping[str, Any]], offered: Collection[str] = ()
+) -> list[str]:
+    """The host names a listing must equal: the manifest's ``contributes.tools`` whose client
+    feature ``needs`` are all in ``offered`` (:func:`hostd.features.offered_features` of what
+    this instance was offered), or for a plugin that discovers its tools, whatever it listed
+    (each still validated; a tool new since approval is withheld by the pins)."""
     if not discovers_tools(manifest):
-        return list(manifest.contributes.tools)
+        return manifest.contributes.expected_tools(offered)
     return [f"{manifest.id}.{t['name']}" for t in listing if isinstance(t.get("name"), str)]
 
 

@@ -5,6 +5,7 @@ and one that serves none.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,9 +13,8 @@ from typing import Any
 
 import pytest
 import trio
-import yaml
 
-from hostd.client import HostdClient, plugin_environment
+from hostd.client import HostdClient, RpcError, plugin_environment
 from tests.test_real_servers import ENABLE_TIMEOUT, EVERYTHING, EVERYTHING_TOOLS, everything_fetched  # noqa: F401
 
 pytestmark = pytest.mark.real_server
@@ -28,17 +28,12 @@ PLUGIN = "server-everything"
 
 @asynccontextmanager
 async def everything(
-    tmp_path: Path, *, serves: dict[str, Any] | None, tools: list[str], granted: Path | None = None
+    tmp_path: Path, *, serves: dict[str, Any] | None, grant: list[str] = RESERVED, granted: Path | None = None
 ) -> AsyncIterator[HostdClient]:
-    """A hostd (its parent declaring ``serves``) with server-everything ready, all reserved permissions granted."""
+    """A hostd (its parent declaring ``serves``) with server-everything ready from the catalog
+    manifest as shipped, the reserved permissions ``grant`` granted (and folder ``granted``)."""
     folder = tmp_path / PLUGIN
-    folder.mkdir()
-    manifest = yaml.safe_load((EVERYTHING / "plugin.yaml").read_text())
-    manifest["permissions"] = RESERVED
-    manifest["contributes"]["tools"] = [f"{PLUGIN}.{t}" for t in sorted(tools)]
-    if granted is not None:
-        manifest["sandbox"] = {"read": [str(granted)]}
-    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    shutil.copytree(EVERYTHING, folder)  # the catalog manifest, unchanged
     init: dict[str, Any] = {"clientInfo": {"name": "test", "version": "0"}, "contentLimits": {"maxBlobBytes": 16}}
     if serves is not None:
         init["capabilities"] = serves
@@ -47,12 +42,21 @@ async def everything(
     ) as client:
         await client.request("plugins/install", {"path": str(folder)})
         # npx: installed once into the plugin's own environment, never fetched at start (plugins/prepare).
-        info = await client.request("plugins/prepare", {"id": PLUGIN}, timeout=ENABLE_TIMEOUT)
-        await client.request("plugins/grant", {"id": PLUGIN, "permissions": RESERVED})
+        await client.request("plugins/prepare", {"id": PLUGIN}, timeout=ENABLE_TIMEOUT)
+        folders = {"read": [str(granted)], "write": []} if granted is not None else None
+        info = await client.request(
+            "plugins/grant", {"id": PLUGIN, "permissions": grant, **({"folders": folders} if folders else {})}
+        )
         await client.request("plugins/approve", {"id": PLUGIN, "digest": info["launch"]["digest"]})
         status = await client.request("plugins/enable", {"id": PLUGIN}, timeout=ENABLE_TIMEOUT)
         assert status["status"] == "ready", status
         yield client
+
+
+async def tool_names(client: HostdClient) -> list[str]:
+    """The plugin's tool names (MCP names), sorted."""
+    tools = (await client.request("tools/list", {"plugin": PLUGIN}))["tools"]
+    return sorted(t["name"].removeprefix(f"{PLUGIN}.") for t in tools)
 
 
 async def call(client: HostdClient, tool: str, arguments: dict[str, Any]) -> str:
@@ -61,7 +65,7 @@ async def call(client: HostdClient, tool: str, arguments: dict[str, Any]) -> str
 
 
 async def test_server_features_of_server_everything(tmp_path: Path, everything_fetched: str) -> None:  # noqa: F811
-    async with everything(tmp_path, serves=None, tools=EVERYTHING_TOOLS) as client:
+    async with everything(tmp_path, serves=None) as client:
         listed = await client.request("resources/list", {"plugin": PLUGIN})
         assert listed["resources"][0] == {
             "uri": "demo://resource/static/document/architecture.md",
@@ -127,9 +131,9 @@ async def test_server_features_of_server_everything(tmp_path: Path, everything_f
         assert said, "no progress from the task"
         assert said == [s for s in stages if s in said]  # in stage order, each once
 
-        # This parent serves no client feature: none offered, so none of the conditional tools.
-        listing = await client.request("tools/list", {"plugin": PLUGIN})
-        assert sorted(t["name"] for t in listing["tools"]) == [f"{PLUGIN}.{t}" for t in EVERYTHING_TOOLS]
+        # This parent serves no client feature: none offered, so none of the conditional tools,
+        # and the catalog manifest (which declares them with their needs) expects none.
+        assert await tool_names(client) == EVERYTHING_TOOLS
         assert client.requests == []
 
 
@@ -149,8 +153,10 @@ async def test_client_features_of_server_everything(tmp_path: Path, everything_f
             return {"action": "decline"}
         return {"action": "accept", "content": {"name": "Ada", "check": True}}
 
-    async with everything(tmp_path, serves=SERVES, tools=[*EVERYTHING_TOOLS, *CONDITIONAL], granted=granted) as client:
+    async with everything(tmp_path, serves=SERVES, granted=granted) as client:
         client.on_request = parent
+        # Every feature served and granted: the same catalog manifest expects all four conditional tools.
+        assert await tool_names(client) == sorted([*EVERYTHING_TOOLS, *CONDITIONAL])
         text = await call(client, "trigger-sampling-request", {"prompt": "hi", "maxTokens": 7})
         assert '"text": "sampled ✓"' in text
         sampling = next(p for _, m, p in client.requests if m == "sampling/createMessage")
@@ -178,3 +184,78 @@ async def test_client_features_of_server_everything(tmp_path: Path, everything_f
         assert f"Current MCP Roots (1 total):\n\n1. granted\n   URI: {granted.as_uri()}" in text
         assert "file:///etc" not in text
         assert {m for _, m, _ in client.requests} == {"sampling/createMessage", "elicitation/create", "roots/list"}
+
+
+@pytest.mark.parametrize(
+    ("serves", "grant", "expected"),
+    [
+        # Served but not granted (roots), granted but not served (roots), a sub-feature not served
+        # (elicitation without url: {} means form only): each conditional tool is expected exactly
+        # when every feature it needs was offered.
+        (SERVES, ["mcp.sampling", "mcp.elicitation"], CONDITIONAL[1:]),
+        ({"sampling": {}, "elicitation": {}}, RESERVED, ["trigger-elicitation-request", "trigger-sampling-request"]),
+        (
+            {"roots": {}, "elicitation": {"url": {}}},
+            ["mcp.roots", "mcp.elicitation"],
+            CONDITIONAL[:2] + CONDITIONAL[3:],
+        ),
+    ],
+    ids=["roots-not-granted", "elicitation-form-only", "url-and-roots"],
+)
+async def test_conditional_tools_follow_what_was_offered(
+    tmp_path: Path,
+    everything_fetched: str,  # noqa: F811
+    serves: dict[str, Any],
+    grant: list[str],
+    expected: list[str],
+) -> None:
+    async with everything(tmp_path, serves=serves, grant=grant) as client:
+        assert await tool_names(client) == sorted([*EVERYTHING_TOOLS, *expected])
+
+
+async def test_an_imported_server_asks_for_client_features_and_what_a_grant_adds_is_withheld(
+    tmp_path: Path,
+    everything_fetched: str,  # noqa: F811
+) -> None:
+    """plugins/import declares the reserved permissions (requested, not granted); granting one makes
+    server-everything list a new tool, which is withheld until the user approves again (an imported
+    plugin's tools are pinned on first use)."""
+    config = {"mcpServers": {"Everything": {"command": "npx", "args": ["-y", everything_fetched, "stdio"]}}}
+    init: dict[str, Any] = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": SERVES}
+    async with HostdClient.spawn(
+        ["--state-dir", str(tmp_path / "state")], env=plugin_environment(), initialize=init
+    ) as client:
+        [entry] = (await client.request("plugins/import", {"config": config}))["entries"]
+        assert (entry["outcome"], entry["id"]) == ("installed", "everything")
+        assert (entry["plugin"]["permissions"], entry["plugin"]["granted"]) == (RESERVED, [])
+        info = await client.request("plugins/prepare", {"id": "everything"}, timeout=ENABLE_TIMEOUT)
+        await client.request("plugins/approve", {"id": "everything", "digest": info["launch"]["digest"]})
+        status = await client.request("plugins/enable", {"id": "everything"}, timeout=ENABLE_TIMEOUT)
+        assert status["status"] == "ready", status
+        # Nothing granted: no client feature offered, so the pins are the unconditional tools.
+        listing = (await client.request("tools/list", {"plugin": "everything"}))["tools"]
+        assert sorted(t["name"].removeprefix("everything.") for t in listing) == EVERYTHING_TOOLS
+
+        await client.request("plugins/grant", {"id": "everything", "permissions": ["mcp.sampling"]})
+        await client.request("plugins/disable", {"id": "everything"})
+        status = await client.request("plugins/enable", {"id": "everything"}, timeout=ENABLE_TIMEOUT)
+        assert (status["status"], status["withheld"]) == ("ready", ["everything.trigger-sampling-request"])
+        listing = (await client.request("tools/list", {"plugin": "everything"}))["tools"]
+        assert sorted(t["name"].removeprefix("everything.") for t in listing) == EVERYTHING_TOOLS
+        with pytest.raises(RpcError) as withheld:
+            await client.request("tools/call", {"name": "everything.trigger-sampling-request", "arguments": {}})
+        assert (withheld.value.data["kind"], withheld.value.data["approvedDigest"]) == ("TOOL_DEFINITION_CHANGED", None)
+
+        # Approving again pins the new tool and releases it.
+        [info] = (await client.request("plugins/list", {}))["plugins"]
+        await client.request("plugins/approve", {"id": "everything", "digest": info["launch"]["digest"]})
+        status = await client.request("plugins/status", {"id": "everything"})
+        assert status["withheld"] == []
+        listing = (await client.request("tools/list", {"plugin": "everything"}))["tools"]
+        assert sorted(t["name"].removeprefix("everything.") for t in listing) == sorted(
+            [*EVERYTHING_TOOLS, "trigger-sampling-request"]
+        )
+
+        # Importing the same config again is still `unchanged` (the approval kept).
+        [again] = (await client.request("plugins/import", {"config": config}))["entries"]
+        assert (again["outcome"], again["plugin"]["launch"]["approved"]) == ("unchanged", True)

@@ -12,6 +12,7 @@ import trio
 
 from hostd.client import RpcError
 from hostd.importer import (
+    IMPORTED_PERMISSIONS,
     MAX_IMPORT_BYTES,
     MAX_IMPORT_ENTRIES,
     ConfigError,
@@ -256,3 +257,16 @@ async def test_importing_the_same_config_again_is_idempotent(tmp_path: Path) -> 
         # the approval stays void when the entry changes back: the user approves what runs now
         back = (await client.request("plugins/import", {"config": config([])}))["entries"]
         assert [(e["outcome"], e["plugin"]["launch"]["approved"]) for e in back] == [("updated", False)]
+
+
+def test_every_imported_manifest_requests_the_client_feature_permissions() -> None:
+    # The class: each form an entry can take (local command, remote url, VS Code servers) declares the
+    # reserved permissions, so plugins/grant can let it use sampling, elicitation or roots; none granted.
+    from hostd.features import RESERVED_PERMISSIONS  # noqa: PLC0415
+
+    assert set(IMPORTED_PERMISSIONS) == RESERVED_PERMISSIONS
+    config = {"mcpServers": {"local": {"command": "x"}, "remote": {"url": "https://example.com/mcp"}}}
+    vscode = {"servers": {"code": {"type": "stdio", "command": "y"}}}
+    entries = [*plan_import(config), *plan_import(vscode)]
+    assert [e.outcome for e in entries] == ["ready-to-install"] * 3
+    assert [e.manifest["permissions"] for e in entries if e.manifest is not None] == [list(IMPORTED_PERMISSIONS)] * 3

@@ -208,6 +208,21 @@ def test_digest_changes_with_the_bytes(tmp_path: Path) -> None:
             "duplicate tool 'example-mcp.a' (first at index 0)",
         ),
         ({"description": 3}, "description", "Input should be a valid string"),
+        # A conditional tool ({name, needs}): each mistake named once, at its own field.
+        (
+            {"contributes.tools": [{"name": "example-mcp.a", "needs": ["smapling"]}]},
+            "contributes.tools.0.needs.0",
+            "Input should be 'sampling', 'sampling.tools', 'elicitation', 'elicitation.form', "
+            "'elicitation.url' or 'roots'",
+        ),
+        ({"contributes.tools": [{"name": "example-mcp.a", "needs": []}]}, "contributes.tools.0.needs", None),
+        ({"contributes.tools": [{"name": "example-mcp.a"}]}, "contributes.tools.0.needs", "required field is missing"),
+        ({"contributes.tools": [{"name": "other.a", "needs": ["roots"]}]}, "contributes.tools.0", None),
+        (
+            {"contributes.tools": ["example-mcp.a", {"name": "example-mcp.a", "needs": ["roots"]}]},
+            "contributes.tools.1",
+            "duplicate tool 'example-mcp.a' (first at index 0)",
+        ),
     ],
 )
 def test_each_mistake_names_its_field(tmp_path: Path, changes: dict[str, Any], field: str, message: str | None) -> None:
@@ -568,3 +583,66 @@ def test_schema_agrees_with_the_model() -> None:
         assert list(validator.iter_errors(data)), changes
         with pytest.raises(ValidationError):
             Manifest.model_validate(data)
+
+
+# --- conditional tools: the expected set follows the client features offered -----------------
+
+#: server-everything's shape: unconditional tools and ones listed only for offered client features.
+CONDITIONAL_TOOLS: list[Any] = [
+    "srv.echo",
+    {"name": "srv.get-roots-list", "needs": ["roots"]},
+    {"name": "srv.trigger-elicitation-request", "needs": ["elicitation"]},
+    {"name": "srv.trigger-sampling-request", "needs": ["sampling"]},
+    {"name": "srv.trigger-url-elicitation", "needs": ["elicitation.url"]},
+    {"name": "srv.sample-with-tools", "needs": ["sampling", "sampling.tools"]},
+]
+
+
+@pytest.mark.parametrize(
+    ("offered", "expected"),
+    [
+        # The class: a tool is expected exactly when every feature it needs was offered (served AND granted).
+        ({}, ["echo"]),
+        ({"roots": {}}, ["echo", "get-roots-list"]),
+        # An empty elicitation object is form mode only: not url.
+        ({"elicitation": {}}, ["echo", "trigger-elicitation-request"]),
+        ({"elicitation": {"form": {}}}, ["echo", "trigger-elicitation-request"]),
+        ({"elicitation": {"url": {}}}, ["echo", "trigger-elicitation-request", "trigger-url-elicitation"]),
+        ({"sampling": {}}, ["echo", "trigger-sampling-request"]),
+        ({"sampling": {"tools": {}}}, ["echo", "trigger-sampling-request", "sample-with-tools"]),
+        (
+            {"sampling": {"tools": {}}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": True}},
+            [
+                "echo",
+                "get-roots-list",
+                "trigger-elicitation-request",
+                "trigger-sampling-request",
+                "trigger-url-elicitation",
+                "sample-with-tools",
+            ],
+        ),
+    ],
+)
+def test_expected_tools_are_the_unconditional_ones_and_those_whose_needs_were_offered(
+    offered: dict[str, Any], expected: list[str]
+) -> None:
+    from hostd.features import offered_features  # noqa: PLC0415
+
+    manifest = Manifest.model_validate(
+        {**with_changes({"id": "srv", "contributes.tools": CONDITIONAL_TOOLS}), "permissions": []}
+    )
+    assert manifest.contributes.tool_names == [t if isinstance(t, str) else t["name"] for t in CONDITIONAL_TOOLS]
+    assert manifest.contributes.expected_tools(offered_features(offered)) == [f"srv.{t}" for t in expected]
+
+
+def test_offered_features_names_each_feature_and_sub_feature() -> None:
+    from hostd.features import offered_features  # noqa: PLC0415
+
+    assert offered_features({}) == set()
+    assert offered_features({"elicitation": {}}) == {"elicitation", "elicitation.form"}
+    assert offered_features({"sampling": {"tools": {}}, "roots": {"listChanged": True}, "experimental": {}}) == {
+        "sampling",
+        "sampling.tools",
+        "roots",
+        "roots.listChanged",
+    }

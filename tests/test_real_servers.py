@@ -23,6 +23,7 @@ import trio
 import yaml
 
 from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.features import RESERVED_PERMISSIONS
 from hostd.manifest import load_manifest
 from tests.conftest import ROOT
 
@@ -123,7 +124,8 @@ async def enable(client: HostdClient, folder: Path) -> dict[str, Any]:
     """install -> grant -> approve -> enable (conftest's ``ready``, with room for a slow start)."""
     info = await client.request("plugins/install", {"path": str(folder)})
     assert info["status"] == "stopped"
-    assert info["permissions"] == []
+    # Only reserved permissions (client features, optional): enabled here with none granted.
+    assert set(info["permissions"]) <= RESERVED_PERMISSIONS
     info = await client.request("plugins/prepare", {"id": info["id"]}, timeout=ENABLE_TIMEOUT)
     assert info["launch"]["cwd"] == str(folder)
     await client.request("plugins/grant", {"id": info["id"], "permissions": []})
@@ -151,7 +153,9 @@ def test_catalog_manifests_are_valid_and_pinned() -> None:
     for folder in CATALOG:
         manifest, _digest = load_manifest(folder)
         assert manifest.id == folder.name
-        assert manifest.permissions == []
+        # server-everything asks for the client features (reserved permissions) its conditional tools need.
+        reserved = ["mcp.sampling", "mcp.elicitation", "mcp.roots"] if folder == EVERYTHING else []
+        assert manifest.permissions == reserved
         if manifest.backend.command == "npx":
             spec = npm_spec(folder)
             assert spec.rsplit("@", 1)[1] == manifest.version
@@ -162,9 +166,8 @@ def test_catalog_manifests_are_valid_and_pinned() -> None:
         # prepare.sh fetches exactly what the manifest runs; the README names the same pin.
         assert f'"{spec}"' in prepare
         assert spec in readme
-    assert sorted(manifest_of(EVERYTHING)["contributes"]["tools"]) == [
-        f"server-everything.{t}" for t in EVERYTHING_TOOLS
-    ]
+    everything, _digest = load_manifest(EVERYTHING)
+    assert sorted(everything.contributes.expected_tools(())) == [f"server-everything.{t}" for t in EVERYTHING_TOOLS]
     assert sorted(manifest_of(TIME)["contributes"]["tools"]) == [f"mcp-server-time.{t}" for t in TIME_TOOLS]
 
 

@@ -22,6 +22,7 @@ import pytest
 from hostd import trust
 from hostd.client import RpcError
 from hostd.errors import ErrorKind
+from hostd.importer import IMPORTED_PERMISSIONS
 from hostd.manifest import Manifest
 from hostd.tools import HostTool, convert_tools
 from tests.conftest import ECHO, ECHO_TOOLS, MakePlugin, ready, spawn_hostd
@@ -97,7 +98,8 @@ async def test_an_imported_plugin_needs_one_approval_and_one_spawn(tmp_path: Pat
     async with spawn_hostd(tmp_path) as client:
         result = await client.request("plugins/import", {"config": json.dumps(config)})
         info = result["entries"][0]["plugin"]
-        assert (info["tools"], info["permissions"]) == ([], [])
+        # No tools declared; only the reserved client-feature permissions requested (none granted).
+        assert (info["tools"], info["permissions"], info["granted"]) == ([], list(IMPORTED_PERMISSIONS), [])
         await client.request("plugins/approve", {"id": "echo-fixture", "digest": info["launch"]["digest"]})
         status = await client.request("plugins/enable", {"id": "echo-fixture"})
         assert (status["status"], status["pinned"], status["tools_count"], status["withheld"]) == (
