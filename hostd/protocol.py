@@ -435,7 +435,10 @@ class PluginInfo(Wire):
         "(and by a cancelled `enable` or `restart`); restored on the next start"
     )
     status: str = Field(description="the current state, as in `PluginStatus.status`")
-    tools: list[str] = Field(description="the manifest's `contributes.tools`: the tool names the plugin will have")
+    tools: list[str] = Field(
+        description="the manifest's `contributes.tools` names, conditional ones included (a tool that needs a client "
+        "feature is listed only while that feature is offered)"
+    )
     network_ports: list[int] = Field(
         alias="networkPorts",
         description="TCP ports the parent granted, sorted ([`plugins/grant`](#pluginsgrant)); reachable under "

@@ -423,7 +423,7 @@ export interface PluginInfo {
   enabled: boolean;
   /** the current state, as in `PluginStatus.status` */
   status: string;
-  /** the manifest's `contributes.tools`: the tool names the plugin will have */
+  /** the manifest's `contributes.tools` names, conditional ones included (a tool that needs a client feature is listed only while that feature is offered) */
   tools: string[];
   /** TCP ports the parent granted, sorted ([`plugins/grant`](#pluginsgrant)); reachable under `--sandbox strict` */
   networkPorts: number[];
