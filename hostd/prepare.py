@@ -208,6 +208,15 @@ def _value(words: list[str], index: int, option: str) -> tuple[str, int]:
     return words[index + 1], index + 2
 
 
+def _option(word: str, long: str, short: str = "") -> str:
+    """The spelling of option ``long`` (or its ``short`` alias) that ``word`` starts, for ``_value``; "" if none.
+
+    One rule for every option of npx, uvx and uv run: ``--opt``, ``--opt=v`` or the short alias."""
+    if word == long or word.startswith(long + "="):
+        return long
+    return short if short and word == short else ""
+
+
 def _parse_npx(words: list[str]) -> PackageLaunch:
     packages: list[str] = []
     i = 0
@@ -216,8 +225,8 @@ def _parse_npx(words: list[str]) -> PackageLaunch:
         if word == "--":
             i += 1
             break
-        if word in ("-p", "--package") or word.startswith("--package="):
-            spec, i = _value(words, i, "--package" if word != "-p" else "-p")
+        if option := _option(word, "--package", "-p"):
+            spec, i = _value(words, i, option)
             packages.append(spec)
             continue
         if word not in _NPX_FLAGS:
@@ -238,13 +247,13 @@ def _parse_uvx(words: list[str]) -> PackageLaunch:
     i = 0
     while i < len(words) and words[i].startswith("-"):
         word = words[i]
-        if word == "--from" or word.startswith("--from="):
-            source, i = _value(words, i, "--from")
-        elif word in ("--with", "-w") or word.startswith("--with="):
-            spec, i = _value(words, i, "--with" if word != "-w" else "-w")
+        if option := _option(word, "--from"):
+            source, i = _value(words, i, option)
+        elif option := _option(word, "--with", "-w"):
+            spec, i = _value(words, i, option)
             withs.append(spec)
-        elif word in ("--python", "-p") or word.startswith("--python="):
-            python, i = _value(words, i, "--python" if word != "-p" else "-p")
+        elif option := _option(word, "--python", "-p"):
+            python, i = _value(words, i, option)
         elif word in _UVX_FLAGS:
             i += 1
         else:
@@ -260,7 +269,7 @@ def _parse_uvx(words: list[str]) -> PackageLaunch:
 
 
 def _parse_uv_run(words: list[str]) -> PackageLaunch | None:
-    if not any(w in ("--with", "-w") or w.startswith("--with=") for w in words):
+    if not any(_option(w, "--with", "-w") for w in words):
         return None  # uv run of a project or a script: its own lock, not a named package
     withs: list[str] = []
     python: str | None = None
@@ -270,11 +279,11 @@ def _parse_uv_run(words: list[str]) -> PackageLaunch | None:
         if word == "--":
             i += 1
             break
-        if word in ("--with", "-w") or word.startswith("--with="):
-            spec, i = _value(words, i, "--with" if word != "-w" else "-w")
+        if option := _option(word, "--with", "-w"):
+            spec, i = _value(words, i, option)
             withs.extend(s.strip() for s in spec.split(",") if s.strip())
-        elif word in ("--python", "-p") or word.startswith("--python="):
-            python, i = _value(words, i, "--python" if word != "-p" else "-p")
+        elif option := _option(word, "--python", "-p"):
+            python, i = _value(words, i, option)
         elif word in _UV_RUN_FLAGS:
             i += 1
         else:
