@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+import trio
 import yaml
 
 from hostd.client import HostdClient, plugin_environment
@@ -191,3 +194,24 @@ async def ready(client: HostdClient, folder: Path) -> dict[str, Any]:
     await client.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
     status: dict[str, Any] = await client.request("plugins/enable", {"id": info["id"]})
     return status
+
+
+async def run_hostctl(
+    state: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python -m hostd.hostctl *args --state-dir state`` run from the repository root with stdin empty (no
+    terminal) and ``env`` (None: this process's environment); returncode and both streams as text.
+
+    The one way tests run hostctl as a person would. Raises ``trio.TooSlowError`` after ``timeout`` seconds
+    (the process is killed); cancellation kills it likewise."""
+    with trio.fail_after(timeout):
+        done = await trio.run_process(
+            [sys.executable, "-m", "hostd.hostctl", *args, "--state-dir", str(state)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())

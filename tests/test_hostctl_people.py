@@ -15,22 +15,13 @@ from typing import Any
 import pytest
 import trio
 
-from tests.conftest import ECHO, ROOT, MakePlugin
+from tests.conftest import ECHO, ROOT, MakePlugin, run_hostctl
 from tests.test_hostctl import hostile_plugin
 
 
 async def hostctl(state: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``python -m hostd.hostctl *args --state-dir state``; both streams captured, stdin empty (no terminal)."""
-    with trio.fail_after(timeout):
-        done = await trio.run_process(
-            [sys.executable, "-m", "hostd.hostctl", *args, "--state-dir", str(state)],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+    return await run_hostctl(state, *args, timeout=timeout)
 
 
 async def as_json(state: Path, *args: str) -> Any:

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,22 +16,12 @@ import yaml
 
 from hostd.client import plugin_environment
 from hostd.hostctl import next_command
-from tests.conftest import ECHO, ROOT, MakePlugin
+from tests.conftest import ECHO, ROOT, MakePlugin, run_hostctl
 
 
 async def hostctl(state: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``python -m hostd.hostctl *args --state-dir state`` (secrets in the 0600 file); both streams captured."""
-    with trio.fail_after(timeout):
-        done = await trio.run_process(
-            [sys.executable, "-m", "hostd.hostctl", *args, "--state-dir", str(state)],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            env={**os.environ, "HOSTD_SECRETS": "file"},
-        )
-    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+    return await run_hostctl(state, *args, env={**os.environ, "HOSTD_SECRETS": "file"}, timeout=timeout)
 
 
 async def ready_echo(state: Path, make_plugin: MakePlugin) -> Path:
@@ -247,23 +236,14 @@ async def test_enable_installs_the_packages_it_needs(tmp_path: Path) -> None:
     home.mkdir()
     env = {**plugin_environment(), "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state")}
 
-    async def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-        with trio.fail_after(300):
-            return await trio.run_process(
-                [sys.executable, "-m", "hostd.hostctl", *args, "--state-dir", str(state)],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_stdout=True,
-                capture_stderr=True,
-                check=False,
-            )
+    async def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return await run_hostctl(state, *args, env=env, timeout=300)
 
     assert (await run("install", str(ROOT / "manifests" / "server-memory"))).returncode == 0
     assert (await run("approve", "server-memory", "--yes")).returncode == 0
     shutil.rmtree(state / "prepared" / "server-memory")
     enabled = await run("enable", "server-memory")
-    stderr = enabled.stderr.decode()
+    stderr = enabled.stderr
     assert enabled.returncode == 0, stderr
     assert "hostctl: installing the packages of server-memory: done in" in stderr
-    assert enabled.stdout.decode().splitlines()[2].split()[:4] == ["server-memory", "ready", "yes", "9/9"]
+    assert enabled.stdout.splitlines()[2].split()[:4] == ["server-memory", "ready", "yes", "9/9"]

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from hostd.client import plugin_environment
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_hostctl
 
 MEMORY = ROOT / "manifests" / "server-memory"
 
@@ -22,17 +19,8 @@ MEMORY = ROOT / "manifests" / "server-memory"
 async def hostctl(state: Path, home: Path, *args: str) -> Any:
     """``python -m hostd.hostctl *args --json --state-dir state`` with ``HOME=home``; the parsed JSON answer."""
     env = {**plugin_environment(), "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state")}
-    with trio.fail_after(300):
-        done = await trio.run_process(
-            [sys.executable, "-m", "hostd.hostctl", *args, "--json", "--state-dir", str(state)],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    done = await run_hostctl(state, *args, "--json", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout) if done.stdout.strip() else None
 
 
