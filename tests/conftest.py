@@ -187,10 +187,11 @@ async def hostd(tmp_path: Path) -> AsyncIterator[HostdClient]:
         yield client
 
 
-async def ready(client: HostdClient, folder: Path) -> dict[str, Any]:
-    """install -> grant everything declared -> approve -> enable; return the status."""
+async def ready(client: HostdClient, folder: Path, grant: list[str] | None = None) -> dict[str, Any]:
+    """install -> grant ``grant`` (None: everything declared) -> approve -> enable; return the status."""
     info = await client.request("plugins/install", {"path": str(folder)})
-    await client.request("plugins/grant", {"id": info["id"], "permissions": info["permissions"]})
+    permissions = info["permissions"] if grant is None else grant
+    await client.request("plugins/grant", {"id": info["id"], "permissions": permissions})
     await client.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
     status: dict[str, Any] = await client.request("plugins/enable", {"id": info["id"]})
     return status

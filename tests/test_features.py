@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from hostd.client import HostdClient, RpcError, plugin_environment
-from tests.conftest import FIXTURES, stdio_plugin
+from tests.conftest import FIXTURES, ready, stdio_plugin
 
 ASKER = FIXTURES / "mcp-asker"
 ALL: dict[str, Any] = {"sampling": {"tools": {}}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
@@ -51,10 +51,7 @@ async def running(
     async with HostdClient.spawn(
         ["--state-dir", str(tmp_path / "state")], env=plugin_environment(), initialize=init
     ) as client:
-        info = await client.request("plugins/install", {"path": str(folder)})
-        await client.request("plugins/grant", {"id": "asker", "permissions": grant})
-        await client.request("plugins/approve", {"id": "asker", "digest": info["launch"]["digest"]})
-        status = await client.request("plugins/enable", {"id": "asker"})
+        status = await ready(client, folder, grant=grant)
         assert status["status"] == "ready", status
         yield client
 

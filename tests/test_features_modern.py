@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from hostd.client import HostdClient, RpcError, plugin_environment
-from tests.conftest import FIXTURES, stdio_plugin
+from tests.conftest import FIXTURES, ready, stdio_plugin
 
 INPUTS = FIXTURES / "mcp-inputs"
 STATE = 'opaque:é"state"/1'
@@ -39,10 +39,7 @@ async def running(tmp_path: Path, **extra: Any) -> AsyncIterator[HostdClient]:
     async with HostdClient.spawn(
         ["--state-dir", str(tmp_path / "state")], env=plugin_environment(), initialize=init
     ) as client:
-        info = await client.request("plugins/install", {"path": str(folder)})
-        await client.request("plugins/grant", {"id": "inputs", "permissions": RESERVED})
-        await client.request("plugins/approve", {"id": "inputs", "digest": info["launch"]["digest"]})
-        status = await client.request("plugins/enable", {"id": "inputs"})
+        status = await ready(client, folder, grant=RESERVED)
         assert (status["status"], status["era"]) == ("ready", "modern"), status
         yield client
 
