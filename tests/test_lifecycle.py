@@ -265,13 +265,21 @@ async def test_a_plugin_that_stops_answering_ping_is_ended_and_calls_fail(
         assert status["error"]["reason"] == "did not answer ping within 0.5 s"
 
 
-async def test_command_found_through_the_login_shell_path(tmp_path: Path, make_plugin: MakePlugin) -> None:
-    # A desktop-launched parent has a minimal PATH; the user's profile adds the folder of the command.
+def user_command(tmp_path: Path, name: str) -> Path:
+    """An executable ``tmp_path/user-tools/name`` that runs the echo fixture's server.py: a command only a
+    login shell's PATH finds. Returns its path; the folder is its parent."""
     tools = tmp_path / "user-tools"
     tools.mkdir()
-    launcher = tools / "echo-server-xyz"
+    launcher = tools / name
     launcher.write_text('#!/bin/sh\nexec /usr/bin/python3 server.py "$@"\n')
     launcher.chmod(0o755)
+    return launcher
+
+
+async def test_command_found_through_the_login_shell_path(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    # A desktop-launched parent has a minimal PATH; the user's profile adds the folder of the command.
+    launcher = user_command(tmp_path, "echo-server-xyz")
+    tools = launcher.parent
     shell = tmp_path / "login-shell"
     shell.write_text(f'#!/bin/sh\nPATH="{tools}:$PATH"\nshift\nexec /bin/sh "$@"\n')
     shell.chmod(0o755)
@@ -295,11 +303,8 @@ async def test_host_answers_before_the_login_shell_and_resolution_waits_for_it(
     # (plugins/list) comes while the login shell still runs; a launch resolved meanwhile
     # (plugins/install) waits for the shell and finds the command on the PATH it printed.
     # Synchronised on a FIFO: the shell blocks reading it until the test writes.
-    tools = tmp_path / "user-tools"
-    tools.mkdir()
-    launcher = tools / "echo-server-slowlogin"
-    launcher.write_text('#!/bin/sh\nexec /usr/bin/python3 server.py "$@"\n')
-    launcher.chmod(0o755)
+    launcher = user_command(tmp_path, "echo-server-slowlogin")
+    tools = launcher.parent
     gate = tmp_path / "gate"
     os.mkfifo(gate)
     shell = tmp_path / "login-shell"
