@@ -19,7 +19,7 @@ import pytest
 import trio
 import yaml
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.client import HostdClient, RequestHandler, RpcError, plugin_environment
 from tests.conftest import FIXTURES, ready
 
 SERVER = FIXTURES / "remote" / "remote_server.py"
@@ -50,6 +50,22 @@ async def remote_server(mode: str, port: int = 0) -> AsyncIterator[int]:
     """Run fixtures/remote/remote_server.py in ``mode``; yield its port."""
     async with fixture_server([sys.executable, str(SERVER), mode, "--port", str(port)]) as bound:
         yield bound
+
+
+@asynccontextmanager
+async def asking_parent(
+    tmp_path: Path, mode: str, serves: dict[str, Any], parent: RequestHandler
+) -> AsyncIterator[tuple[HostdClient, str]]:
+    """A remote fixture server in ``mode`` and a hostd whose parent declares ``serves`` and answers the
+    requests hostd forwards with ``parent``; yield the client and the server's MCP url."""
+    hello = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": serves}
+    args = ["--state-dir", str(tmp_path / "state")]
+    async with (
+        remote_server(mode) as port,
+        HostdClient.spawn(args, env=plugin_environment(), initialize=hello) as client,
+    ):
+        client.on_request = parent
+        yield client, f"http://127.0.0.1:{port}/mcp"
 
 
 def remote_plugin(
@@ -196,14 +212,7 @@ async def test_client_features_reach_the_parent_from_a_remote_server(
         asked.append((name, params))
         return ANSWERS[name]
 
-    hello = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": serves}
-    args = ["--state-dir", str(tmp_path / "state")]
-    async with (
-        remote_server(mode) as port,
-        HostdClient.spawn(args, env=plugin_environment(), initialize=hello) as client,
-    ):
-        client.on_request = parent
-        url = f"http://127.0.0.1:{port}/mcp"
+    async with asking_parent(tmp_path, mode, serves, parent) as (client, url):
         folder = remote_plugin(tmp_path, url, permissions=("mcp.elicitation", "mcp.sampling"), protocol=protocol)
         status = await ready(client, folder)
         assert status["status"] == "ready", status
@@ -224,14 +233,7 @@ async def test_a_remote_server_asking_for_a_feature_not_granted_is_refused_and_s
         asked.append(name)
         return ANSWERS[name]
 
-    hello = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": {"elicitation": {"form": {}}}}
-    args = ["--state-dir", str(tmp_path / "state")]
-    async with (
-        remote_server(mode) as port,
-        HostdClient.spawn(args, env=plugin_environment(), initialize=hello) as client,
-    ):
-        client.on_request = parent
-        url = f"http://127.0.0.1:{port}/mcp"
+    async with asking_parent(tmp_path, mode, {"elicitation": {"form": {}}}, parent) as (client, url):
         status = await ready(client, remote_plugin(tmp_path, url, protocol="legacy"))  # mcp.elicitation not declared
         assert status["status"] == "ready", status
         with pytest.raises(RpcError) as refused:
