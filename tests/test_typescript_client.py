@@ -61,17 +61,18 @@ def node_binary() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+def in_package(
+    command: list[str], *, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``command`` run in clients/typescript with ``env`` (None: this process's); both streams as text, never
+    raising on a non-zero exit. Raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+    return subprocess.run(command, cwd=PACKAGE, env=env, capture_output=True, text=True, check=False, timeout=timeout)
+
+
 def compiled_node() -> str:
     """The path of Node 22 (:func:`node_binary`), the client compiled (``tsc``) into clients/typescript/dist."""
     node = node_binary()
-    tsc = subprocess.run(
-        [node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"],
-        cwd=PACKAGE,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    tsc = in_package([node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], timeout=300)
     assert tsc.returncode == 0, tsc.stdout + tsc.stderr
     return node
 
@@ -80,14 +81,8 @@ def run_node(
     node: str, args: list[str], hostd_command: list[str], *, timeout: float, **env: str
 ) -> subprocess.CompletedProcess[str]:
     """``node *args`` in clients/typescript, the client starting hostd as ``hostd_command``; ``env`` added."""
-    return subprocess.run(
-        [node, *args],
-        cwd=PACKAGE,
-        env={**os.environ, "HOSTD_COMMAND": json.dumps(hostd_command), **env},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
+    return in_package(
+        [node, *args], timeout=timeout, env={**os.environ, "HOSTD_COMMAND": json.dumps(hostd_command), **env}
     )
 
 
@@ -135,16 +130,8 @@ def test_example_app_prints_why_hostd_exited(tmp_path: Path) -> None:
     """hostd's stderr is ignored by the example: when hostd cannot start, the example still prints why
     (the Node adapter's stderr tail in HostdClosedError), not only "hostd exited (code 1)"."""
     node = compiled_node()
-    env = {**os.environ, "HOSTD_COMMAND": json.dumps([sys.executable, "-m", "hostd_not_installed_here"])}
-    done = subprocess.run(
-        [node, "dist/examples/embed.js", str(REPO / "fixtures" / "mcp-echo"), str(tmp_path / "state")],
-        cwd=PACKAGE,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    args = ["dist/examples/embed.js", str(REPO / "fixtures" / "mcp-echo"), str(tmp_path / "state")]
+    done = run_node(node, args, [sys.executable, "-m", "hostd_not_installed_here"], timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].startswith("hostd is gone: hostd exited (code 1): "), done.stderr
