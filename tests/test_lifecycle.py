@@ -276,16 +276,24 @@ def user_command(tmp_path: Path, name: str) -> Path:
     return launcher
 
 
+def login_shell(tmp_path: Path, tools: Path, first: str = "") -> dict[str, str]:
+    """The plugin environment with ``SHELL`` a script ``tmp_path/login-shell`` that runs ``first`` (a shell
+    line; "" none), puts ``tools`` first on PATH, then runs the command hostd gives it, as a login shell would."""
+    shell = tmp_path / "login-shell"
+    lines = ["#!/bin/sh", *([first] if first else []), f'PATH="{tools}:$PATH"', "shift", 'exec /bin/sh "$@"']
+    shell.write_text("\n".join(lines) + "\n")
+    shell.chmod(0o755)
+    env = plugin_environment()
+    env["SHELL"] = str(shell)
+    return env
+
+
 async def test_command_found_through_the_login_shell_path(tmp_path: Path, make_plugin: MakePlugin) -> None:
     # A desktop-launched parent has a minimal PATH; the user's profile adds the folder of the command.
     launcher = user_command(tmp_path, "echo-server-xyz")
     tools = launcher.parent
-    shell = tmp_path / "login-shell"
-    shell.write_text(f'#!/bin/sh\nPATH="{tools}:$PATH"\nshift\nexec /bin/sh "$@"\n')
-    shell.chmod(0o755)
+    env = login_shell(tmp_path, tools)
     folder = make_plugin(backend={"command": "echo-server-xyz", "args": []})
-    env = plugin_environment()
-    env["SHELL"] = str(shell)
     async with HostdClient.spawn(["--state-dir", str(tmp_path / "s")], env=env) as hostd:
         assert (await ready(hostd, folder))["status"] == "ready"
     async with HostdClient.spawn(["--state-dir", str(tmp_path / "s2"), "--no-login-path"], env=env) as hostd:
@@ -307,12 +315,8 @@ async def test_host_answers_before_the_login_shell_and_resolution_waits_for_it(
     tools = launcher.parent
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    shell = tmp_path / "login-shell"
-    shell.write_text(f'#!/bin/sh\nread line < "{gate}"\nPATH="{tools}:$PATH"\nshift\nexec /bin/sh "$@"\n')
-    shell.chmod(0o755)
+    env = login_shell(tmp_path, tools, first=f'read line < "{gate}"')
     folder = make_plugin(backend={"command": "echo-server-slowlogin", "args": []})
-    env = plugin_environment()
-    env["SHELL"] = str(shell)
 
     def release() -> None:
         with open(gate, "w") as writer:  # blocks until the shell opens the FIFO to read it
