@@ -62,6 +62,7 @@ from rich.text import Text
 from hostd import __version__
 from hostd.client import HostdClient, Notification, RpcError, plugin_environment
 from hostd.control import PROTOCOL_VERSION
+from hostd.features import RESERVED_PERMISSIONS
 from hostd.secrets import SecretStore
 from hostd.state import default_state_dir
 
@@ -652,7 +653,9 @@ def next_action(info: Mapping[str, Any]) -> tuple[str, str]:
     running, and the hostctl command for it. A launch that cannot be resolved comes first."""
     plugin_id = info["id"]
     launch = info.get("launch") or {}
-    missing = sorted(set(info.get("permissions") or []) - set(info.get("granted") or []))
+    # The reserved permissions (mcp.sampling...) are optional: granting one lets the plugin ask the person or
+    # the model something, a choice of its own, never a step to start it.
+    missing = sorted(set(info.get("permissions") or []) - set(info.get("granted") or []) - RESERVED_PERMISSIONS)
     if isinstance(launch, Mapping) and "error" in launch:
         # First: nothing granted or approved can start a launch that cannot be resolved.
         fix = next_command("LAUNCH_UNRESOLVED", {"plugin": plugin_id}, str(info["path"])) or ""
