@@ -640,9 +640,8 @@ class Host:
         except PrepareError as exc:
             # npx/uvx with an option that would change what is installed: shown as written, never started.
             package, plugin.unpreparable = None, str(exc)
+        state_dir = self.store.directory if self.store is not None else None
         prepared: Prepared | None = None
-        if package is not None and self.store is not None:
-            prepared = await trio.to_thread.run_sync(find_prepared, self.store.directory, plugin.manifest.id, package)
         try:
             data_dir = tmpdir = None
             host_vars: dict[str, str] = {}
@@ -655,43 +654,53 @@ class Host:
             build_policy = self._policy(plugin, data_dir)
             command_path = await self._command_path()
             package_args = list(package.args) if package is not None else []
+            seen: list[Prepared | None] = [None]  # the environment found, also when the launch then fails
 
-            def resolve() -> tuple[IsolationPolicy, Launch]:
+            def resolve() -> tuple[IsolationPolicy, Prepared | None, Launch]:
+                # All of the file-system work in one worker thread: the prepared environment's marker,
+                # the policy's paths, the settings and secrets' names, the launch.
+                found_env = None
+                if package is not None and state_dir is not None:
+                    found_env = seen[0] = find_prepared(state_dir, plugin.manifest.id, package)
                 policy = build_policy()
                 # user_config values and host variables (${HOME}...) are substituted first; secrets stay
                 # ${secret:NAME} references until spawn (_gate), so the launch shown never holds one.
                 applied = self._applied_settings(plugin)
                 command, args = applied.command, list(applied.args)
-                if prepared is not None:
+                if found_env is not None:
                     # Run the prepared environment's program: no package tool, no registry, no shared cache.
                     try:
                         found = parse_package_launch(command, args)
                     except PrepareError:
                         found = None
                     rest = list(found.args) if found is not None else package_args
-                    command, args = prepared.entry[0], [*prepared.entry[1:], *rest]
-                return policy, resolve_launch(
-                    command,
-                    args,
-                    plugin.path,
-                    applied.env,
-                    self.env_policy,
-                    host_env={**os.environ, "PATH": command_path},
-                    tmpdir=tmpdir,
-                    isolation_policy=policy,
-                    host_vars=host_vars,
-                    needs=(
-                        [*plugin.manifest.sandbox.read, *applied.read],
-                        [*plugin.manifest.sandbox.write, *applied.write],
+                    command, args = found_env.entry[0], [*found_env.entry[1:], *rest]
+                return (
+                    policy,
+                    found_env,
+                    resolve_launch(
+                        command,
+                        args,
+                        plugin.path,
+                        applied.env,
+                        self.env_policy,
+                        host_env={**os.environ, "PATH": command_path},
+                        tmpdir=tmpdir,
+                        isolation_policy=policy,
+                        host_vars=host_vars,
+                        needs=(
+                            [*plugin.manifest.sandbox.read, *applied.read],
+                            [*plugin.manifest.sandbox.write, *applied.write],
+                        ),
+                        grants=(plugin.folders.get("read", []), plugin.folders.get("write", [])),
+                        prepared=found_env.record() if found_env is not None else None,
                     ),
-                    grants=(plugin.folders.get("read", []), plugin.folders.get("write", [])),
-                    prepared=prepared.record() if prepared is not None else None,
                 )
 
-            policy, launch = await trio.to_thread.run_sync(resolve)
+            policy, prepared, launch = await trio.to_thread.run_sync(resolve)
         except LaunchError as exc:
             plugin.launch, plugin.launch_error = None, exc
-            plugin.package, plugin.prepared = package, prepared
+            plugin.package, plugin.prepared = package, seen[0]
             raise
         plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
         plugin.package, plugin.prepared = package, prepared
