@@ -526,14 +526,19 @@ async def test_the_disk_bound_counts_deleted_open_files_and_unreadable_folders(
         await ready(hostd, probe_plugin(tmp_path))
         [cache] = await run(hostd, ["env", "XDG_CACHE_HOME"])
         target = os.path.join(os.path.dirname(cache), "hidden")
-        assert await run(hostd, [trick, target, 16]) == ["ok"]
+        # The watchdog samples while the plugin writes: it may stop the plugin before the 16 MB are written
+        # (then the call fails with the stop's reason) or after (then the call said ok). Both are the bound held.
+        try:
+            assert await run(hostd, [trick, target, 16]) == ["ok"]
+        except RpcError as exc:
+            assert exc.kind == "PLUGIN_HOST_UNAVAILABLE" and "disk" in exc.message, exc
         stopped = await hostd.wait_for(
             "plugins/statusChanged",
             lambda s: s["plugin_id"] == "mcp-probe" and s["status"] == "unhealthy",
             timeout=30,
         )
         assert stopped["error"]["limit"]["limit"] == "disk"
-        assert stopped["error"]["limit"]["value"] >= 16 * 1024 * 1024
+        assert stopped["error"]["limit"]["value"] > 8 * 1024 * 1024  # over the bound, however far it got
         if trick == "hold":
             assert "in deleted files it keeps open" in stopped["error"]["reason"]
         result = await hostd.request("tools/call", {"name": "other.echo", "arguments": {"text": "up"}})
