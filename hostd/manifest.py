@@ -119,6 +119,22 @@ def _model_config(schema_description: str) -> ConfigDict:
     return ConfigDict(extra="forbid", strict=True, frozen=True, json_schema_extra={"description": schema_description})
 
 
+def _seconds(description: str, *, most: float, default: float | None = 30) -> Any:
+    """A timeout field of the manifest: finite seconds, over 0 and at most ``most`` (``default`` when absent)."""
+    return Field(default=default, gt=0, le=most, allow_inf_nan=False, description=description)
+
+
+def _unique_list(description: str) -> Any:
+    """A list field of the manifest: absent means empty, and no item may stand twice (``uniqueItems``)."""
+    return Field(default=[], json_schema_extra={"uniqueItems": True}, description=description)
+
+
+def _keyed(description: str) -> Any:
+    """A mapping field of the manifest: absent means empty; its key type's pattern is the only property
+    the schema allows (``additionalProperties: false``)."""
+    return Field(default={}, json_schema_extra={"additionalProperties": False}, description=description)
+
+
 def _secret_reference(value: str) -> str:
     from hostd.remote import SECRET_REFERENCE  # noqa: PLC0415 - remote imports this module
 
@@ -182,22 +198,14 @@ class Backend(BaseModel):
             "address only; no user name or password in it. Covered by the approval digest."
         ),
     )
-    headers: dict[Annotated[str, Field(pattern=HEADER_NAME_PATTERN)], _ExecString] = Field(
-        default={},
-        json_schema_extra={"additionalProperties": False},
-        description=(
-            "HTTP headers sent with every request to 'url'. A value may reference a secret as "
-            "'${secret:NAME}' (resolved at connect, never stored in the manifest); values are redacted "
-            "everywhere. The approval digest covers the header names."
-        ),
+    headers: dict[Annotated[str, Field(pattern=HEADER_NAME_PATTERN)], _ExecString] = _keyed(
+        "HTTP headers sent with every request to 'url'. A value may reference a secret as "
+        "'${secret:NAME}' (resolved at connect, never stored in the manifest); values are redacted "
+        "everywhere. The approval digest covers the header names."
     )
-    allow_private: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(
-        default=[],
-        json_schema_extra={"uniqueItems": True},
-        description=(
-            "Host names or addresses of 'url' that may resolve to a private or link-local address (a server "
-            "on the local network). Without it hostd refuses such addresses. Covered by the approval digest."
-        ),
+    allow_private: list[Annotated[str, Field(min_length=1, max_length=253)]] = _unique_list(
+        "Host names or addresses of 'url' that may resolve to a private or link-local address (a server "
+        "on the local network). Without it hostd refuses such addresses. Covered by the approval digest."
     )
     oauth: OAuthClient | None = Field(
         default=None,
@@ -207,46 +215,26 @@ class Backend(BaseModel):
             "Without it hostd registers itself dynamically. Covered by the approval digest."
         ),
     )
-    connect_timeout_seconds: float = Field(
-        default=30,
-        gt=0,
-        le=600,
-        allow_inf_nan=False,
-        description="Seconds allowed to open a connection to a remote server ('url').",
+    connect_timeout_seconds: float = _seconds(
+        "Seconds allowed to open a connection to a remote server ('url').", most=600
     )
     args: list[_ExecString] = Field(default=[], description="Arguments passed to the command, verbatim.")
-    env: dict[_EnvName, _ExecString] = Field(
-        default={},
-        json_schema_extra={"additionalProperties": False},  # only names matching the key pattern
-        description=(
-            "Environment variables set for the server, applied after hostd's allowlist. A value "
-            "'${secret:NAME}' is the plugin's secret NAME (plugins/configure), injected only at spawn."
-        ),
+    env: dict[_EnvName, _ExecString] = _keyed(
+        "Environment variables set for the server, applied after hostd's allowlist. A value "
+        "'${secret:NAME}' is the plugin's secret NAME (plugins/configure), injected only at spawn."
     )
-    startup_timeout_seconds: float = Field(
-        default=30,
-        gt=0,
-        le=600,
-        allow_inf_nan=False,
-        description="Seconds allowed from spawn to a completed MCP handshake and tool listing.",
+    startup_timeout_seconds: float = _seconds(
+        "Seconds allowed from spawn to a completed MCP handshake and tool listing.", most=600
     )
-    tool_timeout_seconds: float = Field(
-        default=30,
-        gt=0,
-        le=3600,
-        allow_inf_nan=False,
-        description="Default seconds a tools/call may take before TOOL_TIMEOUT.",
-    )
+    tool_timeout_seconds: float = _seconds("Default seconds a tools/call may take before TOOL_TIMEOUT.", most=3600)
     tool_timeout_reset_on_progress: bool = Field(
         default=False,
         description="Restart a call's timeout whenever the tool reports progress (up to tool_timeout_max_seconds).",
     )
-    tool_timeout_max_seconds: float | None = Field(
+    tool_timeout_max_seconds: float | None = _seconds(
+        "Absolute bound of one tools/call when its timeout resets on progress (default: 10x the timeout).",
+        most=24 * 3600,
         default=None,
-        gt=0,
-        le=24 * 3600,
-        allow_inf_nan=False,
-        description="Absolute bound of one tools/call when its timeout resets on progress (default: 10x the timeout).",
     )
     stdout_noise: Literal["strict", "drop"] = Field(
         default="strict",
@@ -272,13 +260,9 @@ class Backend(BaseModel):
             "revision fails the start when the server does not speak it."
         ),
     )
-    tcp_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
-        default=[],
-        json_schema_extra={"uniqueItems": True},
-        description=(
-            "TCP ports the server needs to connect to. Under hostd's strict sandbox, only the ports "
-            "declared here AND granted by the parent (plugins/grant networkPorts) are reachable."
-        ),
+    tcp_ports: list[Annotated[int, Field(ge=1, le=65535)]] = _unique_list(
+        "TCP ports the server needs to connect to. Under hostd's strict sandbox, only the ports "
+        "declared here AND granted by the parent (plugins/grant networkPorts) are reachable."
     )
 
     @field_validator("command")
@@ -462,14 +446,10 @@ class Contributes(BaseModel):
 
     model_config = _model_config("What the plugin adds to the host.")
 
-    tools: list[_ToolEntry] = Field(
-        default=[],
-        json_schema_extra={"uniqueItems": True},
-        description=(
-            "Host tool names '<id>.<MCP tool name>', or {name, needs} for a tool the server lists only "
-            "when offered the client features in 'needs'; the server's tools must equal the names "
-            "whose needs were all offered, exactly."
-        ),
+    tools: list[_ToolEntry] = _unique_list(
+        "Host tool names '<id>.<MCP tool name>', or {name, needs} for a tool the server lists only "
+        "when offered the client features in 'needs'; the server's tools must equal the names "
+        "whose needs were all offered, exactly."
     )
 
     @property
@@ -562,10 +542,8 @@ class Manifest(BaseModel):
     name: str = Field(min_length=1, description="Human-readable plugin name.")
     version: str = Field(min_length=1, description="The plugin's version, as a string (quote it in YAML).")
     description: str | None = Field(default=None, description="One paragraph about the plugin.")
-    permissions: list[_Permission] = Field(
-        default=[],
-        json_schema_extra={"uniqueItems": True},
-        description="Permissions the plugin needs; each must be known to and granted by the parent.",
+    permissions: list[_Permission] = _unique_list(
+        "Permissions the plugin needs; each must be known to and granted by the parent."
     )
     contributes: Contributes = Field(description="What the plugin adds to the host.")
     backend: Backend = Field(description="How to start the plugin's MCP server.")
