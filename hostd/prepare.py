@@ -217,23 +217,40 @@ def _option(word: str, long: str, short: str = "") -> str:
     return short if short and word == short else ""
 
 
-def _parse_npx(words: list[str]) -> PackageLaunch:
-    packages: list[str] = []
+def _options(
+    words: list[str], tool: str, flags: frozenset[str], valued: dict[str, str], *, end_mark: bool, operand: str
+) -> tuple[dict[str, list[str]], int]:
+    """The leading options of ``words`` (one launcher's arguments) and the index of its first operand.
+
+    ``valued`` maps each option that takes a value (``--opt v`` / ``--opt=v``) to its short alias
+    (``""``: none); the result maps it to its values, in order. ``flags`` are the options without a
+    value that change nothing installed. ``end_mark``: ``--`` ends the options (npx, uv run).
+    Raises :class:`PrepareError` (``"unsupported"``) naming ``tool`` for any other option, or when
+    no ``operand`` (what the launcher runs) follows them."""
+    found: dict[str, list[str]] = {long: [] for long in valued}
     i = 0
     while i < len(words) and words[i].startswith("-"):
         word = words[i]
-        if word == "--":
+        if end_mark and word == "--":
             i += 1
             break
-        if option := _option(word, "--package", "-p"):
-            spec, i = _value(words, i, option)
-            packages.append(spec)
-            continue
-        if word not in _NPX_FLAGS:
-            raise PrepareError("unsupported", f"npx option {word!r} cannot be prepared")
-        i += 1
+        for long, short in valued.items():
+            if spelling := _option(word, long, short):
+                value, i = _value(words, i, spelling)
+                found[long].append(value)
+                break
+        else:
+            if word not in flags:
+                raise PrepareError("unsupported", f"{tool} option {word!r} cannot be prepared")
+            i += 1
     if i >= len(words):
-        raise PrepareError("unsupported", "npx names no package")
+        raise PrepareError("unsupported", f"{tool} names no {operand}")
+    return found, i
+
+
+def _parse_npx(words: list[str]) -> PackageLaunch:
+    found, i = _options(words, "npx", _NPX_FLAGS, {"--package": "-p"}, end_mark=True, operand="package")
+    packages = found["--package"]
     first, rest = words[i], tuple(words[i + 1 :])
     if packages:  # npx -p pkg bin args: the bin comes from the packages
         return PackageLaunch("npm", tuple(packages), first, rest)
@@ -241,56 +258,29 @@ def _parse_npx(words: list[str]) -> PackageLaunch:
 
 
 def _parse_uvx(words: list[str]) -> PackageLaunch:
-    source: str | None = None
-    withs: list[str] = []
-    python: str | None = None
-    i = 0
-    while i < len(words) and words[i].startswith("-"):
-        word = words[i]
-        if option := _option(word, "--from"):
-            source, i = _value(words, i, option)
-        elif option := _option(word, "--with", "-w"):
-            spec, i = _value(words, i, option)
-            withs.append(spec)
-        elif option := _option(word, "--python", "-p"):
-            python, i = _value(words, i, option)
-        elif word in _UVX_FLAGS:
-            i += 1
-        else:
-            raise PrepareError("unsupported", f"uvx option {word!r} cannot be prepared")
-    if i >= len(words):
-        raise PrepareError("unsupported", "uvx names no package")
+    valued = {"--from": "", "--with": "-w", "--python": "-p"}
+    found, i = _options(words, "uvx", _UVX_FLAGS, valued, end_mark=False, operand="package")
     target, rest = words[i], tuple(words[i + 1 :])
+    source = _last(found["--from"])
     if source is None:
         # uvx pkg==1.0 / pkg@1.0 / pkg[extra]==1.0: the command is the package's name.
         source = target.replace("@", "==", 1) if "@" in target and "==" not in target else target
         target = re.split(r"[\[=<>!~@ ]", target, maxsplit=1)[0]
-    return PackageLaunch("uv", (source, *withs), target, rest, python)
+    return PackageLaunch("uv", (source, *found["--with"]), target, rest, _last(found["--python"]))
 
 
 def _parse_uv_run(words: list[str]) -> PackageLaunch | None:
     if not any(_option(w, "--with", "-w") for w in words):
         return None  # uv run of a project or a script: its own lock, not a named package
-    withs: list[str] = []
-    python: str | None = None
-    i = 0
-    while i < len(words) and words[i].startswith("-"):
-        word = words[i]
-        if word == "--":
-            i += 1
-            break
-        if option := _option(word, "--with", "-w"):
-            spec, i = _value(words, i, option)
-            withs.extend(s.strip() for s in spec.split(",") if s.strip())
-        elif option := _option(word, "--python", "-p"):
-            python, i = _value(words, i, option)
-        elif word in _UV_RUN_FLAGS:
-            i += 1
-        else:
-            raise PrepareError("unsupported", f"uv run option {word!r} cannot be prepared")
-    if i >= len(words):
-        raise PrepareError("unsupported", "uv run names no command")
-    return PackageLaunch("uv", tuple(withs), words[i], tuple(words[i + 1 :]), python)
+    valued = {"--with": "-w", "--python": "-p"}
+    found, i = _options(words, "uv run", _UV_RUN_FLAGS, valued, end_mark=True, operand="command")
+    withs = tuple(s.strip() for spec in found["--with"] for s in spec.split(",") if s.strip())
+    return PackageLaunch("uv", withs, words[i], tuple(words[i + 1 :]), _last(found["--python"]))
+
+
+def _last(values: list[str]) -> str | None:
+    """The value of an option given ``values`` (the last one wins, as in uv); ``None`` when not given."""
+    return values[-1] if values else None
 
 
 # -- finding a finished preparation ---------------------------------------------------------
