@@ -61,7 +61,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Required, TypedDict
 
 import orjson
 import trio
@@ -106,6 +106,7 @@ log = logging.getLogger("hostd.link")
 __all__ = [
     "Discovery",
     "LinkClosed",
+    "LinkOptions",
     "NotificationSink",
     "PluginLink",
     "PluginRequestError",
@@ -137,6 +138,18 @@ RequestHandler = Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
 #: Manifest ``backend.protocol``: ``"legacy"``, ``"auto"`` or one exact revision.
 ProtocolChoice = str
+
+
+class LinkOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`PluginLink` that a link over another transport
+    (hostd/transport_http.py's ``RemoteLink``) takes and hands on unchanged; see PluginLink."""
+
+    redact: Required[Redactor]
+    on_log: Required[LogSink]
+    on_notification: Required[NotificationSink]
+    on_request: RequestHandler | None
+    protocol: ProtocolChoice
+
 
 #: Era per launch digest, learned by ``auto`` (in memory, per hostd process): a restart of the same
 #: launch skips the probe that already said "legacy"; a changed launch is probed again.

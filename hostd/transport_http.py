@@ -48,7 +48,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import urlsplit
 
 import anyio
@@ -58,9 +58,8 @@ import trio
 
 from hostd import __version__
 from hostd.errors import ErrorKind, HostError
-from hostd.link import Discovery, LogSink, NotificationSink, PluginLink, ProtocolChoice, RequestHandler
+from hostd.link import Discovery, LinkOptions, PluginLink
 from hostd.oauth import AUTHORIZE_SECONDS, Authorizer, provider
-from hostd.redact import Redactor
 from hostd.remote import RemoteLaunch, SecretLookup, address_problem, resolve_addresses, resolve_headers, url_problem
 from hostd.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession
 from sandbox.process import SandboxedProcess, StopReport
@@ -211,10 +210,11 @@ class RemoteLink(PluginLink):
     ``launch`` is the approved :class:`~hostd.remote.RemoteLaunch`; ``headers``
     the resolved headers (secrets included); ``connect_timeout`` (seconds)
     bounds each connection; ``max_frame_bytes`` bounds each JSON response and
-    SSE event. Everything above the transport (:meth:`request`,
-    :meth:`call_tool`, :meth:`list_tools`, :meth:`ping`, the era choice,
-    ``subscriptions/listen``) is :class:`~hostd.link.PluginLink`'s, on the same
-    sans-IO session.
+    SSE event; ``options`` (:class:`~hostd.link.LinkOptions`: the sinks, the
+    redactor, ``protocol``) go to :class:`~hostd.link.PluginLink` as they are.
+    Everything above the transport (:meth:`request`, :meth:`call_tool`,
+    :meth:`list_tools`, :meth:`ping`, the era choice, ``subscriptions/listen``)
+    is :class:`~hostd.link.PluginLink`'s, on the same sans-IO session.
     """
 
     def __init__(
@@ -224,29 +224,21 @@ class RemoteLink(PluginLink):
         launch: RemoteLaunch,
         headers: dict[str, str],
         *,
-        redact: Redactor,
-        on_log: LogSink,
-        on_notification: NotificationSink,
-        on_request: RequestHandler | None = None,
         connect_timeout: float,
         max_frame_bytes: int,
-        protocol: ProtocolChoice = "auto",
         capabilities: dict[str, Any] | None = None,
         authorizer: Authorizer | None = None,
         on_authorizing: Callable[[bool], Awaitable[None]] | None = None,
         client_secret: str | None = None,
+        **options: Unpack[LinkOptions],
     ) -> None:
         super().__init__(
             plugin_id,
             process,
-            redact=redact,
-            on_log=on_log,
-            on_notification=on_notification,
-            on_request=on_request,
             max_frame_bytes=max_frame_bytes,
-            protocol=protocol,
             launch_digest=launch.digest,
             capabilities=capabilities,
+            **options,
         )
         self.launch = launch
         self._headers = headers
