@@ -125,6 +125,13 @@ class HostError(Exception):
         return {"code": self.kind.code, "message": self.message, "data": {"kind": self.kind.name, **self.data}}
 
 
+def start_failed(plugin_id: str, message: str, reason: str, **data: Any) -> HostError:
+    """``PLUGIN_START_FAILED`` for a start that failed before the server could write a line (the launch
+    does not resolve, the remote server cannot be reached): ``data`` is ``{plugin, reason, stderrTail: [],
+    **data}`` (docs/protocol.md, the error's data members)."""
+    return HostError(ErrorKind.PLUGIN_START_FAILED, message, plugin=plugin_id, reason=reason, stderrTail=[], **data)
+
+
 @contextmanager
 def unwrap_host_error() -> Iterator[None]:
     """Re-raise a lone :class:`HostError` that a nursery wrapped in an exception group.

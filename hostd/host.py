@@ -47,6 +47,7 @@ from hostd.supervisor import (
     State,
     SupervisorEvent,
     ToolsPinned,
+    launch_failed,
 )
 from hostd.tools import validate_arguments
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
@@ -1407,14 +1408,7 @@ class Host:
         try:
             launch = await self._resolve(plugin)
         except LaunchError as exc:
-            raise HostError(
-                ErrorKind.PLUGIN_START_FAILED,
-                f"plugin {plugin_id} failed to start: {exc}",
-                plugin=plugin_id,
-                reason=str(exc),
-                launchError=exc.kind,
-                stderrTail=[],
-            ) from None
+            raise launch_failed(plugin_id, exc) from None
         # A launch that cannot run is reported before anything the user could grant: granting
         # first would only lead to this error (a manifest's "pyhton3" is fixed in the manifest).
         missing = sorted(set(plugin.manifest.permissions) - plugin.granted - features.RESERVED_PERMISSIONS)

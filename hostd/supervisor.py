@@ -50,7 +50,7 @@ import trio
 
 from hostd import lifecycle, trust
 from hostd.content import ContentLimits, bound_content
-from hostd.errors import ErrorKind, HostError, unwrap_host_error
+from hostd.errors import ErrorKind, HostError, start_failed, unwrap_host_error
 from hostd.features import offered_features
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.jsonlimits import check_json, object_members
@@ -141,6 +141,12 @@ OnEvent = Callable[[SupervisorEvent], Awaitable[None]]
 
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+def launch_failed(plugin_id: str, exc: LaunchError) -> HostError:
+    """``PLUGIN_START_FAILED`` for a launch that does not resolve or spawn (``exc``, sandbox/launch.py):
+    ``data.reason`` is its text and ``data.launchError`` its kind; no stderr, the server never ran."""
+    return start_failed(plugin_id, f"plugin {plugin_id} failed to start: {exc}", str(exc), launchError=exc.kind)
 
 
 def _iso(stamp: float | None) -> str | None:
@@ -535,14 +541,7 @@ class PluginSupervisor:
         try:
             process = await spawn(launch)
         except LaunchError as exc:
-            raise HostError(
-                ErrorKind.PLUGIN_START_FAILED,
-                f"plugin {self.plugin_id} failed to start: {exc}",
-                plugin=self.plugin_id,
-                reason=str(exc),
-                launchError=exc.kind,
-                stderrTail=[],
-            ) from None
+            raise launch_failed(self.plugin_id, exc) from None
         link = PluginLink(
             self.plugin_id,
             process,

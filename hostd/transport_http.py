@@ -57,7 +57,7 @@ import orjson
 import trio
 
 from hostd import __version__
-from hostd.errors import ErrorKind, HostError
+from hostd.errors import ErrorKind, HostError, start_failed
 from hostd.link import Discovery, LinkOptions, PluginLink
 from hostd.oauth import AUTHORIZE_SECONDS, Authorizer, provider
 from hostd.remote import RemoteLaunch, SecretLookup, address_problem, resolve_addresses, resolve_headers, url_problem
@@ -533,10 +533,4 @@ def open_secrets(
     try:
         return resolve_headers(plugin_id, declared, lookup)
     except LookupError as exc:
-        raise HostError(
-            ErrorKind.PLUGIN_START_FAILED,
-            f"cannot connect to {host_of(launch.endpoint.url)}: {exc}",
-            plugin=plugin_id,
-            reason=str(exc),
-            stderrTail=[],
-        ) from None
+        raise start_failed(plugin_id, f"cannot connect to {host_of(launch.endpoint.url)}: {exc}", str(exc)) from None
