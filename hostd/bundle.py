@@ -52,7 +52,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -103,6 +103,38 @@ def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
         {"field": ".".join(str(p) for p in err["loc"]), "message": str(err.get("ctx", {}).get("error", err["msg"]))}
         for err in exc.errors()
     ]
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def validated(model: type[_Model], document: Any, source: str, title: str) -> _Model:
+    """``document`` checked as ``model``: JSON text (a ``str``, or ``bytes`` in UTF-8 with or without a
+    byte order mark) is decoded first; a decoded value is taken as it is. ``source`` names where the
+    text came from and ``title`` the document, in messages.
+
+    Raises ``PACKAGE_INVALID``: ``"<source> is not JSON: ..."``, ``"<source> must be a JSON object"``,
+    or the first field error of the model (:func:`first_invalid`) with ``data.errors`` holding all.
+    """
+    if isinstance(document, bytes | str):
+        try:
+            document = json.loads(document.decode("utf-8-sig") if isinstance(document, bytes) else document)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise invalid(f"{source} is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise invalid(f"{source} must be a JSON object")
+    try:
+        return model.model_validate(document)
+    except ValidationError as exc:
+        raise first_invalid(title, field_errors(exc)) from None
+
+
+def first_invalid(title: str, errors: list[dict[str, Any]]) -> HostError:
+    """``PACKAGE_INVALID`` for a document with field ``errors`` (at least one): the message names the first
+    and counts the others (``"invalid <title>: <field>: <message> (and 2 more)"``); ``data.errors`` is all."""
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return invalid(f"invalid {title}: {first['field'] or '(top level)'}: {first['message']}{more}", errors)
 
 
 # -- the MCPB manifest ------------------------------------------------------------------------
@@ -427,21 +459,7 @@ def load_mcpb_manifest(folder: Path) -> McpbManifest:
         raise invalid("the bundle has no manifest.json at its top level") from None
     if not stat.S_ISREG(info.st_mode) or info.st_size > 1024 * 1024:
         raise invalid("manifest.json must be a regular file of at most 1 MiB")
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise invalid(f"manifest.json is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise invalid("manifest.json must hold a JSON object")
-    try:
-        return McpbManifest.model_validate(data)
-    except ValidationError as exc:
-        errors = field_errors(exc)
-        first = errors[0]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise invalid(
-            f"invalid bundle manifest.json: {first['field'] or '(top level)'}: {first['message']}{more}", errors
-        ) from None
+    return validated(McpbManifest, path.read_bytes(), "manifest.json", "bundle manifest.json")
 
 
 def plugin_manifest(mcpb: McpbManifest, folder: Path, *, sha256: str, signature: str, source: str) -> dict[str, Any]:
@@ -494,7 +512,7 @@ def plugin_manifest(mcpb: McpbManifest, folder: Path, *, sha256: str, signature:
         {"field": f"user_config.{k}", "message": "option names must be [A-Za-z_][A-Za-z0-9_]*"} for k in bad_names
     ]
     if errors:
-        raise invalid(f"invalid bundle manifest.json: {errors[0]['field']}: {errors[0]['message']}", errors)
+        raise first_invalid("bundle manifest.json", errors)
     tools = [] if mcpb.tools_generated or not mcpb.tools else [f"{plugin_id}.{t.name}" for t in mcpb.tools]
     contributes: dict[str, Any] = {"tools": tools}
     if not tools:

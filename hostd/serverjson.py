@@ -29,7 +29,6 @@ plain text. Failures raise ``PACKAGE_INVALID`` with ``data.errors``
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import tempfile
@@ -39,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from hostd.bundle import MAX_BUNDLE_BYTES, field_errors, invalid
+from hostd.bundle import MAX_BUNDLE_BYTES, invalid, validated
 from hostd.importer import known_needs, sanitize_id
 from hostd.secrets import secret_ref
 
@@ -139,21 +138,6 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def _parse(entry: dict[str, Any] | str) -> ServerJson:
-    if isinstance(entry, str):
-        try:
-            entry = json.loads(entry)
-        except json.JSONDecodeError as exc:
-            raise invalid(f"serverJson is not JSON: {exc}") from None
-    if not isinstance(entry, dict):
-        raise invalid("serverJson must be a JSON object")
-    try:
-        return ServerJson.model_validate(entry)
-    except ValidationError as exc:
-        errors = field_errors(exc)  # no validators here: each message is pydantic's own
-        raise invalid(f"invalid server.json: {errors[0]['field']}: {errors[0]['message']}", errors) from None
-
-
 class _Options:
     """The ``user_config`` options an entry's inputs become, with unique names."""
 
@@ -207,7 +191,7 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
     or package transport, a version that is not exact, an ``mcpb`` package
     without ``fileSha256``.
     """
-    server = _parse(entry)
+    server = validated(ServerJson, entry, "serverJson", "server.json")
     plugin_id = sanitize_id(server.name.rsplit("/", 1)[-1])
     document: dict[str, Any] = {
         "id": plugin_id,
