@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -197,17 +197,17 @@ async def ready(client: HostdClient, folder: Path, grant: list[str] | None = Non
     return status
 
 
-async def run_hostctl(
-    state: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+async def run_quietly(
+    argv: Sequence[str], *, env: dict[str, str] | None, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m hostd.hostctl *args --state-dir state`` run from the repository root with stdin empty (no
-    terminal) and ``env`` (None: this process's environment); returncode and both streams as text.
+    """``argv`` run from the repository root with stdin empty (no terminal) and ``env`` (None: this process's
+    environment); returncode and both streams as text.
 
-    The one way tests run hostctl as a person would. Raises ``trio.TooSlowError`` after ``timeout`` seconds
-    (the process is killed); cancellation kills it likewise."""
+    Raises ``trio.TooSlowError`` after ``timeout`` seconds (the process is killed); cancellation kills it
+    likewise."""
     with trio.fail_after(timeout):
         done = await trio.run_process(
-            [sys.executable, "-m", "hostd.hostctl", *args, "--state-dir", str(state)],
+            list(argv),
             cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -216,3 +216,13 @@ async def run_hostctl(
             check=False,
         )
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+async def run_hostctl(
+    state: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python -m hostd.hostctl *args --state-dir state`` run by :func:`run_quietly` (``env``, ``timeout``).
+
+    The one way tests run hostctl as a person would."""
+    argv = [sys.executable, "-m", "hostd.hostctl", *args, "--state-dir", str(state)]
+    return await run_quietly(argv, env=env, timeout=timeout)

@@ -8,11 +8,11 @@ through hostd is a failure. The catalog folders are installed as they are, unmod
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import shutil
-import subprocess
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
@@ -25,7 +25,7 @@ import yaml
 from hostd.client import HostdClient, RpcError, plugin_environment
 from hostd.features import RESERVED_PERMISSIONS
 from hostd.manifest import load_manifest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_quietly
 
 pytestmark = pytest.mark.real_server
 
@@ -82,17 +82,8 @@ def fetch_or_skip(what: str, command: Sequence[str]) -> None:
     if shutil.which(command[0], path=env["PATH"]) is None:
         pytest.skip(f"{what}: {command[0]} is not on PATH")
     try:
-        done = subprocess.run(
-            list(command),
-            env=env,
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=FETCH_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+        done = trio.run(functools.partial(run_quietly, command, env=env, timeout=FETCH_TIMEOUT))
+    except trio.TooSlowError:
         pytest.skip(f"{what} could not be fetched within {FETCH_TIMEOUT:g} s: {shlex.join(command)}")
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
