@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     import yaml
 
 __all__ = [
+    "BUNDLE_SUFFIXES",
     "MANIFEST_FILES",
     "MANIFEST_MAX_BYTES",
     "SCHEMA_ID",
@@ -81,6 +82,10 @@ __all__ = [
 
 MANIFEST_FILES: Final = ("plugin.yaml", "plugin.yml", "plugin.json")
 """The file names a plugin folder may hold its manifest under; exactly one must exist."""
+
+BUNDLE_SUFFIXES: Final = (".mcpb", ".dxt")
+"""File suffixes of an MCPB bundle ``plugins/install`` extracts (hostd/bundle.py), not a plugin folder.
+Here, not in hostd/bundle.py: an install from a folder asks without loading the bundle reader."""
 
 MANIFEST_MAX_BYTES: Final = 256 * 1024
 """Upper bound on a manifest file's size in bytes (256 KiB); a larger file is rejected unread."""
