@@ -41,13 +41,16 @@ PLUGIN_START = frozenset({"hostd.handshake", "jsonschema", "jsonschema_rs", "ref
 
 
 def imported(stderr: str) -> set[str]:
-    """The modules an ``-X importtime`` stderr names (``import time: <self> | <cumulative> | <name>``)."""
-    names = set()
+    """The modules an ``-X importtime`` stderr names (``import time: <self> | <cumulative> | <name>``),
+    with every parent package of each: a module that ``importlib.import_module`` loads gets no line of
+    its own, but the submodules its code imports do (``mcp_types._types`` stands for ``mcp_types``)."""
+    names: set[str] = set()
     for line in stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
             name = line.rsplit("|", 1)[1].strip()
             if name != "imported package":  # the header line
-                names.add(name)
+                parts = name.split(".")
+                names.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
     return names
 
 
