@@ -84,7 +84,6 @@ MAX_RATIO: Final = 200
 _RATIO_FLOOR: Final = 1024 * 1024
 SIGNATURE_HEADER: Final = b"MCPB_SIG_V1"
 SIGNATURE_FOOTER: Final = b"MCPB_SIG_END"
-BUNDLE_SUFFIXES: Final = (".mcpb", ".dxt")
 _PLATFORM: Final = {"linux": "linux", "darwin": "darwin", "win32": "win32"}.get(sys.platform, sys.platform)
 
 

@@ -31,7 +31,7 @@ from hostd import secrets as secrets_
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
-from hostd.manifest import Manifest, load_manifest
+from hostd.manifest import BUNDLE_SUFFIXES, Manifest, load_manifest
 from hostd.oauth import Authorizer
 from hostd.policy import RestartMode, RestartPolicy
 from hostd.prepare import PackageLaunch, Prepared, PrepareError, Registries, find_prepared, parse_package_launch
@@ -892,9 +892,7 @@ class Host:
         else:
             assert args.path is not None
             folder = Path(os.path.abspath(os.path.expanduser(args.path)))
-            from hostd import bundle as bundles  # noqa: PLC0415 - lazy (see the imports)
-
-            if folder.suffix.lower() in bundles.BUNDLE_SUFFIXES:
+            if folder.suffix.lower() in BUNDLE_SUFFIXES:
                 folder = await self._unpack_bundle(folder)
         async with self._change():
             plugin = await self._install(folder)

@@ -54,10 +54,8 @@ start that does not load the SDK (see :mod:`hostd.session`).
 from __future__ import annotations
 
 import collections
-import importlib
 import logging
 import re
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -66,7 +64,7 @@ from typing import Any, Literal, Required, TypedDict
 import orjson
 import trio
 
-from hostd import __version__, tracing
+from hostd import __version__, lazy, tracing
 from hostd.control import current_outbox
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import (
@@ -547,10 +545,9 @@ class PluginLink:
         started = time.monotonic()
         try:
             with trio.fail_after(startup_timeout):
-                if "mcp_types" not in sys.modules:
-                    # The models that check initialize/discover results load once, off the event loop
-                    # (~100-200 ms of imports that would stall every other plugin and the parent).
-                    await trio.to_thread.run_sync(importlib.import_module, "mcp_types")
+                # The models that check initialize/discover results load once, off the event loop
+                # (pydantic builds them: milliseconds that would stall every other plugin and the parent).
+                await lazy.load_async("hostd.handshake", "checking the server's handshake", self._start_error)
                 await self._negotiate(startup_timeout)
                 if not isinstance(self.server_capabilities.get("tools"), dict):
                     raise self._start_error("the server does not declare the tools capability")
@@ -811,14 +808,7 @@ class PluginLink:
         return failure
 
     def _start_error(self, reason: str, **data: Any) -> HostError:
-        return HostError(
-            ErrorKind.PLUGIN_START_FAILED,
-            f"plugin {self.plugin_id} failed to start: {reason}",
-            plugin=self.plugin_id,
-            reason=reason,
-            **self.stderr.excerpt(),
-            **data,
-        )
+        return start_failed(self.plugin_id, reason, **self.stderr.excerpt(), **data)
 
     def close(self) -> None:
         """End the link on purpose (disable, restart); not a failure."""
@@ -1125,6 +1115,18 @@ def _result_of(reply: dict[str, Any] | None) -> dict[str, Any]:
     return result
 
 
+def start_failed(plugin_id: str, reason: str, **data: Any) -> HostError:
+    """``PLUGIN_START_FAILED``: "plugin <id> failed to start: <reason>", ``data = {plugin, reason, **data}``
+    (a link adds its ``stderrTail``; a start that failed before any process existed passes ``[]``)."""
+    return HostError(
+        ErrorKind.PLUGIN_START_FAILED,
+        f"plugin {plugin_id} failed to start: {reason}",
+        plugin=plugin_id,
+        reason=reason,
+        **data,
+    )
+
+
 def _supported(data: Any) -> list[str]:
     """``data.supported`` of a -32022 error: the versions the server speaks (strings only)."""
     supported = data.get("supported") if isinstance(data, dict) else None
@@ -1132,19 +1134,20 @@ def _supported(data: Any) -> list[str]:
 
 
 def _validate_discover(result: Any) -> tuple[list[str], dict[str, Any], dict[str, Any]] | None:
-    """A ``server/discover`` result checked with ``mcp_types.DiscoverResult`` (off the hot path, loaded
+    """A ``server/discover`` result checked with ``hostd.handshake.DiscoverResult`` (off the hot path, loaded
     here): ``(supportedVersions, capabilities, serverInfo)`` as sent, or None when it does not validate."""
-    import mcp_types  # noqa: PLC0415 (loaded only when a server is discovered: it costs ~100 ms)
     from pydantic import ValidationError  # noqa: PLC0415
+
+    from hostd import handshake  # noqa: PLC0415 (loaded by _discover in a worker thread)
 
     if check_json(result) is not None:
         return None
     try:
-        model = mcp_types.DiscoverResult.model_validate(result)
+        model = handshake.DiscoverResult.model_validate(result)
     except (ValidationError, ValueError):
         return None
     meta = result.get("_meta") if isinstance(result, dict) else None
-    info = meta.get(mcp_types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+    info = meta.get(handshake.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
     if not isinstance(info, dict):
         info = result.get("serverInfo") if isinstance(result.get("serverInfo"), dict) else {}
     caps = result.get("capabilities")
@@ -1154,10 +1157,11 @@ def _validate_discover(result: Any) -> tuple[list[str], dict[str, Any], dict[str
 def _validate_initialize(
     result: dict[str, Any], start_error: Callable[..., HostError]
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """An ``initialize`` result checked with ``mcp_types.InitializeResult``: ``(protocolVersion,
+    """An ``initialize`` result checked with ``hostd.handshake.InitializeResult``: ``(protocolVersion,
     capabilities, serverInfo)`` as sent; raises ``PLUGIN_START_FAILED`` naming the invalid fields."""
-    import mcp_types  # noqa: PLC0415
     from pydantic import ValidationError  # noqa: PLC0415
+
+    from hostd import handshake  # noqa: PLC0415
 
     exceeded = check_json(result)  # before the model: pydantic would recurse as deep as the server nests
     if exceeded is not None:
@@ -1165,7 +1169,7 @@ def _validate_initialize(
             f"invalid answer from the server: the initialize result is nested deeper than {exceeded.limit} levels"
         )
     try:
-        mcp_types.InitializeResult.model_validate(result)
+        handshake.InitializeResult.model_validate(result)
     except ValidationError as exc:
         raise start_error(f"invalid answer from the server: {_pydantic_summary(exc)}") from None
     except ValueError as exc:  # pydantic's "Maximum serialization depth exceeded" (issue 10)

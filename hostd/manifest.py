@@ -37,6 +37,7 @@ import json
 import os
 import stat
 import sys
+import threading
 from collections.abc import Collection, Iterator
 from datetime import date
 from pathlib import Path
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     import yaml
 
 __all__ = [
+    "BUNDLE_SUFFIXES",
     "MANIFEST_FILES",
     "MANIFEST_MAX_BYTES",
     "SCHEMA_ID",
@@ -81,6 +83,10 @@ __all__ = [
 
 MANIFEST_FILES: Final = ("plugin.yaml", "plugin.yml", "plugin.json")
 """The file names a plugin folder may hold its manifest under; exactly one must exist."""
+
+BUNDLE_SUFFIXES: Final = (".mcpb", ".dxt")
+"""File suffixes of an MCPB bundle ``plugins/install`` extracts (hostd/bundle.py), not a plugin folder.
+Here, not in hostd/bundle.py: an install from a folder asks without loading the bundle reader."""
 
 MANIFEST_MAX_BYTES: Final = 256 * 1024
 """Upper bound on a manifest file's size in bytes (256 KiB); a larger file is rejected unread."""
@@ -116,7 +122,15 @@ def _model_config(schema_description: str) -> ConfigDict:
     # ``strict``: a YAML ``30`` stays a number and ``"30"`` stays a string; nothing is coerced,
     # so ``version: 1.0`` or ``env: {DEBUG: 1}`` is an error that says "quote it", not a guess.
     # The schema description replaces the class docstring, which is written for developers.
-    return ConfigDict(extra="forbid", strict=True, frozen=True, json_schema_extra={"description": schema_description})
+    # ``defer_build``: the validator is built at the first manifest loaded (:func:`load_manifest`, in a
+    # worker thread), not when hostd imports this module before its first host answer (~10 ms).
+    return ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        defer_build=True,
+        json_schema_extra={"description": schema_description},
+    )
 
 
 def _seconds(description: str, *, most: float, default: float | None = 30) -> Any:
@@ -640,6 +654,9 @@ def _whole_file_error(path: Path, message: str, **position: int) -> ManifestErro
     return ManifestError(f"{path}: {message}", path=path, errors=[{"field": "", "message": message, **position}])
 
 
+_BUILD_LOCK = threading.Lock()
+
+
 def load_manifest(folder: Path) -> tuple[Manifest, str]:
     """Read, parse and validate the manifest in a plugin folder (``plugins/install``).
 
@@ -702,6 +719,10 @@ def load_manifest(folder: Path) -> tuple[Manifest, str]:
         raise _whole_file_error(path, "the manifest is empty")
     if not isinstance(data, dict):
         raise _whole_file_error(path, f"the top level must be a mapping, not {_kind_of(data)}")
+    if not Manifest.__pydantic_complete__:
+        with _BUILD_LOCK:  # restores load manifests in several worker threads: one builds the validator
+            if not Manifest.__pydantic_complete__:
+                Manifest.model_rebuild()
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:

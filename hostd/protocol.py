@@ -32,8 +32,11 @@ from pydantic import (
 from hostd.errors import ErrorKind, HostError
 
 
+# ``defer_build``: pydantic builds a model's validator and serializer at its first use, not at import.
+# hostd imports this module before its first host answer (``plugins/list``); most of these models
+# serve one method each (or only the generated docs), so building all of them there cost ~30 ms.
 class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class Empty(_Params):
@@ -201,7 +204,7 @@ P = TypeVar("P", bound=_Params)
 class Wire(BaseModel):
     """Base of every result type: unknown fields refused, ``omit_none`` fields dropped when ``None``."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     #: Field names left out of the wire form when their value is ``None`` (others are sent as ``null``).
     omit_none: ClassVar[frozenset[str]] = frozenset()
@@ -632,7 +635,7 @@ class ToolsCallResult(Wire):
     """``tools/call`` result. Documentation only: hostd forwards the plugin's own bytes
     (``orjson.Fragment``) and never routes a result through this model."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     content: list[dict[str, Any]] = Field(
         description="the MCP result's `content` array (text, image, audio, resource items, as MCP defines "
@@ -678,7 +681,7 @@ class PagedResult(Wire):
     """The server's page of a listing, forwarded as it came (``resources/list``, ``resources/templates/list``,
     ``prompts/list``)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     next_cursor: str | None = Field(
         default=None,
@@ -692,7 +695,7 @@ class PagedResult(Wire):
 class ReadResourceResult(Wire):
     """``resources/read`` result: the server's, bounded like a tool result."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     contents: list[dict[str, Any]] = Field(
         description="the MCP `contents` (`{uri, mimeType?, text}` or `{uri, mimeType?, blob}`); a blob over "
@@ -703,7 +706,7 @@ class ReadResourceResult(Wire):
 class GetPromptResult(Wire):
     """``prompts/get`` result: the server's, bounded by the result bound."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     description: str | None = Field(default=None, description="the MCP `description`, when given")
     messages: list[dict[str, Any]] = Field(description="the MCP `messages` (`{role, content}`)")
@@ -896,7 +899,7 @@ class InitializeParams(_Params):
 class ParentFeature(_Params):
     """One client feature the parent serves: an object whose members name the sub-features (``{}``: none)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class ParentCapabilities(_Params):

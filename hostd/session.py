@@ -53,8 +53,9 @@ Where hostd differs from the SDK's ``ClientSession``, and why
   routing rule is tested with plain calls.
 - No models on the hot path: results are handed back as the server's JSON
   (plus the frame's bytes, so an unchanged result can be forwarded byte for
-  byte). ``mcp_types`` validates only the handshake and discovery results,
-  off the hot path (``hostd.link``); ``mcp`` (the SDK) is never imported.
+  byte). ``hostd.handshake``'s models check only the handshake and discovery
+  results, off the hot path (``hostd.link``); neither ``mcp`` (the SDK) nor
+  ``mcp_types`` is imported.
 - Stricter envelopes than the SDK's parser (rule 2), and late answers are
   counted, not raised.
 - Progress tokens are the request ids (the SDK mints its own), so one

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import re
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -48,14 +50,14 @@ from typing import Any, Literal
 import orjson
 import trio
 
-from hostd import lifecycle, trust
+from hostd import lazy, lifecycle, trust
 from hostd.content import ContentLimits, bound_content
 from hostd.errors import ErrorKind, HostError, start_failed, unwrap_host_error
 from hostd.features import offered_features
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.jsonlimits import check_json, object_members
 from hostd.lifecycle import Action, Event, transition
-from hostd.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
+from hostd.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge, start_failed
 from hostd.manifest import Manifest
 from hostd.oauth import Authorizer
 from hostd.policy import RefreshPacer, RestartPolicy
@@ -64,7 +66,6 @@ from hostd.redact import Redactor
 from hostd.registry import ToolRegistry
 from hostd.remote import RemoteLaunch, SecretLookup
 from hostd.tools import HostTool, convert_tools, structured_content_problem
-from hostd.transport_http import RemoteLink, connection, open_secrets, split_client_secret
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
@@ -561,11 +562,14 @@ class PluginSupervisor:
     async def _run_remote(self, launch: RemoteLaunch, task_status: trio.TaskStatus[None]) -> None:
         """One connection to a remote server (hostd/transport_http.py), run like a process tree."""
         backend = self.manifest.backend
-        resolved, secrets = open_secrets(self.plugin_id, launch, dict(backend.headers), self.secret_lookup)
-        headers, client_secret = split_client_secret(resolved)
-        link = RemoteLink(
+        # Loaded here, not with the host: httpx2 and the OAuth client are only for remote plugins (hostd/lazy.py).
+        failed = functools.partial(start_failed, self.plugin_id, stderrTail=[])  # no process, no stderr
+        http = await lazy.load_async("hostd.transport_http", "a remote server", failed)
+        resolved, secrets = http.open_secrets(self.plugin_id, launch, dict(backend.headers), self.secret_lookup)
+        headers, client_secret = http.split_client_secret(resolved)
+        link = http.RemoteLink(
             self.plugin_id,
-            connection(),
+            http.connection(),
             launch,
             headers,
             redact=Redactor([*secrets, *resolved.values()]),
@@ -653,7 +657,7 @@ class PluginSupervisor:
                 nursery.start_soon(self.features.on_ready, link)
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
-            limits = None if isinstance(link, RemoteLink) else self._watch_limits()  # no local process to watch
+            limits = None if _is_remote(link) else self._watch_limits()  # no local process to watch
             if limits is not None:
                 nursery.start_soon(self._watchdog, link, limits)
             await link.done.wait()
@@ -1107,6 +1111,13 @@ def _link_failure_event(reason: str) -> Event:
 
 #: A path the kernel refused, as runtimes word it: Python "[Errno 13] Permission denied: '/x'", Node
 #: "EACCES: permission denied, open '/x'", git "unable to access '/x': Permission denied".
+def _is_remote(link: PluginLink) -> bool:
+    """Whether ``link`` is a remote server's connection (``hostd.transport_http.RemoteLink``); none
+    exists before that module is loaded (:mod:`hostd.lazy`), so it is not imported to ask."""
+    http = sys.modules.get("hostd.transport_http")
+    return http is not None and isinstance(link, http.RemoteLink)
+
+
 _REFUSED = re.compile(r"(?i)(?:permission denied|eacces|operation not permitted)")
 _QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]|(/[^\s'":]+): (?:[Pp]ermission denied|[Oo]peration not permitted)""")
 

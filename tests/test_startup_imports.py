@@ -1,0 +1,162 @@
+"""What ``hostd serve`` loads before a request needs it, and what a module loaded late does when it cannot load.
+
+The class of fault: a module that only some plugins or requests need (the remote stack: httpx2, the
+mcp SDK, ``hostd.transport_http``; bundles, config import, the full ``mcp_types`` models) imported on
+the start path or by every stdio plugin's start, so every hostd pays its import time and resident
+memory (``docs/performance.md``). A real ``hostd serve`` runs with ``-X importtime``
+(``PYTHONPROFILEIMPORTTIME=1``): the interpreter writes one line to stderr for every module it
+imports, in any thread, when it imports it. The tests read those lines after hostd exited.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostd import lazy
+from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.errors import ErrorKind, HostError
+from tests.conftest import MakePlugin, ready
+from tests.test_remote import remote_plugin
+
+#: Loaded by no hostd that runs only stdio plugins installed from folders.
+REMOTE_AND_PACKAGES = frozenset(
+    {
+        "httpx",
+        "httpx2",
+        "mcp",
+        "mcp_types",
+        "hostd.transport_http",
+        "hostd.bundle",
+        "hostd.importer",
+        "hostd.serverjson",
+        "hostd.docs",
+        "hostd.examples",
+    }
+)
+#: Loaded at the first plugin start at the earliest (or by the request that needs them).
+PLUGIN_START = frozenset({"hostd.handshake", "jsonschema", "jsonschema_rs", "referencing"})
+
+
+def imported(stderr: str) -> set[str]:
+    """The modules an ``-X importtime`` stderr names (``import time: <self> | <cumulative> | <name>``),
+    with every parent package of each: a module that ``importlib.import_module`` loads gets no line of
+    its own, but the submodules its code imports do (``mcp_types._types`` stands for ``mcp_types``)."""
+    names: set[str] = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":  # the header line
+                parts = name.split(".")
+                names.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
+    return names
+
+
+async def serve_and_list_imports(tmp_path: Path, work: object = None, env: dict[str, str] | None = None) -> set[str]:
+    """Run ``hostd serve`` under ``-X importtime``: ``initialize``, ``plugins/list``, then ``work(client)``
+    if given, then shutdown; return the modules it imported."""
+    log = tmp_path / "hostd-stderr.txt"
+    environment = {**(env or plugin_environment()), "PYTHONPROFILEIMPORTTIME": "1"}
+    with log.open("wb") as stderr:
+        async with HostdClient.spawn(
+            ["--state-dir", str(tmp_path / "state"), "--log-level", "error"], env=environment, stderr=stderr.fileno()
+        ) as client:
+            assert (await client.request("plugins/list", {}))["plugins"] == []
+            if work is not None:
+                await work(client)  # type: ignore[operator]
+    return imported(log.read_text(encoding="utf-8", errors="replace"))
+
+
+async def test_the_start_path_loads_no_plugin_or_remote_module(tmp_path: Path) -> None:
+    modules = await serve_and_list_imports(tmp_path)
+    # The log is read (hostd.host itself is loaded by importlib.import_module, which -X importtime omits).
+    assert {"trio", "hostd.control", "hostd.supervisor", "pydantic"} <= modules
+    assert sorted(modules & (REMOTE_AND_PACKAGES | PLUGIN_START)) == []
+
+
+async def test_stdio_plugins_load_no_remote_or_package_module(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    async def enable_and_call(client: HostdClient) -> None:
+        for plugin_id in ("echo-a", "echo-b"):
+            status = await ready(client, make_plugin(plugin_id))
+            assert status["status"] == "ready"
+            result = await client.request("tools/call", {"name": f"{plugin_id}.echo", "arguments": {"text": "hi"}})
+            assert result["content"] == [{"type": "text", "text": "hi"}]
+            await client.request("plugins/disable", {"id": plugin_id})
+
+    modules = await serve_and_list_imports(tmp_path, enable_and_call)
+    assert modules >= PLUGIN_START  # what a start needs did load, so the log covers the starts
+    assert sorted(modules & REMOTE_AND_PACKAGES) == []
+
+
+async def test_a_remote_stack_that_cannot_load_fails_only_the_remote_start(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    # A broken install: an httpx2 that raises on import shadows the real one (PYTHONPATH comes first).
+    broken = tmp_path / "broken"
+    (broken / "httpx2").mkdir(parents=True)
+    (broken / "httpx2" / "__init__.py").write_text('raise ImportError("httpx2 is broken in this test")\n')
+    env = plugin_environment()
+    env["PYTHONPATH"] = str(broken)
+
+    async def start_both(client: HostdClient) -> None:
+        folder = remote_plugin(tmp_path, "http://127.0.0.1:9/mcp")  # never contacted: the start fails first
+        with pytest.raises(RpcError) as failed:
+            await ready(client, folder)
+        reason = (
+            "hostd could not load hostd.transport_http (needed for a remote server): "
+            "ImportError: httpx2 is broken in this test"
+        )
+        assert failed.value.kind == ErrorKind.PLUGIN_START_FAILED.name
+        assert failed.value.message == f"plugin remote failed to start: {reason}"
+        assert (failed.value.data["plugin"], failed.value.data["module"], failed.value.data["reason"]) == (
+            "remote",
+            "hostd.transport_http",
+            reason,
+        )
+        status = await client.request("plugins/status", {"id": "remote"})
+        assert status["status"] == "error"
+        # The same hostd still starts and serves stdio plugins.
+        assert (await ready(client, make_plugin("echo-a")))["status"] == "ready"
+        result = await client.request("tools/call", {"name": "echo-a.echo", "arguments": {"text": "hi"}})
+        assert result["content"] == [{"type": "text", "text": "hi"}]
+        await client.request("plugins/disable", {"id": "echo-a"})
+
+    modules = await serve_and_list_imports(tmp_path, start_both, env)
+    assert "httpx2" in modules  # the broken one was tried (-X importtime reports a failed import too)
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        (None, "ModuleNotFoundError: No module named 'hostd_lazy_probe'"),
+        ('raise RuntimeError("the module body failed")\n', "RuntimeError: the module body failed"),
+        (
+            "import hostd_lazy_probe_missing_dependency\n",
+            "ModuleNotFoundError: No module named 'hostd_lazy_probe_missing_dependency'",
+        ),
+        ("def broken(:\n", "SyntaxError: invalid syntax (hostd_lazy_probe.py, line 1)"),
+    ],
+)
+async def test_a_module_that_cannot_load_is_a_structured_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str | None, reason: str
+) -> None:
+    if source is not None:
+        (tmp_path / "hostd_lazy_probe.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "hostd_lazy_probe", raising=False)
+    message = f"hostd could not load hostd_lazy_probe (needed for the test): {reason}"
+    with pytest.raises(HostError) as failed:
+        lazy.load("hostd_lazy_probe", "the test")
+    assert (failed.value.kind, failed.value.message, failed.value.data) == (
+        ErrorKind.INTERNAL_ERROR,
+        message,
+        {"module": "hostd_lazy_probe"},
+    )
+    with pytest.raises(HostError) as failed_async:  # the same from the event loop, through a worker thread
+        await lazy.load_async(
+            "hostd_lazy_probe", "the test", lambda m, **d: HostError(ErrorKind.PLUGIN_START_FAILED, m, **d)
+        )
+    assert (failed_async.value.kind, failed_async.value.message) == (ErrorKind.PLUGIN_START_FAILED, message)
+    assert "hostd_lazy_probe" not in sys.modules
