@@ -8,8 +8,11 @@ block (``MCPB_SIG_V1`` <u32 length> <PKCS#7> ``MCPB_SIG_END``) appended after
 the archive. ``plugins/install {path}`` with such a file:
 
 1. :func:`read_bundle` reads the file (at most :data:`MAX_BUNDLE_BYTES`),
-   splits off the signature block (reported as ``unverified``: hostd has no
-   trust root for bundle signatures yet; ``unsigned`` when there is none);
+   splits off the signature block and checks it (hostd/signing.py: a block
+   that is cut, or a signature that does not match the archive, is refused;
+   ``unsigned`` when there is none, ``unverified`` when no trust root is
+   configured, ``verified`` with the signer's subject when its chain leads
+   to one, refused when it does not);
 2. :func:`extract` unpacks it into a fresh folder under the state folder.
    The class of attack it closes: *an archive entry that lands anywhere but a
    new regular file or folder inside the destination, or costs more than its
@@ -49,18 +52,22 @@ import stat
 import sys
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from hostd import signing
 from hostd.errors import ErrorKind, HostError
 from hostd.importer import sanitize_id
 from hostd.manifest import MANIFEST_FILES
+from hostd.signing import SIGNATURE_FOOTER, SIGNATURE_HEADER, Signature
 
-__all__ = [
+__all__ = ["SIGNATURE_FOOTER", "SIGNATURE_HEADER"]  # re-exported: the bundle format's markers
+
+__all__ += [
     "MAX_BUNDLE_BYTES",
     "MAX_ENTRIES",
     "MAX_RATIO",
@@ -82,8 +89,6 @@ MAX_ENTRIES: Final = 20_000
 MAX_RATIO: Final = 200
 """Largest inflated/compressed ratio of one entry over 1 MiB (a zip bomb reaches 1000 and more)."""
 _RATIO_FLOOR: Final = 1024 * 1024
-SIGNATURE_HEADER: Final = b"MCPB_SIG_V1"
-SIGNATURE_FOOTER: Final = b"MCPB_SIG_END"
 BUNDLE_SUFFIXES: Final = (".mcpb", ".dxt")
 _PLATFORM: Final = {"linux": "linux", "darwin": "darwin", "win32": "win32"}.get(sys.platform, sys.platform)
 
@@ -238,19 +243,29 @@ class McpbManifest(BaseModel):
 
 @dataclass(frozen=True)
 class Bundle:
-    """A bundle file as read: the archive bytes, the digest of the whole file, its signature state."""
+    """A bundle file as read: the archive bytes, the digest of the whole file, its checked signature."""
 
     path: Path
     archive: bytes
     sha256: str
-    signature: Literal["unsigned", "unverified"]
+    checked: Signature
+
+    @property
+    def signature(self) -> Literal["unsigned", "unverified", "verified"]:
+        """``origin.signature``: ``unsigned``, ``unverified`` (no trust root configured) or ``verified``."""
+        return self.checked.state
 
 
-def read_bundle(path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Bundle:
-    """Read a bundle file and split off a trailing signature block.
+def read_bundle(path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES, trust_roots: Sequence[str] = ()) -> Bundle:
+    """Read a bundle file, split off a trailing signature block and check it (hostd/signing.py).
 
-    Raises ``PACKAGE_INVALID``: not a regular file (a FIFO, a device, a
-    folder), larger than ``max_bytes``, unreadable. Blocking.
+    ``trust_roots``: PEM files of the certificates a signer's chain must lead
+    to (``hostd serve --bundle-trust-root``); empty: a signature is checked
+    against the archive only (``unverified``). Raises ``PACKAGE_INVALID``: not
+    a regular file (a FIFO, a device, a folder), larger than ``max_bytes``,
+    unreadable; a signature refused (``data.reason``: ``signature-malformed``,
+    ``signature-mismatch``, ``signer-untrusted``, ``trust-root-unusable``).
+    Blocking.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
@@ -269,12 +284,15 @@ def read_bundle(path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Bundle:
     if len(data) > max_bytes:
         raise invalid(f"{path}: larger than {max_bytes} bytes", path=str(path))
     digest = hashlib.sha256(data).hexdigest()
-    archive, signature = data, "unsigned"
-    if data.rstrip(b"\r\n").endswith(SIGNATURE_FOOTER):
-        header = data.rfind(SIGNATURE_HEADER)
-        if header != -1:
-            archive, signature = data[:header], "unverified"
-    return Bundle(path=path, archive=archive, sha256=digest, signature=signature)  # type: ignore[arg-type]
+    archive, der = signing.split_block(data)
+    checked = Signature("unsigned")
+    if der is not None:
+        try:
+            roots = signing.load_trust_roots(trust_roots) if trust_roots else None
+        except ValueError as exc:
+            raise signing.refused("trust-root-unusable", f"the trust root {exc}") from None
+        checked = signing.verify(archive, der, roots)
+    return Bundle(path=path, archive=archive, sha256=digest, checked=checked)
 
 
 _DRIVE: Final = re.compile(r"^[A-Za-z]:")
@@ -444,8 +462,12 @@ def load_mcpb_manifest(folder: Path) -> McpbManifest:
         ) from None
 
 
-def plugin_manifest(mcpb: McpbManifest, folder: Path, *, sha256: str, signature: str, source: str) -> dict[str, Any]:
+def plugin_manifest(
+    mcpb: McpbManifest, folder: Path, *, sha256: str, signature: str, source: str, signer: str | None = None
+) -> dict[str, Any]:
     """The hostd manifest document (``plugin.json``) for the bundle ``mcpb`` extracted into ``folder``.
+
+    ``origin`` records ``source``, ``sha256``, ``signature`` and (a verified one) the ``signer``'s subject.
 
     Raises ``PACKAGE_INVALID`` when the bundle does not support this platform,
     refers to an undeclared ``${user_config.X}`` or to an unknown variable.
@@ -523,7 +545,13 @@ def plugin_manifest(mcpb: McpbManifest, folder: Path, *, sha256: str, signature:
             "startup_timeout_seconds": 60,
         },
         "user_config": user_config,
-        "origin": {"kind": "mcpb", "source": source, "sha256": sha256, "signature": signature},
+        "origin": {
+            "kind": "mcpb",
+            "source": source,
+            "sha256": sha256,
+            "signature": signature,
+            **({"signer": signer} if signer is not None else {}),
+        },
     }
 
 
@@ -579,7 +607,12 @@ def install_bundle(
         if check is not None:
             check(plugin_id, final)
         document = plugin_manifest(
-            mcpb, final, sha256=bundle.sha256, signature=bundle.signature, source=str(bundle.path)
+            mcpb,
+            final,
+            sha256=bundle.sha256,
+            signature=bundle.signature,
+            signer=bundle.checked.signer,
+            source=str(bundle.path),
         )
         old = root / f".old-{plugin_id}"
         shutil.rmtree(old, ignore_errors=True)

@@ -100,6 +100,8 @@ class HostSettings:
     max_disk_bytes: int | None = DEFAULT_MAX_DISK_BYTES
     #: Package registry mirrors for every ``plugins/prepare`` (``--npm-registry``, ``--python-index``).
     registries: Registries = field(default_factory=Registries)
+    #: PEM files of the certificates a signed bundle's chain must lead to (``--bundle-trust-root``).
+    bundle_trust_roots: tuple[str, ...] = ()
 
     def isolation_policy(
         self,
@@ -929,7 +931,7 @@ class Host:
         from hostd import bundle as bundles  # noqa: PLC0415 - lazy (see the imports)
 
         def unpack() -> Path:
-            bundle = bundles.read_bundle(path)
+            bundle = bundles.read_bundle(path, trust_roots=self.settings.bundle_trust_roots)
             folder: Path
             folder, document = bundles.install_bundle(bundle, root, check=self._check_replace)
             if origin is not None:

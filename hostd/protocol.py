@@ -460,8 +460,9 @@ class PluginInfo(Wire):
     )
     origin: dict[str, Any] | None = Field(
         default=None,
-        description="for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?}` "
-        "(`signature`: `unsigned`, `unverified` or `verified`); omitted otherwise",
+        description="for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?, "
+        "signer?}` (`signature`: `unsigned`, `unverified` or `verified`; `signer`: a verified bundle's "
+        "certificate subject); omitted otherwise",
     )
 
 
