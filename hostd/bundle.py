@@ -35,7 +35,9 @@ the archive. ``plugins/install {path}`` with such a file:
    ``sensitive`` X, which becomes ``${secret:X}`` (hostd/secrets.py);
    ``tools`` become ``contributes.tools`` (``tools_generated`` or no
    tools: discovered at the first enable); ``compatibility.platforms`` must
-   include this platform.
+   include this platform; ``compatibility.runtimes`` ranges must be ranges
+   (hostd/runtimes.py) and go to ``origin.runtimes``, which the host checks
+   against the resolved launch at install.
 
 Every failure raises ``PACKAGE_INVALID`` with ``data.errors`` (``field`` is a
 dotted manifest path, or ``""`` / an archive entry name for the file).
@@ -59,7 +61,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from hostd import signing
+from hostd import runtimes, signing
 from hostd.errors import ErrorKind, HostError
 from hostd.importer import sanitize_id
 from hostd.manifest import MANIFEST_FILES
@@ -511,6 +513,11 @@ def plugin_manifest(
     command = convert(command, "server.mcp_config.command")
     args = [convert(a, f"server.mcp_config.args.{i}") for i, a in enumerate(args)]
     env = {k: convert(v, f"server.mcp_config.env.{k}") for k, v in env.items()}
+    required_runtimes = dict(compat.runtimes or {}) if compat is not None else {}
+    for runtime, spec in required_runtimes.items():
+        problem = runtimes.range_problem(runtime, spec)
+        if problem is not None:
+            errors.append({"field": f"compatibility.runtimes.{runtime}", "message": problem})
     bad_names = [k for k in options if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)]
     errors += [
         {"field": f"user_config.{k}", "message": "option names must be [A-Za-z_][A-Za-z0-9_]*"} for k in bad_names
@@ -551,6 +558,7 @@ def plugin_manifest(
             "sha256": sha256,
             "signature": signature,
             **({"signer": signer} if signer is not None else {}),
+            **({"runtimes": required_runtimes} if required_runtimes else {}),
         },
     }
 

@@ -538,6 +538,11 @@ class Origin(BaseModel):
     signer: str | None = Field(
         default=None, description="A verified bundle's signer: the signing certificate's subject (RFC 4514)."
     )
+    runtimes: dict[str, str] | None = Field(
+        default=None,
+        description="The bundle's compatibility.runtimes (python, node: the version range), checked at install "
+        "against the runtime the launch runs.",
+    )
     remote: dict[str, Any] | None = Field(
         default=None, description="A registry remote: {type, url, headers} (recorded; served by remote transports)."
     )
