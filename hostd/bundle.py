@@ -8,8 +8,11 @@ block (``MCPB_SIG_V1`` <u32 length> <PKCS#7> ``MCPB_SIG_END``) appended after
 the archive. ``plugins/install {path}`` with such a file:
 
 1. :func:`read_bundle` reads the file (at most :data:`MAX_BUNDLE_BYTES`),
-   splits off the signature block (reported as ``unverified``: hostd has no
-   trust root for bundle signatures yet; ``unsigned`` when there is none);
+   splits off the signature block and checks it (hostd/signing.py: a block
+   that is cut, or a signature that does not match the archive, is refused;
+   ``unsigned`` when there is none, ``unverified`` when no trust root is
+   configured, ``verified`` with the signer's subject when its chain leads
+   to one, refused when it does not);
 2. :func:`extract` unpacks it into a fresh folder under the state folder.
    The class of attack it closes: *an archive entry that lands anywhere but a
    new regular file or folder inside the destination, or costs more than its
@@ -32,7 +35,9 @@ the archive. ``plugins/install {path}`` with such a file:
    ``sensitive`` X, which becomes ``${secret:X}`` (hostd/secrets.py);
    ``tools`` become ``contributes.tools`` (``tools_generated`` or no
    tools: discovered at the first enable); ``compatibility.platforms`` must
-   include this platform.
+   include this platform; ``compatibility.runtimes`` ranges must be ranges
+   (hostd/runtimes.py) and go to ``origin.runtimes``, which the host checks
+   against the resolved launch at install.
 
 Every failure raises ``PACKAGE_INVALID`` with ``data.errors`` (``field`` is a
 dotted manifest path, or ``""`` / an archive entry name for the file).
@@ -49,18 +54,22 @@ import stat
 import sys
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from hostd import runtimes, signing
 from hostd.errors import ErrorKind, HostError
 from hostd.importer import sanitize_id
 from hostd.manifest import MANIFEST_FILES
+from hostd.signing import SIGNATURE_FOOTER, SIGNATURE_HEADER, Signature
 
-__all__ = [
+__all__ = ["SIGNATURE_FOOTER", "SIGNATURE_HEADER"]  # re-exported: the bundle format's markers
+
+__all__ += [
     "MAX_BUNDLE_BYTES",
     "MAX_ENTRIES",
     "MAX_RATIO",
@@ -82,8 +91,6 @@ MAX_ENTRIES: Final = 20_000
 MAX_RATIO: Final = 200
 """Largest inflated/compressed ratio of one entry over 1 MiB (a zip bomb reaches 1000 and more)."""
 _RATIO_FLOOR: Final = 1024 * 1024
-SIGNATURE_HEADER: Final = b"MCPB_SIG_V1"
-SIGNATURE_FOOTER: Final = b"MCPB_SIG_END"
 _PLATFORM: Final = {"linux": "linux", "darwin": "darwin", "win32": "win32"}.get(sys.platform, sys.platform)
 
 
@@ -269,19 +276,29 @@ class McpbManifest(BaseModel):
 
 @dataclass(frozen=True)
 class Bundle:
-    """A bundle file as read: the archive bytes, the digest of the whole file, its signature state."""
+    """A bundle file as read: the archive bytes, the digest of the whole file, its checked signature."""
 
     path: Path
     archive: bytes
     sha256: str
-    signature: Literal["unsigned", "unverified"]
+    checked: Signature
+
+    @property
+    def signature(self) -> Literal["unsigned", "unverified", "verified"]:
+        """``origin.signature``: ``unsigned``, ``unverified`` (no trust root configured) or ``verified``."""
+        return self.checked.state
 
 
-def read_bundle(path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Bundle:
-    """Read a bundle file and split off a trailing signature block.
+def read_bundle(path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES, trust_roots: Sequence[str] = ()) -> Bundle:
+    """Read a bundle file, split off a trailing signature block and check it (hostd/signing.py).
 
-    Raises ``PACKAGE_INVALID``: not a regular file (a FIFO, a device, a
-    folder), larger than ``max_bytes``, unreadable. Blocking.
+    ``trust_roots``: PEM files of the certificates a signer's chain must lead
+    to (``hostd serve --bundle-trust-root``); empty: a signature is checked
+    against the archive only (``unverified``). Raises ``PACKAGE_INVALID``: not
+    a regular file (a FIFO, a device, a folder), larger than ``max_bytes``,
+    unreadable; a signature refused (``data.reason``: ``signature-malformed``,
+    ``signature-mismatch``, ``signer-untrusted``, ``trust-root-unusable``).
+    Blocking.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
@@ -300,12 +317,15 @@ def read_bundle(path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Bundle:
     if len(data) > max_bytes:
         raise invalid(f"{path}: larger than {max_bytes} bytes", path=str(path))
     digest = hashlib.sha256(data).hexdigest()
-    archive, signature = data, "unsigned"
-    if data.rstrip(b"\r\n").endswith(SIGNATURE_FOOTER):
-        header = data.rfind(SIGNATURE_HEADER)
-        if header != -1:
-            archive, signature = data[:header], "unverified"
-    return Bundle(path=path, archive=archive, sha256=digest, signature=signature)  # type: ignore[arg-type]
+    archive, der = signing.split_block(data)
+    checked = Signature("unsigned")
+    if der is not None:
+        try:
+            roots = signing.load_trust_roots(trust_roots) if trust_roots else None
+        except ValueError as exc:
+            raise signing.refused("trust-root-unusable", f"the trust root {exc}") from None
+        checked = signing.verify(archive, der, roots)
+    return Bundle(path=path, archive=archive, sha256=digest, checked=checked)
 
 
 _DRIVE: Final = re.compile(r"^[A-Za-z]:")
@@ -461,8 +481,12 @@ def load_mcpb_manifest(folder: Path) -> McpbManifest:
     return validated(McpbManifest, path.read_bytes(), "manifest.json", "bundle manifest.json")
 
 
-def plugin_manifest(mcpb: McpbManifest, folder: Path, *, sha256: str, signature: str, source: str) -> dict[str, Any]:
+def plugin_manifest(
+    mcpb: McpbManifest, folder: Path, *, sha256: str, signature: str, source: str, signer: str | None = None
+) -> dict[str, Any]:
     """The hostd manifest document (``plugin.json``) for the bundle ``mcpb`` extracted into ``folder``.
+
+    ``origin`` records ``source``, ``sha256``, ``signature`` and (a verified one) the ``signer``'s subject.
 
     Raises ``PACKAGE_INVALID`` when the bundle does not support this platform,
     refers to an undeclared ``${user_config.X}`` or to an unknown variable.
@@ -506,6 +530,11 @@ def plugin_manifest(mcpb: McpbManifest, folder: Path, *, sha256: str, signature:
     command = convert(command, "server.mcp_config.command")
     args = [convert(a, f"server.mcp_config.args.{i}") for i, a in enumerate(args)]
     env = {k: convert(v, f"server.mcp_config.env.{k}") for k, v in env.items()}
+    required_runtimes = dict(compat.runtimes or {}) if compat is not None else {}
+    for runtime, spec in required_runtimes.items():
+        problem = runtimes.range_problem(runtime, spec)
+        if problem is not None:
+            errors.append({"field": f"compatibility.runtimes.{runtime}", "message": problem})
     bad_names = [k for k in options if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)]
     errors += [
         {"field": f"user_config.{k}", "message": "option names must be [A-Za-z_][A-Za-z0-9_]*"} for k in bad_names
@@ -540,7 +569,14 @@ def plugin_manifest(mcpb: McpbManifest, folder: Path, *, sha256: str, signature:
             "startup_timeout_seconds": 60,
         },
         "user_config": user_config,
-        "origin": {"kind": "mcpb", "source": source, "sha256": sha256, "signature": signature},
+        "origin": {
+            "kind": "mcpb",
+            "source": source,
+            "sha256": sha256,
+            "signature": signature,
+            **({"signer": signer} if signer is not None else {}),
+            **({"runtimes": required_runtimes} if required_runtimes else {}),
+        },
     }
 
 
@@ -596,7 +632,12 @@ def install_bundle(
         if check is not None:
             check(plugin_id, final)
         document = plugin_manifest(
-            mcpb, final, sha256=bundle.sha256, signature=bundle.signature, source=str(bundle.path)
+            mcpb,
+            final,
+            sha256=bundle.sha256,
+            signature=bundle.signature,
+            signer=bundle.checked.signer,
+            source=str(bundle.path),
         )
         old = root / f".old-{plugin_id}"
         shutil.rmtree(old, ignore_errors=True)

@@ -142,6 +142,15 @@ def _parser() -> argparse.ArgumentParser:
         "environment, else PyPI)",
     )
     serve.add_argument(
+        "--bundle-trust-root",
+        action="append",
+        default=[],
+        metavar="PEM_FILE",
+        help="certificates (PEM) a signed .mcpb bundle's signer must chain to; its signature is then 'verified' "
+        "or the bundle refused (repeatable; default: HOSTD_BUNDLE_TRUST_ROOT, files separated by "
+        f"'{os.pathsep}'; none: signatures are checked against the archive only, 'unverified')",
+    )
+    serve.add_argument(
         "--pass-proxy-env",
         action="store_true",
         help="pass proxy variables (HTTPS_PROXY, ...) to plugins (CA settings such as SSL_CERT_FILE always pass)",
@@ -169,6 +178,19 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="hostd %(levelname)s %(name)s: %(message)s",
     )
+    trust_roots = tuple(
+        os.path.abspath(p)
+        for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)
+        if p
+    )
+    if trust_roots:
+        from hostd.signing import load_trust_roots  # noqa: PLC0415  (only this flag pays for cryptography)
+
+        try:
+            load_trust_roots(trust_roots)  # a wrong file fails now, not at the first signed bundle
+        except ValueError as exc:
+            logging.getLogger("hostd").error("--bundle-trust-root: %s", exc)
+            return EXIT_USAGE
 
     async def host_factory(options: InitializeOptions, notify: Notify, nursery: trio.Nursery) -> HostApi:
         # Imported here, after initialize was answered: this is the heavy part.
@@ -189,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             allow_read=tuple(os.path.abspath(p) for p in args.allow_read),
             login_path=not args.no_login_path,
             registries=module.Registries.from_environment(args.npm_registry, args.python_index),
+            bundle_trust_roots=trust_roots,
         )
         host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host

@@ -101,6 +101,8 @@ class HostSettings:
     max_disk_bytes: int | None = DEFAULT_MAX_DISK_BYTES
     #: Package registry mirrors for every ``plugins/prepare`` (``--npm-registry``, ``--python-index``).
     registries: Registries = field(default_factory=Registries)
+    #: PEM files of the certificates a signed bundle's chain must lead to (``--bundle-trust-root``).
+    bundle_trust_roots: tuple[str, ...] = ()
 
     def isolation_policy(
         self,
@@ -210,6 +212,8 @@ class InstalledPlugin:
     prepared: Prepared | None = None
     #: Why the package launch cannot be prepared (an unsupported npx/uvx option); ``None``: it can, or names none.
     unpreparable: str | None = None
+    #: A bundle's runtimes as found at its install by this hostd (``origin.runtimeVersions``): name -> version.
+    runtime_versions: dict[str, str] = field(default_factory=dict)
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves now (:func:`hostd.trust.approval_digest`)."""
@@ -832,7 +836,14 @@ class Host:
             ),
             launch=launch,
             userConfig=self._config_items(plugin) or None,
-            origin=manifest.origin.model_dump(exclude_none=True) if manifest.origin is not None else None,
+            origin=(
+                {
+                    **manifest.origin.model_dump(exclude_none=True),
+                    **({"runtimeVersions": plugin.runtime_versions} if plugin.runtime_versions else {}),
+                }
+                if manifest.origin is not None
+                else None
+            ),
         )
 
     @staticmethod
@@ -895,8 +906,50 @@ class Host:
             if folder.suffix.lower() in BUNDLE_SUFFIXES:
                 folder = await self._unpack_bundle(folder)
         async with self._change():
-            plugin = await self._install(folder)
+            bundles_root = self.store.directory / "bundles" if self.store is not None else None
+            fresh = folder.parent == bundles_root and folder.name not in self.plugins
+            try:
+                plugin = await self._install(folder)
+                await self._check_runtimes(plugin)
+            except HostError as exc:
+                if fresh and exc.data.get("reason") == "runtime-unsupported":  # nothing of it is kept
+                    await trio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
+                raise
         return self.info(plugin)
+
+    async def _check_runtimes(self, plugin: InstalledPlugin) -> None:
+        """Check a bundle's ``compatibility.runtimes`` against the runtime its resolved launch runs (at install).
+
+        hostd/runtimes.py: the launch's runtime chain (``Launch.runtime``) is
+        searched for each required runtime, which is asked its version. Records
+        the versions found (``PluginInfo.origin.runtimeVersions``). Raises
+        ``PACKAGE_INVALID`` with ``data.reason: runtime-unsupported`` and
+        ``runtime``, ``required``, ``found`` (the version, ``null`` when it
+        could not be read), ``executable``; a launch that does not resolve is
+        not checked (its error is in ``launch.error``). Runs each runtime once,
+        in a worker thread; cancellation waits for it (at most 15 s each).
+        """
+        origin, launch = plugin.manifest.origin, plugin.launch
+        if origin is None or not origin.runtimes or not isinstance(launch, Launch):
+            return
+        from hostd import runtimes  # noqa: PLC0415 - only bundles that name runtimes pay for it
+
+        env = {**os.environ, "PATH": await self._command_path()}
+        try:
+            found = await trio.to_thread.run_sync(runtimes.check, origin.runtimes, launch.runtime, env)
+        except runtimes.RuntimeMismatch as exc:
+            what = exc.found
+            raise HostError(
+                ErrorKind.PACKAGE_INVALID,
+                str(exc),
+                reason="runtime-unsupported",
+                runtime=what.runtime,
+                required=what.required,
+                found=what.version,
+                executable=what.executable,
+                errors=[{"field": f"compatibility.runtimes.{what.runtime}", "message": str(exc)}],
+            ) from None
+        plugin.runtime_versions = {f.runtime: f.version for f in found if f.version is not None}
 
     def _generated_root(self, kind: str) -> Path:
         if self.store is None:
@@ -928,7 +981,7 @@ class Host:
         from hostd import bundle as bundles  # noqa: PLC0415 - lazy (see the imports)
 
         def unpack() -> Path:
-            bundle = bundles.read_bundle(path)
+            bundle = bundles.read_bundle(path, trust_roots=self.settings.bundle_trust_roots)
             folder: Path
             folder, document = bundles.install_bundle(bundle, root, check=self._check_replace)
             if origin is not None:

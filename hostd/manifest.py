@@ -525,7 +525,17 @@ class Origin(BaseModel):
     source: str = Field(description="The bundle file or the registry server name.")
     sha256: str | None = Field(default=None, description="SHA-256 (hex) of the bundle file as read.")
     signature: Literal["unsigned", "unverified", "verified"] | None = Field(
-        default=None, description="The bundle's signature block: absent, present but not verified, verified."
+        default=None,
+        description="The bundle's signature: absent; matching the archive, no trust root configured; its "
+        "signer's chain leads to the trust root.",
+    )
+    signer: str | None = Field(
+        default=None, description="A verified bundle's signer: the signing certificate's subject (RFC 4514)."
+    )
+    runtimes: dict[str, str] | None = Field(
+        default=None,
+        description="The bundle's compatibility.runtimes (python, node: the version range), checked at install "
+        "against the runtime the launch runs.",
     )
     remote: dict[str, Any] | None = Field(
         default=None, description="A registry remote: {type, url, headers} (recorded; served by remote transports)."

@@ -463,8 +463,11 @@ class PluginInfo(Wire):
     )
     origin: dict[str, Any] | None = Field(
         default=None,
-        description="for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?}` "
-        "(`signature`: `unsigned`, `unverified` or `verified`); omitted otherwise",
+        description="for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?, "
+        "signer?, runtimes?, runtimeVersions?}` (`signature`: `unsigned`, `unverified` or `verified`; `signer`: "
+        "a verified bundle's certificate subject; `runtimes`: the bundle's `compatibility.runtimes`; "
+        "`runtimeVersions`: the versions its launch's runtimes reported when this hostd installed it); "
+        "omitted otherwise",
     )
 
 

@@ -433,7 +433,7 @@ export interface PluginInfo {
   launch: Launch | LaunchUnresolved | null;
   /** the settings `plugins/configure` takes (bundle `user_config`, registry variables, secrets); omitted when none */
   userConfig?: ConfigItem[] | null;
-  /** for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?}` (`signature`: `unsigned`, `unverified` or `verified`); omitted otherwise */
+  /** for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?, signer?, runtimes?, runtimeVersions?}` (`signature`: `unsigned`, `unverified` or `verified`; `signer`: a verified bundle's certificate subject; `runtimes`: the bundle's `compatibility.runtimes`; `runtimeVersions`: the versions its launch's runtimes reported when this hostd installed it); omitted otherwise */
   origin?: { [key: string]: unknown } | null;
 }
 
