@@ -20,6 +20,7 @@ from typing import Any
 
 import trio
 
+from hostd import pipes
 from hostd.framing import PARENT_FRAME_LIMIT, LineDecoder, Message, encode
 
 
@@ -141,7 +142,7 @@ class HostdClient:
         decoder = LineDecoder(PARENT_FRAME_LIMIT)
         try:
             while True:
-                data = await self.process.stdout.receive_some(65536)
+                data = await pipes.receive_ready(self.process.stdout, 65536)
                 if not data:
                     return
                 if self.transcript is not None:
@@ -205,12 +206,28 @@ class HostdClient:
         self._changed = trio.Event()
 
     async def send_raw(self, data: bytes) -> None:
-        """Write raw bytes to hostd's stdin (for protocol tests)."""
-        assert self.process.stdin is not None
+        """Write raw bytes to hostd's stdin (for protocol tests).
+
+        While no other write is under way, what the pipe takes is written at once
+        (:func:`hostd.pipes.write_now`, no scheduler round); the rest under the lock.
+        """
+        stdin = self.process.stdin
+        assert stdin is not None
+        if not self._write_lock.locked():
+            self._record(data)
+            sent = pipes.write_now(stdin, data)
+            if sent == len(data):
+                return
+            async with self._write_lock:
+                await stdin.send_all(data[sent or 0 :])
+            return
         async with self._write_lock:
-            if self.transcript is not None:
-                self.transcript.extend(("→", line) for line in data.split(b"\n") if line)
-            await self.process.stdin.send_all(data)
+            self._record(data)
+            await stdin.send_all(data)
+
+    def _record(self, data: bytes) -> None:
+        if self.transcript is not None:
+            self.transcript.extend(("→", line) for line in data.split(b"\n") if line)
 
     async def notify(self, method: str, params: Any) -> None:
         """Send a notification."""

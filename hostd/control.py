@@ -17,6 +17,20 @@ runs as its own task in a request nursery with its own cancel scope, so a slow
 scope and the request is still answered, with -32800 (the LSP rule; see
 ``docs/protocol.md``).
 
+The fast path (``tools/call`` and every other reply). Each hop between trio
+tasks is a scheduler round, and rounds, not hostd's functions, were most of a
+call's cost; so the path takes as few as it can without giving up the rules
+above. The reader reads stdin when it is readable (:func:`hostd.pipes.receive_ready`:
+no checkpoint before the read, no failed read). A response is written by the
+task that made it (:meth:`Outbox._append`) when two things hold: nothing waits
+in the queue and the writer holds no batch it has not written. Then no byte
+can overtake another, so order is as if the writer had written it; what the
+pipe does not take at once waits in the queue, first, and counts against the
+budget like any queued message (a partly written message is never coalesced
+or replaced: its first bytes are out). A full pipe, a broken one and a parent
+that does not read all end up in the writer's hands as before, and flow
+control, progress rate limits and drop counts see only what waits.
+
 Only ``initialize`` is served here; it is answered at once, before the heavy
 modules (pydantic models, the mcp SDK, jsonschema) are imported: the answer
 is the parent's readiness signal. Those modules load in a worker thread right
@@ -31,6 +45,7 @@ tree, exit. This module imports only trio and orjson.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import logging
 import math
@@ -47,7 +62,7 @@ from typing import Any, Protocol, TypeGuard
 
 import trio
 
-from hostd import __version__
+from hostd import __version__, pipes
 from hostd.content import ContentLimits
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import (
@@ -149,6 +164,11 @@ class Outbox:
     before the reader pauses. Nothing here awaits except :meth:`wait_room`,
     :meth:`wait_reader_room` and :meth:`wait_work`; every ``put_*`` returns at
     once. Times are ``trio.current_time()`` seconds.
+
+    ``write_now(data) -> bytes written`` (:func:`hostd.pipes.write_now` on the
+    parent's stdout) enables the inline path: a message put while the queue
+    is empty and the writer holds no batch is written at once by the task
+    that puts it; what the pipe does not take waits in the queue, first.
     """
 
     def __init__(
@@ -157,6 +177,7 @@ class Outbox:
         *,
         progress_rate: float = PROGRESS_RATE,
         progress_burst: float = PROGRESS_BURST,
+        write_now: Callable[[bytes], int | None] | None = None,
     ) -> None:
         if budget < 1024:
             raise ValueError("the outbox budget must be at least 1024 bytes")
@@ -181,6 +202,10 @@ class Outbox:
         self._reader_room = trio.Event()
         self._reader_room.set()
         self.closed = False
+        #: The inline path (:func:`hostd.pipes.write_now` on stdout), None without one.
+        self._write_now = write_now
+        #: True from the writer's take() to its written(): its batch is not out yet.
+        self._writing = False
 
     def close(self) -> None:
         """The parent is gone: drop what waits and everything put from now on; release every waiter."""
@@ -214,8 +239,8 @@ class Outbox:
             self._resize(entry, data)
             return
         entry = _Entry(data, _STATE, key)
-        self._state_keys[key] = entry
-        self._append(entry)
+        if self._append(entry):
+            self._state_keys[key] = entry
 
     def put_log(self, plugin: str | None, data: bytes, *, force: bool = False) -> bool:
         """Admit a plugins/log notification if the log share has room; else count it dropped.
@@ -242,8 +267,9 @@ class Outbox:
         self._refill(slot, now)
         if slot.tokens >= 1 and slot.held is None:
             slot.tokens -= 1
-            slot.queued = _Entry(data, _PROGRESS, rid)
-            self._append(slot.queued)
+            entry = _Entry(data, _PROGRESS, rid)
+            if self._append(entry):
+                slot.queued = entry
             return
         self.bytes += len(data) - (len(slot.held) if slot.held is not None else 0)
         slot.held = data
@@ -281,6 +307,7 @@ class Outbox:
         taken: list[_Entry] = []
         size = 0
         queue = self._queue
+        self._writing = True  # until written(): no inline write may pass the writer's batch
         while queue and (not taken or size + len(queue[0].data) <= max_bytes):
             entry = queue.popleft()
             if entry.kind == _PROGRESS:
@@ -292,11 +319,13 @@ class Outbox:
             taken.append(entry)
             size += len(entry.data)
         if not taken:
+            self._writing = False
             self._work = trio.Event()
         return taken
 
     def written(self, entries: list[_Entry]) -> None:
         """The writer wrote (or gave up on) ``entries``: their bytes no longer count."""
+        self._writing = False
         if self.closed:
             return
         for entry in entries:
@@ -338,9 +367,36 @@ class Outbox:
 
     # -- internals ----------------------------------------------------------------------
 
-    def _append(self, entry: _Entry) -> None:
+    def _append(self, entry: _Entry) -> bool:
+        """Admit ``entry``: written at once if the writer is idle and nothing waits, else queued.
+
+        Returns True when ``entry`` itself waits in the queue (a caller may then
+        coalesce into it); False when it was written whole, or only its rest
+        waits (a new entry that is never coalesced: its first bytes are out).
+        """
         if self.closed:
-            return
+            return False
+        if self._write_now is not None and not self._queue and not self._writing:
+            sent = self._write_inline(entry.data)
+            if sent == len(entry.data):
+                return False
+            if sent:
+                self._enqueue(_Entry(entry.data[sent:], entry.kind))
+                return False
+        self._enqueue(entry)
+        return True
+
+    def _write_inline(self, data: bytes) -> int:
+        """The inline path's write: what the pipe took (0 when full, or when it failed: the
+        writer then meets the same failure and ends the channel)."""
+        assert self._write_now is not None
+        try:
+            return self._write_now(data) or 0
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._write_now = None  # from now on everything goes through the writer, which sees the error
+            return 0
+
+    def _enqueue(self, entry: _Entry) -> None:
         size = len(entry.data)
         self.bytes += size
         if entry.kind == _LOG:
@@ -368,8 +424,9 @@ class Outbox:
                 data, slot.held = slot.held, None
                 self.bytes -= len(data)
                 del self._held[rid]
-                slot.queued = _Entry(data, _PROGRESS, rid)
-                self._append(slot.queued)
+                entry = _Entry(data, _PROGRESS, rid)
+                if self._append(entry):
+                    slot.queued = entry
 
     def _changed(self) -> None:
         if self.bytes > self.budget:
@@ -512,7 +569,8 @@ class ControlServer:
         self._state_store = state_store
         self._handle_signals = handle_signals
         self._state = _State()
-        self._outbox = Outbox(max_outbox_bytes)
+        inline = functools.partial(pipes.write_now, send) if isinstance(send, trio.lowlevel.FdStream) else None
+        self._outbox = Outbox(max_outbox_bytes, write_now=inline)
         self._max_inflight = max_inflight
         self._max_inflight_bytes = max_inflight_bytes
         self._draining = False
@@ -664,7 +722,7 @@ class ControlServer:
                 await outbox.wait_reader_room()
                 log.info("stdin resumed")
             try:
-                data = await self._receive.receive_some(_READ_BYTES)
+                data = await pipes.receive_ready(self._receive, _READ_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             if not data:
@@ -923,7 +981,8 @@ class ControlServer:
         response: dict[str, Any] | None = None
         try:
             with entry.scope:
-                await self._host_ready.wait()
+                if not self._host_ready.is_set():  # (a set Event's wait() would still cost a scheduler round)
+                    await self._host_ready.wait()
                 if self._host is None:
                     assert self._host_error is not None
                     raise self._host_error
