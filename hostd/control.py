@@ -12,8 +12,9 @@ the :class:`Outbox`, bounded in bytes with a policy per kind of message
 plugins paused when it is full; ``docs/protocol.md`` "Flow control"). The
 reader hands every message on without awaiting anything, and requests beyond
 the in-flight bound are answered ``HOST_OVERLOADED`` at once. Every request
-runs as its own task in a request nursery with its own cancel scope, so a slow
-``tools/call`` never delays a ``ping``; ``$/cancelRequest {id}`` cancels that
+runs concurrently with the reader, on a worker task of the request nursery
+(a parked one is woken, else one is started; :meth:`ControlServer._run_soon`),
+in a cancel scope of its own, so a slow ``tools/call`` never delays a ``ping``; ``$/cancelRequest {id}`` cancels that
 scope and the request is still answered, with -32800 (the LSP rule; see
 ``docs/protocol.md``).
 
@@ -139,6 +140,8 @@ MAX_PARENT_REQUESTS = 64
 PARENT_ANSWER_BYTES = 8 * 1024 * 1024
 
 _REPLY, _READER, _STATE, _PROGRESS, _LOG = range(5)
+#: Request workers left parked for the next requests; a worker that finds this many parked ends.
+_IDLE_WORKERS = 16
 
 
 @dataclass(eq=False, slots=True)
@@ -530,6 +533,10 @@ class _State:
     inflight_bytes: int = 0
 
 
+#: One request for a worker: ``(id, method, params, its in-flight entry)``.
+_Job = tuple[RequestId, str, Any, _Inflight]
+
+
 def _valid_id(value: Any) -> TypeGuard[RequestId]:
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
@@ -581,6 +588,9 @@ class ControlServer:
         self._stop = trio.Event()
         self._fast_stop = False
         self._stopping_host: HostApi | None = None
+        #: Requests handed to a parked worker and not yet taken (see _run_soon), and the parked workers.
+        self._jobs: collections.deque[_Job] = collections.deque()
+        self._idle = trio.lowlevel.ParkingLot()
         #: hostd->parent requests waiting for their answer, by hostd's own id ("hostd-<n>").
         self._parent_pending: dict[str, _ParentCall] = {}
         self._parent_ids = itertools.count(1)
@@ -910,7 +920,38 @@ class ControlServer:
         entry = _Inflight(scope=trio.CancelScope(), size=size)
         state.inflight[rid] = entry
         state.inflight_bytes += size
-        self._requests.start_soon(self._run_request, rid, method, params, entry)
+        self._run_soon((rid, method, params, entry))
+
+    def _run_soon(self, job: _Job) -> None:
+        """Run one request concurrently with the reader: on a parked worker if one waits, else a new one.
+
+        Waking a parked worker is one reschedule; a new task costs a coroutine,
+        a task, a context copy and the nursery's bookkeeping, and was the
+        largest single cost left per call. Invariant: every job put in
+        ``_jobs`` is paired with one unparked worker that looks at ``_jobs``
+        when it runs, so a job never waits for a worker that is not coming (a
+        worker that finishes first may take it; the woken one then parks again).
+        """
+        if self._idle:
+            self._jobs.append(job)
+            self._idle.unpark()
+        else:
+            self._requests.start_soon(self._worker, job)
+
+    async def _worker(self, job: _Job) -> None:
+        """Serve ``job``, then the next ones queued; park between them; end when enough others are parked.
+
+        Each request still runs in its own cancel scope (``$/cancelRequest``
+        cancels that one only); cancelling the request nursery ends every
+        worker, parked or serving (a serving one answers first, ``_run_request``).
+        """
+        while True:
+            await self._run_request(*job)
+            while not self._jobs:
+                if len(self._idle) >= _IDLE_WORKERS:
+                    return
+                await self._idle.park()
+            job = self._jobs.popleft()
 
     def _initialize(self, rid: RequestId, params: Any) -> None:
         if self._state.initialized:
