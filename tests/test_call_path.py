@@ -89,7 +89,7 @@ async def test_cancelling_one_call_on_a_reused_worker_cancels_that_call_only(
             other = await client.start(
                 "tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 0.2, "steps": 2}}
             )
-            rid = slow.request_id  # type: ignore[attr-defined]
+            rid = slow.request_id
             await client.wait_for("$/progress", lambda n, rid=rid: n["requestId"] == rid)
             await client.notify("$/cancelRequest", {"id": rid})
             with trio.fail_after(30):
