@@ -15,11 +15,12 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
+from hostd import pipes
 from hostd.framing import PARENT_FRAME_LIMIT, LineDecoder, Message, encode
 
 
@@ -37,6 +38,14 @@ class RpcError(Exception):
         """``data.kind``: hostd's stable symbolic error name."""
         kind = self.data.get("kind")
         return kind if isinstance(kind, str) else None
+
+
+@dataclass(eq=False, slots=True)
+class _Pending:
+    """A request waiting for its response (``reply`` stays None when hostd's stdout ends first)."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    reply: dict[str, Any] | None = None
 
 
 @dataclass
@@ -69,7 +78,7 @@ class HostdClient:
         self.notifications: list[Notification] = []
         self.stray: list[Any] = []
         self._ids = itertools.count(1)
-        self._waiting: dict[int | str, trio.MemorySendChannel[dict[str, Any]]] = {}
+        self._waiting: dict[int | str, _Pending] = {}
         self._changed = trio.Event()
         self._write_lock = trio.Lock()
         self.closed = trio.Event()
@@ -141,7 +150,7 @@ class HostdClient:
         decoder = LineDecoder(PARENT_FRAME_LIMIT)
         try:
             while True:
-                data = await self.process.stdout.receive_some(65536)
+                data = await pipes.receive_ready(self.process.stdout, 65536)
                 if not data:
                     return
                 if self.transcript is not None:
@@ -161,8 +170,8 @@ class HostdClient:
     def _finish(self) -> None:
         """hostd's stdout ended: mark the client closed and wake every request still waiting."""
         self.closed.set()
-        for channel in self._waiting.values():
-            channel.close()
+        for pending in self._waiting.values():
+            pending.done.set()  # without a reply: the caller raises EOFError
         self._waiting.clear()
         self._wake()
 
@@ -176,13 +185,13 @@ class HostdClient:
             self.notifications.append(Notification(message["method"], message.get("params") or {}))
             self._wake()
             return
-        channel = self._waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
-        if channel is None:
+        pending = self._waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
+        if pending is None:
             self.stray.append(message)
             self._wake()
             return
-        channel.send_nowait(message)
-        channel.close()
+        pending.reply = message
+        pending.done.set()
 
     async def _answer(self, rid: Any, method: str, params: dict[str, Any]) -> None:
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
@@ -205,12 +214,28 @@ class HostdClient:
         self._changed = trio.Event()
 
     async def send_raw(self, data: bytes) -> None:
-        """Write raw bytes to hostd's stdin (for protocol tests)."""
-        assert self.process.stdin is not None
+        """Write raw bytes to hostd's stdin (for protocol tests).
+
+        While no other write is under way, what the pipe takes is written at once
+        (:func:`hostd.pipes.write_now`, no scheduler round); the rest under the lock.
+        """
+        stdin = self.process.stdin
+        assert stdin is not None
+        if not self._write_lock.locked():
+            self._record(data)
+            sent = pipes.write_now(stdin, data)
+            if sent == len(data):
+                return
+            async with self._write_lock:
+                await stdin.send_all(data[sent or 0 :])
+            return
         async with self._write_lock:
-            if self.transcript is not None:
-                self.transcript.extend(("→", line) for line in data.split(b"\n") if line)
-            await self.process.stdin.send_all(data)
+            self._record(data)
+            await stdin.send_all(data)
+
+    def _record(self, data: bytes) -> None:
+        if self.transcript is not None:
+            self.transcript.extend(("→", line) for line in data.split(b"\n") if line)
 
     async def notify(self, method: str, params: Any) -> None:
         """Send a notification."""
@@ -225,18 +250,17 @@ class HostdClient:
         The awaited value is the result, or :class:`RpcError` is raised.
         """
         rid = id if id is not None else next(self._ids)
-        send, receive = trio.open_memory_channel[dict[str, Any]](1)
-        self._waiting[rid] = send
+        pending = self._waiting[rid] = _Pending()
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
         await self.send_raw(encode(message))
 
         async def response() -> Any:
-            try:
-                reply = await receive.receive()
-            except trio.EndOfChannel:
-                raise EOFError(f"hostd exited before answering {method}") from None
+            await pending.done.wait()
+            reply = pending.reply
+            if reply is None:
+                raise EOFError(f"hostd exited before answering {method}")
             if "error" in reply:
                 raise RpcError(reply["error"])
             return reply.get("result")

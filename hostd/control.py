@@ -12,10 +12,25 @@ the :class:`Outbox`, bounded in bytes with a policy per kind of message
 plugins paused when it is full; ``docs/protocol.md`` "Flow control"). The
 reader hands every message on without awaiting anything, and requests beyond
 the in-flight bound are answered ``HOST_OVERLOADED`` at once. Every request
-runs as its own task in a request nursery with its own cancel scope, so a slow
-``tools/call`` never delays a ``ping``; ``$/cancelRequest {id}`` cancels that
+runs concurrently with the reader, on a worker task of the request nursery
+(a parked one is woken, else one is started; :meth:`ControlServer._run_soon`),
+in a cancel scope of its own, so a slow ``tools/call`` never delays a ``ping``; ``$/cancelRequest {id}`` cancels that
 scope and the request is still answered, with -32800 (the LSP rule; see
 ``docs/protocol.md``).
+
+The fast path (``tools/call`` and every other reply). Each hop between trio
+tasks is a scheduler round, and rounds, not hostd's functions, were most of a
+call's cost; so the path takes as few as it can without giving up the rules
+above. The reader reads stdin when it is readable (:func:`hostd.pipes.receive_ready`:
+no checkpoint before the read, no failed read). A response is written by the
+task that made it (:meth:`Outbox._append`) when two things hold: nothing waits
+in the queue and the writer holds no batch it has not written. Then no byte
+can overtake another, so order is as if the writer had written it; what the
+pipe does not take at once waits in the queue, first, and counts against the
+budget like any queued message (a partly written message is never coalesced
+or replaced: its first bytes are out). A full pipe, a broken one and a parent
+that does not read all end up in the writer's hands as before, and flow
+control, progress rate limits and drop counts see only what waits.
 
 Only ``initialize`` is served here; it is answered at once, before the heavy
 modules (pydantic models, the mcp SDK, jsonschema) are imported: the answer
@@ -31,6 +46,7 @@ tree, exit. This module imports only trio and orjson.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import logging
 import math
@@ -47,7 +63,7 @@ from typing import Any, Protocol, TypeGuard
 
 import trio
 
-from hostd import __version__
+from hostd import __version__, pipes
 from hostd.content import ContentLimits
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import (
@@ -124,6 +140,8 @@ MAX_PARENT_REQUESTS = 64
 PARENT_ANSWER_BYTES = 8 * 1024 * 1024
 
 _REPLY, _READER, _STATE, _PROGRESS, _LOG = range(5)
+#: Request workers left parked for the next requests; a worker that finds this many parked ends.
+_IDLE_WORKERS = 16
 
 
 @dataclass(eq=False, slots=True)
@@ -149,6 +167,11 @@ class Outbox:
     before the reader pauses. Nothing here awaits except :meth:`wait_room`,
     :meth:`wait_reader_room` and :meth:`wait_work`; every ``put_*`` returns at
     once. Times are ``trio.current_time()`` seconds.
+
+    ``write_now(data) -> bytes written`` (:func:`hostd.pipes.write_now` on the
+    parent's stdout) enables the inline path: a message put while the queue
+    is empty and the writer holds no batch is written at once by the task
+    that puts it; what the pipe does not take waits in the queue, first.
     """
 
     def __init__(
@@ -157,6 +180,7 @@ class Outbox:
         *,
         progress_rate: float = PROGRESS_RATE,
         progress_burst: float = PROGRESS_BURST,
+        write_now: Callable[[bytes], int | None] | None = None,
     ) -> None:
         if budget < 1024:
             raise ValueError("the outbox budget must be at least 1024 bytes")
@@ -181,6 +205,10 @@ class Outbox:
         self._reader_room = trio.Event()
         self._reader_room.set()
         self.closed = False
+        #: The inline path (:func:`hostd.pipes.write_now` on stdout), None without one.
+        self._write_now = write_now
+        #: True from the writer's take() to its written(): its batch is not out yet.
+        self._writing = False
 
     def close(self) -> None:
         """The parent is gone: drop what waits and everything put from now on; release every waiter."""
@@ -214,8 +242,8 @@ class Outbox:
             self._resize(entry, data)
             return
         entry = _Entry(data, _STATE, key)
-        self._state_keys[key] = entry
-        self._append(entry)
+        if self._append(entry):
+            self._state_keys[key] = entry
 
     def put_log(self, plugin: str | None, data: bytes, *, force: bool = False) -> bool:
         """Admit a plugins/log notification if the log share has room; else count it dropped.
@@ -242,8 +270,9 @@ class Outbox:
         self._refill(slot, now)
         if slot.tokens >= 1 and slot.held is None:
             slot.tokens -= 1
-            slot.queued = _Entry(data, _PROGRESS, rid)
-            self._append(slot.queued)
+            entry = _Entry(data, _PROGRESS, rid)
+            if self._append(entry):
+                slot.queued = entry
             return
         self.bytes += len(data) - (len(slot.held) if slot.held is not None else 0)
         slot.held = data
@@ -281,6 +310,7 @@ class Outbox:
         taken: list[_Entry] = []
         size = 0
         queue = self._queue
+        self._writing = True  # until written(): no inline write may pass the writer's batch
         while queue and (not taken or size + len(queue[0].data) <= max_bytes):
             entry = queue.popleft()
             if entry.kind == _PROGRESS:
@@ -292,11 +322,13 @@ class Outbox:
             taken.append(entry)
             size += len(entry.data)
         if not taken:
+            self._writing = False
             self._work = trio.Event()
         return taken
 
     def written(self, entries: list[_Entry]) -> None:
         """The writer wrote (or gave up on) ``entries``: their bytes no longer count."""
+        self._writing = False
         if self.closed:
             return
         for entry in entries:
@@ -338,9 +370,36 @@ class Outbox:
 
     # -- internals ----------------------------------------------------------------------
 
-    def _append(self, entry: _Entry) -> None:
+    def _append(self, entry: _Entry) -> bool:
+        """Admit ``entry``: written at once if the writer is idle and nothing waits, else queued.
+
+        Returns True when ``entry`` itself waits in the queue (a caller may then
+        coalesce into it); False when it was written whole, or only its rest
+        waits (a new entry that is never coalesced: its first bytes are out).
+        """
         if self.closed:
-            return
+            return False
+        if self._write_now is not None and not self._queue and not self._writing:
+            sent = self._write_inline(entry.data)
+            if sent == len(entry.data):
+                return False
+            if sent:
+                self._enqueue(_Entry(entry.data[sent:], entry.kind))
+                return False
+        self._enqueue(entry)
+        return True
+
+    def _write_inline(self, data: bytes) -> int:
+        """The inline path's write: what the pipe took (0 when full, or when it failed: the
+        writer then meets the same failure and ends the channel)."""
+        assert self._write_now is not None
+        try:
+            return self._write_now(data) or 0
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._write_now = None  # from now on everything goes through the writer, which sees the error
+            return 0
+
+    def _enqueue(self, entry: _Entry) -> None:
         size = len(entry.data)
         self.bytes += size
         if entry.kind == _LOG:
@@ -368,8 +427,9 @@ class Outbox:
                 data, slot.held = slot.held, None
                 self.bytes -= len(data)
                 del self._held[rid]
-                slot.queued = _Entry(data, _PROGRESS, rid)
-                self._append(slot.queued)
+                entry = _Entry(data, _PROGRESS, rid)
+                if self._append(entry):
+                    slot.queued = entry
 
     def _changed(self) -> None:
         if self.bytes > self.budget:
@@ -473,6 +533,10 @@ class _State:
     inflight_bytes: int = 0
 
 
+#: One request for a worker: ``(id, method, params, its in-flight entry)``.
+_Job = tuple[RequestId, str, Any, _Inflight]
+
+
 def _valid_id(value: Any) -> TypeGuard[RequestId]:
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
@@ -512,7 +576,8 @@ class ControlServer:
         self._state_store = state_store
         self._handle_signals = handle_signals
         self._state = _State()
-        self._outbox = Outbox(max_outbox_bytes)
+        inline = functools.partial(pipes.write_now, send) if isinstance(send, trio.lowlevel.FdStream) else None
+        self._outbox = Outbox(max_outbox_bytes, write_now=inline)
         self._max_inflight = max_inflight
         self._max_inflight_bytes = max_inflight_bytes
         self._draining = False
@@ -523,6 +588,9 @@ class ControlServer:
         self._stop = trio.Event()
         self._fast_stop = False
         self._stopping_host: HostApi | None = None
+        #: Requests handed to a parked worker and not yet taken (see _run_soon), and the parked workers.
+        self._jobs: collections.deque[_Job] = collections.deque()
+        self._idle = trio.lowlevel.ParkingLot()
         #: hostd->parent requests waiting for their answer, by hostd's own id ("hostd-<n>").
         self._parent_pending: dict[str, _ParentCall] = {}
         self._parent_ids = itertools.count(1)
@@ -664,7 +732,7 @@ class ControlServer:
                 await outbox.wait_reader_room()
                 log.info("stdin resumed")
             try:
-                data = await self._receive.receive_some(_READ_BYTES)
+                data = await pipes.receive_ready(self._receive, _READ_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             if not data:
@@ -852,7 +920,38 @@ class ControlServer:
         entry = _Inflight(scope=trio.CancelScope(), size=size)
         state.inflight[rid] = entry
         state.inflight_bytes += size
-        self._requests.start_soon(self._run_request, rid, method, params, entry)
+        self._run_soon((rid, method, params, entry))
+
+    def _run_soon(self, job: _Job) -> None:
+        """Run one request concurrently with the reader: on a parked worker if one waits, else a new one.
+
+        Waking a parked worker is one reschedule; a new task costs a coroutine,
+        a task, a context copy and the nursery's bookkeeping, and was the
+        largest single cost left per call. Invariant: every job put in
+        ``_jobs`` is paired with one unparked worker that looks at ``_jobs``
+        when it runs, so a job never waits for a worker that is not coming (a
+        worker that finishes first may take it; the woken one then parks again).
+        """
+        if self._idle:
+            self._jobs.append(job)
+            self._idle.unpark()
+        else:
+            self._requests.start_soon(self._worker, job)
+
+    async def _worker(self, job: _Job) -> None:
+        """Serve ``job``, then the next ones queued; park between them; end when enough others are parked.
+
+        Each request still runs in its own cancel scope (``$/cancelRequest``
+        cancels that one only); cancelling the request nursery ends every
+        worker, parked or serving (a serving one answers first, ``_run_request``).
+        """
+        while True:
+            await self._run_request(*job)
+            while not self._jobs:
+                if len(self._idle) >= _IDLE_WORKERS:
+                    return
+                await self._idle.park()
+            job = self._jobs.popleft()
 
     def _initialize(self, rid: RequestId, params: Any) -> None:
         if self._state.initialized:
@@ -923,7 +1022,8 @@ class ControlServer:
         response: dict[str, Any] | None = None
         try:
             with entry.scope:
-                await self._host_ready.wait()
+                if not self._host_ready.is_set():  # (a set Event's wait() would still cost a scheduler round)
+                    await self._host_ready.wait()
                 if self._host is None:
                     assert self._host_error is not None
                     raise self._host_error

@@ -64,7 +64,7 @@ from typing import Any, Literal, Required, TypedDict
 import orjson
 import trio
 
-from hostd import __version__, lazy, tracing
+from hostd import __version__, lazy, pipes, tracing
 from hostd.control import current_outbox
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import (
@@ -1033,13 +1033,26 @@ class PluginLink:
         return await self._write(encode(message))
 
     async def _write(self, data: bytes) -> bool:
-        async with self._write_lock:
-            try:
+        """One framed message to the plugin's stdin; False when the pipe is gone (the link failed).
+
+        The inline path: while no writer holds the lock, the calling task writes
+        what the pipe takes at once (:func:`hostd.pipes.write_now`) without
+        yielding, so nothing can come between; only a rest that did not fit is
+        written under the lock (taken before any yield, so it stays next).
+        """
+        try:
+            if not self._write_lock.locked():
+                sent = pipes.write_now(self.process.stdin, data)
+                if sent == len(data):
+                    return True
+                if sent:
+                    data = data[sent:]
+            async with self._write_lock:
                 await self.process.stdin.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                if not self._closing:
-                    self._fail("closed its stdin")
-                return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            if not self._closing:
+                self._fail("closed its stdin")
+            return False
         return True
 
     async def _pump_stderr(self) -> None:
@@ -1180,7 +1193,7 @@ def _validate_initialize(
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes | bytearray:
     """One read of at most 64 KiB (not copied); ``b""`` at EOF or when the pipe is gone."""
     try:
-        return await stream.receive_some(_READ_BYTES)
+        return await pipes.receive_ready(stream, _READ_BYTES)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return b""
 

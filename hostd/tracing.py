@@ -30,7 +30,7 @@ Attributes follow OpenTelemetry's RPC conventions: ``rpc.system``
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Final
 
 from opentelemetry import propagate, trace
@@ -74,8 +74,12 @@ def _record(span: Span, exc: BaseException) -> None:
         span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
 
 
-@contextmanager
-def request_span(method: str, request_id: int | str, meta: Any) -> Iterator[Span]:
+#: What the no-op paths return: entering them costs next to nothing (no generator, no span).
+_NO_REQUEST_SPAN: Final = nullcontext(trace.INVALID_SPAN)  # what the no-op tracer yields for a span without a parent
+_NO_PLUGIN_META: Final[nullcontext[dict[str, str]]] = nullcontext({})
+
+
+def request_span(method: str, request_id: int | str, meta: Any) -> AbstractContextManager[Span]:
     """A ``SERVER`` span named ``method`` for one control request, current inside the block.
 
     ``meta``: the request's ``params._meta`` (any value; a mapping with a valid
@@ -86,8 +90,12 @@ def request_span(method: str, request_id: int | str, meta: Any) -> Iterator[Span
     """
     carrier = _carrier(meta)
     if not carrier and _no_sdk():
-        yield trace.INVALID_SPAN  # what the no-op tracer yields for a span without a parent
-        return
+        return _NO_REQUEST_SPAN
+    return _request_span(method, request_id, carrier)
+
+
+@contextmanager
+def _request_span(method: str, request_id: int | str, carrier: dict[str, str]) -> Iterator[Span]:
     parent = propagate.extract(carrier)
     attributes: dict[str, Any] = {"rpc.system": "jsonrpc", "rpc.method": method, "rpc.jsonrpc.request_id": request_id}
     with _tracer.start_as_current_span(
@@ -105,8 +113,7 @@ def request_span(method: str, request_id: int | str, meta: Any) -> Iterator[Span
             raise
 
 
-@contextmanager
-def plugin_span(plugin_id: str, method: str, target: str | None = None) -> Iterator[dict[str, str]]:
+def plugin_span(plugin_id: str, method: str, target: str | None = None) -> AbstractContextManager[dict[str, str]]:
     """A ``CLIENT`` span ``<plugin_id> <method>`` for one MCP request to a plugin.
 
     Yields the ``_meta`` entries (``{"traceparent": ..., "tracestate": ...}``, only
@@ -116,8 +123,12 @@ def plugin_span(plugin_id: str, method: str, target: str | None = None) -> Itera
     propagates.
     """
     if _no_sdk() and not trace.get_current_span().get_span_context().is_valid:
-        yield {}  # the no-op span has no valid context: the propagator writes nothing
-        return
+        return _NO_PLUGIN_META  # the no-op span has no valid context: the propagator writes nothing
+    return _plugin_span(plugin_id, method, target)
+
+
+@contextmanager
+def _plugin_span(plugin_id: str, method: str, target: str | None) -> Iterator[dict[str, str]]:
     attributes: dict[str, Any] = {"rpc.system": "jsonrpc", "rpc.method": method, "hostd.plugin": plugin_id}
     if target is not None:
         attributes["hostd.target"] = target
