@@ -125,11 +125,14 @@ class HostError(Exception):
         return {"code": self.kind.code, "message": self.message, "data": {"kind": self.kind.name, **self.data}}
 
 
-def start_failed(plugin_id: str, message: str, reason: str, **data: Any) -> HostError:
-    """``PLUGIN_START_FAILED`` for a start that failed before the server could write a line (the launch
-    does not resolve, the remote server cannot be reached): ``data`` is ``{plugin, reason, stderrTail: [],
-    **data}`` (docs/protocol.md, the error's data members)."""
-    return HostError(ErrorKind.PLUGIN_START_FAILED, message, plugin=plugin_id, reason=reason, stderrTail=[], **data)
+def start_failed(plugin_id: str, reason: str, message: str | None = None, /, **data: Any) -> HostError:
+    """``PLUGIN_START_FAILED``: ``message`` (default "plugin <id> failed to start: <reason>"), ``data`` is
+    ``{plugin, reason, stderrTail, **data}`` (docs/protocol.md, the error's data members). A link passes its
+    ``stderrTail``; a start that failed before any process existed (the launch does not resolve, the remote
+    server cannot be reached, a module failed to load) gets ``[]``."""
+    data.setdefault("stderrTail", [])
+    text = message if message is not None else f"plugin {plugin_id} failed to start: {reason}"
+    return HostError(ErrorKind.PLUGIN_START_FAILED, text, plugin=plugin_id, reason=reason, **data)
 
 
 @contextmanager

@@ -66,7 +66,7 @@ import trio
 
 from hostd import __version__, lazy, pipes, tracing
 from hostd.control import current_outbox
-from hostd.errors import ErrorKind, HostError
+from hostd.errors import HostError, start_failed
 from hostd.framing import (
     PLUGIN_FRAME_LIMIT,
     FrameDiscarded,
@@ -1126,18 +1126,6 @@ def _result_of(reply: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(result, dict):
         raise PluginRequestError(INTERNAL_ERROR, f"the result is {type(result).__name__}, not an object")
     return result
-
-
-def start_failed(plugin_id: str, reason: str, **data: Any) -> HostError:
-    """``PLUGIN_START_FAILED``: "plugin <id> failed to start: <reason>", ``data = {plugin, reason, **data}``
-    (a link adds its ``stderrTail``; a start that failed before any process existed passes ``[]``)."""
-    return HostError(
-        ErrorKind.PLUGIN_START_FAILED,
-        f"plugin {plugin_id} failed to start: {reason}",
-        plugin=plugin_id,
-        reason=reason,
-        **data,
-    )
 
 
 def _supported(data: Any) -> list[str]:

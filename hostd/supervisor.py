@@ -57,7 +57,7 @@ from hostd.features import offered_features
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from hostd.jsonlimits import check_json, object_members
 from hostd.lifecycle import Action, Event, transition
-from hostd.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge, start_failed
+from hostd.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
 from hostd.manifest import Manifest
 from hostd.oauth import Authorizer
 from hostd.policy import RefreshPacer, RestartPolicy
@@ -147,7 +147,7 @@ ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
 def launch_failed(plugin_id: str, exc: LaunchError) -> HostError:
     """``PLUGIN_START_FAILED`` for a launch that does not resolve or spawn (``exc``, sandbox/launch.py):
     ``data.reason`` is its text and ``data.launchError`` its kind; no stderr, the server never ran."""
-    return start_failed(plugin_id, f"plugin {plugin_id} failed to start: {exc}", str(exc), launchError=exc.kind)
+    return start_failed(plugin_id, str(exc), launchError=exc.kind)
 
 
 def _iso(stamp: float | None) -> str | None:
@@ -563,7 +563,7 @@ class PluginSupervisor:
         """One connection to a remote server (hostd/transport_http.py), run like a process tree."""
         backend = self.manifest.backend
         # Loaded here, not with the host: httpx2 and the OAuth client are only for remote plugins (hostd/lazy.py).
-        failed = functools.partial(start_failed, self.plugin_id, stderrTail=[])  # no process, no stderr
+        failed = functools.partial(start_failed, self.plugin_id)  # no process, no stderr: stderrTail []
         http = await lazy.load_async("hostd.transport_http", "a remote server", failed)
         resolved, secrets = http.open_secrets(self.plugin_id, launch, dict(backend.headers), self.secret_lookup)
         headers, client_secret = http.split_client_secret(resolved)
