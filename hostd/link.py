@@ -19,7 +19,15 @@ small tasks:
   (:func:`answered_id`) fails only that request (:class:`ReplyTooLarge`).
   Requests from the server are answered here: ``ping`` with ``{}``, others by
   ``on_request`` (legacy era) or with -32601.
-- **stdin**: every message is one compact JSON line, written under one lock.
+- **stdin**: every message is one compact JSON line. The task that sends it
+  writes it (no writer task in between): at once while no other write is
+  under way (:func:`hostd.pipes.write_now`, what the pipe takes), the rest
+  under one lock, so lines never interleave.
+
+The stdout task reads when the pipe is readable (:func:`hostd.pipes.receive_ready`)
+and wakes the caller waiting for a response directly (its event): a
+``tools/call`` costs the link two scheduler rounds, the read and the caller's
+wake-up.
 - **stderr**: read in bounded chunks so a flood can never block the plugin on
   a full pipe; kept as a bounded ring of redacted lines; relayed as
   ``plugins/log`` at a bounded rate.
