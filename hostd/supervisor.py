@@ -926,13 +926,12 @@ class PluginSupervisor:
                         link, tool, arguments, on_progress, (reply, size, raw)
                     )
             except ReplyTooLarge as over:
-                raise HostError(
+                raise self._tool_error(
                     ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
+                    tool,
                     f"{tool.name} answered with {over.size} bytes, over the {over.limit}-byte frame bound of "
                     f"{self.plugin_id} (manifest backend.max_message_bytes, or hostd serve "
                     "--max-plugin-message-bytes); the plugin goes on serving",
-                    plugin=self.plugin_id,
-                    tool=tool.name,
                     size=over.size,
                     limit=over.limit,
                     bound="frame",
@@ -945,12 +944,11 @@ class PluginSupervisor:
         if reply is None or scope.cancelled_caught:
             pending = link.pending_frame_bytes
             partial = f"; a partial frame of {pending} bytes was pending on stdout" if pending else ""
-            raise HostError(
+            raise self._tool_error(
                 ErrorKind.TOOL_TIMEOUT,
+                tool,
                 f"{tool.name} did not answer within {trio.current_time() - started:.3g} s "
                 f"(timeout {limit:g} s); the plugin was sent notifications/cancelled{partial}",
-                plugin=self.plugin_id,
-                tool=tool.name,
                 timeoutSeconds=limit,
                 pendingFrameBytes=pending,
             )
@@ -976,11 +974,10 @@ class PluginSupervisor:
         error = reply.get("error")
         if error is not None:
             upstream = self._bounded_upstream(error, size)
-            raise HostError(
+            raise self._tool_error(
                 ErrorKind.MCP_UPSTREAM_ERROR,
+                tool,
                 f"{tool.name} failed: {str(upstream.get('message'))[:500]}",
-                plugin=self.plugin_id,
-                tool=tool.name,
                 upstream=upstream,
             )
         result = reply.get("result")
@@ -1008,22 +1005,20 @@ class PluginSupervisor:
             if size > self._result_limit:
                 out = {"content": [], "truncated": True}
             text = next((c.get("text") for c in content if c.get("type") == "text"), None)
-            raise HostError(
+            raise self._tool_error(
                 ErrorKind.MCP_TOOL_CALL_FAILED,
+                tool,
                 f"{tool.name} reported an error: {str(text)[:500] if text is not None else 'no text'}",
-                plugin=self.plugin_id,
-                tool=tool.name,
                 **out,
             )
         problem = structured_content_problem(tool, structured)
         if problem is not None:
             raise self._invalid_result(tool, problem)
         if size > self._result_limit:
-            raise HostError(
+            raise self._tool_error(
                 ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
+                tool,
                 f"{tool.name} returned {size} bytes, over the {self._result_limit}-byte result bound",
-                plugin=self.plugin_id,
-                tool=tool.name,
                 size=size,
                 limit=self._result_limit,
             )
@@ -1057,21 +1052,23 @@ class PluginSupervisor:
         return upstream
 
     def _invalid_result(self, tool: HostTool, why: str, **data: Any) -> HostError:
-        return HostError(
+        return self._tool_error(
             ErrorKind.MCP_UPSTREAM_ERROR,
+            tool,
             f"{tool.name} returned an invalid result: {why}",
-            plugin=self.plugin_id,
-            tool=tool.name,
             **data,
         )
 
+    def _tool_error(self, kind: ErrorKind, tool: HostTool, message: str, **data: Any) -> HostError:
+        """A failed ``tools/call`` of ``tool``: ``kind`` with ``data`` ``{plugin, tool, **data}``."""
+        return HostError(kind, message, plugin=self.plugin_id, tool=tool.name, **data)
+
     def _unavailable(self, tool: HostTool, reason: str) -> HostError:
         link = self._link
-        return HostError(
+        return self._tool_error(
             ErrorKind.PLUGIN_HOST_UNAVAILABLE,
+            tool,
             reason,
-            plugin=self.plugin_id,
-            tool=tool.name,
             stderrTail=link.stderr.tail(10) if link is not None else [],
         )
 
