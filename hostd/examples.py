@@ -26,13 +26,14 @@ not answer as the scenario expects (a changed behaviour: read the message).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,17 @@ class Recorder:
         return f"→ {self.normalise(data.decode())}"
 
 
+@contextlib.asynccontextmanager
+async def _recording(
+    args: list[str], env: dict[str, str], normalise: Callable[[str], str], *, handshake: bool = True
+) -> AsyncIterator[tuple[HostdClient, Recorder]]:
+    """A hostd session spawned with ``args`` and ``env`` (stderr discarded), recorded from here on:
+    the client and its :class:`Recorder`."""
+    async with HostdClient.spawn(args, env=env, handshake=handshake, stderr=subprocess.DEVNULL) as client:
+        client.transcript = []
+        yield client, Recorder(client, normalise)
+
+
 def status_render(full: bool = False) -> Callable[[dict[str, Any]], str | None]:
     """Render ``plugins/statusChanged`` shortened (unless ``full``), results as they are, drop ``plugins/log``."""
 
@@ -270,9 +282,7 @@ async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:
     env = _environment(tmp)
     (tmp / "home").mkdir()
     args = ["--state-dir", str(tmp / "state"), "--no-login-path"]
-    async with HostdClient.spawn(args, env=env, handshake=False, stderr=subprocess.DEVNULL) as client:
-        client.transcript = []
-        r = Recorder(client, norm)
+    async with _recording(args, env, norm, handshake=False) as (client, r):
         pre, _ = await r.call("plugins/list", {}, id=1, expect_error=True)
         r._ids = 0
         init, _ = await r.call(
@@ -283,7 +293,7 @@ async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:
                 "knownPermissions": ["echo.use", "echo.inspect", "notes.read"],
             },
         )
-        p.InitializeResult.model_validate(orjson.loads(client.transcript[-1][1])["result"])
+        p.InitializeResult.model_validate(orjson.loads(r.transcript[-1][1])["result"])
         out["initialize"] = block(init)
         out["before-initialize"] = block(pre + init)
         ping, _ = await r.call("ping", {})
@@ -555,9 +565,7 @@ async def _import(tmp: Path, r: Recorder, out: dict[str, str]) -> None:
 async def _session_exit(tmp: Path, out: dict[str, str], first: list[str]) -> None:
     norm = Normaliser(tmp)
     args = ["--state-dir", str(tmp / "state-exit"), "--no-login-path"]
-    async with HostdClient.spawn(args, env=_environment(tmp), handshake=False, stderr=subprocess.DEVNULL) as client:
-        client.transcript = []
-        r = Recorder(client, norm)
+    async with _recording(args, _environment(tmp), norm, handshake=False) as (client, r):
         lines, _ = await r.call("initialize", {"clientInfo": {"name": "app", "version": "1"}})
         lines.append(await r.send({"jsonrpc": "2.0", "method": "exit"}))
         with trio.fail_after(30):
@@ -579,9 +587,7 @@ async def _session_framing(tmp: Path, out: dict[str, str]) -> None:
     """Bad lines from the parent: each answered with ``id: null``, and the channel keeps serving."""
     norm = Normaliser(tmp)
     args = ["--state-dir", str(tmp / "state-framing"), "--no-login-path"]
-    async with HostdClient.spawn(args, env=_environment(tmp), stderr=subprocess.DEVNULL) as client:
-        client.transcript = []
-        r = Recorder(client, norm)
+    async with _recording(args, _environment(tmp), norm) as (_, r):
         r._ids = 2  # initialize was 1
         lines: list[str] = []
         unclosed = '{"jsonrpc": "2.0", "id": 7, "method": "ping"'
@@ -602,9 +608,7 @@ async def _session_development(tmp: Path, out: dict[str, str]) -> None:
     """``--trust development``: an unapproved launch starts (with a warning on stderr)."""
     norm = Normaliser(tmp)
     args = ["--state-dir", str(tmp / "state-dev"), "--no-login-path", "--trust", "development"]
-    async with HostdClient.spawn(args, env=_environment(tmp), stderr=subprocess.DEVNULL) as client:
-        client.transcript = []
-        r = Recorder(client, norm)
+    async with _recording(args, _environment(tmp), norm) as (_, r):
         r._ids = 1  # initialize was 1
         lines, _ = await r.call("plugins/install", {"path": str(FIXTURE)}, render=info_render)
         more, _ = await r.call(
@@ -634,9 +638,8 @@ async def _session_locked(tmp: Path, out: dict[str, str]) -> None:
             f"{stderr}\n$ echo $?\n75\n```\n"
         )
         args = ["--state-dir", str(tmp / "state-other"), "--no-login-path"]
-        async with HostdClient.spawn(args, env=env, handshake=False, stderr=subprocess.DEVNULL) as client:
-            client.transcript = []
-            r = Recorder(client, lambda text: _PID.sub("(pid <pid>)", norm(text)))
+        unpid = lambda text: _PID.sub("(pid <pid>)", norm(text))  # noqa: E731
+        async with _recording(args, env, unpid, handshake=False) as (client, r):
             params = {"clientInfo": {"name": "app", "version": "1"}, "stateDir": str(locked)}
             lines, _ = await r.call("initialize", params, expect_error=True)
             with trio.fail_after(30):
@@ -655,9 +658,7 @@ async def _session_restore(tmp: Path, out: dict[str, str]) -> None:
     """
     norm = Normaliser(tmp)
     args = ["--state-dir", str(tmp / "state"), "--no-login-path"]
-    async with HostdClient.spawn(args, env=_environment(tmp), handshake=False, stderr=subprocess.DEVNULL) as client:
-        client.transcript = []
-        r = Recorder(client, norm)
+    async with _recording(args, _environment(tmp), norm, handshake=False) as (client, r):
         lines, _ = await r.call("initialize", {"clientInfo": {"name": "hostctl", "version": "0"}})
         lines.append("// at once: the stored plugins are installed again (not started yet)")
 

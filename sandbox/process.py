@@ -106,15 +106,27 @@ class StopReport:
     seconds: float
 
 
-def _start_ticks(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
+def _proc_read(pid: int, name: str) -> bytes | None:
+    """``/proc/<pid>/<name>`` (proc(5)) as bytes, or None when it cannot be read (the process is gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
+        with open(f"/proc/{pid}/{name}", "rb") as fh:
+            return fh.read()
     except OSError:
         return None
-    fields = data[data.rfind(b")") + 2 :].split()
-    return fields[19].decode() if len(fields) > 19 else None
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` from field 3 (the state letter) on, or None when it cannot be read.
+
+    They start after the last ``)``: the command name before them may hold spaces and parens."""
+    data = _proc_read(pid, "stat")
+    return None if data is None else data[data.rfind(b")") + 2 :].split()
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
+    fields = _stat_fields(pid)
+    return fields[19].decode() if fields is not None and len(fields) > 19 else None
 
 
 def _new_token() -> str:
@@ -123,10 +135,8 @@ def _new_token() -> str:
 
 
 def _read_tokens(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            data = fh.read()
-    except OSError:
+    data = _proc_read(pid, "environ")
+    if data is None:
         return None
     needle = (TOKEN_VAR + "=").encode()
     for item in data.split(b"\0"):
@@ -227,13 +237,8 @@ def sweep_orphans() -> int:
 
 
 def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return True
-    # The state letter follows the last ')' (the command name may hold spaces or parens).
-    return data[data.rfind(b")") + 2 : data.rfind(b")") + 3] in (b"Z", b"X")
+    fields = _stat_fields(pid)
+    return fields is None or fields[:1] in ([b"Z"], [b"X"])
 
 
 def _tree(root: int, token: str) -> set[int]:

@@ -85,7 +85,7 @@ import signal
 import sys
 import time
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 PR_SET_PDEATHSIG = 1
@@ -283,6 +283,21 @@ def _fail(err_w: int, stage: str, exc: BaseException) -> None:
         os.write(err_w, f"E{stage}\0{code}\0{text}\n".encode("utf-8", "replace"))
 
 
+def _own_session(stage: list[str], parent: Callable[[], int], expected: int) -> None:
+    """How each process the shim forks starts: default signals, a session of its own and (Linux) SIGKILL
+    when its parent dies. Exits at once (``EXIT_SETUP_FAILED``) when ``parent()`` is no longer ``expected``:
+    the parent died before the death signal was armed (prctl(2) PR_SET_PDEATHSIG), so nothing would kill
+    this process then. ``stage[0]`` names the step under way, for the ``E`` record of a failure."""
+    _default_signals()
+    stage[0] = "setsid"
+    os.setsid()
+    if LINUX:
+        stage[0] = "pdeathsig"
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if parent() != expected:
+            os._exit(EXIT_SETUP_FAILED)
+
+
 def _default_signals() -> None:
     """Default dispositions, no wakeup fd, nothing blocked (what a fresh process expects)."""
     signal.set_wakeup_fd(-1)
@@ -363,14 +378,7 @@ def child_main(spec: dict[str, Any], shim_pid: int, err_w: int, modules: dict[st
     layers = requested_layers(spec)
     applied: list[str] = []
     try:
-        _default_signals()
-        stage[0] = "setsid"
-        os.setsid()
-        if LINUX:
-            stage[0] = "pdeathsig"
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != shim_pid:
-                os._exit(EXIT_SETUP_FAILED)
+        _own_session(stage, os.getppid, shim_pid)
         if "rlimits" in layers:
             stage[0] = "rlimits"
             _apply_rlimits(spec)
@@ -439,13 +447,7 @@ def init_main(
     layers = requested_layers(spec)
     applied = list(entered)
     try:
-        _default_signals()
-        stage[0] = "setsid"
-        os.setsid()
-        stage[0] = "pdeathsig"
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if _host_ppid() != shim_pid:
-            os._exit(EXIT_SETUP_FAILED)
+        _own_session(stage, _host_ppid, shim_pid)
         stage[0] = "pidns"
         if os.getpid() != 1:
             raise OSError(errno.EINVAL, f"the first process of the new pid namespace is pid {os.getpid()}, not 1")
@@ -496,13 +498,7 @@ def plugin_main(spec: dict[str, Any], err_w: int, modules: dict[str, types.Modul
     """
     stage = ["signals"]
     try:
-        _default_signals()
-        stage[0] = "setsid"
-        os.setsid()
-        stage[0] = "pdeathsig"
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != 1:
-            os._exit(EXIT_SETUP_FAILED)
+        _own_session(stage, os.getppid, 1)
         stage[0] = "pid"
         os.write(err_w, b"P%d\n" % int(os.readlink("/proc/self")))
         _confine_and_exec(spec, applied, err_w, modules, stage)
