@@ -31,6 +31,7 @@ from hostd import secrets as secrets_
 from hostd.control import InitializeOptions, Notify, RequestContext
 from hostd.errors import ErrorKind, HostError
 from hostd.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
+from hostd.logstore import LogFiles
 from hostd.manifest import BUNDLE_SUFFIXES, Manifest, load_manifest
 from hostd.oauth import Authorizer
 from hostd.policy import RestartMode, RestartPolicy
@@ -256,14 +257,16 @@ class LogRing:
         self.max_chars = max_chars
         self.dropped = 0
 
-    def add(self, level: str, source: Any, message: str) -> None:
-        """Keep one line (already redacted by whoever sent it), stamped now."""
+    def add(self, level: str, source: Any, message: str) -> p.LogLine:
+        """Keep one line (already redacted by whoever sent it), stamped now; return it."""
         stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        self._lines.append(p.LogLine(time=stamp, level=level, source=source, message=message))
+        line = p.LogLine(time=stamp, level=level, source=source, message=message)
+        self._lines.append(line)
         self._chars += len(message)
         while len(self._lines) > self.max_lines or self._chars > self.max_chars:
             self._chars -= len(self._lines.popleft().message)
             self.dropped += 1
+        return line
 
     def recent(self, limit: int) -> list[p.LogLine]:
         """The last ``limit`` lines, oldest first."""
@@ -291,6 +294,8 @@ class Host:
         self.notify: Notify = self._notify_and_keep
         #: plugin id -> its recent log lines (plugins/logs); survives restarts, dropped at uninstall.
         self.logs: dict[str, LogRing] = {}
+        #: The same lines on disk, across hostd processes (hostd/logstore.py); None without a state folder.
+        self.log_files: LogFiles | None = None
         self.nursery = nursery
         self.registry = ToolRegistry()
         self.plugins: dict[str, InstalledPlugin] = {}
@@ -351,6 +356,8 @@ class Host:
             for warning in opened.warnings:
                 log.warning("%s", warning)
             host._records = dict(opened.plugins)
+            host.log_files = LogFiles(store.directory / "logs")
+            nursery.start_soon(host.log_files.run)
             to_enable = await host._restore(opened.warnings)
             nursery.start_soon(host._restore_enabled, to_enable)
         return host
@@ -381,7 +388,9 @@ class Host:
         """Send a notification to the parent; a ``plugins/log`` about a plugin is kept in its ring too."""
         if method == "plugins/log" and isinstance(params.get("plugin"), str):
             ring = self.logs.setdefault(params["plugin"], LogRing())
-            ring.add(str(params.get("level")), params.get("source"), str(params.get("message")))
+            line = ring.add(str(params.get("level")), params.get("source"), str(params.get("message")))
+            if self.log_files is not None:
+                self.log_files.add(params["plugin"], line.wire())
         await self._send(method, params)
 
     async def _restore(self, warnings: list[str]) -> list[tuple[InstalledPlugin, PluginRecord]]:
@@ -602,6 +611,11 @@ class Host:
         async with trio.open_nursery() as nursery:
             for plugin in self.plugins.values():
                 nursery.start_soon(_disable_quietly, plugin.supervisor, grace)
+        if self.log_files is not None:
+            try:
+                await self.log_files.flush()  # the last lines of the plugins just stopped
+            except OSError as exc:
+                log.error("writing the plugins' log files failed: %s", exc)
         try:
             await self.persist()
         except HostError as error:
@@ -1228,6 +1242,8 @@ class Host:
             self._records.pop(plugin.manifest.id, None)
         await plugin.supervisor.disable()
         self.logs.pop(plugin.manifest.id, None)
+        if self.log_files is not None:
+            await self.log_files.drop(plugin.manifest.id)
         if self.store is not None:
             await trio.to_thread.run_sync(_remove_generated, self.store.directory, plugin.path, plugin.manifest.id)
             if self.secret_store is not None:
@@ -1590,13 +1606,24 @@ class Host:
         """``plugins/logs {id, limit?}`` -> ``{lines: [LogLine], dropped}``: the plugin's recent log lines.
 
         What ``plugins/log`` carried for the plugin (stderr, MCP log messages, hostd's own
-        lines about it; redacted), oldest first, across its restarts, from a ring bounded
-        by :data:`LOG_RING_LINES` lines and :data:`LOG_RING_CHARS` characters. A line the
+        lines about it; redacted), oldest first, across its restarts and across hostd
+        processes on the same state folder, from its log file (hostd/logstore.py, bounded
+        by :data:`hostd.logstore.LOG_FILE_BYTES`); without a state folder (or when the file
+        cannot be read), from this hostd's ring, bounded by :data:`LOG_RING_LINES` lines
+        and :data:`LOG_RING_CHARS` characters. A line the
         plugin-side rate limit dropped was never sent, so it is not here either (the
         "N log lines dropped" line is). ``PLUGIN_NOT_FOUND`` for an unknown id.
         """
         args = p.parse_params(p.LogsParams, params)
         self._plugin(args.id)
+        if self.log_files is not None:
+            try:
+                lines, dropped = await self.log_files.read(args.id, args.limit)
+            except OSError as exc:
+                log.warning("reading the log file of %s failed (answering from memory): %s", args.id, exc)
+            else:
+                kept = [line for raw in lines if (line := _log_line(raw)) is not None]
+                return p.LogsResult(lines=kept, dropped=dropped).wire()
         ring = self.logs.get(args.id)
         if ring is None:
             return p.LogsResult(lines=[], dropped=0).wire()
@@ -1885,6 +1912,14 @@ def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
         shutil.rmtree(generated, ignore_errors=True)
     with contextlib.suppress(OSError):
         data_dir.rmdir()  # only when empty
+
+
+def _log_line(raw: dict[str, Any]) -> p.LogLine | None:
+    """A line of a plugin's log file as a :class:`LogLine`; ``None`` for one that is not (written by hand?)."""
+    try:
+        return p.LogLine.model_validate(raw)
+    except ValueError:  # pydantic's ValidationError
+        return None
 
 
 async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:

@@ -573,7 +573,7 @@ class ToolEnabledResult(Wire):
 
 
 class LogLine(Wire):
-    """One line of ``plugins/logs``: what ``plugins/log`` carried for the plugin, kept in a bounded ring."""
+    """One line of ``plugins/logs``: what ``plugins/log`` carried for the plugin, kept in its bounded log file."""
 
     time: str = Field(description="when hostd received it, ISO-8601 UTC with milliseconds")
     level: str = Field(description="as in `plugins/log`")
@@ -585,10 +585,11 @@ class LogsResult(Wire):
     """``plugins/logs`` result."""
 
     lines: list[LogLine] = Field(
-        description="the most recent lines, oldest first, across restarts of the plugin (at most `limit`)"
+        description="the most recent lines, oldest first, across restarts of the plugin and of hostd (at most `limit`)"
     )
     dropped: int = Field(
-        description="lines that fell out of the ring (bounded at 500 lines and 256 KiB per plugin) since hostd started"
+        description="lines that fell out of the plugin's log file in the state folder (bounded at 512 KiB per "
+        "plugin), across hostd processes; without a state folder, out of this hostd's ring (500 lines, 256 KiB)"
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,8 @@ import pytest
 
 from hostd.client import RpcError
 from hostd.host import LogRing
-from tests.conftest import ECHO_TOOLS, MakePlugin, ready, spawn_hostd
+from hostd.logstore import LOG_FILE_BYTES, LogFiles
+from tests.conftest import ECHO_TOOLS, MakePlugin, ready, run_hostctl, spawn_hostd
 
 
 def _messages(result: dict[str, Any], source: str) -> list[str]:
@@ -89,3 +91,83 @@ def test_ring_is_bounded_by_lines_and_by_characters() -> None:
     assert [line.message for line in by_chars.recent(10)] == ["bbbb", "cccc"]
     assert by_chars.dropped == 1
     assert by_chars.recent(0) == []
+
+
+# -- across hostd processes (hostd/logstore.py) -------------------------------------------------------------
+# Each hostctl command is a hostd of its own on the same state folder: what a plugin wrote while an earlier
+# one ran it must still be there for `hostctl logs`, redacted, from a file that stays within its bound.
+
+
+async def hostctl_json(state: Path, *args: str) -> Any:
+    done = await run_hostctl(state, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+async def test_logs_of_an_earlier_command_are_shown_redacted(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    state = tmp_path / "state"
+    secret = "correct-horse-battery-staple-77"  # a manifest env value: redacted as such, no pattern names it
+    env = {"ECHO_SAY_PASSPHRASE": secret}
+    folder = make_plugin(variant="stderr-env", backend={"env": env})
+    await hostctl_json(state, "install", str(folder))
+    await hostctl_json(state, "grant", "mcp-echo", "--all")
+    await hostctl_json(state, "approve", "mcp-echo", "--yes")
+    assert (await hostctl_json(state, "enable", "mcp-echo"))["status"] == "ready"
+    # The next hostd may start it again at restore before it is disabled (its lines then follow); the one
+    # after that does not run it at all: whatever `logs` shows, an earlier hostd saw.
+    await hostctl_json(state, "disable", "mcp-echo")
+    logs = await hostctl_json(state, "logs", "mcp-echo")
+    said = ["starting with these settings:", "passphrase: [REDACTED]"]
+    stderr = [line["message"] for line in logs["lines"] if line["source"] == "stderr"]
+    assert stderr in (said, said * 2)
+    assert logs["dropped"] == 0
+    human = await run_hostctl(state, "logs", "mcp-echo")
+    assert "starting with these settings:" in human.stdout and "passphrase: [REDACTED]" in human.stdout
+    file = state / "logs" / "mcp-echo.jsonl"
+    assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(file.parent.stat().st_mode) == 0o700
+    assert secret.encode() not in file.read_bytes()
+    for written in state.rglob("*"):  # the manifest holds it (the user wrote it there); nothing hostd wrote does
+        if written.is_file() and written.parent != folder:
+            assert secret.encode() not in written.read_bytes(), written
+    await hostctl_json(state, "uninstall", "mcp-echo")
+    assert not file.exists()
+
+
+async def test_the_log_file_stays_within_its_bound(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    state = tmp_path / "state"
+    folder = make_plugin(variant="flood", tools=[*ECHO_TOOLS, "progress-flood", "log-flood"])
+    await hostctl_json(state, "install", str(folder))
+    await hostctl_json(state, "grant", "mcp-echo", "--all")
+    await hostctl_json(state, "approve", "mcp-echo", "--yes")
+    await hostctl_json(state, "enable", "mcp-echo")
+    pad = "x" * 4000
+    calls = 4  # 50 lines of ~4 KiB each (the link's burst): 800 KiB in all, over the 512 KiB bound
+    for _ in range(calls):
+        called = await hostctl_json(state, "call", "mcp-echo", "log-flood", json.dumps({"count": 50, "bytes": 4000}))
+        assert called["content"][0]["text"] == "sent 50"
+        assert (state / "logs" / "mcp-echo.jsonl").stat().st_size <= LOG_FILE_BYTES
+    logs = await hostctl_json(state, "logs", "mcp-echo", "--limit", "1000")
+    mcp = [line["message"] for line in logs["lines"] if line["source"] == "mcp"]
+    everything = [f"line {i} {pad}" for _ in range(calls) for i in range(1, 51)]
+    assert 0 < len(mcp) < len(everything)
+    assert mcp == everything[-len(mcp) :]  # the newest, in order, nothing torn
+    assert logs["dropped"] > 0
+
+
+async def test_log_files_compact_to_the_newest_lines(tmp_path: Path) -> None:
+    files = LogFiles(tmp_path / "logs", max_bytes=4096)
+    for i in range(200):
+        files.add("p", {"time": "t", "level": "info", "source": "stderr", "message": f"line {i:03d}"})
+        if i % 7 == 0:
+            await files.flush()
+            assert (tmp_path / "logs" / "p.jsonl").stat().st_size <= 4096
+    lines, dropped = await files.read("p", 1000)
+    assert [line["message"] for line in lines] == [f"line {i:03d}" for i in range(200 - len(lines), 200)]
+    assert dropped == 200 - len(lines) > 0
+    # A torn last record (a crash during a write) is skipped; the rest reads.
+    with (tmp_path / "logs" / "p.jsonl").open("ab") as out:
+        out.write(b'{"time": "t", "level": "in')
+    assert (await files.read("p", 2))[0] == lines[-2:]
+    await files.drop("p")
+    assert await files.read("p", 10) == ([], 0)

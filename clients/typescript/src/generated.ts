@@ -331,7 +331,7 @@ export interface ListChangedParams {
   revision: number;
 }
 
-/** One line of `plugins/logs`: what `plugins/log` carried for the plugin, kept in a bounded ring. */
+/** One line of `plugins/logs`: what `plugins/log` carried for the plugin, kept in its bounded log file. */
 export interface LogLine {
   /** when hostd received it, ISO-8601 UTC with milliseconds */
   time: string;
@@ -363,9 +363,9 @@ export interface LogsParams {
 
 /** `plugins/logs` result. */
 export interface LogsResult {
-  /** the most recent lines, oldest first, across restarts of the plugin (at most `limit`) */
+  /** the most recent lines, oldest first, across restarts of the plugin and of hostd (at most `limit`) */
   lines: LogLine[];
-  /** lines that fell out of the ring (bounded at 500 lines and 256 KiB per plugin) since hostd started */
+  /** lines that fell out of the plugin's log file in the state folder (bounded at 512 KiB per plugin), across hostd processes; without a state folder, out of this hostd's ring (500 lines, 256 KiB) */
   dropped: number;
 }
 
