@@ -16,6 +16,7 @@ import ipaddress
 import re
 import socket
 import ssl
+import threading
 from collections.abc import AsyncIterator, Callable, Generator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -44,7 +45,8 @@ class Dns:
     """``socket.getaddrinfo`` for a test: ``answers[name]`` holds one answer per lookup (the last repeats).
 
     ``lookups`` lists every name looked up; ``dialled`` every numeric address off this machine looked
-    up (dialling an address starts with that lookup), each refused with ``ENETUNREACH``.
+    up (dialling an address starts with that lookup), each refused with ``ENETUNREACH``; a lookup of a
+    name in ``stalled`` waits for ``release`` (20 s at most).
     """
 
     def __init__(self, real: Callable[..., Any], answers: dict[str, list[list[str]]]) -> None:
@@ -52,6 +54,9 @@ class Dns:
         self.answers = answers
         self.lookups: list[str] = []
         self.dialled: list[str] = []
+        #: Names whose lookup does not return until ``release`` is set (a resolver that does not answer), 20 s at most.
+        self.stalled: set[str] = set()
+        self.release = threading.Event()
 
     def __call__(self, host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0) -> Any:
         name = host.decode("ascii") if isinstance(host, bytes) else str(host)
@@ -66,6 +71,8 @@ class Dns:
                 raise OSError(errno.ENETUNREACH, f"the test network reaches 127.0.0.1 only, not {name}")
             return infos
         self.lookups.append(name)
+        if name in self.stalled:
+            self.release.wait(20)  # the test sets it; the bound only ends a lookup a client failed to abandon
         if name not in self.answers:
             raise socket.gaierror(socket.EAI_NONAME, f"{name}: no such name in the test's DNS")
         queue = self.answers[name]
@@ -192,7 +199,7 @@ def tls_for(folder: Path, name: str) -> ssl.SSLContext:
     return context
 
 
-def client(*allow_private: str) -> tuple[httpx2.AsyncClient, HttpWatch]:
+def client(*allow_private: str, connect_timeout: float = 10.0) -> tuple[httpx2.AsyncClient, HttpWatch]:
     """hostd's HTTP client for a remote launch allowing ``allow_private``, and its watch."""
     endpoint = RemoteEndpoint("streamable-http", f"https://{NAME}/mcp", (), (), tuple(allow_private), "auto")
     launch = RemoteLaunch(
@@ -206,7 +213,7 @@ def client(*allow_private: str) -> tuple[httpx2.AsyncClient, HttpWatch]:
         endpoint=endpoint,
     )
     watch = HttpWatch()
-    return http_client(launch, {}, connect_timeout=10.0, max_response_bytes=1 << 20, watch=watch), watch
+    return http_client(launch, {}, connect_timeout=connect_timeout, max_response_bytes=1 << 20, watch=watch), watch
 
 
 @pytest.fixture
@@ -279,6 +286,20 @@ async def test_every_new_connection_is_checked_the_same_way_a_redirect_included(
     assert dns.dialled == []
     assert str(failed.value).startswith("localhost resolves to the private address 10.0.0.7;")
     assert watch.refused == str(failed.value)
+
+
+async def test_the_connect_timeout_bounds_the_lookup_too(dns: Dns) -> None:
+    dns.stalled.add(NAME)  # a resolver that never answers
+    http, _watch = client(connect_timeout=0.5)
+    try:
+        with trio.fail_after(60):  # a guard against a hang, not a timing: the client's own timeout is 0.5 s
+            async with http:
+                with pytest.raises(httpx2.ConnectTimeout) as failed:
+                    await http.get(f"https://{NAME}:1/mcp")
+    finally:
+        dns.release.set()
+    assert str(failed.value) == f"connecting to {NAME}:1 took over 0.5 s"
+    assert (dns.lookups, dns.dialled) == ([NAME], [])
 
 
 @pytest.mark.parametrize(("served", "verified"), [(NAME, True), ("other.test", False)])
