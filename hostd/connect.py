@@ -52,7 +52,7 @@ from httpx2._utils import get_environment_proxies  # httpx's own reading of the 
 
 from hostd.remote import address_problem, resolve_addresses
 
-__all__ = ["CheckedBackend", "ProxiedTransport", "checked_client_transports"]
+__all__ = ["CheckedBackend", "ProxiedTransport", "check_host", "checked_client_transports"]
 
 #: httpx's default connection limits (``httpx2.AsyncClient`` uses them for the transports it builds itself).
 LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
@@ -81,18 +81,13 @@ class CheckedBackend(httpcore2.AsyncNetworkBackend):
     the launch); ``on_refused`` is told the reason of every refusal. Each
     :meth:`connect_tcp` raises ``httpcore2.ConnectError`` (httpx's
     ``ConnectError``) with the reason when the rule refuses, without opening a
-    socket. ``inner`` does the dialling (httpcore's trio backend by default).
+    socket; httpcore's trio backend dials the checked address.
     """
 
-    def __init__(
-        self,
-        allow_private: Iterable[str],
-        on_refused: RefusalSink,
-        inner: httpcore2.AsyncNetworkBackend | None = None,
-    ) -> None:
+    def __init__(self, allow_private: Iterable[str], on_refused: RefusalSink) -> None:
         self._allow_private = tuple(allow_private)
         self._on_refused = on_refused
-        self._inner = inner if inner is not None else httpcore2.TrioBackend()
+        self._inner = httpcore2.TrioBackend()
 
     async def connect_tcp(
         self,
