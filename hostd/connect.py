@@ -23,7 +23,7 @@ it in ``backend.allow_private``); its members:
 The fix is by construction, in the one place every connection is made: the
 client's network backend (:class:`CheckedBackend`, the httpcore seam
 ``AsyncNetworkBackend.connect_tcp``). It resolves the name once
-(:func:`hostd.remote.resolve_addresses`), checks the numeric answers (so the
+(:func:`resolve_addresses`), checks the numeric answers (so the
 spelling in the URL no longer matters: the rule sees what ``getaddrinfo``
 made of it) and dials one of those numeric addresses; nothing resolves the
 name again. TLS is unchanged: httpcore sends SNI and verifies the certificate
@@ -43,6 +43,7 @@ proxy then reaches is the proxy's policy.
 from __future__ import annotations
 
 import math
+import socket
 from collections.abc import Callable, Iterable
 
 import httpcore2
@@ -50,9 +51,9 @@ import httpx2
 import trio
 from httpx2._utils import get_environment_proxies  # httpx's own reading of the proxy variables
 
-from hostd.remote import address_problem, resolve_addresses
+from hostd.remote import address_problem
 
-__all__ = ["CheckedBackend", "ProxiedTransport", "check_host", "checked_client_transports"]
+__all__ = ["CheckedBackend", "ProxiedTransport", "check_host", "checked_client_transports", "resolve_addresses"]
 
 #: httpx's default connection limits (``httpx2.AsyncClient`` uses them for the transports it builds itself).
 LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
@@ -61,10 +62,21 @@ LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
 RefusalSink = Callable[[str], None]
 
 
+async def resolve_addresses(host: str, port: int) -> list[str]:
+    """The addresses ``getaddrinfo`` gives for ``host``, in its order of preference, each once.
+
+    One lookup (``trio.socket.getaddrinfo``: a worker thread, abandoned on
+    cancellation). Raises ``OSError`` (``socket.gaierror``) when the name does
+    not resolve.
+    """
+    infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
 async def check_host(host: str, port: int, allow_private: Iterable[str]) -> tuple[list[str], str | None]:
     """``(the addresses host resolves to, why hostd may not connect to them or None)``.
 
-    One resolution (:func:`hostd.remote.resolve_addresses`, cancellable); a
+    One resolution (:func:`resolve_addresses`, cancellable); a
     name that does not resolve gives ``([], reason)``.
     """
     try:

@@ -42,13 +42,10 @@ import hashlib
 import ipaddress
 import json
 import re
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
-
-import trio
 
 from sandbox.environment import is_secret_name
 from sandbox.launch import Launch, LaunchError
@@ -195,17 +192,6 @@ def address_problem(host: str, addresses: list[str], allow_private: list[str]) -
             f"manifest names the host in backend.allow_private (and the user approves it)"
         )
     return None
-
-
-async def resolve_addresses(host: str, port: int) -> list[str]:
-    """The addresses ``getaddrinfo`` gives for ``host``, in its order of preference, each once.
-
-    One lookup (``trio.socket.getaddrinfo``: a worker thread, abandoned on
-    cancellation). Raises ``OSError`` (``socket.gaierror``) when the name does
-    not resolve.
-    """
-    infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def resolve_headers(

@@ -58,7 +58,6 @@ import orjson
 import trio
 
 from hostd import __version__
-from hostd.connect import checked_client_transports
 from hostd.errors import ErrorKind, HostError
 from hostd.link import Discovery, LogSink, NotificationSink, PluginLink, ProtocolChoice, RequestHandler
 from hostd.oauth import AUTHORIZE_SECONDS, Authorizer, provider
@@ -153,6 +152,8 @@ def http_client(
             watch.spoke_mcp = True
         if kind.startswith("application/json"):
             response.stream = _BoundedStream(response.stream, max_response_bytes)  # type: ignore[arg-type]
+
+    from hostd.connect import checked_client_transports  # noqa: PLC0415 - httpcore loads when a remote connects
 
     transport, mounts = checked_client_transports(launch.endpoint.allow_private, refused)
     return httpx2.AsyncClient(
