@@ -25,8 +25,9 @@ client's network backend (:class:`CheckedBackend`, the httpcore seam
 ``AsyncNetworkBackend.connect_tcp``). It resolves the name once
 (:func:`resolve_addresses`), checks the numeric answers (so the
 spelling in the URL no longer matters: the rule sees what ``getaddrinfo``
-made of it) and dials one of those numeric addresses; nothing resolves the
-name again. TLS is unchanged: httpcore sends SNI and verifies the certificate
+made of it; an IPv6 address that leads to an IPv4 address is judged by that
+one, hostd/remote.py) and dials one of those numeric addresses; nothing
+resolves the name again. TLS is unchanged: httpcore sends SNI and verifies the certificate
 for the URL's host, not for the address dialled.
 
 Through a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, minus
