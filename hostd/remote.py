@@ -23,10 +23,12 @@ hostd makes on a manifest's behalf must not reach what the user did not name*):
   address the host name resolves to must be public, or loopback when the URL
   names loopback literally, or the host must be listed in
   ``backend.allow_private``. A public name that resolves to ``10.0.0.5``,
-  ``169.254.169.254`` (cloud metadata), ``fe80::1`` or ``127.0.0.1`` is refused.
-  Limit: the check runs just before the connection, and the HTTP client
-  resolves the name again; a DNS answer that changes in between (rebinding)
-  is not caught.
+  ``169.254.169.254`` (cloud metadata), ``fe80::1`` or ``127.0.0.1`` is refused,
+  and so is any spelling of them (``2130706433``, ``0x7f.1``,
+  ``::ffff:127.0.0.1``, ``64:ff9b::a9fe:a9fe``): the rule judges the numeric
+  addresses ``getaddrinfo`` answers. The connection goes to an address this
+  rule passed, from the same lookup (hostd/connect.py), so a DNS answer that
+  changes between the check and the connection (rebinding) reaches nothing.
 
 Header values of the form ``${secret:NAME}`` are resolved at connection time by
 :func:`resolve_headers` through the lookup the host passes in (its secret store,
@@ -40,7 +42,6 @@ import hashlib
 import ipaddress
 import json
 import re
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -129,11 +130,31 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+#: NAT64's well-known prefix (RFC 6052): ``64:ff9b::a.b.c.d`` reaches the IPv4 address ``a.b.c.d``.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address leads to: IPv4-mapped, NAT64 (well-known prefix) or 6to4; else None."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip.sixtofour
+
+
 def _address_kind(address: str) -> str | None:
-    """``"loopback"``, ``"private"``, ``"link-local"`` or another non-public kind of ``address``; None if public."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    """``"loopback"``, ``"private"``, ``"link-local"`` or another non-public kind of ``address``; None if public.
+
+    An IPv6 address that leads to an IPv4 address (:func:`_embedded_ipv4`) is
+    the kind of that IPv4 address: ``::ffff:127.0.0.1`` and ``64:ff9b::7f00:1``
+    are loopback, ``2002:a9fe:a9fe::`` link-local, ``64:ff9b::808:808`` public.
+    """
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:  # fec0::/10: deprecated (RFC 3879) but still routed locally where configured
+            return "private"
+        ip = _embedded_ipv4(ip) or ip
     if ip.is_loopback:
         return "loopback"
     if ip.is_link_local:
@@ -171,15 +192,6 @@ def address_problem(host: str, addresses: list[str], allow_private: list[str]) -
             f"manifest names the host in backend.allow_private (and the user approves it)"
         )
     return None
-
-
-def resolve_addresses(host: str, port: int) -> list[str]:
-    """The addresses ``getaddrinfo`` gives for ``host`` (blocking: call it from a worker thread).
-
-    Raises ``OSError`` (``socket.gaierror``) when the name does not resolve.
-    """
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({str(info[4][0]) for info in infos})
 
 
 def resolve_headers(

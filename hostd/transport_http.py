@@ -28,8 +28,9 @@ Where hostd differs from the SDK's defaults, each for a reason:
   timeout from the manifest (``connect_timeout_seconds``), no read timeout
   (a tool call's timeout is the supervisor's, and the SSE stream is long-lived),
   every JSON response body bounded to the plugin's frame bound (the SDK reads
-  a JSON body whole), every SSE event bounded the same way, and every request
-  preceded by the address rule of :func:`hostd.remote.address_problem`.
+  a JSON body whole), every SSE event bounded the same way, every request's
+  URL held to :func:`hostd.remote.url_problem`, and every connection made to
+  an address :func:`hostd.remote.address_problem` passed (hostd/connect.py).
 - **Legacy SSE only when asked**: ``transport: sse`` in the manifest, or as a
   fallback only when the very first Streamable HTTP request of the link was
   answered 404 or 405 and no response had shown which protocol the server
@@ -60,7 +61,7 @@ from hostd import __version__
 from hostd.errors import ErrorKind, HostError, start_failed
 from hostd.link import Discovery, LinkOptions, PluginLink
 from hostd.oauth import AUTHORIZE_SECONDS, Authorizer, provider
-from hostd.remote import RemoteLaunch, SecretLookup, address_problem, resolve_addresses, resolve_headers, url_problem
+from hostd.remote import RemoteLaunch, SecretLookup, resolve_headers, url_problem
 from hostd.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession
 from sandbox.process import SandboxedProcess, StopReport
 
@@ -124,33 +125,23 @@ def http_client(
     """hostd's HTTP client for one remote link (see the module header for each setting).
 
     ``headers`` are the resolved headers (secrets included: never log them).
-    Each request first resolves its host (in a worker thread) and is refused
-    with ``httpx2.ConnectError`` when :func:`hostd.remote.address_problem`
-    objects; the verdict is kept per host for the client's life.
+    Every connection goes to an address checked by
+    :func:`hostd.remote.address_problem` (hostd/connect.py: one lookup, the
+    address checked is the address dialled); a refused one fails its request
+    with ``httpx2.ConnectError`` naming the reason, kept in ``watch.refused``.
     """
-    allow_private = list(launch.endpoint.allow_private)
-    verdicts: dict[tuple[str, int], str | None] = {}
 
-    async def check_address(request: httpx2.Request) -> None:
+    def refused(problem: str) -> None:
+        watch.refused = problem
+
+    async def check_url(request: httpx2.Request) -> None:
         # Every request, not only the endpoint's: the OAuth flow's metadata, registration and token
-        # requests go to hosts the server names (protected resource metadata), so the same rules apply.
-        host = request.url.host
-        port = request.url.port or (443 if request.url.scheme == "https" else 80)
-        key = (host, port)
-        scheme = url_problem(str(request.url.copy_with(query=None, fragment=None)))
-        if scheme is not None:
-            verdicts[key] = f"{request.url.copy_with(query=None)} {scheme}"
-        if key not in verdicts:
-            try:
-                addresses = await trio.to_thread.run_sync(resolve_addresses, host, port)
-            except OSError as exc:
-                verdicts[key] = f"{host} does not resolve: {exc}"
-            else:
-                verdicts[key] = address_problem(host, addresses, allow_private)
-        problem = verdicts[key]
+        # requests go to URLs the server names (protected resource metadata), and a redirect is a new request.
+        problem = url_problem(str(request.url.copy_with(query=None, fragment=None)))
         if problem is not None:
-            watch.refused = problem
-            raise httpx2.ConnectError(problem, request=request)
+            reason = f"{request.url.copy_with(query=None)} {problem}"
+            refused(reason)
+            raise httpx2.ConnectError(reason, request=request)
 
     async def observe(response: httpx2.Response) -> None:
         if watch.first_status is None:
@@ -161,13 +152,18 @@ def http_client(
         if kind.startswith("application/json"):
             response.stream = _BoundedStream(response.stream, max_response_bytes)  # type: ignore[arg-type]
 
+    from hostd.connect import checked_client_transports  # noqa: PLC0415 - httpcore loads when a remote connects
+
+    transport, mounts = checked_client_transports(launch.endpoint.allow_private, refused)
     return httpx2.AsyncClient(
         headers=headers,
         timeout=httpx2.Timeout(connect=connect_timeout, read=None, write=connect_timeout, pool=connect_timeout),
         trust_env=True,
         auth=auth,
         follow_redirects=False,  # the SDK's transports follow same-origin redirects themselves
-        event_hooks={"request": [check_address], "response": [observe]},
+        event_hooks={"request": [check_url], "response": [observe]},
+        transport=transport,
+        mounts=mounts,  # the environment's proxies: httpx reads them only for a client without a transport
     )
 
 
