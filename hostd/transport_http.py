@@ -529,6 +529,4 @@ def open_secrets(
     try:
         return resolve_headers(plugin_id, declared, lookup)
     except LookupError as exc:
-        raise start_failed(
-            plugin_id, str(exc), message=f"cannot connect to {host_of(launch.endpoint.url)}: {exc}"
-        ) from None
+        raise start_failed(plugin_id, str(exc), f"cannot connect to {host_of(launch.endpoint.url)}: {exc}") from None
