@@ -1,11 +1,12 @@
 """Client driver for the official MCP conformance suite (``@modelcontextprotocol/conformance``), through hostd.
 
 The harness starts a mock MCP server for one scenario and runs this script with the server's URL as the
-last argument, the scenario name in ``MCP_CONFORMANCE_SCENARIO`` and, for some auth scenarios, a JSON
-context in ``MCP_CONFORMANCE_CONTEXT``. The driver plays an application embedding hostd: it starts
-``hostd serve`` (a private state folder), installs the URL as a remote plugin (imported-style: the tools
-the server reports are recorded at the first enable and approved), enables it, does what the scenario
-asks (a tool call), then shuts hostd down. As the parent it plays the browser for OAuth: it fetches the
+last argument, the scenario name in ``MCP_CONFORMANCE_SCENARIO`` and, for some scenarios, a JSON context
+in ``MCP_CONFORMANCE_CONTEXT`` (auth clients, the calls to make: ``toolCalls``). The driver plays an
+application embedding hostd: it starts ``hostd serve`` (a private state folder), installs the URL as a
+remote plugin (imported-style: the tools the server reports are recorded at the first enable and
+approved), enables it, does what the scenario asks (:func:`exercise`: tool calls, a resource read, a
+prompt get), then shuts hostd down. As the parent it plays the browser for OAuth: it fetches the
 ``auth/authorize`` URL without following redirects and hands the redirect back with ``auth/callback``.
 It serves form elicitation (declared in ``initialize``, ``mcp.elicitation`` granted to the plugin) and
 accepts every form with the schema's defaults (SEP-1034). A pre-registered OAuth client from the context
@@ -38,6 +39,19 @@ CALLS: dict[str, tuple[str, dict[str, Any]] | None] = {
     "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
 }
 
+#: Scenarios that judge how the client calls each tool the server offers (SEP-2322 rounds: echo state, no
+#: state, an unrelated call, a result without ``resultType``; x-mcp-header: the valid tool is called, the
+#: invalid ones hostd dropped are not): every tool hostd lists is called, arguments from
+#: :func:`minimal_arguments`, in the server's order.
+CALL_EVERY_TOOL = frozenset({"sep-2322-client-request-state", "http-invalid-tool-headers"})
+
+#: ``json-schema-2020-12-preservation``: the tool whose ``inputSchema`` hostd reports is sent back,
+#: verbatim, as the ``schema`` argument of the echo tool (the scenario diffs it against its fixture).
+SCHEMA_ECHO = ("json_schema_2020_12_tool", "json_schema_echo")
+
+#: ``http-standard-headers`` judges ``Mcp-Method`` / ``Mcp-Name`` on each method that carries them: after the
+#: tools, the driver lists resources and prompts and reads / gets the first of each.
+STANDARD_HEADERS = "http-standard-headers"
 
 #: The secret that holds a pre-registered client's secret (``backend.oauth.client_secret``).
 CLIENT_SECRET = "CONFORMANCE_CLIENT_SECRET"
@@ -47,6 +61,27 @@ CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
 
 def log(message: str) -> None:
     print(f"driver: {message}", file=sys.stderr, flush=True)
+
+
+def minimal_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments that satisfy ``schema``'s ``required`` list: per property, its ``default``, ``const``, first
+    ``enum`` member, or a value of its ``type`` (``"conformance"``, 1, true, ``{}``, ``[]``, null)."""
+    samples: dict[str, Any] = {"string": "conformance", "integer": 1, "number": 1, "boolean": True}
+    samples |= {"object": {}, "array": [], "null": None}
+    properties = schema.get("properties") or {}
+    arguments: dict[str, Any] = {}
+    for name in schema.get("required") or []:
+        spec = properties.get(name) or {}
+        if "default" in spec:
+            arguments[name] = spec["default"]
+        elif "const" in spec:
+            arguments[name] = spec["const"]
+        elif spec.get("enum"):
+            arguments[name] = spec["enum"][0]
+        else:
+            kind = spec.get("type", "string")
+            arguments[name] = samples.get(kind if isinstance(kind, str) else kind[0], "conformance")
+    return arguments
 
 
 def form_defaults(params: dict[str, Any]) -> dict[str, Any]:
@@ -114,6 +149,47 @@ async def enable(hostd: HostdClient) -> dict[str, Any]:
     raise RuntimeError("the plugin kept asking for approval")
 
 
+async def call(hostd: HostdClient, tool: str, arguments: dict[str, Any]) -> None:
+    """``tools/call`` one of the plugin's tools by its MCP name; a tool error is logged, not raised."""
+    try:
+        result = await hostd.request("tools/call", {"name": f"conformance.{tool}", "arguments": arguments})
+    except RpcError as error:
+        log(f"{tool}: {error.kind}: {error.message}")
+        return
+    log(f"{tool}: {json.dumps(result)[:200]}")
+
+
+async def exercise(hostd: HostdClient, scenario: str, context: dict[str, Any]) -> None:
+    """Do what ``scenario`` asks once the plugin is ready (module constants; ``toolCalls`` in the context)."""
+    tools = (await hostd.request("tools/list", {"plugin": "conformance"}))["tools"]
+    schemas = {tool["name"].removeprefix("conformance."): tool["inputSchema"] for tool in tools}
+    log(f"{scenario}: tools {sorted(schemas)}")
+    if "toolCalls" in context:  # the scenario names its calls (http-custom-headers)
+        for planned in context["toolCalls"]:
+            await call(hostd, planned["name"], planned.get("arguments") or {})
+    elif scenario in CALLS:
+        planned_call = CALLS[scenario]
+        if planned_call is not None:
+            await call(hostd, *planned_call)
+    elif scenario in CALL_EVERY_TOOL or scenario == STANDARD_HEADERS:
+        for name, schema in schemas.items():
+            await call(hostd, name, minimal_arguments(schema))
+    elif scenario == "json-schema-2020-12-preservation":
+        focal, echo = SCHEMA_ECHO
+        if focal in schemas:
+            await call(hostd, echo, {"schema": schemas[focal]})
+    elif schemas:  # the auth scenarios and the rest: one authorized call, the first tool listed
+        first = next(iter(schemas))
+        await call(hostd, first, minimal_arguments(schemas[first]))
+    if scenario == STANDARD_HEADERS:
+        resources = (await hostd.request("resources/list", {"plugin": "conformance"}))["resources"]
+        if resources:
+            await hostd.request("resources/read", {"plugin": "conformance", "uri": resources[0]["uri"]})
+        prompts = (await hostd.request("prompts/list", {"plugin": "conformance"}))["prompts"]
+        if prompts:
+            await hostd.request("prompts/get", {"name": prompts[0]["name"], "arguments": {}})
+
+
 async def drive(url: str, scenario: str, context: dict[str, Any], work: Path) -> None:
     folder = work / "plugin"
     folder.mkdir()
@@ -138,15 +214,7 @@ async def drive(url: str, scenario: str, context: dict[str, Any], work: Path) ->
         await hostd.request("plugins/approve", {"id": "conformance", "digest": info["launch"]["digest"]})
         status = await enable(hostd)
         log(f"{scenario}: {status['status']} ({status['protocol_version']}, {status['tools_count']} tools)")
-        call = CALLS.get(scenario)
-        if call is not None:
-            result = await hostd.request("tools/call", {"name": f"conformance.{call[0]}", "arguments": call[1]})
-            log(f"{call[0]}: {json.dumps(result)[:200]}")
-        elif scenario.startswith("auth/"):  # one authorized call: the tools the mock lists, the first of them
-            tools = await hostd.request("tools/list", {"plugin": "conformance"})
-            if tools["tools"]:
-                name = tools["tools"][0]["name"]
-                await hostd.request("tools/call", {"name": name, "arguments": {}})
+        await exercise(hostd, scenario, context)
         await hostd.request("plugins/disable", {"id": "conformance"})
 
 
@@ -154,13 +222,15 @@ def main() -> int:
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    failed: list[RpcError] = []
     with tempfile.TemporaryDirectory(prefix="hostd-conformance-") as work:
         try:
             trio.run(drive, url, scenario, context, Path(work))
-        except RpcError as error:
-            log(f"{scenario}: {error.kind}: {error.message}")
-            return 1
-    return 0
+        except* RpcError as group:  # raised alone or out of drive's nursery: one line each, no traceback
+            failed.extend(error for error in group.exceptions if isinstance(error, RpcError))
+    for error in failed:
+        log(f"{scenario}: {error.kind}: {error.message}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

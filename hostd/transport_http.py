@@ -249,6 +249,8 @@ class RemoteLink(PluginLink):
         self._on_authorizing = on_authorizing
         self._start_scope: trio.CancelScope | None = None
         self._startup_timeout = 30.0
+        #: Per tool name, the ``x-mcp-header`` map of its last listing: property path -> header token.
+        self._param_headers: dict[str, dict[tuple[str, ...], str]] = {}
 
     async def run(self, startup_timeout: float, *, task_status: trio.TaskStatus[Discovery]) -> None:
         """Connect (with the one allowed fallback), choose the era, list tools, report them, then serve.
@@ -403,6 +405,40 @@ class RemoteLink(PluginLink):
             f"startup timed out after {startup_timeout:g} s", seconds=round(time.monotonic() - started, 3)
         )
 
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """:meth:`PluginLink.list_tools`, then, in the modern era, the ``x-mcp-header`` rule: a tool whose
+        annotations are invalid is left out, with a warning naming it and why; the others' maps are kept
+        for :meth:`_headers_for` (MCP 2026-07-28 "Streamable HTTP", custom headers from tool parameters).
+
+        The class of fault is a tool definition whose headers could not be sent as the server asks: an
+        annotation that is empty or not an RFC 9110 token (a space, a colon, non-ASCII, a control
+        character), on a type other than string / integer / boolean (object, array, null, number),
+        duplicated case-insensitively, or off the plain ``properties`` chain (under ``items``, ``anyOf``,
+        ``$defs``...). The spec makes the client exclude just that tool, so one bad definition neither
+        fails the listing (the atomic rule of :func:`hostd.tools.convert_tools` is for the rest) nor
+        hides the valid tools. The legacy era has no such headers: its tools pass through untouched.
+        Raises like :meth:`PluginLink.list_tools`.
+        """
+        from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map  # noqa: PLC0415
+
+        tools = await super().list_tools()
+        if self.session.era != "modern":
+            return tools
+        kept: list[dict[str, Any]] = []
+        maps: dict[str, dict[tuple[str, ...], str]] = {}
+        for tool in tools:
+            name = tool.get("name")
+            reason = find_invalid_x_mcp_header(tool.get("inputSchema"))
+            if reason is not None:
+                shown = name if isinstance(name, str) else "?"
+                await self._on_log("warning", "host", f"left out tool {shown!r}: invalid x-mcp-header ({reason})")
+                continue
+            if isinstance(name, str):
+                maps[name] = x_mcp_header_map(tool.get("inputSchema"))
+            kept.append(tool)
+        self._param_headers = maps
+        return kept
+
     async def _pump_http(self, read: Any) -> None:
         """The SDK transport's messages -> the session -> woken callers (the stdio pump's dispatch)."""
         async for item in read:
@@ -444,7 +480,9 @@ class RemoteLink(PluginLink):
 
     def _headers_for(self, message: dict[str, Any]) -> dict[str, str]:
         """MCP's per-request HTTP headers: ``MCP-Protocol-Version`` after the era is known, and in the
-        modern era ``Mcp-Method`` and ``Mcp-Name`` (MCP "Streamable HTTP", standard headers)."""
+        modern era ``Mcp-Method`` and ``Mcp-Name`` (MCP "Streamable HTTP", standard headers) and, on
+        ``tools/call``, one ``Mcp-Param-{token}`` per ``x-mcp-header`` argument present and not null
+        (custom headers from tool parameters; the map from :meth:`list_tools`)."""
         method = message.get("method")
         if not isinstance(method, str) or method == "initialize":
             return {}
@@ -457,6 +495,9 @@ class RemoteLink(PluginLink):
             name = params.get(name_key) if name_key is not None and isinstance(params, dict) else None
             if isinstance(name, str):
                 headers["mcp-name"] = _header_value(name)
+            header_map = self._param_headers.get(name) if method == "tools/call" and isinstance(name, str) else None
+            if header_map and isinstance(params, dict):
+                headers |= _param_headers(header_map, params.get("arguments"))
             return headers
         if self.session.era == "legacy" and self.session.protocol_version:
             return {"mcp-protocol-version": self.session.protocol_version}
@@ -473,10 +514,22 @@ _NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": 
 
 
 def _header_value(value: str) -> str:
-    """A header-safe form of ``value``: printable ASCII as is, anything else percent-encoded (the SDK's rule)."""
+    """A header-safe form of ``value``: printable ASCII without edge spaces as is, anything else (non-ASCII,
+    control characters, leading or trailing whitespace, the sentinel itself) as ``=?base64?<UTF-8>?=``
+    (MCP 2026-07-28 "Streamable HTTP", value encoding; the SDK's codec)."""
     from mcp.shared.inbound import encode_header_value  # noqa: PLC0415
 
     return encode_header_value(value)
+
+
+def _param_headers(header_map: dict[tuple[str, ...], str], arguments: Any) -> dict[str, str]:
+    """The ``Mcp-Param-*`` headers of one ``tools/call``: ``{"Mcp-Param-<token>": encoded value}`` for each
+    path of ``header_map`` that ``arguments`` has a non-null value at (strings as is, integers in decimal,
+    booleans ``true`` / ``false``, each through :func:`_header_value`); none when ``arguments`` is not an object.
+    """
+    from mcp.shared.inbound import mcp_param_headers  # noqa: PLC0415
+
+    return mcp_param_headers(header_map, arguments) if isinstance(arguments, dict) else {}
 
 
 def _is_cancellation(exc: BaseException) -> bool:
