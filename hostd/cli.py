@@ -158,6 +158,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _hostd_or_warning(record: logging.LogRecord) -> bool:
+    """Pass hostd's own records at the chosen level and other libraries' at WARNING and up only.
+
+    The class kept out: a library's INFO/DEBUG lines (httpx2's and httpcore's request lines with the full
+    URL, the mcp SDK's, keyring's) that hostd's redactor never sees and whose text may carry a credential
+    (an OAuth redirect's ``code``, a key in a URL's query). hostd's own lines name plugins, never values.
+    """
+    return record.name == "hostd" or record.name.startswith("hostd.") or record.levelno >= logging.WARNING
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hostd`` console script; returns the exit code."""
     try:
@@ -178,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="hostd %(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_hostd_or_warning)
     trust_roots = tuple(
         os.path.abspath(p)
         for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)

@@ -244,3 +244,27 @@ async def test_a_remote_server_asking_for_a_feature_not_granted_is_refused_and_s
         listed = await client.request("plugins/list", {})
     assert asked == []
     assert [plugin["status"] for plugin in listed["plugins"]] == ["ready"]
+
+
+async def test_the_http_libraries_log_no_request_line(tmp_path: Path) -> None:
+    """hostd's stderr at the default level (info) carries no request line of httpx2/httpcore: such a line holds
+    the full URL, whose query may carry a credential (an OAuth redirect's code, a key in the URL). The class:
+    a library's own INFO logging that hostd's redactor never sees; every library logger is capped at WARNING."""
+    log = tmp_path / "hostd.log"
+    with log.open("wb") as sink:
+        async with (
+            remote_server("streamable-http") as port,
+            HostdClient.spawn(
+                ["--state-dir", str(tmp_path / "state"), "--log-level", "info"],
+                env=plugin_environment(),
+                stderr=sink.fileno(),
+            ) as client,
+        ):
+            folder = remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp?key=sekrit-in-query")
+            status = await ready(client, folder)
+            assert status["status"] == "ready"
+            result = await client.request("tools/call", {"name": "remote.echo", "arguments": {"text": "hi"}})
+            assert result["content"] == [{"type": "text", "text": "hi"}]
+    text = log.read_text()
+    assert "hostd INFO" in text  # hostd's own info lines are there: the capture works
+    assert [line for line in text.splitlines() if "HTTP Request" in line or "sekrit-in-query" in line] == []
