@@ -11,7 +11,10 @@ by token, so nothing of the tree is alive when it returns.
 Two ways to run a plugin, chosen by ``launch.isolation``:
 
 - ``"shim"`` listed (the default from :func:`~sandbox.launch.resolve_launch`):
-  hostd starts ``sys.executable -I -S sandbox/shim.py`` in a new session and
+  the fork server (:class:`_ForkServer`, started once from the trio thread
+  as ``sys.executable -I -S sandbox/shim.py --serve``) forks a shim in a new
+  session (``SHIM_START = "exec"``: hostd starts ``sys.executable -I -S
+  sandbox/shim.py`` itself, one interpreter per plugin, ~25 ms more), and
   the shim starts the plugin (see ``shim.py`` for the protocol). The shim is
   a child subreaper, holds a lifeline pipe whose write end only hostd holds
   (so hostd's death, SIGKILL included, ends the tree), and sets the
@@ -970,8 +973,9 @@ async def spawn(launch: Launch) -> SandboxedProcess:
     token), ``cwd=launch.cwd``, ``argv = [launch.command, *launch.args]``
     executed from ``launch.executable``, three pipes, its own session and no
     other file descriptors. Never a shell. With ``"shim"`` in
-    ``launch.isolation`` it runs under the supervisor shim (about 40 ms
-    more), and the shim's child applies the other listed layers just before
+    ``launch.isolation`` it runs under the supervisor shim (forked by the
+    fork server, started at the first spawn: a few milliseconds more; the
+    first spawn also starts the server, about 20 ms), and the shim's child applies the other listed layers just before
     ``execve``, single-threaded (never from a trio thread, never with
     ``preexec_fn``): ``"rlimits"`` (``RLIMIT_CORE=0``, ``RLIMIT_NOFILE``
     capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``, ``"pidns"``
@@ -986,7 +990,9 @@ async def spawn(launch: Launch) -> SandboxedProcess:
 
     Raises :class:`~sandbox.launch.LaunchError` with ``kind="EXEC_FAILED"``
     when the process cannot be started (the message names the command and
-    carries the errno text, e.g. ``"No such file or directory"``), or
+    carries the errno text, e.g. ``"No such file or directory"``, or says
+    that the fork server died before it forked the shim, with its exit
+    status; the next spawn starts a new server), or
     ``kind="ISOLATION_FAILED"`` when a listed layer could not be applied
     (nothing keeps running). If cancelled midway, whatever was started is
     ended before the cancellation propagates.
