@@ -453,16 +453,22 @@ class _ControlReader:
 
     A forked shim's last line, ``done <exit code>``, is kept in ``done``
     (hostd is not that shim's parent, so no ``waitpid`` tells it) and never
-    returned.
+    returned. Readers take turns (a lock): the plugin's waiter and the
+    shim's waiter may read at once.
     """
 
     def __init__(self, stream: trio.lowlevel.FdStream) -> None:
         self.stream = stream
         self.buffer = bytearray()
         self.done: int | None = None
+        self._lock = trio.Lock()
 
     async def line(self) -> str | None:
         """The next line without its newline, or ``None`` at EOF (or if closed)."""
+        async with self._lock:
+            return await self._line()
+
+    async def _line(self) -> str | None:
         while True:
             while b"\n" not in self.buffer:
                 try:
@@ -503,17 +509,21 @@ class _ForkedShim:
         self.stdin, self.stdout, self.stderr = streams
         self._control = control
         self.returncode: int | None = None
+        self._lock = trio.Lock()
 
     def poll(self) -> int | None:
         return self.returncode
 
     async def wait(self) -> int:
-        """Wait until the shim has exited (its pidfd turns readable) and its control pipe is at EOF."""
-        if self.returncode is None:
-            await trio.lowlevel.wait_readable(self._pidfd)
-            while self._control.done is None and await self._control.line() is not None:
-                pass
+        """Wait until the shim has exited (its pidfd turns readable) and its control pipe is at EOF.
+
+        Several tasks may wait at once; cancellable (nothing is lost).
+        """
+        async with self._lock:
             if self.returncode is None:
+                await trio.lowlevel.wait_readable(self._pidfd)
+                while self._control.done is None and await self._control.line() is not None:
+                    pass
                 self.returncode = self._control.done if self._control.done is not None else -signal.SIGKILL
                 os.close(self._pidfd)
         return self.returncode
@@ -629,9 +639,9 @@ class _ForkServer:
                 finally:
                     os.close(pidfd)
             code = popen.poll()
+        self._close()  # a server that dropped a request is not trusted with the next one either
         if code is None:
-            return f"the supervisor fork server (pid {popen.pid}) dropped the request"
-        self._close()
+            return f"the supervisor fork server (pid {popen.pid}) dropped the request (restarted at the next spawn)"
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
         return f"supervisor fork server (pid {popen.pid}) {how} before it forked a shim (restarted at the next spawn)"
 
@@ -870,6 +880,8 @@ async def _fork_shim(launch: Launch, token: str) -> tuple[_ProcessHandle, trio.l
     except BaseException as exc:
         for fd in ours:
             os.close(fd)
+        if isinstance(exc, ConnectionError):  # EPIPE, ECONNRESET: it died between the check and the request
+            raise _exec_failed(launch, await _FORK_SERVER.death()) from exc
         if isinstance(exc, OSError):
             raise _exec_failed(launch, f"supervisor fork server: {exc.strerror or exc}") from exc
         raise
