@@ -9,10 +9,10 @@ only runs it by path).
 
 Why a fork server (measured, ``python -m bench.spawn_cost``, both ways side
 by side in one run, every layer incl. ``pidns``, stdlib echo plugin, root,
-2 vCPU): spawn to first reply 1.25x a bare spawn forked (33.9 vs 27.1 ms)
-against 2.22x exec'd (60.1 ms); the interpreter's start was the whole
+2 vCPU): spawn to first reply 1.25x a bare spawn forked (36.4 vs 29.1 ms)
+against 2.17x exec'd (63.1 ms); the interpreter's start was the whole
 difference, the layers together cost ~5 ms. One plugin's supervision
-(the shim and its pid 1) 1.91 MiB USS forked against 2.19 MiB exec'd,
+(the shim and its pid 1) 1.83 MiB USS forked against 2.17 MiB exec'd,
 plus 1.6 MiB once for the server (0.16 MiB a plugin at ten). A native
 shim would start faster still but needs a C compiler or a prebuilt binary
 per target, a second implementation of every layer, and a Python fallback
