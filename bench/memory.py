@@ -10,11 +10,17 @@ reads, with psutil:
   naming this hostd's pid): the shims (``sandbox/shim.py``, the parent of
   each plugin's main process) and the servers, each group's RSS and USS
   summed. RSS sums count shared pages (the interpreter, libc) once per
-  process; USS sums do not.
+  process; USS sums do not. A shim forked by the fork server carries its
+  plugin's token too; with ``pidns`` a plugin has two shim processes (the
+  shim and its forked pid 1), both counted as its shim;
+- the fork server (``hostd-shimsrv``, one per hostd, no token: hostd's child
+  by that name), whose USS is shared out over the plugins for the per-plugin
+  supervision cost, printed against the target (``SHIM_USS_TARGET_MIB``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +32,8 @@ from bench.common import echo_copy, open_hostd, ready, sandbox_processes
 from hostd.client import plugin_environment
 
 MIB = 1024 * 1024
+#: The issue's target for one plugin's supervision: its shim processes plus its share of the fork server.
+SHIM_USS_TARGET_MIB = 2.0
 
 #: What hostd's idle RSS is made of: the peak RSS of a fresh interpreter after each import.
 IMPORTS = (
@@ -61,7 +69,14 @@ def _snapshot(hostd_pid: int, plugins: int) -> dict[str, Any]:
     groups: dict[str, dict[str, float]] = {
         "shims": {"count": 0, "rss_mib": 0.0, "uss_mib": 0.0},
         "servers": {"count": 0, "rss_mib": 0.0, "uss_mib": 0.0},
+        "fork_server": {"count": 0, "rss_mib": 0.0, "uss_mib": 0.0},
     }
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process(hostd_pid).children():
+            with contextlib.suppress(psutil.Error):
+                if child.name() == "hostd-shimsrv":
+                    p_rss, p_uss = _memory(child)
+                    groups["fork_server"] = {"count": 1, "rss_mib": p_rss / MIB, "uss_mib": p_uss / MIB}
     for proc in sandbox_processes(hostd_pid):
         try:
             is_shim = any(part.endswith("shim.py") for part in proc.cmdline())
@@ -143,6 +158,13 @@ def table(result: dict[str, Any]) -> list[str]:
             f"(slope from 1 to {n}); shim {last['shims']['rss_mib'] / n:.1f} MiB RSS "
             f"/ {last['shims']['uss_mib'] / n:.1f} MiB USS; "
             f"server {last['servers']['rss_mib'] / n:.1f} MiB RSS / {last['servers']['uss_mib'] / n:.1f} MiB USS"
+        )
+        server = last.get("fork_server", {"count": 0, "uss_mib": 0.0})
+        supervision = (last["shims"]["uss_mib"] + server["uss_mib"]) / n
+        lines.append(
+            f"\nfork server: {server['count']}, {server['uss_mib']:.1f} MiB USS; supervision per plugin "
+            f"(shim processes + fork server share) {supervision:.2f} MiB USS "
+            f"(target <= {SHIM_USS_TARGET_MIB:.1f}: {'met' if supervision <= SHIM_USS_TARGET_MIB else 'not met'})"
         )
     lines += ["", "| fresh interpreter after … | peak RSS MiB |", "|---|---:|"]
     for row in result["imports"]:

@@ -1,7 +1,8 @@
 """Entry point of the sidecar executable: ``hostd`` itself, and the supervisor shim.
 
-hostd starts each plugin's shim as ``sys.executable -I -S <sandbox/shim.py> LIFELINE CONTROL`` (and
-probes the kernel with ``... shim.py --probe``). In the frozen build ``sys.executable`` is this
+hostd starts each plugin's shim as ``sys.executable -I -S <sandbox/shim.py> LIFELINE CONTROL``, or its
+fork server as ``... shim.py --serve SOCK HOST_PID`` (and probes the kernel with ``... shim.py --probe``).
+In the frozen build ``sys.executable`` is this
 executable, so the same command line arrives here: when it names the bundled ``shim.py`` (and only
 that file), the shim's own ``main`` runs in this process, exactly as ``python -I -S shim.py`` would
 run it (the frozen interpreter reads no ``PYTHON*`` variable and no site-packages, as ``-I -S``

@@ -11,7 +11,10 @@ by token, so nothing of the tree is alive when it returns.
 Two ways to run a plugin, chosen by ``launch.isolation``:
 
 - ``"shim"`` listed (the default from :func:`~sandbox.launch.resolve_launch`):
-  hostd starts ``sys.executable -I -S sandbox/shim.py`` in a new session and
+  the fork server (:class:`_ForkServer`, started once from the trio thread
+  as ``sys.executable -I -S sandbox/shim.py --serve``) forks a shim in a new
+  session (``SHIM_START = "exec"``: hostd starts ``sys.executable -I -S
+  sandbox/shim.py`` itself, one interpreter per plugin, ~25 ms more), and
   the shim starts the plugin (see ``shim.py`` for the protocol). The shim is
   a child subreaper, holds a lifeline pipe whose write end only hostd holds
   (so hostd's death, SIGKILL included, ends the tree), and sets the
@@ -42,18 +45,21 @@ can leave a pid namespace. The sweeps stay for launches without it.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
 import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import psutil
 import trio
@@ -88,6 +94,11 @@ SPAWN_TIMEOUT = 10.0
 _SHIM_SLACK = 3.0
 #: Seconds a sweep waits for SIGKILLed processes to become zombies.
 _DEATH_WAIT = 2.0
+#: How shims start: ``"fork"`` (forked by the fork server, Linux with pidfds) or ``"exec"`` (a fresh
+#: ``python -I -S shim.py`` per plugin: elsewhere, and the baseline ``bench.spawn_cost`` compares with).
+SHIM_START = "fork" if sys.platform.startswith("linux") and hasattr(os, "pidfd_open") else "exec"
+#: The fork server's environment slot (``shim.TOKEN_SLOT``, ``shim.TOKEN_SLOT_SIZE``; the shim is not imported).
+_TOKEN_SLOT = ("HOSTD_SHIM_TOKEN_SLOT", 96)
 
 
 @dataclass(frozen=True)
@@ -272,6 +283,25 @@ def _alive(pid: int) -> bool:
     return not _is_zombie(pid)
 
 
+class _ProcessHandle(Protocol):
+    """What a :class:`SandboxedProcess` needs of the process hostd supervises: ``trio.Process`` or a forked shim."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def stdin(self) -> trio.abc.SendStream | None: ...
+    @property
+    def stdout(self) -> trio.abc.ReceiveStream | None: ...
+    @property
+    def stderr(self) -> trio.abc.ReceiveStream | None: ...
+    def poll(self) -> int | None: ...
+    async def wait(self) -> int: ...
+    def kill(self) -> None: ...
+    def terminate(self) -> None: ...
+
+
 class SandboxedProcess:
     """A running plugin tree (returned by :func:`spawn`; do not construct).
 
@@ -300,7 +330,7 @@ class SandboxedProcess:
     shim_pid: int | None
     isolation: tuple[str, ...]
 
-    def __init__(self, proc: trio.Process, pid: int, token: str) -> None:
+    def __init__(self, proc: _ProcessHandle, pid: int, token: str) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._proc = proc
         self.pid = pid
@@ -424,25 +454,204 @@ class _DirectProcess(SandboxedProcess):
 
 
 class _ControlReader:
-    """Line reader over the shim's control pipe; keeps partial lines across cancellation."""
+    """Line reader over the shim's control pipe; keeps partial lines across cancellation.
+
+    A forked shim's last line, ``done <exit code>``, is kept in ``done``
+    (hostd is not that shim's parent, so no ``waitpid`` tells it) and never
+    returned. Readers take turns (a lock): the plugin's waiter and the
+    shim's waiter may read at once.
+    """
 
     def __init__(self, stream: trio.lowlevel.FdStream) -> None:
         self.stream = stream
         self.buffer = bytearray()
+        self.done: int | None = None
+        self._lock = trio.Lock()
 
     async def line(self) -> str | None:
         """The next line without its newline, or ``None`` at EOF (or if closed)."""
-        while b"\n" not in self.buffer:
+        async with self._lock:
+            return await self._line()
+
+    async def _line(self) -> str | None:
+        while True:
+            while b"\n" not in self.buffer:
+                try:
+                    chunk = await self.stream.receive_some(4096)
+                except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                    chunk = b""
+                if not chunk:
+                    return None
+                self.buffer += chunk
+            line, _, rest = bytes(self.buffer).partition(b"\n")
+            self.buffer[:] = rest
+            text = line.decode("utf-8", "replace")
+            words = text.split()
+            if len(words) == 2 and words[0] == "done" and words[1].lstrip("-").isdigit():
+                self.done = int(words[1])
+                continue
+            return text
+
+
+class _ForkedShim:
+    """A shim the fork server forked: the part of ``trio.Process`` that :class:`_ShimProcess` uses.
+
+    ``pid``: the shim's pid; hostd holds a pidfd on it (it is the fork
+    server's child, not ours: no ``waitpid``, no pid reuse race for
+    signals). ``returncode``: ``None`` until :meth:`wait` has seen it exit;
+    then its ``done`` line's code, or ``-SIGKILL`` if it died without one.
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        pidfd: int,
+        streams: tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream, trio.lowlevel.FdStream],
+        control: _ControlReader,
+    ) -> None:
+        self.pid = pid
+        self._pidfd = pidfd
+        self.stdin, self.stdout, self.stderr = streams
+        self._control = control
+        self.returncode: int | None = None
+        self._lock = trio.Lock()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    async def wait(self) -> int:
+        """Wait until the shim has exited (its pidfd turns readable) and its control pipe is at EOF.
+
+        Several tasks may wait at once; cancellable (nothing is lost).
+        """
+        async with self._lock:
+            if self.returncode is None:
+                await trio.lowlevel.wait_readable(self._pidfd)
+                while self._control.done is None and await self._control.line() is not None:
+                    pass
+                self.returncode = self._control.done if self._control.done is not None else -signal.SIGKILL
+                os.close(self._pidfd)
+        return self.returncode
+
+    def _signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+
+class _ForkServer:
+    """The one fork server of this hostd process: started at the first spawn, restarted when found dead.
+
+    Theory of operation (the choice and its numbers: ``docs/performance.md``,
+    "Spawn cost"). A fresh ``python -I -S shim.py`` costs an interpreter
+    start (~20 ms, the whole of the sandbox's spawn overhead) and ~2.2 MiB
+    of its own memory per plugin; a shim forked from one interpreter that
+    already imported everything costs a ``fork`` (~1 ms) and only the pages
+    it dirties. So hostd starts ``shim.py --serve`` once, from the calling
+    (trio) thread with ``subprocess.Popen``, in a new session, with no
+    descriptor but its end of a private ``SOCK_SEQPACKET`` socketpair and
+    an environment of one placeholder (the token slot), and asks it to fork
+    each shim (see ``shim.serve``). What stays true:
+
+    - Nothing outlives hostd: each shim holds its own lifeline (hostd's
+      death: EOF, the shim ends its tree), and the server dies of EOF on its
+      socket and of ``PR_SET_PDEATHSIG``. The server holds no lifeline's
+      write end (only read ends, closed right after each fork).
+    - The shim's death still kills the tree (the plugin's parent-death
+      signal is the shim's, as before); the layers are still applied by the
+      shim's child before ``execve``; the spec (environment trimmed, no
+      shell) still comes over the lifeline, from hostd alone.
+    - No plugin can reach the server: the socketpair has no name, and each
+      forked shim closes its copy before anything else; the plugin gets
+      only its three pipes.
+    - A dead server is found at the next spawn (``poll``) and restarted;
+      one that dies during a request makes that start fail with
+      ``EXEC_FAILED`` naming the server and its exit status.
+
+    Not thread-safe: used from the trio thread only (a ``sendmsg`` is atomic).
+    """
+
+    def __init__(self) -> None:
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+
+    def _close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.popen is not None:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                self.popen.kill()
+                self.popen.wait(timeout=_SHIM_SLACK)
+            self.popen = None
+
+    def ensure(self) -> subprocess.Popen[bytes]:
+        """The running server (started, or restarted if it has exited). Raises OSError if it cannot start."""
+        if self.popen is not None and self.popen.poll() is None and self.sock is not None:
+            return self.popen
+        self._close()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            name, size = _TOKEN_SLOT
+            command, options = _shim_command(
+                ["--serve", str(theirs.fileno()), str(os.getpid())],
+                {name: "x" * size},
+                subprocess.DEVNULL,
+                theirs.fileno(),
+            )
+            self.popen = subprocess.Popen(command, **options)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self.sock = ours
+        return self.popen
+
+    async def request(self, token: str, fds: list[int]) -> None:
+        """Ask for one shim with ``fds`` (stdin, stdout, stderr, lifeline read, control write). Raises OSError."""
+        self.ensure()
+        assert self.sock is not None
+        message = [f"fork {token}".encode()]
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
+        while True:
             try:
-                chunk = await self.stream.receive_some(4096)
-            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-                chunk = b""
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, _, rest = bytes(self.buffer).partition(b"\n")
-        self.buffer[:] = rest
-        return line.decode("utf-8", "replace")
+                self.sock.sendmsg(message, rights)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self.sock)
+            else:
+                return
+
+    async def death(self) -> str:
+        """Why the server dropped a request: its exit status (waited for, bounded), or that it still runs."""
+        popen = self.popen
+        if popen is None:
+            return "the supervisor fork server is not running"
+        code = popen.poll()
+        if code is None:
+            with contextlib.suppress(OSError):
+                pidfd = os.pidfd_open(popen.pid)
+                try:
+                    with trio.move_on_after(_SHIM_SLACK):
+                        await trio.lowlevel.wait_readable(pidfd)
+                finally:
+                    os.close(pidfd)
+            code = popen.poll()
+        self._close()  # a server that dropped a request is not trusted with the next one either
+        if code is None:
+            return f"the supervisor fork server (pid {popen.pid}) dropped the request (restarted at the next spawn)"
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        return f"supervisor fork server (pid {popen.pid}) {how} before it forked a shim (restarted at the next spawn)"
+
+
+_FORK_SERVER = _ForkServer()
 
 
 _PHASE_STEP = {"term": "sigterm", "kill": "sigkill", "lost": "sigkill"}
@@ -453,7 +662,7 @@ class _ShimProcess(SandboxedProcess):
 
     def __init__(
         self,
-        shim: trio.Process,
+        shim: _ProcessHandle,
         pid: int,
         token: str,
         lifeline: trio.lowlevel.FdStream,
@@ -616,20 +825,40 @@ async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> Sandbo
     if not sys.executable:
         raise _exec_failed(launch, "no Python interpreter for the supervisor shim (sys.executable is empty)")
     spec = _spec(launch, env)  # before anything starts: it may refuse the launch
+    if SHIM_START == "fork":
+        shim, lifeline, control = await _fork_shim(launch, token)
+    else:
+        shim, lifeline, control = await _exec_shim(launch, token)
+    return await _start_plugin(launch, token, spec, shim=shim, lifeline=lifeline, control=control)
+
+
+def _shim_command(args: list[str], env: dict[str, str], stdio: int, *fds: int) -> tuple[list[str], dict[str, Any]]:
+    """``(argv, keyword arguments)`` of ``Popen`` / ``open_process`` for ``python -I -S shim.py <args>``.
+
+    A new session, working folder ``/``, exactly ``env``, ``stdio`` for all
+    three streams, no descriptor but ``fds``.
+    """
+    return [sys.executable, "-I", "-S", SHIM_PATH, *args], {
+        "env": env,
+        "cwd": "/",
+        "stdin": stdio,
+        "stdout": stdio,
+        "stderr": stdio,
+        "start_new_session": True,
+        "close_fds": True,
+        "pass_fds": fds,
+    }
+
+
+async def _exec_shim(launch: Launch, token: str) -> tuple[_ProcessHandle, trio.lowlevel.FdStream, _ControlReader]:
+    """A fresh ``python -I -S shim.py LIFELINE CONTROL`` (``SHIM_START == "exec"``)."""
     lifeline_r, lifeline_w = os.pipe()
     control_r, control_w = os.pipe()
     try:
-        shim = await trio.lowlevel.open_process(
-            [sys.executable, "-I", "-S", SHIM_PATH, str(lifeline_r), str(control_w)],
-            env={TOKEN_VAR: token},
-            cwd="/",
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=(lifeline_r, control_w),
+        command, options = _shim_command(
+            [str(lifeline_r), str(control_w)], {TOKEN_VAR: token}, subprocess.PIPE, lifeline_r, control_w
         )
+        shim = await trio.lowlevel.open_process(command, **options)
     except BaseException as exc:
         os.close(lifeline_w)
         os.close(control_r)
@@ -639,8 +868,68 @@ async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> Sandbo
     finally:
         os.close(lifeline_r)
         os.close(control_w)
-    lifeline = trio.lowlevel.FdStream(lifeline_w)
-    control = _ControlReader(trio.lowlevel.FdStream(control_r))
+    return shim, trio.lowlevel.FdStream(lifeline_w), _ControlReader(trio.lowlevel.FdStream(control_r))
+
+
+async def _fork_shim(launch: Launch, token: str) -> tuple[_ProcessHandle, trio.lowlevel.FdStream, _ControlReader]:
+    """A shim forked by the fork server (``SHIM_START == "fork"``); it reports ``shim <pid>`` first.
+
+    The wait for that line is shielded (a fork takes a millisecond or two):
+    a shim whose pid hostd never learnt could not be waited for.
+    """
+    ends = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, lifeline, control
+    theirs = [ends[0][0], ends[1][1], ends[2][1], ends[3][0], ends[4][1]]
+    ours = [ends[0][1], ends[1][0], ends[2][0], ends[3][1], ends[4][0]]
+    try:
+        await _FORK_SERVER.request(token, theirs)
+    except BaseException as exc:
+        for fd in ours:
+            os.close(fd)
+        if isinstance(exc, ConnectionError):  # EPIPE, ECONNRESET: it died between the check and the request
+            raise _exec_failed(launch, await _FORK_SERVER.death()) from exc
+        if isinstance(exc, OSError):
+            raise _exec_failed(launch, f"supervisor fork server: {exc.strerror or exc}") from exc
+        raise
+    finally:
+        for fd in theirs:
+            os.close(fd)
+    streams = [trio.lowlevel.FdStream(fd) for fd in ours]
+    lifeline = streams[3]
+    control = _ControlReader(streams[4])
+    line: str | None = None
+    with trio.CancelScope(shield=True):
+        with trio.move_on_after(SPAWN_TIMEOUT):
+            line = await control.line()
+        words = (line or "").split()
+        pidfd = -1
+        if len(words) == 2 and words[0] == "shim" and words[1].isdigit():
+            with contextlib.suppress(OSError):
+                pidfd = os.pidfd_open(int(words[1]))
+        if pidfd < 0:
+            if line is None:
+                detail = await _FORK_SERVER.death()
+            elif words[:1] == ["error"]:
+                _, stage, code, *text = [*line.split(" ", 3), ""]
+                detail = f"supervisor fork server: {text[0]} (errno {code}, at {stage})"
+            else:
+                detail = f"supervisor shim: unexpected first line {line!r}"
+            for stream in streams:
+                await stream.aclose()
+            raise _exec_failed(launch, detail)
+    shim = _ForkedShim(int(words[1]), pidfd, (streams[0], streams[1], streams[2]), control)
+    return shim, lifeline, control
+
+
+async def _start_plugin(
+    launch: Launch,
+    token: str,
+    spec: bytes,
+    *,
+    shim: _ProcessHandle,
+    lifeline: trio.lowlevel.FdStream,
+    control: _ControlReader,
+) -> SandboxedProcess:
+    """Send the spec to a started shim and wait for its ``pid`` (or ``error``) line."""
     line: str | None = None
     try:
         with trio.move_on_after(SPAWN_TIMEOUT):
@@ -681,7 +970,7 @@ async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> Sandbo
     raise _exec_failed(launch, detail)
 
 
-async def _abandon(shim: trio.Process, lifeline: trio.lowlevel.FdStream, control: _ControlReader, token: str) -> None:
+async def _abandon(shim: _ProcessHandle, lifeline: trio.lowlevel.FdStream, control: _ControlReader, token: str) -> None:
     """End a shim whose spawn did not complete: lifeline EOF, then SIGKILL, then a sweep."""
     await lifeline.aclose()
     with trio.move_on_after(_SHIM_SLACK):
@@ -701,8 +990,9 @@ async def spawn(launch: Launch) -> SandboxedProcess:
     token), ``cwd=launch.cwd``, ``argv = [launch.command, *launch.args]``
     executed from ``launch.executable``, three pipes, its own session and no
     other file descriptors. Never a shell. With ``"shim"`` in
-    ``launch.isolation`` it runs under the supervisor shim (about 40 ms
-    more), and the shim's child applies the other listed layers just before
+    ``launch.isolation`` it runs under the supervisor shim (forked by the
+    fork server, started at the first spawn: a few milliseconds more; the
+    first spawn also starts the server, about 20 ms), and the shim's child applies the other listed layers just before
     ``execve``, single-threaded (never from a trio thread, never with
     ``preexec_fn``): ``"rlimits"`` (``RLIMIT_CORE=0``, ``RLIMIT_NOFILE``
     capped at :data:`NOFILE_LIMIT`), ``"no_new_privs"``, ``"netns"`` or ``"userns"``, ``"pidns"``
@@ -717,7 +1007,9 @@ async def spawn(launch: Launch) -> SandboxedProcess:
 
     Raises :class:`~sandbox.launch.LaunchError` with ``kind="EXEC_FAILED"``
     when the process cannot be started (the message names the command and
-    carries the errno text, e.g. ``"No such file or directory"``), or
+    carries the errno text, e.g. ``"No such file or directory"``, or says
+    that the fork server died before it forked the shim, with its exit
+    status; the next spawn starts a new server), or
     ``kind="ISOLATION_FAILED"`` when a listed layer could not be applied
     (nothing keeps running). If cancelled midway, whatever was started is
     ended before the cancellation propagates.

@@ -456,7 +456,9 @@ async def test_spawn_cost_per_layer(tmp_path: Path) -> None:
     with trio.fail_after(60):
         results = await module.measure(3, str(tmp_path))
     print()
-    for name, row in results.items():
-        print(f"{name:10} spawn {row['spawn_ms']:6.1f} ms  first reply {row['reply_ms']:6.1f} ms  {row['layers']}")
+    for name, row in results["variants"].items():
+        print(f"{name:16} spawn {row['spawn_ms']:6.1f} ms  first reply {row['reply_ms']:6.1f} ms  {row['layers']}")
         assert row["spawn_ms"] < 2000 and row["reply_ms"] < 4000
-    assert {"direct", "shim"} <= set(results)
+    assert {"direct", "shim (fork)", "shim (exec)", "+pidns (fork)", "+pidns (exec)"} <= set(results["variants"])
+    print(results["shim_memory"], results["targets"])
+    assert set(results["targets"]) == {"fork", "exec"}

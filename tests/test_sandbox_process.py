@@ -18,6 +18,7 @@ import psutil
 import pytest
 import trio
 
+from sandbox import process as sandbox_process
 from sandbox.environment import EnvPolicy
 from sandbox.launch import DEFAULT_ISOLATION, Launch, LaunchError, resolve_launch
 from sandbox.policy import order_layers
@@ -297,7 +298,9 @@ async def test_pid_is_the_plugin_under_the_shim() -> None:
             assert plugin.cwd() == str(FIXTURES)
             assert shim.cmdline()[1:3] == ["-I", "-S"]
             assert shim.cmdline()[3].endswith("sandbox/shim.py")
-            assert shim.ppid() == os.getpid()
+            # The shim is forked by this host's fork server, itself this host's child (sandbox.process).
+            server = psutil.Process(shim.ppid())
+            assert (server.name(), server.ppid(), shim.name()) == ("hostd-shimsrv", os.getpid(), "hostd-shim")
             assert os.getsid(proc.pid) == proc.pid  # its own session
             assert _status(proc.shim_pid)["NoNewPrivs"] == "0"  # the layers are the plugin's, not the shim's
             # The shim holds no plugin pipe: only the plugin tree keeps them open.
@@ -434,7 +437,12 @@ async def test_host_killed_with_sigkill_takes_the_whole_tree_along() -> None:
             assert host.stdout is not None
             info = json.loads(await read_line(host.stdout))
             tree = [*info["pids"], info["shim"]]
-            assert len(tree) == 5 and all(alive(pid) for pid in tree)
+            if sandbox_process.SHIM_START == "fork":  # the host's fork server goes too (hostd's own child)
+                server = psutil.Process(info["server"])
+                assert (server.name(), server.ppid()) == ("hostd-shimsrv", host.pid)
+                tree.append(server.pid)
+            assert len(tree) == (6 if sandbox_process.SHIM_START == "fork" else 5)
+            assert all(alive(pid) for pid in tree)
             host.kill()
             await host.wait()
             assert await wait_gone(tree, 2.0)
