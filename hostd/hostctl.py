@@ -43,6 +43,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -416,9 +417,23 @@ def show(opts: Options, result: Any, human: Callable[[Console], None]) -> int:
     return EXIT_OK
 
 
+#: How the user reached this state folder: ``hostctl``, or ``hostctl --state-dir DIR`` when they named one
+#: (set once by :func:`main`). Every printed ``next:`` command goes through :func:`as_typed`: a hint run word
+#: for word must act on the same plugins (without it, the hint went to the default folder: PLUGIN_NOT_FOUND).
+_TYPED = "hostctl"
+
+
+def as_typed(command: str) -> str:
+    """``command`` (one or more ``hostctl VERB ...`` joined by prose) with each ``hostctl`` as the user typed
+    it: ``hostctl --state-dir DIR VERB ...`` when this run was given ``--state-dir``."""
+    return re.sub(r"(?<![\w-])hostctl(?= [a-z])", lambda _: _TYPED, command)
+
+
 def next_step(console: Console, text: str, command: str) -> None:
-    """``next: <what>: <command>`` on its own line, for the user to run."""
-    console.print(Text.assemble(("next: ", "bold"), terminal_safe(text, one_line=True) + ": ", (command, "bold")))
+    """``next: <what>: <command>`` on its own line, for the user to run (``command`` :func:`as_typed`)."""
+    console.print(
+        Text.assemble(("next: ", "bold"), terminal_safe(text, one_line=True) + ": ", (as_typed(command), "bold"))
+    )
 
 
 # -- progress ------------------------------------------------------------------------
@@ -868,7 +883,7 @@ async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespa
         raise Failure(
             str(launch.get("kind") or "LAUNCH_UNRESOLVED"),
             f"the launch of {args.id} cannot be resolved: {launch.get('error', 'unknown')}",
-            [f"next: {next_command('LAUNCH_UNRESOLVED', {'plugin': args.id}, str(info['path']))}"],
+            [f"next: {as_typed(str(next_command('LAUNCH_UNRESOLVED', {'plugin': args.id}, str(info['path']))))}"],
         )
     say(err, f"{args.id} would run:", style="bold")
     print_table(err, ["", ""], _launch_details(info))
@@ -935,7 +950,7 @@ async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespac
         raise Failure(
             kind,
             str(error.get("message") or f"{args.id} failed to start"),
-            [*details, *([f"next: {fix}"] if fix else [])],
+            [*details, *([f"next: {as_typed(fix)}"] if fix else [])],
         )
     else:
         status = await _enable(client, args.id)
@@ -969,7 +984,7 @@ async def cmd_restart(client: HostdClient, opts: Options, args: argparse.Namespa
         raise Failure(
             "PLUGIN_STATE_CONFLICT",
             f"{args.id} is not enabled: there is nothing to restart",
-            [f"next: hostctl enable {args.id}"],
+            [f"next: {as_typed(f'hostctl enable {args.id}')}"],
         )
 
     async def restart() -> dict[str, Any]:
@@ -1017,7 +1032,7 @@ async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespac
         if isinstance(error, Mapping):
             fix = next_command(str(error.get("kind")), error, str(infos[status["plugin_id"]]["path"]))
             if fix is not None:
-                say(err, f"  next: {fix}")
+                say(err, f"  next: {as_typed(fix)}")
     return EXIT_FAILED if broken else EXIT_OK
 
 
@@ -1104,20 +1119,16 @@ async def cmd_logs(client: HostdClient, opts: Options, args: argparse.Namespace)
         return EXIT_OK
     out = _console()
     if not result["lines"]:
-        # True in every state: the lines are those of this command's hostd (a new one per command).
+        # True in every state: the lines are kept in the state folder across hostd processes (one per hostctl
+        # command), bounded, from the plugin's install on; an empty answer means it never wrote one.
         if info["enabled"]:
             say(
                 out,
-                f"{args.id}: no log lines: since this command's hostd started it ({info['status']}), it has written "
-                "nothing to stderr and sent no MCP log message (each hostctl command runs a new hostd: the lines "
-                "of earlier commands are gone)",
+                f"{args.id}: no log lines: it has written nothing to stderr and sent no MCP log message since it "
+                f"was installed ({info['status']})",
             )
         else:
-            say(
-                out,
-                f"{args.id}: no log lines: it is not enabled, so this command's hostd did not start it (each hostctl "
-                "command runs a new hostd: the lines of earlier commands are gone)",
-            )
+            say(out, f"{args.id}: no log lines: it has not written any since it was installed (it is not enabled)")
             next_step(out, "see its start-up lines", f"hostctl enable {args.id}")
         return EXIT_OK
     for line in result["lines"]:
@@ -1188,7 +1199,7 @@ async def _with_next_step(client: HostdClient, exc: RpcError) -> Failure:
                 folder = None
     command = next_command(failure.kind, exc.data, folder)
     if command is not None:
-        failure.details.append(f"next: {command}")
+        failure.details.append(f"next: {as_typed(command)}")
     return failure
 
 
@@ -1613,6 +1624,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return trio.run(lambda: run_demo(real=not args.no_real))
         state_dir = args.state_dir if args.state_dir is not None else str(default_state_dir())
+        if args.state_dir is not None:
+            global _TYPED  # noqa: PLW0603 - one value per process, set before any output
+            _TYPED = f"hostctl --state-dir {shlex.quote(args.state_dir)}"
         opts = Options(state_dir=state_dir, as_json=args.json, yes=getattr(args, "yes", False))
         return trio.run(run_command, COMMANDS[args.command], opts, args)
     except KeyboardInterrupt:

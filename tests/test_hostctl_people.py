@@ -91,7 +91,7 @@ async def test_human_output_names_the_next_command(tmp_path: Path, make_plugin: 
     folder = make_plugin()
     installed = await hostctl(state, "install", str(folder))
     assert installed.returncode == 0, installed.stderr
-    assert "next: review and approve its launch: hostctl approve mcp-echo" in installed.stdout
+    assert f"next: review and approve its launch: hostctl --state-dir {state} approve mcp-echo" in installed.stdout
 
     # No terminal and no --yes: nothing is approved, the launch was shown, the exit says why.
     asked = await hostctl(state, "approve", "mcp-echo")
@@ -105,13 +105,19 @@ async def test_human_output_names_the_next_command(tmp_path: Path, make_plugin: 
     not_yet = await hostctl(state, "enable", "mcp-echo")
     assert not_yet.returncode == 1
     assert "error: PERMISSION_NOT_GRANTED" in not_yet.stderr
-    assert "next: hostctl grant mcp-echo --all, then hostctl enable mcp-echo" in not_yet.stderr
+    assert (
+        f"next: hostctl --state-dir {state} grant mcp-echo --all, then hostctl --state-dir {state} enable mcp-echo"
+        in not_yet.stderr
+    )
     granted = await hostctl(state, "grant", "mcp-echo", "--all")
-    assert "next: review and approve its launch: hostctl approve mcp-echo" in granted.stdout
+    assert f"next: review and approve its launch: hostctl --state-dir {state} approve mcp-echo" in granted.stdout
     not_approved = await hostctl(state, "enable", "mcp-echo")
-    assert "next: hostctl approve mcp-echo, then hostctl enable mcp-echo" in not_approved.stderr
+    assert (
+        f"next: hostctl --state-dir {state} approve mcp-echo, then hostctl --state-dir {state} enable mcp-echo"
+        in not_approved.stderr
+    )
     approved = await hostctl(state, "approve", "mcp-echo", "--yes")
-    assert "next: start it: hostctl enable mcp-echo" in approved.stdout
+    assert f"next: start it: hostctl --state-dir {state} enable mcp-echo" in approved.stdout
 
     missing = await hostctl(state, "enable", "nope")
     assert missing.returncode == 1
@@ -128,7 +134,7 @@ async def test_import_tells_the_next_step_and_its_command(tmp_path: Path) -> Non
     done = await hostctl(state, "import", str(config))
     assert done.returncode == 0, done.stderr
     assert "installed" in done.stdout
-    assert "next: echo: review and approve its launch: hostctl approve echo" in done.stdout
+    assert f"next: echo: review and approve its launch: hostctl --state-dir {state} approve echo" in done.stdout
     assert "then start each with hostctl enable ID" in done.stdout
     again = await as_json(tmp_path / "other", "import", str(config))
     assert [(e["name"], e["outcome"], e["id"]) for e in again["entries"]] == [("echo", "installed", "echo")]
@@ -231,7 +237,9 @@ async def test_progress_display_on_a_terminal_under_tmux(tmp_path: Path, make_pl
     assert "mcp-echo | loading 1" in raw and "mcp-echo | loading 2" in raw
     text = screen.stdout.decode()
     assert "hostctl: starting mcp-echo: done in" in text
-    assert "ready" in text and "next: see its tools: hostctl tools mcp-echo" in text
+    assert "ready" in text and f"next: see its tools: hostctl --state-dir {state} tools mcp-echo" in " ".join(
+        text.split()
+    )
 
 
 async def test_every_plugin_provided_string_reaches_the_terminal_escaped(tmp_path: Path) -> None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ import yaml
 
 from hostd.client import plugin_environment
 from hostd.hostctl import next_command
-from tests.conftest import ECHO, ROOT, MakePlugin, run_hostctl
+from tests.conftest import ECHO, ROOT, MakePlugin, run_hostctl, run_quietly
 
 
 async def hostctl(state: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -39,18 +41,24 @@ async def test_an_error_hostctl_can_fix_ends_with_the_hostctl_command(tmp_path: 
     assert (await hostctl(state, "install", str(folder))).returncode == 0
     not_granted = await hostctl(state, "enable", "mcp-echo")
     assert "error: PERMISSION_NOT_GRANTED" in not_granted.stderr
-    assert not_granted.stderr.splitlines()[-1] == "  next: hostctl grant mcp-echo --all, then hostctl enable mcp-echo"
+    assert (
+        not_granted.stderr.splitlines()[-1]
+        == f"  next: hostctl --state-dir {state} grant mcp-echo --all, then hostctl --state-dir {state} enable mcp-echo"
+    )
     assert (await hostctl(state, "grant", "mcp-echo", "--all")).returncode == 0
     not_approved = await hostctl(state, "enable", "mcp-echo")
     assert "error: MCP_TRUST_APPROVAL_REQUIRED" in not_approved.stderr
-    assert not_approved.stderr.splitlines()[-1] == "  next: hostctl approve mcp-echo, then hostctl enable mcp-echo"
+    assert (
+        not_approved.stderr.splitlines()[-1]
+        == f"  next: hostctl --state-dir {state} approve mcp-echo, then hostctl --state-dir {state} enable mcp-echo"
+    )
     assert (await hostctl(state, "approve", "mcp-echo", "--yes")).returncode == 0
     assert (await hostctl(state, "disable", "mcp-echo.environment")).returncode == 0
     assert (await hostctl(state, "enable", "mcp-echo")).returncode == 0
     disabled = await hostctl(state, "call", "mcp-echo", "environment")
     assert disabled.returncode == 1
     assert "error: TOOL_DISABLED: mcp-echo.environment is disabled" in disabled.stderr
-    assert disabled.stderr.splitlines()[-1] == "  next: hostctl enable mcp-echo.environment"
+    assert disabled.stderr.splitlines()[-1] == f"  next: hostctl --state-dir {state} enable mcp-echo.environment"
     # The same table answers for kinds a test cannot reach cheaply (a package launch not prepared).
     assert next_command("PLUGIN_NOT_PREPARED", {"plugin": "web"}, "/p/web") == (
         "hostctl enable web (it installs the packages), then hostctl approve web"
@@ -69,7 +77,7 @@ async def test_status_and_restart_name_the_hostctl_command(tmp_path: Path, make_
     assert not_enabled.returncode == 1
     assert not_enabled.stderr.splitlines()[-2:] == [
         "error: PLUGIN_STATE_CONFLICT: mcp-echo is not enabled: there is nothing to restart",
-        "  next: hostctl enable mcp-echo",
+        f"  next: hostctl --state-dir {state} enable mcp-echo",
     ]
     assert (await hostctl(state, "enable", "mcp-echo")).returncode == 0
     assert (await hostctl(state, "grant", "mcp-echo", "echo.use")).returncode == 0
@@ -77,7 +85,7 @@ async def test_status_and_restart_name_the_hostctl_command(tmp_path: Path, make_
     assert refused.returncode == 1
     assert refused.stderr.splitlines()[-2:] == [
         "error: mcp-echo is enabled but error: plugin mcp-echo needs permissions not granted: echo.inspect",
-        "  next: hostctl grant mcp-echo --all, then hostctl enable mcp-echo",
+        f"  next: hostctl --state-dir {state} grant mcp-echo --all, then hostctl --state-dir {state} enable mcp-echo",
     ]
 
 
@@ -91,16 +99,16 @@ async def test_a_launch_that_cannot_run_comes_before_every_other_step(tmp_path: 
     fix = f"fix the command in the manifest in {folder}"
     # (rich folds a line longer than 200 columns: compare the words)
     assert " ".join(installed.stdout.split()).endswith(
-        f"next: its launch cannot run (COMMAND_NOT_FOUND): {fix}: hostctl install {folder}"
+        f"next: its launch cannot run (COMMAND_NOT_FOUND): {fix}: hostctl --state-dir {state} install {folder}"
     )
     enabled = await hostctl(state, "enable", "mcp-echo")
     assert enabled.returncode == 1
     assert "error: PLUGIN_START_FAILED: plugin mcp-echo failed to start: command 'pyhton3' not found" in enabled.stderr
     assert "PERMISSION_NOT_GRANTED" not in enabled.stderr
-    assert enabled.stderr.splitlines()[-1] == f"  next: {fix}, then hostctl install {folder}"
+    assert enabled.stderr.splitlines()[-1] == f"  next: {fix}, then hostctl --state-dir {state} install {folder}"
     approved = await hostctl(state, "approve", "mcp-echo", "--yes")
     assert approved.returncode == 1
-    assert approved.stderr.splitlines()[-1] == f"  next: {fix}, then hostctl install {folder}"
+    assert approved.stderr.splitlines()[-1] == f"  next: {fix}, then hostctl --state-dir {state} install {folder}"
     # Fixed and installed again: the next step is the grant.
     manifest = yaml.safe_load((folder / "plugin.yaml").read_text())
     manifest["backend"]["command"] = "python3"
@@ -126,8 +134,8 @@ async def test_a_second_import_tells_the_truth_and_the_next_steps(tmp_path: Path
     assert first.stdout.count(place) == 1
     nexts = [line for line in first.stdout.splitlines() if line.startswith("next:")]
     assert nexts == [
-        "next: echo: review and approve its launch: hostctl approve echo",
-        "next: other: review and approve its launch: hostctl approve other",
+        f"next: echo: review and approve its launch: hostctl --state-dir {state} approve echo",
+        f"next: other: review and approve its launch: hostctl --state-dir {state} approve other",
     ]
 
     # Same config again: nothing stored again, nothing installed, the same steps still named.
@@ -138,8 +146,8 @@ async def test_a_second_import_tells_the_truth_and_the_next_steps(tmp_path: Path
     assert "nothing new was installed" in second.stdout
     nexts = [line for line in second.stdout.splitlines() if line.startswith("next:")]
     assert nexts == [
-        "next: echo: review and approve its launch: hostctl approve echo",
-        "next: other: start it: hostctl enable other",
+        f"next: echo: review and approve its launch: hostctl --state-dir {state} approve echo",
+        f"next: other: start it: hostctl --state-dir {state} enable other",
     ]
 
     # A new key for the same server: said once, as an update.
@@ -170,7 +178,10 @@ async def test_a_plugin_line_is_printed_once(tmp_path: Path, make_plugin: MakePl
     later = await hostctl(state, "list")
     assert later.stderr.count(line) == 1, later.stderr
     assert "hostctl: mcp-echo failed to start again (it is enabled: each hostctl command starts it)" in later.stderr
-    assert "next: see why, or stop trying: hostctl status mcp-echo / hostctl disable mcp-echo" in later.stderr
+    assert (
+        f"next: see why, or stop trying: hostctl --state-dir {state} status mcp-echo"
+        f" / hostctl --state-dir {state} disable mcp-echo"
+    ) in " ".join(later.stderr.split())  # unfolded: rich folds a long line
 
 
 async def test_status_counts_enabled_tools_of_all(tmp_path: Path, make_plugin: MakePlugin) -> None:
@@ -192,16 +203,14 @@ async def test_logs_says_something_true_when_there_are_no_lines(tmp_path: Path, 
     await ready_echo(state, make_plugin)
     stopped = await hostctl(state, "logs", "mcp-echo")
     assert " ".join(stopped.stdout.split()) == (
-        "mcp-echo: no log lines: it is not enabled, so this command's hostd did not start it (each hostctl "
-        "command runs a new hostd: the lines of earlier commands are gone) "
-        "next: see its start-up lines: hostctl enable mcp-echo"
+        "mcp-echo: no log lines: it has not written any since it was installed (it is not enabled) "
+        f"next: see its start-up lines: hostctl --state-dir {state} enable mcp-echo"
     )
     assert (await hostctl(state, "enable", "mcp-echo")).returncode == 0
     ready = await hostctl(state, "logs", "mcp-echo")
     assert " ".join(ready.stdout.split()) == (
-        "mcp-echo: no log lines: since this command's hostd started it (ready), it has written nothing to "
-        "stderr and sent no MCP log message (each hostctl command runs a new hostd: the lines of earlier "
-        "commands are gone)"
+        "mcp-echo: no log lines: it has written nothing to stderr and sent no MCP log message since it was "
+        "installed (ready)"
     )
 
 
@@ -247,3 +256,34 @@ async def test_enable_installs_the_packages_it_needs(tmp_path: Path) -> None:
     assert enabled.returncode == 0, stderr
     assert "hostctl: installing the packages of server-memory: done in" in stderr
     assert enabled.stdout.splitlines()[2].split()[:4] == ["server-memory", "ready", "yes", "9/9"]
+
+
+async def test_a_next_command_run_word_for_word_acts_on_the_same_state_folder(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    """A fresh user ran ``hostctl --state-dir DIR import ...``, then its ``next:`` line word for word: it went to
+    the default state folder (PLUGIN_NOT_FOUND). Every printed command now carries the ``--state-dir`` the
+    user typed. Members: an install's grant step, an error's fix line; HOME is a fresh folder, so the
+    default state folder exists nowhere the commands could find the plugin by accident."""
+    state, home = tmp_path / "state dir", tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOSTD_SECRETS": "file", "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
+    folder = make_plugin()
+    base = [sys.executable, "-m", "hostd.hostctl"]
+    typed = f"hostctl --state-dir {shlex.quote(str(state))}"
+
+    def last_next(output: str) -> str:
+        """The last ``next:`` line's text, unfolded (rich folds a long line)."""
+        return " ".join(output.split()).rsplit("next: ", 1)[1]
+
+    installed = await run_quietly([*base, "--state-dir", str(state), "install", str(folder)], env=env, timeout=120)
+    assert last_next(installed.stdout) == f"review and approve its launch: {typed} approve mcp-echo"
+    approve = shlex.split(last_next(installed.stdout).split(": ", 1)[1])
+    approved = await run_quietly([*base, *approve[1:], "--yes"], env=env, timeout=120)
+    assert approved.returncode == 0, approved.stderr
+    refused = await run_quietly([*base, "--state-dir", str(state), "enable", "mcp-echo"], env=env, timeout=120)
+    assert last_next(refused.stderr) == f"{typed} grant mcp-echo --all, then {typed} enable mcp-echo"
+    for step in last_next(refused.stderr).split(", then "):
+        done = await run_quietly([*base, *shlex.split(step)[1:]], env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert not (home / "data").exists()  # nothing went to the default state folder
