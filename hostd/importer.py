@@ -275,6 +275,10 @@ def plan_import(
         }
         if entry.secret_values:
             entry.notes.append(f"kept {', '.join(sorted(entry.secret_values))} in the secret store")
+        defaults = known_data_env([command, *args], entry.manifest["backend"]["env"])
+        if defaults:
+            entry.manifest["backend"]["env"].update(defaults)
+            entry.notes.append(f"set {', '.join(f'{k}={v}' for k, v in defaults.items())}: its data in its own folder")
         needs = known_needs([command, *args])
         if needs:
             entry.manifest["sandbox"] = needs
@@ -372,15 +376,39 @@ KNOWN_NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Where well-known servers keep their data when the config says nothing: by default they write next to
+#: their own code, which under hostd is the prepared package folder (read-only to the plugin, and thrown
+#: away with a version bump), so every write fails (server-memory: ``EACCES ... dist/memory.jsonl``). The
+#: class: a default data path inside the installed package. The defaults point into the plugin's own data
+#: folder (``${data}``, writable, kept across upgrades), as the catalog manifests do; a value the config
+#: sets is kept as it is.
+KNOWN_DATA_ENV: dict[str, dict[str, str]] = {
+    "server-memory": {"MEMORY_FILE_PATH": "${data}/memory.jsonl"},
+}
+
+
+def _known(words: list[str], table: Collection[str]) -> str | None:
+    """The name in ``table`` that ``words`` (command and args) run: a word that is the package name,
+    optionally with a version (``mcp-server-git==2026.10.19``, ``@scope/x@1.2``) or a path ending in it."""
+    for word in words:
+        base = word.rsplit("/", 1)[-1]
+        for name in table:
+            if base == name or base.startswith((name + "=", name + "@", name + ">", name + "<")):
+                return name
+    return None
+
+
+def known_data_env(words: list[str], env: Mapping[str, str]) -> dict[str, str]:
+    """The :data:`KNOWN_DATA_ENV` defaults for the server ``words`` run, less the names ``env`` sets."""
+    name = _known(words, KNOWN_DATA_ENV)
+    return {k: v for k, v in KNOWN_DATA_ENV[name].items() if k not in env} if name is not None else {}
+
+
 def known_needs(words: list[str]) -> dict[str, Any]:
     """``{"for": name, "read": [...]}`` when ``words`` (command and args) run a server of :data:`KNOWN_NEEDS`.
 
     A word names a server when it is the package name, optionally with a version
     (``mcp-server-git==2026.10.19``, ``@scope/x@1.2``) or a path ending in it.
     """
-    for word in words:
-        base = word.rsplit("/", 1)[-1]
-        for name, read in KNOWN_NEEDS.items():
-            if base == name or base.startswith((name + "=", name + "@", name + ">", name + "<")):
-                return {"for": name, "read": list(read)}
-    return {}
+    name = _known(words, KNOWN_NEEDS)
+    return {"for": name, "read": list(KNOWN_NEEDS[name])} if name is not None else {}

@@ -43,3 +43,30 @@ async def test_install_prepares_an_npx_server_so_approve_and_enable_just_work(tm
     assert graph["structuredContent"] == {"entities": [entity], "relations": []}
     assert not (home / ".npm").exists()  # nothing of the user's caches was created or used
     assert sorted(os.listdir(state / "prepared")) == ["server-memory"]
+
+
+@pytest.mark.real_server
+async def test_an_imported_memory_server_keeps_its_graph_in_its_own_data_folder(tmp_path: Path) -> None:
+    """A fresh user imported the most common Claude Desktop entry (npx server-memory): it reached ready 9/9,
+    then every write failed with EACCES, since the server writes next to its code (the prepared package
+    folder, read-only to it). The import now sets the data path the catalog manifest sets (importer
+    KNOWN_DATA_ENV); a MEMORY_FILE_PATH the config names is kept as it is."""
+    state, home = tmp_path / "state", tmp_path / "home"
+    home.mkdir()
+    server = {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory@2026.8.31"]}
+    mine = {**server, "env": {"MEMORY_FILE_PATH": str(home / "graph.jsonl")}}
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps({"mcpServers": {"memory": server, "mine": mine}}))
+    imported = await hostctl(state, home, "import", str(config))
+    entries = {e["name"]: e for e in imported["entries"]}
+    assert "set MEMORY_FILE_PATH=${data}/memory.jsonl: its data in its own folder" in entries["memory"]["notes"]
+    assert not any("MEMORY_FILE_PATH" in note for note in entries["mine"].get("notes", []))
+    folders = entries["memory"]["plugin"]["launch"]["folders"]
+    assert folders["$MEMORY_FILE_PATH"] == str(state / "data" / "memory" / "memory.jsonl")
+    await hostctl(state, home, "approve", "memory", "--yes")
+    enabled = await hostctl(state, home, "enable", "memory")
+    assert (enabled["status"], enabled["tools_count"]) == ("ready", 9)
+    entity = {"name": "Ada", "entityType": "person", "observations": ["imported"]}
+    await hostctl(state, home, "call", "memory", "create_entities", json.dumps({"entities": [entity]}))
+    graph = await hostctl(state, home, "call", "memory", "read_graph", "{}")
+    assert graph["structuredContent"] == {"entities": [entity], "relations": []}
