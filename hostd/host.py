@@ -948,9 +948,10 @@ class Host:
             return
         from hostd import runtimes  # noqa: PLC0415 - only bundles that name runtimes pay for it
 
-        env = {**os.environ, "PATH": await self._command_path()}
+        env = {"PATH": await self._command_path(), "HOME": os.path.expanduser("~")}
+        untrusted = [str(plugin.path), *([str(self.store.directory)] if self.store is not None else [])]
         try:
-            found = await trio.to_thread.run_sync(runtimes.check, origin.runtimes, launch.runtime, env)
+            found = await trio.to_thread.run_sync(runtimes.check, origin.runtimes, launch.runtime, env, untrusted)
         except runtimes.RuntimeMismatch as exc:
             what = exc.found
             raise HostError(

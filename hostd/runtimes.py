@@ -32,9 +32,12 @@ bundle's range cannot be held against a program that does not run it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -43,8 +46,12 @@ __all__ = ["RUNTIMES", "Found", "RuntimeMismatch", "check", "range_problem", "sa
 
 Runtime = Literal["python", "node"]
 RUNTIMES: Final[tuple[Runtime, ...]] = ("python", "node")
-VERSION_TIMEOUT: Final = 15.0
+VERSION_TIMEOUT: Final = 5.0
 """Seconds a runtime has to print its version (a cold start on a slow disk)."""
+VERSION_BYTES: Final = 256
+"""Most bytes of a runtime's answer read; the rest is never read (it is killed)."""
+MAX_RANGE: Final = 256
+"""Longest range accepted (node-semver's parser is quadratic in the length: 40,000 spaces took 26 s)."""
 
 _NAMES: Final[dict[Runtime, re.Pattern[str]]] = {
     "python": re.compile(r"python(3(\.\d+)?)?"),
@@ -117,6 +124,8 @@ def range_problem(runtime: str, spec: str) -> str | None:
         return f"unknown runtime {runtime!r} (MCPB defines 'python' and 'node')"
     if not spec.strip():
         return "an empty range"
+    if len(spec) > MAX_RANGE:
+        return f"a range of {len(spec)} characters (at most {MAX_RANGE})"
     if satisfies(runtime, "0.0.0", spec) is None:
         syntax = "a PEP 440 specifier (>=3.10) or an npm range" if runtime == "python" else "an npm semver range"
         return f"{spec!r} is not {syntax}"
@@ -128,41 +137,82 @@ def _program(runtime: Runtime, chain: Sequence[str]) -> str | None:
 
 
 def version_of(runtime: Runtime, executable: str, env: Mapping[str, str]) -> str:
-    """The version ``executable`` reports (``18.19.1``, ``3.11.2``). Blocking (runs it, at most 15 s).
+    """The version ``executable`` reports (``18.19.1``, ``3.11.2``). Blocking: runs it in a session of its
+    own, reads at most :data:`VERSION_BYTES` of its stdout for at most :data:`VERSION_TIMEOUT` seconds, then
+    kills its process group (an answer that floods or never ends costs nothing more).
 
     Raises ``OSError`` (it cannot run), ``subprocess.TimeoutExpired``, or
     ``ValueError`` (it printed no version).
     """
-    done = subprocess.run(
+    process = subprocess.Popen(
         [executable, *_ASK[runtime]],
         stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=VERSION_TIMEOUT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         env=dict(env),
-        check=False,
+        start_new_session=True,
     )
-    text = done.stdout.decode("utf-8", "replace").strip()
+    assert process.stdout is not None
+    timer = threading.Timer(VERSION_TIMEOUT, _kill_group, (process.pid,))
+    timer.start()
+    try:
+        data = b""
+        while len(data) < VERSION_BYTES:
+            chunk = os.read(process.stdout.fileno(), VERSION_BYTES - len(data))
+            if not chunk:
+                break
+            data += chunk
+        if not timer.is_alive():
+            raise subprocess.TimeoutExpired(executable, VERSION_TIMEOUT)
+        code = process.wait(timeout=VERSION_TIMEOUT)
+    finally:
+        timer.cancel()
+        _kill_group(process.pid)
+        process.stdout.close()
+        process.wait()
+    text = data.decode("utf-8", "replace").strip()
     match = _VERSION.fullmatch(text)
-    if done.returncode != 0 or match is None:
-        raise ValueError(f"exit status {done.returncode}, printed {text[:80]!r}")
+    if code != 0 or match is None:
+        raise ValueError(f"exit status {code}, printed {text[:80]!r}")
     return match.group(1)
 
 
-def check(required: Mapping[str, str], chain: Sequence[str], env: Mapping[str, str]) -> list[Found]:
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _inside(path: str, folders: Sequence[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(os.path.commonpath([real, os.path.realpath(f)]) == os.path.realpath(f) for f in folders)
+
+
+def check(
+    required: Mapping[str, str], chain: Sequence[str], env: Mapping[str, str], untrusted: Sequence[str] = ()
+) -> list[Found]:
     """Check each of ``required`` (runtime -> range) against the launch's runtime ``chain``; return what was found.
 
-    ``env``: the environment the runtime is asked its version in (hostd's,
-    with the launch's ``PATH``). Raises :class:`RuntimeMismatch` for the
-    first runtime whose version is outside its range or cannot be read; its
-    message names the runtime, the range, the program and the version.
-    Blocking (runs each runtime once).
+    ``env``: the environment the runtime is asked its version in (``PATH``
+    and ``HOME`` only). ``untrusted``: folders whose files are never run here
+    (the plugin's own folder, the state folder): a runtime found there is the
+    plugin's code, which runs only sandboxed and only once approved, so it is
+    reported with no version instead of being asked. The class this keeps
+    out: anything of the plugin run at install, outside the sandbox and
+    before approval (``${__dirname}/bin/node``, a ``#!`` naming a file of the
+    bundle, a folder's own ``./python3``). Raises :class:`RuntimeMismatch`
+    for a range hostd cannot check, or the first runtime whose version is
+    outside its range or cannot be read; its message names the runtime, the
+    range, the program and the version. Blocking (runs each runtime once).
     """
     results: list[Found] = []
     for name, spec in required.items():
-        runtime: Runtime = name  # type: ignore[assignment]  # validated by the manifest (range_problem)
+        runtime: Runtime = name  # type: ignore[assignment]  # checked just below
+        problem = range_problem(name, spec)
+        if problem is not None:
+            raise RuntimeMismatch(Found(runtime, spec[:MAX_RANGE], None, None), f"compatibility.runtimes: {problem}")
         program = _program(runtime, chain)
-        if program is None:
-            results.append(Found(runtime, spec, None, None))
+        if program is None or _inside(program, untrusted):
+            results.append(Found(runtime, spec, program, None))
             continue
         try:
             version = version_of(runtime, program, env)

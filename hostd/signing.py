@@ -101,10 +101,20 @@ def _archive_ends_at(data: bytes, position: int) -> bool:
     return False
 
 
+_MAX_CANDIDATES: Final = 8
+"""How many ``MCPB_SIG_V1`` occurrences, from the end, may be tried as the block's start. Each try scans up to
+64 KiB for the end record, so trying every one made a file of repeated markers cost ~12 s of CPU per MiB
+(quadratic). A real block's header is the last occurrence unless its own DER repeats the marker, which only a
+crafted signature does; past the cap the file reads as unsigned, which is what not signing it would give."""
+
+
 def _block_start(data: bytes) -> int:
-    """Where a signature block starts: right after the archive's end record and comment; -1 when none does."""
+    """Where a signature block starts: right after the archive's end record and comment; -1 when none does
+    among the last :data:`_MAX_CANDIDATES` markers."""
     start = data.rfind(SIGNATURE_HEADER)
-    while start != -1:
+    for _ in range(_MAX_CANDIDATES):
+        if start == -1:
+            return -1
         if _archive_ends_at(data, start):
             return start
         start = data.rfind(SIGNATURE_HEADER, 0, start)
@@ -165,6 +175,22 @@ _HASHES: Final = {"sha256": "SHA256", "sha384": "SHA384", "sha512": "SHA512"}
 
 
 def verify(archive: bytes, der: bytes, trust_roots: Sequence[Any] | None) -> Signature:
+    """:func:`_verify`, with every failure of the ASN.1 and crypto libraries on a malformed block turned into
+    ``PACKAGE_INVALID`` ``signature-malformed``. The class: a DER that decodes far enough to match the
+    archive's digest and then fails in a lazily parsed field (a key, a name, a serial, a certificate
+    version), each library raising its own exception type (``ValueError``, ``UnsupportedAlgorithm``,
+    ``InvalidVersion``...); it answered INTERNAL_ERROR. Nothing it raises is ever taken as verified."""
+    try:
+        return _verify(archive, der, trust_roots)
+    except HostError:
+        raise
+    except Exception as exc:
+        raise refused(
+            "signature-malformed", f"the signature block cannot be read ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _verify(archive: bytes, der: bytes, trust_roots: Sequence[Any] | None) -> Signature:
     """Check the detached ``SignedData`` ``der`` over ``archive``; its chain too when ``trust_roots`` is given.
 
     ``trust_roots``: certificates (:func:`load_trust_roots`), or ``None`` when

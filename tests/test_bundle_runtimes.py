@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +151,38 @@ async def test_install_checks_the_launch_runtime(tmp_path: Path, hostd: HostdCli
     both = node_bundle(tmp_path, compatibility={"runtimes": {"node": f">={major}", "python": "<3"}})
     info = await hostd.request("plugins/install", {"path": str(both)})
     assert info["origin"]["runtimeVersions"] == {"node": version}
+
+
+async def test_install_never_runs_the_bundles_own_files(tmp_path: Path, hostd: HostdClient) -> None:
+    """A security review found install ran the bundle's own ``${__dirname}/bin/node`` (a shell script) to ask its
+    version: the plugin's code, outside the sandbox, before any approval. A runtime inside the plugin's folder
+    is now reported with no version and never run; a range hostd cannot check cheaply is refused first."""
+    marker = tmp_path / "ran"
+    script = f"#!/bin/sh\necho ran > {marker}\necho v99.0.0\n".encode()
+    config = {"command": "${__dirname}/bin/node", "args": []}
+    manifest = mcpb_manifest(
+        name="own-node",
+        server={"type": "binary", "entry_point": "bin/node", "mcp_config": config},
+        compatibility={"runtimes": {"node": ">=1"}},
+    )
+    path = tmp_path / "own.mcpb"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("manifest.json", json.dumps(manifest))
+        executable = zipfile.ZipInfo("bin/node")
+        executable.create_system = 3  # unix: the mode is in the high 16 bits
+        executable.external_attr = 0o100755 << 16
+        archive.writestr(executable, script)
+    info = await hostd.request("plugins/install", {"path": str(path)})
+    assert info["origin"]["runtimes"] == {"node": ">=1"}
+    assert info["origin"].get("runtimeVersions", {}) == {}
+    assert not marker.exists()
+
+    spec = "1" + " " * 40_000 + "x"  # node-semver's parser is quadratic in the length (26 s for this one)
+    with pytest.raises(RpcError) as refused:
+        await hostd.request(
+            "plugins/install", {"path": str(node_bundle(tmp_path, compatibility={"runtimes": {"node": spec}}))}
+        )
+    assert refused.value.kind == "PACKAGE_INVALID"
+    assert refused.value.data["errors"] == [
+        {"field": "compatibility.runtimes.node", "message": "a range of 40002 characters (at most 256)"}
+    ]

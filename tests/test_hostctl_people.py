@@ -102,22 +102,17 @@ async def test_human_output_names_the_next_command(tmp_path: Path, make_plugin: 
     listed = await as_json(state, "list")
     assert listed["plugins"][0]["launch"]["approved"] is False
 
+    typed = f"hostctl --state-dir {state}"  # how every next: line names hostctl here
     not_yet = await hostctl(state, "enable", "mcp-echo")
     assert not_yet.returncode == 1
     assert "error: PERMISSION_NOT_GRANTED" in not_yet.stderr
-    assert (
-        f"next: hostctl --state-dir {state} grant mcp-echo --all, then hostctl --state-dir {state} enable mcp-echo"
-        in not_yet.stderr
-    )
+    assert f"next: {typed} grant mcp-echo --all, then {typed} enable mcp-echo" in not_yet.stderr
     granted = await hostctl(state, "grant", "mcp-echo", "--all")
-    assert f"next: review and approve its launch: hostctl --state-dir {state} approve mcp-echo" in granted.stdout
+    assert f"next: review and approve its launch: {typed} approve mcp-echo" in granted.stdout
     not_approved = await hostctl(state, "enable", "mcp-echo")
-    assert (
-        f"next: hostctl --state-dir {state} approve mcp-echo, then hostctl --state-dir {state} enable mcp-echo"
-        in not_approved.stderr
-    )
+    assert f"next: {typed} approve mcp-echo, then {typed} enable mcp-echo" in not_approved.stderr
     approved = await hostctl(state, "approve", "mcp-echo", "--yes")
-    assert f"next: start it: hostctl --state-dir {state} enable mcp-echo" in approved.stdout
+    assert f"next: start it: {typed} enable mcp-echo" in approved.stdout
 
     missing = await hostctl(state, "enable", "nope")
     assert missing.returncode == 1

@@ -24,6 +24,17 @@ async def hostctl(state: Path, home: Path, *args: str) -> Any:
     return json.loads(done.stdout) if done.stdout.strip() else None
 
 
+async def enable_and_keep_an_entity(state: Path, home: Path, plugin_id: str) -> None:
+    """Enable the memory server ``plugin_id`` (ready, its 9 tools), write one entity and read it back: a graph
+    that was written where the server may write."""
+    enabled = await hostctl(state, home, "enable", plugin_id)
+    assert (enabled["status"], enabled["tools_count"]) == ("ready", 9)
+    entity = {"name": "Ada", "entityType": "person", "observations": [plugin_id]}
+    await hostctl(state, home, "call", plugin_id, "create_entities", json.dumps({"entities": [entity]}))
+    graph = await hostctl(state, home, "call", plugin_id, "read_graph", "{}")
+    assert graph["structuredContent"] == {"entities": [entity], "relations": []}
+
+
 @pytest.mark.real_server
 async def test_install_prepares_an_npx_server_so_approve_and_enable_just_work(tmp_path: Path) -> None:
     state, home = tmp_path / "state", tmp_path / "home"
@@ -35,12 +46,7 @@ async def test_install_prepares_an_npx_server_so_approve_and_enable_just_work(tm
     assert os.path.basename(info["launch"]["command"]) == "node"  # the prepared program, not npx
     approved = await hostctl(state, home, "approve", "server-memory", "--yes")
     assert approved["launch"]["approved"] is True
-    enabled = await hostctl(state, home, "enable", "server-memory")
-    assert (enabled["status"], enabled["tools_count"]) == ("ready", 9)
-    entity = {"name": "Ada", "entityType": "person", "observations": ["hostctl"]}
-    await hostctl(state, home, "call", "server-memory", "create_entities", json.dumps({"entities": [entity]}))
-    graph = await hostctl(state, home, "call", "server-memory", "read_graph", "{}")
-    assert graph["structuredContent"] == {"entities": [entity], "relations": []}
+    await enable_and_keep_an_entity(state, home, "server-memory")
     assert not (home / ".npm").exists()  # nothing of the user's caches was created or used
     assert sorted(os.listdir(state / "prepared")) == ["server-memory"]
 
@@ -64,9 +70,4 @@ async def test_an_imported_memory_server_keeps_its_graph_in_its_own_data_folder(
     folders = entries["memory"]["plugin"]["launch"]["folders"]
     assert folders["$MEMORY_FILE_PATH"] == str(state / "data" / "memory" / "memory.jsonl")
     await hostctl(state, home, "approve", "memory", "--yes")
-    enabled = await hostctl(state, home, "enable", "memory")
-    assert (enabled["status"], enabled["tools_count"]) == ("ready", 9)
-    entity = {"name": "Ada", "entityType": "person", "observations": ["imported"]}
-    await hostctl(state, home, "call", "memory", "create_entities", json.dumps({"entities": [entity]}))
-    graph = await hostctl(state, home, "call", "memory", "read_graph", "{}")
-    assert graph["structuredContent"] == {"entities": [entity], "relations": []}
+    await enable_and_keep_an_entity(state, home, "memory")
