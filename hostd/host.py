@@ -1322,7 +1322,8 @@ class Host:
         Cancellation (``$/cancelRequest``) ends the installer and deletes the
         unfinished environment: the plugin stays not prepared.
         """
-        plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
+        ref = p.parse_params(p.PrepareParams, params)
+        plugin = self._plugin(ref.id)
         plugin_id = plugin.manifest.id
         backend = plugin.manifest.backend
         if backend.command is None:  # a remote plugin: nothing to install
@@ -1352,6 +1353,7 @@ class Host:
                     progress=progress,
                     # A running instance keeps its environment until it stops (the next prepare prunes it).
                     prune=plugin.supervisor.state is State.STOPPED,
+                    allow_build=ref.allow_build,
                 )
             except PrepareError as exc:
                 raise _prepare_failed(plugin_id, exc, package.packages) from None
@@ -1745,6 +1747,9 @@ def _preparation(plugin: InstalledPlugin) -> p.Preparation | None:
         resolved=dict(prepared.resolved),
         lockfile=prepared.lockfile,
         root=prepared.root,
+        registry=prepared.registry,
+        unpinned=list(prepared.unpinned),
+        build=prepared.build,
     )
 
 

@@ -32,18 +32,24 @@ package's install scripts never run), and their output is bounded
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
 import trio
+
+from sandbox.environment import EnvPolicy
+from sandbox.launch import LaunchError, resolve_launch
+from sandbox.policy import IsolationPolicy, runtime_read_paths
+from sandbox.process import SandboxedProcess, spawn
+from sandbox.watchdog import watch
 
 __all__ = [
     "MARKER",
@@ -62,6 +68,8 @@ MARKER = "hostd-prepared.json"
 OUTPUT_BOUND = 64 * 1024
 #: Seconds one installer may run before it is ended (a stuck registry connection).
 INSTALL_TIMEOUT = 600.0
+#: Bytes an installer may allocate beneath the folders it may write (environment, caches, HOME, TMPDIR).
+INSTALL_DISK_BYTES = 4 * 1024**3
 
 Manager = Literal["npm", "uv"]
 #: ``progress(step, total, message)``: one call per step of a preparation.
@@ -141,8 +149,11 @@ class Prepared:
     ``root``: the environment folder. ``resolved``: package name -> exact
     version installed (the requested ones; an unpinned request is shown
     here). ``lockfile``: ``"sha256:<hex>"`` of the lock (``package-lock.json``,
-    or ``uv pip freeze`` output kept as ``requirements.lock``). ``entry``: the
-    argument vector prefix that runs the server (absolute paths).
+    or the installed distributions kept as ``requirements.lock``). ``entry``: the
+    argument vector prefix that runs the server (absolute paths). ``registry``:
+    where the packages came from. ``unpinned``: the requested specs that named no
+    exact version (the installer resolved them; ``resolved`` says to what).
+    ``build``: source builds were allowed (a build backend may have run, sandboxed).
     """
 
     manager: Manager
@@ -152,9 +163,17 @@ class Prepared:
     lockfile: str
     entry: tuple[str, ...]
     registry: str | None = None
+    unpinned: tuple[str, ...] = ()
+    build: bool = False
 
     def record(self) -> dict[str, str]:
-        """What ``launch.prepared`` shows and ``Launch.digest`` covers (flat strings)."""
+        """What ``launch.prepared`` shows and ``Launch.digest`` covers (flat strings).
+
+        ``manager``, ``packages``, ``resolved`` (``name@version`` / ``name==version``, space
+        separated), ``lockfile``, ``root``, ``registry``, ``unpinned`` (space separated, may be
+        empty) and ``build`` (``"allowed"`` or ``"refused"``): the approval names every package
+        preparation installs, where from, and whether a build could run.
+        """
         return {
             "manager": self.manager,
             "packages": " ".join(self.packages),
@@ -163,6 +182,9 @@ class Prepared:
             ),
             "lockfile": self.lockfile,
             "root": self.root,
+            "registry": self.registry or "",
+            "unpinned": " ".join(self.unpinned),
+            "build": "allowed" if self.build else "refused",
         }
 
 
@@ -309,6 +331,8 @@ def find_prepared(state_dir: Path, plugin_id: str, launch: PackageLaunch) -> Pre
             lockfile=str(data["lockfile"]),
             entry=tuple(str(w) for w in data["entry"]),
             registry=data.get("registry"),
+            unpinned=tuple(str(w) for w in data.get("unpinned", ())),
+            build=data.get("build") is True,
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -316,11 +340,12 @@ def find_prepared(state_dir: Path, plugin_id: str, launch: PackageLaunch) -> Pre
 
 # -- running the installers -------------------------------------------------------------------
 
-#: What an installer keeps of hostd's environment: finding programs, the user's home (npm reads
-#: ``~/.npmrc``), locale, and what a real network needs (proxy, CA). Nothing else passes.
+#: What an installer keeps of hostd's environment: finding programs, locale, and what a real network
+#: needs (proxy, CA). Nothing else passes; ``HOME`` is replaced by an empty folder of the plugin's own
+#: (:func:`installer_home`), so no ``~/.npmrc``, ``pip.conf``, ``uv.toml`` or ``.gitconfig`` of the user
+#: is read: registry mirrors and CA settings come from hostd's own options.
 _INSTALLER_ENV = (
     "PATH",
-    "HOME",
     "LANG",
     "LC_ALL",
     "HTTPS_PROXY",
@@ -343,53 +368,159 @@ def installer_environment(base: Mapping[str, str], **extra: str) -> dict[str, st
     return env
 
 
-async def _run(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> tuple[int, list[str]]:
-    """Run ``argv`` (no shell, stdin closed); return its exit code and its output's lines, bounded.
+@dataclass(frozen=True)
+class InstallerSandbox:
+    """Where one preparation's installer runs may write, and what else they may read.
 
-    stdout and stderr are read together; at most :data:`OUTPUT_BOUND` bytes are
-    kept (the first 8 KiB and the last rest). Cancellation ends the process
-    (SIGKILL; npm's and uv's children die with their pipes) and waits for it.
+    The fault class this closes: *package text that makes an installer run code of the package's
+    choice on the host* (an install script turned back on, a ``.pth`` file started by the new
+    environment's interpreter, a build backend of a source distribution, an interpreter inside the
+    package's folder probed by ``uv venv``). Each member is also closed at its own root (no option
+    from package text, wheels only, no interpreter of the new environment started, ``--python`` a
+    version hostd resolves); this is the layer under all of them: every installer run (npm, uv, deno,
+    the bytecode compile) is a sandboxed process tree (:func:`sandbox.process.spawn`: the shim,
+    Landlock, seccomp, user and pid namespaces, rlimits, the tree kill) that may write only
+    ``writable`` (the environment folder being filled, the plugin's installer caches, its private
+    ``HOME`` and ``TMPDIR``), read the system and runtime folders plus ``readable``, and reach the
+    network (registries). ``state_dir``: hostd's state folder (no rule may cover it).
     """
-    head = bytearray()
-    tail = bytearray()
-    dropped = False
-    process = await trio.lowlevel.open_process(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-    )
-    assert process.stdout is not None
+
+    state_dir: Path
+    base: Path
+    writable: tuple[str, ...]
+    readable: tuple[str, ...] = ()
+
+    @property
+    def home(self) -> Path:
+        """The installer's ``HOME``: an empty folder of the plugin's own, made anew for each preparation."""
+        return self.base / "home"
+
+    @property
+    def tmpdir(self) -> Path:
+        """The installer's ``TMPDIR``."""
+        return self.base / "tmp"
+
+    @property
+    def cwd(self) -> Path:
+        """The working folder: empty, read-only (no installer finds a project file of anyone's there)."""
+        return self.base / "work"
+
+    def policy(self) -> IsolationPolicy:
+        """The installer's :class:`~sandbox.policy.IsolationPolicy` (network allowed: the registries)."""
+        state = os.path.realpath(self.state_dir)
+        return IsolationPolicy(
+            landlock=True,
+            network="allow",
+            seccomp=True,
+            max_disk_bytes=INSTALL_DISK_BYTES,
+            extra_read_paths=tuple(self.readable),
+            extra_write_paths=tuple(os.path.realpath(p) for p in self.writable),
+            protected_paths=(state, os.path.realpath(Path.home())),
+            # What plugins may write at run time: no link there may redirect an installer's rule.
+            writable_paths=(os.path.join(state, "data"), os.path.join(state, "tmp")),
+        )
+
+
+def _remove_installer_folders(sandbox: InstallerSandbox) -> None:
+    """Delete the installer's ``HOME``, ``TMPDIR`` and working folder (scratch of one preparation). Blocking."""
+    for folder in (sandbox.home, sandbox.tmpdir, sandbox.cwd):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _installer_folders(sandbox: InstallerSandbox) -> None:
+    """A fresh empty ``HOME``, ``TMPDIR`` and working folder (mode 0700) for one preparation. Blocking."""
+    for folder in (sandbox.home, sandbox.tmpdir, sandbox.cwd):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(mode=0o700, parents=True)
+
+
+async def _run(sandbox: InstallerSandbox, argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list[str]]:
+    """Run ``argv`` as a sandboxed process tree; return its exit code and its output's lines, bounded.
+
+    ``argv[0]`` is an absolute program hostd found itself (never package text); ``env``: the
+    variables the installer needs besides the allowlist (registry, cache folders); ``HOME`` and
+    ``TMPDIR`` are the sandbox's. No shell, stdin closed, the working folder empty. stdout and
+    stderr are read together; at most :data:`OUTPUT_BOUND` bytes are kept (the first 8 KiB and
+    the last rest). Bounded in time (:data:`INSTALL_TIMEOUT`, then :class:`trio.TooSlowError`)
+    and in disk (:data:`INSTALL_DISK_BYTES` beneath the folders it may write: a
+    :class:`PrepareError` ``"failed"``). Raises :class:`PrepareError` ``"sandbox"`` when the
+    sandbox cannot be set up (a layer the kernel offers fails, a rule path is refused): the
+    installer never runs outside it. Cancellation ends the whole tree (shielded) and propagates.
+    """
+    policy = sandbox.policy()
+    host_env = {**env, "HOME": str(sandbox.home)}
+    try:
+        launch = await trio.to_thread.run_sync(
+            lambda: resolve_launch(
+                argv[0],
+                list(argv[1:]),
+                sandbox.cwd,
+                {},
+                EnvPolicy(pass_proxy=True),
+                host_env=host_env,
+                tmpdir=str(sandbox.tmpdir),
+                isolation_policy=policy,
+                host_vars={k: v for k, v in env.items() if k not in _INSTALLER_ENV},
+            )
+        )
+        process = await spawn(launch)
+    except LaunchError as exc:
+        raise PrepareError("sandbox", f"cannot start {os.path.basename(argv[0])} in the sandbox: {exc}") from None
+    output = _BoundedOutput()
+    hit: list[str] = []
     try:
         with trio.fail_after(INSTALL_TIMEOUT):
-            async with process.stdout:
-                while chunk := await process.stdout.receive_some(65536):
-                    if len(head) < 8192:
-                        take = 8192 - len(head)
-                        head += chunk[:take]
-                        chunk = chunk[take:]
-                    tail += chunk
-                    if len(tail) > OUTPUT_BOUND - 8192:
-                        del tail[: len(tail) - (OUTPUT_BOUND - 8192)]
-                        dropped = True
-            code = await process.wait()
-    except BaseException:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_watch_disk, process, policy, [*sandbox.writable, str(sandbox.tmpdir)], hit)
+                async with trio.open_nursery() as readers:
+                    readers.start_soon(output.drain, process.stdout)
+                    readers.start_soon(output.drain, process.stderr)
+                    await process.stdin.aclose()
+                code = await process.wait()
+                nursery.cancel_scope.cancel()
+    finally:
         with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                try:
-                    os.killpg(process.pid, 9)
-                except ProcessLookupError:
-                    process.kill()
-            await process.wait()
-        raise
-    lines = head.decode(errors="replace").splitlines()
-    if dropped:
-        lines.append("...")
-    lines += tail.decode(errors="replace").splitlines()
-    return code, [line.rstrip() for line in lines if line.strip()]
+            await process.stop(grace=0.5)
+    if hit:
+        raise PrepareError("failed", f"{os.path.basename(argv[0])}: {hit[0]}", output=output.lines()[-20:])
+    return code, output.lines()
+
+
+async def _watch_disk(process: SandboxedProcess, policy: IsolationPolicy, paths: list[str], hit: list[str]) -> None:
+    """Kill ``process``'s tree when the folders it may write pass the policy's disk bound (``hit`` says why)."""
+    found = await watch(process, policy, disk_paths=paths)
+    hit.append(found.message)
+    process.kill_now()
+
+
+class _BoundedOutput:
+    """An installer's stdout and stderr, kept to :data:`OUTPUT_BOUND` bytes (the head and the tail)."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = False
+
+    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+        """Read ``stream`` to its end, keeping the first 8 KiB and the last bytes of it."""
+        async with stream:
+            while chunk := await stream.receive_some(65536):
+                if len(self.head) < 8192:
+                    take = 8192 - len(self.head)
+                    self.head += chunk[:take]
+                    chunk = chunk[take:]
+                self.tail += chunk
+                if len(self.tail) > OUTPUT_BOUND - 8192:
+                    del self.tail[: len(self.tail) - (OUTPUT_BOUND - 8192)]
+                    self.dropped = True
+
+    def lines(self) -> list[str]:
+        """The kept output as non-empty lines (``"..."`` where bytes were dropped)."""
+        lines = self.head.decode(errors="replace").splitlines()
+        if self.dropped:
+            lines.append("...")
+        lines += self.tail.decode(errors="replace").splitlines()
+        return [line.rstrip() for line in lines if line.strip()]
 
 
 #: Words of npm's and uv's output that say the registry was not reached.
@@ -464,8 +595,12 @@ def _npm_entry(root: Path, launch: PackageLaunch, node: str) -> tuple[str, ...]:
     return (script,)
 
 
-def _uv_entry(root: Path, launch: PackageLaunch) -> tuple[str, ...]:
+def _uv_entry(root: Path, launch: PackageLaunch, python: str) -> tuple[str, ...]:
+    """The argv prefix that runs the environment's program: its ``python`` (checked to still be ``python``,
+    the interpreter hostd chose, so no link written during preparation redirects what runs), then the script."""
     venv_bin = root / "venv" / "bin"
+    if os.path.realpath(venv_bin / "python") != os.path.realpath(python):
+        raise PrepareError("failed", f"{venv_bin / 'python'} no longer leads to {python}: the environment is not used")
     program = launch.program
     if program in ("python", "python3"):
         return (str(venv_bin / "python"),)
@@ -503,29 +638,33 @@ async def prepare(
     progress: Progress,
     environ: Mapping[str, str] = os.environ,
     prune: bool = True,
+    allow_build: bool = False,
 ) -> Prepared:
     """Install ``launch``'s packages for ``plugin_id`` (see the module docstring) and return the result.
 
-    ``path``: the ``PATH`` the package tools are looked up on (npm, node, uv).
-    ``progress`` is awaited once per step (4 steps). ``prune``: delete the
-    plugin's other environments afterwards (``False`` while an instance may
-    still run from one). Reuses a finished
-    environment for the same request (no network then). Raises
-    :class:`PrepareError`. Cancellation ends the installer and deletes the
-    unfinished folder (shielded), so nothing half-installed is ever found.
+    ``path``: the ``PATH`` the package tools are looked up on (npm, node, uv, deno) and the
+    installers run with. ``progress`` is awaited once per step (4 steps). ``prune``: delete the
+    plugin's other environments afterwards (``False`` while an instance may still run from one).
+    ``allow_build``: a Python package with no wheel for this machine may be built from its source
+    distribution (its build backend runs, in the installer's sandbox); without it such a package
+    is refused (``PrepareError`` ``"source-build-required"``). Reuses a finished environment for
+    the same request (no network then). Every installer runs in the sandbox of
+    :class:`InstallerSandbox`. Raises :class:`PrepareError`. Cancellation ends the installer and
+    deletes the unfinished folder (shielded), so nothing half-installed is ever found.
     """
     found = await trio.to_thread.run_sync(find_prepared, state_dir, plugin_id, launch)
     total = 4
-    if found is not None:
+    if found is not None and (found.build or not allow_build):
         await progress(total, total, f"already prepared: {found.record()['resolved']}")
         return found
     base = plugin_root(state_dir, plugin_id)
     root = base / launch.key
+    sandbox = InstallerSandbox(state_dir, base, (str(root), str(base / "cache"), str(base / "home")))
     try:
-        await progress(1, total, f"preparing {' '.join(launch.packages)} ({launch.manager})")
-        await trio.to_thread.run_sync(_fresh_folder, root)
-        install = _prepare_npm if launch.manager == "npm" else _prepare_uv
-        prepared = await install(_Job(base, root, launch, registries, path, progress, environ))
+        await progress(1, total, f"preparing {' '.join(launch.packages)} ({launch.manager}, sandboxed)")
+        await trio.to_thread.run_sync(_fresh_folder, root, sandbox)
+        install = _INSTALLERS[launch.manager]
+        prepared = await install(_Job(sandbox, root, launch, registries, path, progress, environ, allow_build))
         await trio.to_thread.run_sync(_write_marker, root, prepared)
     except trio.TooSlowError:
         with trio.CancelScope(shield=True):
@@ -542,17 +681,23 @@ async def prepare(
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(shutil.rmtree, root, True)
         raise
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(_remove_installer_folders, sandbox)
     await progress(total, total, f"prepared {prepared.record()['resolved']}")
     if prune:
         await trio.to_thread.run_sync(_remove_others, base, launch.key)
     return prepared
 
 
-def _fresh_folder(root: Path) -> None:
-    """An empty ``root`` (a leftover of an unfinished preparation is deleted), parents ``0700``."""
+def _fresh_folder(root: Path, sandbox: InstallerSandbox) -> None:
+    """An empty ``root`` (a leftover of an unfinished preparation is deleted), parents ``0700``, and
+    the sandbox's fresh ``HOME``, ``TMPDIR`` and working folder."""
     shutil.rmtree(root, ignore_errors=True)
     root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     root.mkdir(mode=0o755)
+    (root.parent / "cache").mkdir(mode=0o700, exist_ok=True)
+    _installer_folders(sandbox)
 
 
 def _write_marker(root: Path, prepared: Prepared) -> None:
@@ -563,6 +708,8 @@ def _write_marker(root: Path, prepared: Prepared) -> None:
         "lockfile": prepared.lockfile,
         "entry": list(prepared.entry),
         "registry": prepared.registry,
+        "unpinned": list(prepared.unpinned),
+        "build": prepared.build,
     }
     partial = root / (MARKER + ".partial")
     partial.write_text(json.dumps(data, indent=1))
@@ -570,7 +717,8 @@ def _write_marker(root: Path, prepared: Prepared) -> None:
 
 
 def _remove_others(base: Path, keep: str) -> None:
-    """Delete this plugin's environments other than ``keep`` (an earlier version's); keep the caches."""
+    """Delete this plugin's environments other than ``keep`` (an earlier version's) and the installer's
+    private folders; keep the caches."""
     for entry in base.iterdir():
         if entry.name not in (keep, "cache") and entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
@@ -586,11 +734,14 @@ def _tool(name: str, path: str, launch: PackageLaunch) -> str:
 
 
 def _npm_environment(base: Path, registry: str, path: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """npm's trimmed environment: the plugin's own cache under ``base``, the registry, short retries."""
+    """npm's trimmed environment: the plugin's own cache under ``base``, the registry, short retries,
+    and install scripts off (as a setting too: no package text reaches npm as an option)."""
     return installer_environment(
         {**environ, "PATH": path},
         npm_config_cache=str(base / "cache" / "npm"),
         npm_config_registry=registry,
+        npm_config_ignore_scripts="true",
+        npm_config_userconfig=str(base / "home" / ".npmrc"),
         npm_config_update_notifier="false",
         npm_config_fund="false",
         npm_config_audit="false",
@@ -625,32 +776,63 @@ def bundled_js_helpers(venv: Path) -> list[Path]:
     return found
 
 
+#: A dependency of a bundled JavaScript helper that npm may fetch: a registry range (``^1.2.3``,
+#: ``~2``, ``>=1 <3``, ``1.x``, ``*``). Package text: no URL, git source, path, tarball or alias.
+_NPM_RANGE = re.compile(r"^[0-9A-Za-z.*^~<>=|+\- ]{1,64}$")
+
+
+def _helper_dependencies(folder: Path) -> list[str]:
+    """The ``dependencies`` of a bundled helper's ``package.json``, each checked as ``name`` + registry range.
+
+    Raises :class:`PrepareError` ``"spec-unsupported"`` naming the dependency for any other form.
+    """
+    meta = json.loads((folder / "package.json").read_text())
+    deps = meta.get("dependencies") if isinstance(meta, dict) else None
+    if not isinstance(deps, dict):
+        return []
+    for name, spec in deps.items():
+        if not isinstance(spec, str) or not _NPM_RANGE.match(spec) or not _NPM_NAME.match(str(name)):
+            raise PrepareError(
+                "spec-unsupported",
+                f"{folder / 'package.json'}: dependency {str(name)[:80]!r}: {str(spec)[:80]!r} is not a registry "
+                "package with a version range (URLs, git sources, paths, tarballs and aliases are not fetched)",
+            )
+    return sorted(deps)
+
+
+#: An npm package name: optional ``@scope/``, lowercase URL-safe characters.
+_NPM_NAME = re.compile(r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]{0,213}$")
+
+
 class _Job(NamedTuple):
-    """What one installer (:func:`_prepare_npm`, :func:`_prepare_uv`) needs: the plugin's folder
-    ``base``, the empty environment folder ``root`` it fills, the request, where packages come
-    from, the ``PATH`` the tools are found on, the progress callback and the caller's environment.
+    """What one installer (:func:`_prepare_npm`, :func:`_prepare_uv`) needs: the sandbox its runs
+    use, the empty environment folder ``root`` it fills, the request, where packages come from, the
+    ``PATH`` the tools are found on, the progress callback, the caller's environment and whether
+    source builds are allowed.
     """
 
-    base: Path
+    sandbox: InstallerSandbox
     root: Path
     launch: PackageLaunch
     registries: Registries
     path: str
     progress: Progress
     environ: Mapping[str, str]
+    allow_build: bool = False
 
 
 async def _prepare_npm(job: _Job) -> Prepared:
-    base, root, launch, registries, path, progress, environ = job
+    sandbox, root, launch, registries, path, progress, environ, _ = job
     npm = _tool("npm", path, launch)
     node = _tool("node", path, launch)
     registry = registries.npm or "https://registry.npmjs.org/"
-    env = _npm_environment(base, registry, path, environ)
+    env = _npm_environment(sandbox.base, registry, path, environ)
     (root / "package.json").write_text('{"name": "hostd-prepared", "private": true}\n')
     await progress(2, 4, f"npm install {' '.join(launch.packages)} from {registry}")
     argv = [npm, "install", "--prefix", str(root), "--ignore-scripts", "--no-save", "--package-lock=true"]
-    argv += ["--omit=dev", "--no-audit", "--no-fund", *launch.packages]
-    code, output = await _run(argv, env, str(root))
+    # The packages are operands after "--": no word of package text is ever read as an npm option.
+    argv += ["--omit=dev", "--no-audit", "--no-fund", "--", *launch.packages]
+    code, output = await _run(sandbox, argv, env)
     what = f"npm install {' '.join(launch.packages)}"
     if code != 0:
         raise _failure(what, code, output, registry)
@@ -665,59 +847,99 @@ async def _prepare_npm(job: _Job) -> Prepared:
     if not lock.is_file():
         lock = root / "package-lock.json"
     entry = _npm_entry(root, launch, node)
-    return Prepared("npm", launch.packages, str(root), resolved, _sha256(lock), entry, registry)
+    return Prepared(
+        "npm", launch.packages, str(root), resolved, _sha256(lock), entry, registry, _unpinned(launch), False
+    )
+
+
+def _interpreter(launch: PackageLaunch, path: str) -> str:
+    """The Python interpreter the environment is made from: found by hostd on ``path``, never a path of package text.
+
+    ``launch.python`` (a version request such as ``"3.12"``) asks for ``python3.12``; without one,
+    ``python3``. Raises :class:`PrepareError` ``"tool-missing"`` naming what was looked for.
+    """
+    request = launch.python
+    names = ["python3", "python"]
+    if request is not None:
+        version = re.fullmatch(r"(?:c?python)?(\d+(?:\.\d+){0,2})", request.strip())
+        if version is None:
+            raise PrepareError(
+                "spec-unsupported",
+                f"--python {request[:80]!r}: only a version request (3.12, 3.12.4) is accepted, never a path",
+            )
+        parts = version.group(1).split(".")
+        names = [f"python{'.'.join(parts[:2])}"] if len(parts) >= 2 else [f"python{parts[0]}"]
+    for name in names:
+        found = shutil.which(name, path=path)
+        if found is not None:
+            return os.path.abspath(found)
+    raise PrepareError(
+        "tool-missing",
+        f"cannot prepare {' '.join(launch.packages)}: no {' or '.join(names)} on PATH={path} "
+        "(hostd makes the environment from an interpreter it finds itself)",
+    )
 
 
 async def _prepare_uv(job: _Job) -> Prepared:
-    base, root, launch, registries, path, progress, environ = job
+    sandbox, root, launch, registries, path, progress, environ, allow_build = job
     uv = _tool("uv", path, launch)
+    python = _interpreter(launch, path)
     registry = registries.python or "https://pypi.org/simple"
     extra = {
-        "UV_CACHE_DIR": str(base / "cache" / "uv"),
+        "UV_CACHE_DIR": str(sandbox.base / "cache" / "uv"),
         "UV_PYTHON_DOWNLOADS": "never",
         "UV_NO_PROGRESS": "1",
+        "UV_NO_CONFIG": "1",
         "UV_HTTP_TIMEOUT": "30",
         "UV_HTTP_RETRIES": "1",
     }
     if registries.python is not None:
         extra["UV_INDEX_URL"] = registries.python
     env = installer_environment({**environ, "PATH": path}, **extra)
+    # The interpreter (and its installation) must be readable in the installer's sandbox.
+    sandbox = dataclasses.replace(sandbox, readable=(*sandbox.readable, *_runtime_paths(python, path)))
     venv = root / "venv"
     what = f"uv pip install {' '.join(launch.packages)}"
-    argv = [uv, "venv", "--quiet", str(venv)]
-    if launch.python is not None:
-        argv += ["--python", launch.python]
-    code, output = await _run(argv, env, str(root))
+    code, output = await _run(sandbox, [uv, "venv", "--quiet", "--no-config", "--python", python, str(venv)], env)
     if code != 0:
         raise PrepareError(
             "failed", f"uv venv for {' '.join(launch.packages)} exited {code}: " + " | ".join(output[-3:])
         )
     await progress(2, 4, f"{what} from {registry}")
-    python = str(venv / "bin" / "python")
-    code, output = await _run(
-        [uv, "pip", "install", "--python", python, "--compile-bytecode", *launch.packages], env, str(root)
-    )
+    # Wheels only unless the approval allows a build; no bytecode compiled by uv (it would start the new
+    # environment's interpreter, which processes the packages' .pth files); packages after "--".
+    argv = [uv, "pip", "install", "--no-config", "--python", str(venv / "bin" / "python")]
+    argv += [] if allow_build else ["--no-build"]
+    code, output = await _run(sandbox, [*argv, "--", *launch.packages], env)
     if code != 0:
+        if not allow_build and any(_NEEDS_BUILD.search(line) for line in output):
+            raise PrepareError(
+                "source-build-required",
+                f"{what}: a package has no wheel for this machine and would have to be built from source; "
+                "hostd builds only when the approval allows it (plugins/prepare {allowBuild: true})",
+                output=output[-20:],
+                registry=registry,
+            )
         raise _failure(what, code, output, registry)
     await progress(3, 4, "recording what was installed")
-    code, output = await _run([uv, "pip", "freeze", "--python", python], env, str(root))
-    if code != 0:
-        raise PrepareError("failed", f"uv pip freeze exited {code}: " + " | ".join(output[-3:]))
-    freeze = "\n".join(output) + "\n"
+    freeze = await trio.to_thread.run_sync(_freeze, venv)
     helpers = await trio.to_thread.run_sync(bundled_js_helpers, venv)
     npm = shutil.which("npm", path=path)
     for helper in helpers:
         if npm is None:
             break  # without npm the package falls back by itself
+        await trio.to_thread.run_sync(_helper_dependencies, helper)
         npm_registry = registries.npm or "https://registry.npmjs.org/"
         await progress(3, 4, f"npm install in {helper.relative_to(root)} (a JavaScript helper of the package)")
-        argv = [npm, "install", "--ignore-scripts", "--omit=dev", "--no-audit", "--no-fund", "--package-lock=true"]
-        code, output = await _run(argv, _npm_environment(base, npm_registry, path, environ), str(helper))
+        argv = [os.path.abspath(npm), "install", "--prefix", str(helper), "--ignore-scripts", "--omit=dev"]
+        argv += ["--no-audit", "--no-fund", "--package-lock=true"]
+        code, output = await _run(sandbox, argv, _npm_environment(sandbox.base, npm_registry, path, environ))
         if code != 0:
             raise _failure(f"npm install in {helper.relative_to(root)}", code, output, npm_registry)
         lock = helper / "package-lock.json"
         if lock.is_file():
             freeze += f"# npm {helper.relative_to(root)} {_sha256(lock)}\n"
+    await _compile(sandbox, python, venv)
     (root / "requirements.lock").write_text(freeze)
     versions = _freeze_versions(freeze)
     resolved = {
@@ -725,5 +947,75 @@ async def _prepare_uv(job: _Job) -> Prepared:
         for spec in launch.packages
         if _requested_name(spec) in versions
     }
-    entry = _uv_entry(root, launch)
-    return Prepared("uv", launch.packages, str(root), resolved, _sha256(root / "requirements.lock"), entry, registry)
+    entry = _uv_entry(root, launch, python)
+    return Prepared(
+        "uv",
+        launch.packages,
+        str(root),
+        resolved,
+        _sha256(root / "requirements.lock"),
+        entry,
+        registry,
+        _unpinned(launch),
+        allow_build,
+    )
+
+
+#: uv's words for "this needs a source build, and builds are off".
+_NEEDS_BUILD = re.compile(r"building from source is disabled|--no-build|no usable wheels|has no wheels", re.IGNORECASE)
+
+
+def _runtime_paths(program: str, path: str) -> list[str]:
+    """The folders ``program``'s runtime needs to read (its prefix, its ``#!`` interpreters)."""
+    return runtime_read_paths(program, path, os.path.realpath(Path.home()))
+
+
+def _freeze(venv: Path) -> str:
+    """``name==version`` of every distribution in ``venv``, sorted, read from its metadata files.
+
+    What ``uv pip freeze`` prints, without starting the environment's interpreter (which would
+    process the packages' ``.pth`` files). Blocking.
+    """
+    found: dict[str, str] = {}
+    for meta in venv.glob("lib/python*/site-packages/*.dist-info/METADATA"):
+        name = version = None
+        with open(meta, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    break  # the headers end at the first blank line
+                key, _, value = line.partition(":")
+                if key == "Name":
+                    name = value.strip()
+                elif key == "Version":
+                    version = value.strip()
+        if name and version:
+            found[name] = version
+    return "".join(f"{name}=={found[name]}\n" for name in sorted(found, key=str.lower))
+
+
+async def _compile(sandbox: InstallerSandbox, python: str, venv: Path) -> None:
+    """Compile the environment's bytecode with the base interpreter in isolated mode, sandboxed.
+
+    ``-I -S``: no site processing, so no ``.pth`` file of a package runs; the compiler reads the
+    sources and writes ``__pycache__`` only. A failure is not fatal (the plugin then compiles in
+    memory at each start), so it is not raised.
+    """
+    for lib in sorted(venv.glob("lib/python*/site-packages")):
+        await _run(sandbox, [python, "-I", "-S", "-m", "compileall", "-q", "-j", "1", str(lib)], {})
+
+
+def _unpinned(launch: PackageLaunch) -> tuple[str, ...]:
+    """The requested packages that name no exact version (resolved by the installer, shown in the approval)."""
+    return tuple(spec for spec in launch.packages if not _is_pinned(launch.manager, spec))
+
+
+def _is_pinned(manager: Manager, spec: str) -> bool:
+    if manager == "uv":
+        return "==" in spec and not any(c in spec.split("==", 1)[1] for c in "*,<>!~")
+    at = spec.find("@", 1)
+    return (
+        at > 0 and re.fullmatch(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?", spec[at + 1 :]) is not None
+    )
+
+
+_INSTALLERS: dict[str, Callable[[_Job], Awaitable[Prepared]]] = {"npm": _prepare_npm, "uv": _prepare_uv}

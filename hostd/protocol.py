@@ -65,6 +65,18 @@ class PluginRef(_Params):
     id: str = Field(min_length=1)
 
 
+class PrepareParams(PluginRef):
+    """``plugins/prepare {id, allowBuild?}``."""
+
+    allow_build: bool = Field(
+        default=False,
+        alias="allowBuild",
+        description="let a Python package with no wheel for this machine be built from source (its build backend "
+        "runs, sandboxed); the approval shows it (`prepare.build`). Without it such a package fails with "
+        "`PREPARE_FAILED` reason `source-build-required`",
+    )
+
+
 class AuthCallbackParams(_Params):
     """``auth/callback``: the authorization server's redirect, for a parent that catches it itself."""
 
@@ -288,7 +300,7 @@ class InitializeResult(Wire):
 class Preparation(Wire):
     """``Launch.prepare``: the install-time preparation of a launch that names a package (npx, uvx, uv run --with)."""
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"resolved", "lockfile", "root"})
+    omit_none: ClassVar[frozenset[str]] = frozenset({"resolved", "lockfile", "root", "registry", "unpinned", "build"})
 
     state: Literal["needed", "prepared"] = Field(
         description="`needed`: `plugins/prepare` must run before enable; `prepared`: the launch runs from `root`"
@@ -305,6 +317,15 @@ class Preparation(Wire):
         description="`sha256:…` of the environment's lock (every package installed; covered by the digest)",
     )
     root: str | None = Field(default=None, description="the prepared environment folder (read-only to the plugin)")
+    registry: str | None = Field(default=None, description="the registry or index the packages came from")
+    unpinned: list[str] | None = Field(
+        default=None,
+        description="the requested packages that named no exact version: the installer resolved them (to the "
+        "versions in `resolved`), and the approval shows that it did",
+    )
+    build: bool | None = Field(
+        default=None, description="`true`: source builds were allowed (`plugins/prepare {allowBuild}`)"
+    )
 
 
 class RemoteEndpoint(Wire):
@@ -942,7 +963,7 @@ PARAMS: dict[str, type[BaseModel]] = {
     "tools/call": ToolsCallParams,
     "tools/setEnabled": ToolSetEnabledParams,
     "plugins/configure": ConfigureParams,
-    "plugins/prepare": PluginRef,
+    "plugins/prepare": PrepareParams,
     "plugins/logout": PluginRef,
     "auth/callback": AuthCallbackParams,
     "plugins/logs": LogsParams,

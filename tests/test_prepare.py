@@ -131,6 +131,9 @@ async def test_a_prepared_npx_server_starts_under_strict_with_no_network(tmp_pat
             "lockfile": "sha256:"
             + hashlib.sha256((root / "node_modules" / ".package-lock.json").read_bytes()).hexdigest(),
             "root": str(root),
+            "registry": "https://registry.npmjs.org/",
+            "unpinned": [],
+            "build": False,
         }
         assert lock["packages"]["node_modules/@modelcontextprotocol/server-memory"]["version"] == "2026.8.31"
         assert launch["command"] == shutil.which("node", path=plugin_environment()["PATH"])

@@ -518,6 +518,19 @@ export interface Preparation {
   lockfile?: string | null;
   /** the prepared environment folder (read-only to the plugin) */
   root?: string | null;
+  /** the registry or index the packages came from */
+  registry?: string | null;
+  /** the requested packages that named no exact version: the installer resolved them (to the versions in `resolved`), and the approval shows that it did */
+  unpinned?: string[] | null;
+  /** `true`: source builds were allowed (`plugins/prepare {allowBuild}`) */
+  build?: boolean | null;
+}
+
+/** `plugins/prepare {id, allowBuild?}`. */
+export interface PrepareParams {
+  id: string;
+  /** let a Python package with no wheel for this machine be built from source (its build backend runs, sandboxed); the approval shows it (`prepare.build`). Without it such a package fails with `PREPARE_FAILED` reason `source-build-required` */
+  allowBuild?: boolean;
 }
 
 /** `$/progress` params. */
@@ -747,9 +760,9 @@ export interface Requests {
     params: ConfigureParams;
     result: PluginInfo;
   };
-  /** `{id}`: uninstall, enable, disable, restart, status. */
+  /** `plugins/prepare {id, allowBuild?}`. */
   "plugins/prepare": {
-    params: PluginRef;
+    params: PrepareParams;
     result: PluginInfo;
   };
   /** `{id}`: uninstall, enable, disable, restart, status. */

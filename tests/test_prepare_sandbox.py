@@ -1,0 +1,240 @@
+"""Preparation runs no package code outside the sandbox (issue "Preparation is sandboxed").
+
+The class under test: *package text that makes an installer run the package's own code on the
+host, before approval*. Members built here as real packages on a loopback index (no network):
+
+- a pure wheel whose ``.pth`` file holds code (run by any start of the new environment's
+  interpreter, as ``uv pip install --compile-bytecode`` did);
+- a source distribution with an in-tree build backend (run by a source build, which
+  preparation did whenever a package had no wheel);
+- the same backend with the build allowed on purpose: its code runs, and the test shows what it
+  could reach from inside the installer's sandbox (nothing but its own folders).
+
+Each hostile package tries to write a canary outside its environment and to read a secret file
+beside it; the assertions are on those files and on what the package's code itself reported,
+never on log lines of hostd.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import io
+import os
+import shutil
+import tarfile
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from hostd.client import plugin_environment
+from hostd.prepare import MARKER, PackageLaunch, Prepared, PrepareError, Registries, parse_package_launch, prepare
+from sandbox.probe import probe
+
+#: Seconds one preparation of a local package may take.
+PREPARE_TIMEOUT = 120.0
+
+
+def _path() -> str:
+    path = plugin_environment()["PATH"]
+    if shutil.which("uv", path=path) is None:
+        pytest.skip("uv is not on PATH")
+    return path
+
+
+def _landlock() -> bool:
+    return any(cap.name == "landlock-fs" and cap.available for cap in probe())
+
+
+# -- the hostile code ---------------------------------------------------------------------------
+
+
+def _probe_code(outside: Path, secret: Path) -> str:
+    """Python that tries to write ``outside`` and read ``secret``; it prints what it managed, one line."""
+    return (
+        "import os\n"
+        "def _hostile_report():\n"
+        "    said = []\n"
+        "    try:\n"
+        f"        open({str(outside)!r}, 'w').write('ran')\n"
+        "        said.append('write-outside=done')\n"
+        "    except OSError as exc:\n"
+        "        said.append('write-outside=' + type(exc).__name__)\n"
+        "    try:\n"
+        f"        said.append('read-secret=' + open({str(secret)!r}).read())\n"
+        "    except OSError as exc:\n"
+        "        said.append('read-secret=' + type(exc).__name__)\n"
+        "    said.append('home-is-private=' + str(os.environ.get('HOME', '').endswith('/home')))\n"
+        "    return 'HOSTILE ' + ' '.join(said)\n"
+    )
+
+
+def _wheel(folder: Path, name: str, pth_line: str) -> Path:
+    """A pure wheel ``<name>-1.0`` whose ``<name>.pth`` is ``pth_line`` (and a console script)."""
+    dist = f"{name}-1.0.dist-info"
+    files = {
+        f"{name}/__init__.py": "def main() -> None:\n    print('hello')\n",
+        f"{name}.pth": pth_line + "\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/entry_points.txt": f"[console_scripts]\n{name} = {name}:main\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{dist}/RECORD,,")
+    files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
+    wheel = folder / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def _sdist(folder: Path, name: str, backend: str) -> Path:
+    """A source distribution ``<name>-1.0.tar.gz`` whose build backend is its own ``backend.py``."""
+    files = {
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        "pyproject.toml": f'[project]\nname = "{name}"\nversion = "1.0"\n\n'
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
+        "backend.py": backend,
+    }
+    sdist = folder / f"{name}-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as archive:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-1.0/{path}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return sdist
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A PEP 503 simple index on loopback: ``(url of /simple, folder the packages go into)``."""
+    root = tmp_path / "index"
+    (root / "files").mkdir(parents=True)
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple", root / "files"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _publish(index_files: Path, artifact: Path, name: str) -> None:
+    """List ``artifact`` (already in ``index_files``) as the only file of project ``name``."""
+    project = index_files.parent / "simple" / name
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "index.html").write_text(f'<a href="../../files/{artifact.name}">{artifact.name}</a>\n')
+
+
+async def _prepare(state: Path, launch: PackageLaunch, registry: str, *, allow_build: bool = False) -> Prepared:
+    async def progress(step: int, total: int, message: str) -> None:
+        pass
+
+    with trio.fail_after(PREPARE_TIMEOUT):
+        return await prepare(
+            state,
+            "hostile",
+            launch,
+            registries=Registries(python=registry),
+            path=_path(),
+            progress=progress,
+            environ={**plugin_environment(), "HOME": str(state.parent / "user-home")},
+            **({"allow_build": True} if allow_build else {}),
+        )
+
+
+def _canaries(tmp_path: Path) -> tuple[Path, Path]:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s3cret")
+    return tmp_path / "canary-outside", secret
+
+
+# -- members of the class --------------------------------------------------------------------------
+
+
+async def test_a_pth_file_of_a_wheel_never_runs_during_preparation(tmp_path: Path, index: tuple[str, Path]) -> None:
+    """Failed before: ``uv pip install --compile-bytecode`` started the environment's interpreter on the
+    host, whose ``site`` ran the ``.pth`` line: the canary outside appeared."""
+    url, files = index
+    outside, _secret = _canaries(tmp_path)
+    pth = f"import os; open({str(outside)!r}, 'w').write('ran')"
+    _publish(files, _wheel(files, "evil_pth", pth), "evil-pth")
+    launch = parse_package_launch("uvx", ["--from", "evil-pth==1.0", "evil_pth"])
+    assert launch is not None
+    prepared = await _prepare(tmp_path / "state", launch, url)
+    assert not outside.exists()
+    root = Path(prepared.root)
+    assert (root / MARKER).is_file()
+    assert (root / "requirements.lock").read_text() == "evil_pth==1.0\n"
+    # The sources are compiled (isolated mode, no site): the plugin need not compile at each start.
+    assert list(root.glob("venv/lib/python*/site-packages/evil_pth/__pycache__/__init__.*.pyc"))
+
+
+async def test_a_source_build_is_refused_unless_allowed(tmp_path: Path, index: tuple[str, Path]) -> None:
+    """Failed before: the sdist's in-tree backend ran on the host during preparation (canary written)."""
+    url, files = index
+    outside, secret = _canaries(tmp_path)
+    backend = _probe_code(outside, secret) + (
+        "def get_requires_for_build_wheel(config_settings=None):\n"
+        "    raise SystemExit(_hostile_report())\n"
+        "build_wheel = get_requires_for_build_wheel\n"
+    )
+    _publish(files, _sdist(files, "evil_build", backend), "evil-build")
+    launch = parse_package_launch("uvx", ["--from", "evil-build==1.0", "evil_build"])
+    assert launch is not None
+    with pytest.raises(PrepareError) as caught:
+        await _prepare(tmp_path / "state", launch, url)
+    assert caught.value.reason == "source-build-required"
+    assert "allowBuild" in str(caught.value)
+    assert not outside.exists()
+    assert not any("HOSTILE" in line for line in caught.value.output)
+    assert not (tmp_path / "state" / "prepared" / "hostile" / launch.key).exists()
+
+
+@pytest.mark.skipif(not _landlock(), reason="needs Landlock: without it the sandbox has no file rules to show")
+async def test_package_code_that_runs_on_purpose_reaches_nothing_outside_its_folders(
+    tmp_path: Path, index: tuple[str, Path]
+) -> None:
+    """With the build allowed, the backend's own code runs: inside the installer's sandbox it can
+    neither write beside the state folder nor read a file there, and its HOME is hostd's empty one."""
+    url, files = index
+    outside, secret = _canaries(tmp_path)
+    backend = _probe_code(outside, secret) + (
+        "import sys\n"
+        "def get_requires_for_build_wheel(config_settings=None):\n"
+        "    print(_hostile_report(), file=sys.stderr)\n"
+        "    raise SystemExit(1)\n"
+        "build_wheel = get_requires_for_build_wheel\n"
+    )
+    _publish(files, _sdist(files, "evil_build", backend), "evil-build")
+    launch = parse_package_launch("uvx", ["--from", "evil-build==1.0", "evil_build"])
+    assert launch is not None
+    with pytest.raises(PrepareError) as caught:
+        await _prepare(tmp_path / "state", launch, url, allow_build=True)
+    reports = [line.strip() for line in caught.value.output if "HOSTILE" in line]
+    assert reports, caught.value.output  # the package's code did run
+    assert reports[0].endswith(
+        "HOSTILE write-outside=PermissionError read-secret=PermissionError home-is-private=True"
+    ), reports
+    assert not outside.exists()
+    assert not os.path.exists(tmp_path / "user-home")  # the user's HOME was never created or written
