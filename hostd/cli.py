@@ -151,6 +151,14 @@ def _parser() -> argparse.ArgumentParser:
         f"'{os.pathsep}'; none: signatures are checked against the archive only, 'unverified')",
     )
     serve.add_argument(
+        "--allow-private-download",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host a registry entry's bundle URL may name though it resolves to a loopback or private address "
+        "(your own mirror; repeatable; default: none, such downloads are refused)",
+    )
+    serve.add_argument(
         "--pass-proxy-env",
         action="store_true",
         help="pass proxy variables (HTTPS_PROXY, ...) to plugins (CA settings such as SSL_CERT_FILE always pass)",
@@ -224,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             login_path=not args.no_login_path,
             registries=module.Registries.from_environment(args.npm_registry, args.python_index),
             bundle_trust_roots=trust_roots,
+            download_allow_private=tuple(args.allow_private_download),
         )
         host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host
