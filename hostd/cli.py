@@ -13,9 +13,11 @@ import functools
 import importlib
 import logging
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import trio
 
@@ -151,6 +153,14 @@ def _parser() -> argparse.ArgumentParser:
         f"'{os.pathsep}'; none: signatures are checked against the archive only, 'unverified')",
     )
     serve.add_argument(
+        "--allow-private-download",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host a registry entry's bundle URL may name though it resolves to a loopback or private address "
+        "(your own mirror; repeatable; default: none, such downloads are refused)",
+    )
+    serve.add_argument(
         "--pass-proxy-env",
         action="store_true",
         help="pass proxy variables (HTTPS_PROXY, ...) to plugins (CA settings such as SSL_CERT_FILE always pass)",
@@ -168,6 +178,54 @@ def _hostd_or_warning(record: logging.LogRecord) -> bool:
     return record.name == "hostd" or record.name.startswith("hostd.") or record.levelno >= logging.WARNING
 
 
+def installer_table(path: str | None = None) -> str:
+    """``hostd doctor``'s second table: the installer each package ecosystem uses, where it was found and the
+    version it reports; deno too when it is on ``PATH``.
+
+    ``path`` (``PATH`` syntax; None: hostd's ``PATH`` followed by the login shell's, as ``hostd serve``
+    searches) is where :func:`hostd.prepare.find_installer` looks. Each version query runs with ``PATH``
+    and ``HOME`` only, reads at most 256 bytes for at most 5 s (:func:`hostd.runtimes.answer_of`); the
+    first line of the answer is shown. Blocking.
+    """
+    from hostd.prepare import find_installer  # noqa: PLC0415  (only this command needs it)
+    from hostd.runtimes import answer_of  # noqa: PLC0415
+    from sandbox.environment import login_shell_path, merge_paths  # noqa: PLC0415
+
+    if path is None:
+        path = merge_paths(os.environ.get("PATH", ""), login_shell_path())
+    env = {"PATH": path, "HOME": os.path.expanduser("~")}
+    rows = [("ecosystem", "installer", "version", "executable", "found")]
+    wanted: list[tuple[str, Literal["uv", "npm", "node"] | None, str]] = [
+        ("pypi", "uv", "uv"),
+        ("npm", "npm", "npm"),
+        ("npm", "node", "node"),
+        ("deno", None, "deno"),
+    ]
+    for ecosystem, name, program in wanted:
+        if name is not None:
+            found = find_installer(name, path)
+            executable, source = (None, found) if isinstance(found, str) else (found.executable, found.source)
+        else:
+            which = shutil.which(program, path=path)
+            executable, source = (os.path.abspath(which), "PATH") if which else (None, f"{program} not on PATH")
+        version = "-"
+        if executable is not None:
+            try:
+                code, text = answer_of([executable, "--version"], env)
+                first = text.splitlines()[0] if text else ""
+                version = first if code == 0 and first else f"exit status {code}"
+            except subprocess.TimeoutExpired:
+                version = "no answer within 5 s"
+            except OSError as exc:
+                version = f"cannot run: {exc.strerror}"
+        rows.append((ecosystem, program, version, executable or "-", source))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)), row[4]]).rstrip()
+        for row in rows
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hostd`` console script; returns the exit code."""
     try:
@@ -178,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         from sandbox.probe import probe, render_table  # noqa: PLC0415  (only this command needs it)
 
         print(render_table(probe()))
+        print(installer_table())
         return 0
     # pydantic looks for its plugins (entry points of every installed distribution: ~11 ms, before the
     # first model is built, so before the first host answer); hostd installs none and configures none.
@@ -224,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             login_path=not args.no_login_path,
             registries=module.Registries.from_environment(args.npm_registry, args.python_index),
             bundle_trust_roots=trust_roots,
+            download_allow_private=tuple(args.allow_private_download),
         )
         host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host

@@ -104,6 +104,9 @@ class HostSettings:
     registries: Registries = field(default_factory=Registries)
     #: PEM files of the certificates a signed bundle's chain must lead to (``--bundle-trust-root``).
     bundle_trust_roots: tuple[str, ...] = ()
+    #: Hosts a registry entry's bundle URL may name though they resolve to a private or loopback address
+    #: (``--allow-private-download``: the user's own mirror; hostd/serverjson.py).
+    download_allow_private: tuple[str, ...] = ()
 
     def isolation_policy(
         self,
@@ -1013,7 +1016,7 @@ class Host:
         plan = await trio.to_thread.run_sync(serverjson.plan, entry, index)
         if plan.bundle_url is not None:
             root = self._generated_root("bundles")
-            path = await trio.to_thread.run_sync(serverjson.download_bundle, plan, root)
+            path = await serverjson.download_bundle(plan, root, allow_private=self.settings.download_allow_private)
             try:
                 return await self._unpack_bundle(path, origin={"kind": "registry", "source": plan.name})
             finally:

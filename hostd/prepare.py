@@ -724,13 +724,85 @@ def _remove_others(base: Path, keep: str) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def _tool(name: str, path: str, launch: PackageLaunch) -> str:
+InstallerName = Literal["uv", "npm", "node"]
+
+
+@dataclass(frozen=True)
+class Installer:
+    """A package tool :func:`find_installer` chose: its ``name``, absolute ``executable`` (not resolved: a
+    link stays the link, as its runtime finds itself through it) and ``source``, where it was found (words
+    for ``hostd doctor``)."""
+
+    name: InstallerName
+    executable: str
+    source: str
+
+
+def find_installer(name: InstallerName, path: str) -> Installer | str:
+    """The installer hostd runs for ``name``, or why there is none (a sentence naming every place looked at).
+
+    ``path`` is the ``PATH`` (``os.pathsep``-separated) the launch's commands are found on. The
+    installers come with hostd, so that a user without a uv of their own can prepare Python packages:
+
+    - ``uv``: the ``uv`` next to hostd's own interpreter (``Path(sys.executable).parent / "uv"``: the
+      runtime dependency's binary in hostd's environment), else the ``uv`` package's
+      ``uv.find_uv_bin()`` (its other install layouts), else the first on ``path``;
+    - ``npm``: the npm that came with the ``node`` found on ``path`` (``npm`` beside ``node``, beside
+      its real path, in its prefix's ``bin``, or the prefix's ``lib/node_modules/npm/bin/npm-cli.js``),
+      so the npm matches the node that will run the package; else the first ``npm`` on ``path``;
+    - ``node``: the first on ``path``.
+
+    A candidate must be a regular file (after links) with execute permission. Blocking (a few
+    ``stat`` calls); runs nothing. Source: issue 23 ("the installers hostd needs come with it").
+    """
+    import sys  # noqa: PLC0415 - kept in this function's area of the module (issue 23 works in parallel)
+
+    looked: list[str] = []
+
+    def usable(candidate: str) -> bool:
+        looked.append(candidate)
+        return os.path.isfile(candidate) and os.access(candidate, os.X_OK)
+
+    if name == "uv":
+        own = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "uv")
+        if usable(own):
+            return Installer("uv", own, "next to hostd's Python")
+        try:
+            from uv import find_uv_bin  # noqa: PLC0415 - the uv wheel's own finder, when importable
+
+            packaged: str | None = os.path.abspath(find_uv_bin())
+        except (ImportError, FileNotFoundError):  # uv.UvNotFound is a FileNotFoundError
+            packaged = None
+        if packaged is not None and usable(packaged):
+            return Installer("uv", packaged, "the uv package of hostd's Python")
+    if name == "npm":
+        node = shutil.which("node", path=path)
+        if node is not None:
+            node = os.path.abspath(node)
+            real = os.path.realpath(node)
+            prefix = os.path.dirname(os.path.dirname(real))
+            beside = [
+                os.path.join(os.path.dirname(node), "npm"),
+                os.path.join(os.path.dirname(real), "npm"),
+                os.path.join(prefix, "bin", "npm"),
+                os.path.join(prefix, "lib", "node_modules", "npm", "bin", "npm-cli.js"),
+            ]
+            for candidate in dict.fromkeys(beside):
+                if usable(candidate):
+                    return Installer("npm", candidate, f"with node {node}")
     found = shutil.which(name, path=path)
-    if found is None:
-        raise PrepareError(
-            "tool-missing", f"cannot prepare {' '.join(launch.packages)}: {name} not found on PATH={path}"
-        )
-    return os.path.abspath(found)
+    if found is not None:
+        return Installer(name, os.path.abspath(found), "PATH")
+    places = "".join(f"{place}, " for place in looked)
+    return f"{name} not found ({places}PATH={path})"
+
+
+def _tool(name: InstallerName, path: str, launch: PackageLaunch) -> str:
+    """The executable of installer ``name`` (:func:`find_installer`); ``PrepareError`` ``tool-missing`` when none."""
+    found = find_installer(name, path)
+    if isinstance(found, str):
+        raise PrepareError("tool-missing", f"cannot prepare {' '.join(launch.packages)}: {found}")
+    return found.executable
 
 
 def _npm_environment(base: Path, registry: str, path: str, environ: Mapping[str, str]) -> dict[str, str]:

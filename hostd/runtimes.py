@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["RUNTIMES", "Found", "RuntimeMismatch", "check", "range_problem", "satisfies"]
+__all__ = ["RUNTIMES", "Found", "RuntimeMismatch", "answer_of", "check", "range_problem", "satisfies"]
 
 Runtime = Literal["python", "node"]
 RUNTIMES: Final[tuple[Runtime, ...]] = ("python", "node")
@@ -137,15 +137,29 @@ def _program(runtime: Runtime, chain: Sequence[str]) -> str | None:
 
 
 def version_of(runtime: Runtime, executable: str, env: Mapping[str, str]) -> str:
-    """The version ``executable`` reports (``18.19.1``, ``3.11.2``). Blocking: runs it in a session of its
-    own, reads at most :data:`VERSION_BYTES` of its stdout for at most :data:`VERSION_TIMEOUT` seconds, then
-    kills its process group (an answer that floods or never ends costs nothing more).
+    """The version ``executable`` reports (``18.19.1``, ``3.11.2``). Blocking: :func:`answer_of` bounds it.
 
     Raises ``OSError`` (it cannot run), ``subprocess.TimeoutExpired``, or
     ``ValueError`` (it printed no version).
     """
+    code, text = answer_of([executable, *_ASK[runtime]], env)
+    match = _VERSION.fullmatch(text)
+    if code != 0 or match is None:
+        raise ValueError(f"exit status {code}, printed {text[:80]!r}")
+    return match.group(1)
+
+
+def answer_of(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
+    """``(exit status, stdout stripped)`` of ``argv`` run with exactly ``env`` (callers pass PATH and HOME only).
+
+    Blocking: runs it in a session of its own with stdin empty and stderr
+    discarded, reads at most :data:`VERSION_BYTES` of its stdout for at most
+    :data:`VERSION_TIMEOUT` seconds, then kills its process group (an answer
+    that floods or never ends costs nothing more). Raises ``OSError`` (it
+    cannot run) or ``subprocess.TimeoutExpired``.
+    """
     process = subprocess.Popen(
-        [executable, *_ASK[runtime]],
+        list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -163,18 +177,14 @@ def version_of(runtime: Runtime, executable: str, env: Mapping[str, str]) -> str
                 break
             data += chunk
         if not timer.is_alive():
-            raise subprocess.TimeoutExpired(executable, VERSION_TIMEOUT)
+            raise subprocess.TimeoutExpired(argv[0], VERSION_TIMEOUT)
         code = process.wait(timeout=VERSION_TIMEOUT)
     finally:
         timer.cancel()
         _kill_group(process.pid)
         process.stdout.close()
         process.wait()
-    text = data.decode("utf-8", "replace").strip()
-    match = _VERSION.fullmatch(text)
-    if code != 0 or match is None:
-        raise ValueError(f"exit status {code}, printed {text[:80]!r}")
-    return match.group(1)
+    return code, data.decode("utf-8", "replace").strip()
 
 
 def _kill_group(pid: int) -> None:

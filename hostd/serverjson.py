@@ -9,9 +9,9 @@ way to run it:
 
 - an ``npm`` package becomes ``npx -y <identifier>@<version> <packageArguments>``;
 - a ``pypi`` package becomes ``uvx <identifier>==<version> <packageArguments>``;
-- an ``mcpb`` package is a bundle at a URL: it is downloaded (``https:`` or
-  ``file:``; at most :data:`hostd.bundle.MAX_BUNDLE_BYTES`), its
-  ``fileSha256`` checked, then installed as any bundle (hostd/bundle.py);
+- an ``mcpb`` package is a bundle at a URL: it is downloaded (``https:``
+  only, :func:`download_bundle`), its ``fileSha256`` checked, then installed
+  as any bundle (hostd/bundle.py);
 - with no package, a ``remote`` (Streamable HTTP or SSE) is recorded as a
   manifest with ``backend.transport``, ``url`` and ``headers``; this hostd
   runs stdio servers only, so the install ends with a clear error that says
@@ -24,6 +24,25 @@ options (``plugins/configure``); ``isSecret`` ones become secrets
 (``${secret:NAME}``, hostd/secrets.py) and are never written anywhere in
 plain text. Failures raise ``PACKAGE_INVALID`` with ``data.errors``
 (``field`` a dotted path into the entry).
+
+A registry document names only ``https:`` resources
+----------------------------------------------------
+The class of fault: *a stranger's document makes hostd read something on the
+installer's behalf that is not a public https resource*. Its members: a
+``file:`` URL (any local file hostd can read, its own standard input through
+``file:///dev/stdin`` or ``/proc/self/fd/0``; the hash-mismatch error then
+gave a digest of what was read), ``http:``, ``ftp:``, ``data:``, a relative
+URL, a scheme in other casing (``FILE:``), a URL with a user name, spaces,
+control characters or a NUL (read differently by different parsers), a
+redirect to any of these, and an https URL whose host resolves to a loopback,
+private or link-local address (hostd/connect.py's rule, as for remote
+plugins: ``--allow-private-download HOST`` lets a user's own mirror through).
+:func:`resource_problem` refuses them all from the text alone, before anything
+is opened; :func:`download_bundle` checks every hop again and dials only
+checked addresses. A download is bounded in size (``MAX_BUNDLE_BYTES``), in
+redirects (:data:`MAX_REDIRECTS`) and in total time (:data:`DOWNLOAD_SECONDS`:
+a server that trickles a byte a minute fails at the deadline), and runs on
+trio (cancellable; hostd's control reader keeps reading).
 """
 
 from __future__ import annotations
@@ -32,23 +51,32 @@ import hashlib
 import os
 import re
 import tempfile
-import urllib.parse
-import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import trio
 from pydantic import BaseModel, ConfigDict, Field
 
 from hostd.bundle import MAX_BUNDLE_BYTES, invalid, validated
+from hostd.errors import HostError
 from hostd.importer import known_needs, sanitize_id
 from hostd.secrets import secret_ref
 
-__all__ = ["Plan", "ServerJson", "download_bundle", "plan"]
+__all__ = ["DOWNLOAD_SECONDS", "MAX_REDIRECTS", "Plan", "ServerJson", "download_bundle", "plan", "resource_problem"]
 
 _NPM_EXACT: Final = re.compile(r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
 _PYPI_EXACT: Final = re.compile(r"^\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?$")
 _NAME: Final = re.compile(r"[^A-Za-z0-9_]+")
+_SCHEME: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+#: The longest one bundle download may take, first byte to last, redirects included (seconds).
+DOWNLOAD_SECONDS: Final = 300.0
+#: The most redirects one bundle download follows (each to an ``https:`` URL checked as the first).
+MAX_REDIRECTS: Final = 5
+#: The longest one read may wait for the server (seconds); the total is :data:`DOWNLOAD_SECONDS`.
+_READ_SECONDS: Final = 30.0
 
 
 class _Lenient(BaseModel):
@@ -133,6 +161,8 @@ class Plan:
     name: str
     manifest: dict[str, Any] | None = None
     bundle_url: str | None = None
+    #: Where ``bundle_url`` came from: the dotted path into the entry (errors name it).
+    bundle_field: str = "identifier"
     sha256: str | None = None
     remote: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
@@ -189,7 +219,8 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
     Pure (no I/O). Raises ``PACKAGE_INVALID``: invalid fields, no package at
     ``index`` and no remote, an unsupported registry type (``oci``, ``nuget``)
     or package transport, a version that is not exact, an ``mcpb`` package
-    without ``fileSha256``.
+    without ``fileSha256`` or whose URL is not one hostd fetches
+    (:func:`resource_problem`).
     """
     server = validated(ServerJson, entry, "serverJson", "server.json")
     plugin_id = sanitize_id(server.name.rsplit("/", 1)[-1])
@@ -234,7 +265,9 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
                 f"{where}: an mcpb package needs fileSha256 (hostd installs only what it can check)",
                 [{"field": f"{where}.fileSha256", "message": "required for mcpb"}],
             )
+        _check_resource(package.identifier, f"{where}.identifier")
         result.bundle_url, result.sha256 = package.identifier, package.file_sha256
+        result.bundle_field = f"{where}.identifier"
         return result
     exact = {"npm": _NPM_EXACT, "pypi": _PYPI_EXACT}.get(kind)
     if exact is None:
@@ -289,42 +322,151 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
     return result
 
 
-def download_bundle(plan: Plan, root: Path) -> Path:
+def resource_problem(url: str) -> tuple[str, str] | None:
+    """Why hostd will not fetch ``url``, named by a registry document: ``(scheme, reason)``, or None.
+
+    Pure: the text only, nothing is opened or resolved (the address rule is
+    applied when connecting, :func:`download_bundle`). ``scheme`` is the
+    scheme as written (``""`` when there is none). Refused: any scheme but
+    ``https`` (in any casing), a relative URL, a character outside printable
+    ASCII (space, tab, newline, NUL, other control characters, non-ASCII:
+    write a host in punycode), a backslash, a user name or password, no host,
+    a URL httpx cannot parse. See the module header for the class.
+    """
+    match = _SCHEME.match(url)
+    scheme = match.group(1) if match else ""
+    bad = next((ch for ch in url if not 0x21 <= ord(ch) <= 0x7E), None)
+    if bad is not None:
+        return scheme, f"contains the character {bad!r} (only printable ASCII without spaces)"
+    if not match:
+        return scheme, "is not an absolute URL (no scheme)"
+    if scheme.lower() != "https":
+        return scheme, f"has the scheme {scheme + ':'!r}: hostd fetches only https: URLs"
+    if "\\" in url:
+        return scheme, "contains a backslash"
+    import httpx2  # noqa: PLC0415 - only an mcpb install pays for it
+
+    try:
+        parsed = httpx2.URL(url)
+    except httpx2.InvalidURL as exc:
+        return scheme, f"is not a valid URL: {exc}"
+    if parsed.scheme != "https" or not parsed.host:
+        return scheme, "has no host"
+    if parsed.userinfo:
+        return scheme, "holds a user name or password"
+    return None
+
+
+def _check_resource(url: str, where: str) -> None:
+    problem = resource_problem(url)
+    if problem is not None:
+        scheme, reason = problem
+        raise invalid(f"{where}: the bundle URL {reason}", [{"field": where, "message": reason}], scheme=scheme)
+
+
+async def download_bundle(
+    plan: Plan,
+    root: Path,
+    *,
+    allow_private: Iterable[str] = (),
+    seconds: float = DOWNLOAD_SECONDS,
+    max_bytes: int = MAX_BUNDLE_BYTES,
+    max_redirects: int = MAX_REDIRECTS,
+) -> Path:
     """Fetch ``plan.bundle_url`` into a temporary file under ``root`` and check its SHA-256; return the file.
 
-    ``https:`` and ``file:`` URLs only; at most ``MAX_BUNDLE_BYTES``; 60 s per
-    read. Raises ``PACKAGE_INVALID`` (unreachable, too large, wrong hash: the
-    message gives both hashes). The caller deletes the file. Blocking.
+    ``https:`` only (:func:`resource_problem`, checked again for every
+    redirect; at most ``max_redirects``). Connections go only to addresses
+    hostd/connect.py's rule passes (``allow_private``: host names that may
+    resolve to a private or loopback address, the user's ``--allow-private-download``);
+    the environment's proxy and CA variables apply. At most ``max_bytes``
+    bytes (``Content-Encoding`` other than identity is refused, so the bound
+    is on the bytes hashed); the whole download takes at most ``seconds``
+    (each read at most 30 s). Raises ``PACKAGE_INVALID`` (``data.errors[0].field``
+    the URL's field): refused URL or redirect, unreachable, HTTP status other
+    than 200, too large, too slow, wrong hash (the message gives both hashes).
+    The caller deletes the file. Cancellation closes the connection and
+    deletes the partial file. Source: MCP Registry server.json, ``mcpb``
+    packages (``identifier`` is the bundle's URL).
     """
+    import httpx2  # noqa: PLC0415 - only an mcpb install pays for httpx and httpcore
+
+    from hostd.connect import checked_client_transports  # noqa: PLC0415 - likewise
+    from hostd.remote import _host_is_loopback_literal  # noqa: PLC0415 - likewise
+
     assert plan.bundle_url is not None and plan.sha256 is not None
-    url = plan.bundle_url
-    scheme = urllib.parse.urlsplit(url).scheme
-    if scheme not in ("https", "file"):
-        raise invalid(
-            f"{url}: only https: and file: bundle URLs are fetched", [{"field": "identifier", "message": url}]
-        )
+    where = plan.bundle_field
+    url = first = plan.bundle_url
+    _check_resource(url, where)
+
+    def failed(message: str) -> HostError:
+        return invalid(f"{first}: {message}", [{"field": where, "message": message}])
+
+    allowed = {h.lower().rstrip(".") for h in allow_private}
+    refusals: list[str] = []
+    transport, mounts = checked_client_transports(allowed, refusals.append)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=".download-", suffix=".mcpb", dir=root)
     digest = hashlib.sha256()
     size = 0
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-            while chunk := response.read(1024 * 1024):
-                size += len(chunk)
-                if size > MAX_BUNDLE_BYTES:
-                    raise invalid(f"{url}: larger than {MAX_BUNDLE_BYTES} bytes")
-                digest.update(chunk)
-                out.write(chunk)
-    except OSError as exc:
+        with os.fdopen(fd, "wb") as out, trio.move_on_after(seconds) as deadline:
+            async with httpx2.AsyncClient(
+                transport=transport,
+                mounts=mounts,
+                trust_env=True,
+                follow_redirects=False,
+                timeout=httpx2.Timeout(_READ_SECONDS),
+                headers={"Accept-Encoding": "identity"},
+            ) as client:
+                for hop in range(max_redirects + 1):
+                    host = httpx2.URL(url).host
+                    if _host_is_loopback_literal(host) and host.lower().rstrip(".") not in allowed:
+                        # hostd/connect.py lets a loopback literal through (a manifest the user approved
+                        # wrote it); a stranger's registry entry may not point hostd at this machine.
+                        raise failed(
+                            f"cannot be fetched: {host} is this machine; hostd downloads from a loopback or "
+                            "private address only from a host the user names with --allow-private-download"
+                        )
+                    async with client.stream("GET", url) as response:
+                        if response.is_redirect:
+                            location = response.headers.get("location", "")
+                            target = str(response.url.join(location))
+                            problem = resource_problem(target)
+                            if problem is not None:
+                                raise failed(f"redirected to a URL that {problem[1]}")
+                            if hop == max_redirects:
+                                raise failed(f"more than {max_redirects} redirects")
+                            url = target
+                            continue
+                        if response.status_code != 200:
+                            raise failed(f"HTTP status {response.status_code} from {url}")
+                        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+                        if encoding not in ("", "identity"):
+                            raise failed(f"Content-Encoding {encoding!r} (hostd asked for identity)")
+                        declared = response.headers.get("content-length", "")
+                        if declared.isdigit() and int(declared) > max_bytes:
+                            raise failed(f"larger than {max_bytes} bytes (Content-Length {declared})")
+                        async for chunk in response.aiter_raw():
+                            size += len(chunk)
+                            if size > max_bytes:
+                                raise failed(f"larger than {max_bytes} bytes")
+                            digest.update(chunk)
+                            out.write(chunk)
+                        break
+        if deadline.cancelled_caught:
+            raise failed(f"not downloaded within {seconds:g} s ({size} bytes received)")
+    except httpx2.HTTPError as exc:
         os.unlink(name)
-        raise invalid(f"{url}: cannot be fetched: {exc}", [{"field": "identifier", "message": str(exc)}]) from None
+        reason = refusals[-1] if refusals else str(exc) or type(exc).__name__
+        raise failed(f"cannot be fetched: {reason}") from None
     except BaseException:
         os.unlink(name)
         raise
     if digest.hexdigest() != plan.sha256:
         os.unlink(name)
         raise invalid(
-            f"{url}: SHA-256 {digest.hexdigest()} does not match fileSha256 {plan.sha256}",
+            f"{first}: SHA-256 {digest.hexdigest()} does not match fileSha256 {plan.sha256}",
             [{"field": "fileSha256", "message": "does not match the downloaded file"}],
         )
     return Path(name)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ from hostd import serverjson
 from hostd.client import HostdClient, RpcError
 from hostd.errors import HostError
 from tests.conftest import hostd_with_home
-from tests.test_bundle import mcpb_manifest, node_bundle
 from tests.test_real_catalog import ENABLE_TIMEOUT, MEMORY, registry_answers_or_skip
 from tests.test_real_servers import TIME, manifest_of, npm_spec, uv_spec
 
@@ -167,39 +165,6 @@ def test_unsupported_entries_say_why() -> None:
     del missing["name"], missing["version"]
     assert [e["field"] for e in errors(missing)] == ["name", "version"]
     assert errors("{not json")[0]["message"].startswith("serverJson is not JSON")
-
-
-def _file_url(path: Path) -> str:
-    return path.as_uri()
-
-
-async def test_mcpb_package_is_checked_against_file_sha256(tmp_path: Path, hostd: HostdClient) -> None:
-    path = node_bundle(tmp_path)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    package = {
-        "registryType": "mcpb",
-        "identifier": _file_url(path),
-        "fileSha256": "0" * 64,
-        "transport": {"type": "stdio"},
-    }
-    with pytest.raises(RpcError) as wrong:
-        await hostd.request("plugins/install", {"serverJson": entry([package], name="io.example/node-echo")})
-    assert wrong.value.kind == "PACKAGE_INVALID"
-    assert wrong.value.message == f"{_file_url(path)}: SHA-256 {digest} does not match fileSha256 {'0' * 64}"
-    assert (await hostd.request("plugins/list", {}))["plugins"] == []
-    package["fileSha256"] = digest
-    info = await hostd.request("plugins/install", {"serverJson": json.dumps(entry([package], name="io.example/x"))})
-    assert info["id"] == mcpb_manifest()["name"]
-    assert info["origin"]["kind"] == "registry"
-    assert info["origin"]["source"] == "io.example/x"
-    assert info["origin"]["sha256"] == digest
-    assert info["tools"] == ["node-echo.echo", "node-echo.env", "node-echo.argv", "node-echo.log"]
-    await hostd.request("plugins/approve", {"id": "node-echo", "digest": info["launch"]["digest"]})
-    await hostd.request("plugins/enable", {"id": "node-echo"})
-    echoed = await hostd.request("tools/call", {"name": "node-echo.echo", "arguments": {"text": "from the registry"}})
-    assert echoed["content"] == [{"type": "text", "text": "from the registry"}]
-    await hostd.request("plugins/disable", {"id": "node-echo"})
-    assert [p.name for p in (tmp_path / "state" / "bundles").iterdir()] == ["node-echo"]  # no download left
 
 
 async def test_remote_entry_is_recorded_and_refused_clearly(tmp_path: Path, hostd: HostdClient) -> None:
