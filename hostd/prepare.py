@@ -996,14 +996,14 @@ async def _prepare_uv(job: _Job) -> Prepared:
     await progress(3, 4, "recording what was installed")
     freeze = await trio.to_thread.run_sync(_freeze, venv)
     helpers = await trio.to_thread.run_sync(bundled_js_helpers, venv)
-    npm = shutil.which("npm", path=path)
+    npm = find_installer("npm", path)
     for helper in helpers:
-        if npm is None:
+        if isinstance(npm, str):
             break  # without npm the package falls back by itself
         await trio.to_thread.run_sync(_helper_dependencies, helper)
         npm_registry = registries.npm or "https://registry.npmjs.org/"
         await progress(3, 4, f"npm install in {helper.relative_to(root)} (a JavaScript helper of the package)")
-        argv = [os.path.abspath(npm), "install", "--prefix", str(helper), "--ignore-scripts", "--omit=dev"]
+        argv = [npm.executable, "install", "--prefix", str(helper), "--ignore-scripts", "--omit=dev"]
         argv += ["--no-audit", "--no-fund", "--package-lock=true"]
         code, output = await _run(sandbox, argv, _npm_environment(sandbox.base, npm_registry, path, environ))
         if code != 0:
