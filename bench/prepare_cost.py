@@ -1,0 +1,91 @@
+"""Preparation's cost: the catalog's packages prepared by today's sandboxed installers and by a baseline.
+
+Usage: ``python -m bench.prepare_cost [rounds] [--baseline REV]``. The baseline is ``hostd/prepare.py``
+as it stood at git revision ``REV`` (default ``5e0f04b``: the installers ran on the host, unsandboxed),
+loaded from ``git show`` into a module of its own, so both run side by side in one process, in
+alternating order, each round in a fresh state folder (so each has a cold cache of its own, as a
+first preparation does). Packages: the catalog's npm and Python servers (server-memory,
+mcp-server-time). Prints JSON: per package and variant the median seconds, and the ratio
+sandboxed / baseline (the issue's target: at most 1.2).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from hostd import prepare as current
+from hostd.client import plugin_environment
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {
+    "server-memory (npm)": ("npx", ["-y", "@modelcontextprotocol/server-memory@2026.8.31"]),
+    "mcp-server-time (uv)": ("uvx", ["mcp-server-time==2026.10.19"]),
+}
+
+
+def _baseline(rev: str) -> types.ModuleType:
+    """``hostd/prepare.py`` at ``rev``, as a module named ``prepare_baseline``."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:hostd/prepare.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    spec = importlib.util.spec_from_loader("prepare_baseline", loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["prepare_baseline"] = module
+    exec(compile(source, f"{rev}:hostd/prepare.py", "exec"), module.__dict__)
+    return module
+
+
+async def _once(module: types.ModuleType, command: str, args: list[str]) -> float:
+    async def progress(step: int, total: int, message: str) -> None:
+        pass
+
+    launch = module.parse_package_launch(command, args)
+    with tempfile.TemporaryDirectory(prefix="hostd-bench-prepare-") as state:
+        started = time.perf_counter()
+        await module.prepare(
+            Path(state),
+            "bench",
+            launch,
+            registries=module.Registries(),
+            path=plugin_environment()["PATH"],
+            progress=progress,
+            environ={**plugin_environment(), "HOME": state},
+        )
+        return time.perf_counter() - started
+
+
+async def main(rounds: int, rev: str) -> dict[str, Any]:
+    """Prepare each package ``rounds`` times per variant, alternating; the medians and the ratios."""
+    variants = {"sandboxed": current, "baseline": _baseline(rev)}
+    seconds: dict[str, dict[str, list[float]]] = {name: {v: [] for v in variants} for name in PACKAGES}
+    for index in range(rounds):
+        order = list(variants) if index % 2 == 0 else list(reversed(variants))
+        for name, (command, args) in PACKAGES.items():
+            for variant in order:
+                seconds[name][variant].append(await _once(variants[variant], command, args))
+    result: dict[str, Any] = {"rounds": rounds, "baseline": rev, "packages": {}}
+    for name, by_variant in seconds.items():
+        medians = {v: statistics.median(s) for v, s in by_variant.items()}
+        result["packages"][name] = {
+            "median_s": {v: round(m, 3) for v, m in medians.items()},
+            "ratio": round(medians["sandboxed"] / medians["baseline"], 3),
+        }
+    return result
+
+
+if __name__ == "__main__":
+    count = int(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else 5
+    baseline = sys.argv[sys.argv.index("--baseline") + 1] if "--baseline" in sys.argv else "5e0f04b"
+    print(json.dumps(trio.run(main, count, baseline), indent=1))
