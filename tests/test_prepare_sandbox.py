@@ -238,3 +238,40 @@ async def test_package_code_that_runs_on_purpose_reaches_nothing_outside_its_fol
     ), reports
     assert not outside.exists()
     assert not os.path.exists(tmp_path / "user-home")  # the user's HOME was never created or written
+
+
+# -- as an unprivileged user ------------------------------------------------------------------------
+
+
+async def test_package_code_run_on_purpose_is_confined_as_nobody(index: tuple[str, Path]) -> None:
+    """What the root test shows, as the user real installs run as (CI is root, whose rights differ):
+    through a real hostd, the build backend's code runs in the installer's sandbox and cannot write a
+    file nor read one in a folder that nobody itself owns; nobody's HOME stays empty."""
+    from tests.nobody import NOBODY, nobody_folder, run_driver, skip_reason  # noqa: PLC0415
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    if not _landlock():
+        pytest.skip("needs Landlock: without it the sandbox has no file rules to show")
+    _path()
+    url, files = index
+    with nobody_folder() as work:
+        backend = _probe_code(work / "canary-outside", work / "secret.txt") + (
+            "import sys\n"
+            "def get_requires_for_build_wheel(config_settings=None):\n"
+            "    print(_hostile_report(), file=sys.stderr)\n"
+            "    raise SystemExit(1)\n"
+            "build_wheel = get_requires_for_build_wheel\n"
+        )
+        _publish(files, _sdist(files, "evil_build", backend), "evil-build")
+        driver = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox" / "unprivileged_hostile_build.py"
+        result = await run_driver(driver, work, url, timeout=PREPARE_TIMEOUT)
+    assert result["uid"] == NOBODY
+    assert (result["kind"], result["reason"]) == ("PREPARE_FAILED", "failed")
+    assert result["hostile"], result
+    assert result["hostile"][0].endswith(
+        "HOSTILE write-outside=PermissionError read-secret=PermissionError home-is-private=True"
+    )
+    assert result["canary"] is False
+    assert result["home"] == []
