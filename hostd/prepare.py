@@ -1,31 +1,41 @@
 """Install-time preparation: a launch that names a package runs from an environment of its own.
 
 The fault class this module closes: *a plugin whose launch fetches code at run
-time* (``npx -y pkg@ver``, ``uvx --from pkg==ver cmd``, ``uv run --with pkg``).
+time* (``npx -y pkg@ver``, ``uvx --from pkg==ver cmd``, ``uv run --with pkg``,
+``deno run -A npm:pkg@ver``).
 Such a start needs the network and a package cache, so it fails under
 ``--sandbox strict`` (after a DNS timeout), in a fresh home (no ``~/.npm``), or
 behind a firewall, and what runs can change between two starts (a dependency
 range resolved again). Members handled here: npx (``-y``/``--yes``,
 ``--package``/``-p``, scoped and unscoped names, pinned or not), uvx and ``uv
 tool run`` (``--from``, ``--with``, ``--python``, ``pkg==ver`` and
-``pkg@ver``), ``uv run --with`` (a ``python``/script/console-script command).
+``pkg@ver``), ``uv run --with`` (a ``python``/script/console-script command),
+deno's ``npm:`` and ``jsr:`` modules (``deno run [permission flags]
+npm:name@1.2.3[/sub]`` or ``jsr:@scope/name@1.2.3``, ``deno`` alone, ``deno x``
+and ``dx``; any other deno option of such a launch, a URL module or an inexact
+version is refused; a local script is no package launch).
 
 ``plugins/prepare {id}`` (:meth:`hostd.host.Host.prepare`) calls
 :func:`prepare`: it installs exactly the named packages into
 ``<state>/prepared/<id>/<key>/`` (npm: ``npm install --prefix``; Python:
-``uv venv`` + ``uv pip install``), each with a cache of its own under
-``<state>/prepared/<id>/cache`` (never the user's ``~/.npm`` or uv cache, never
-a folder a plugin can write), and writes a marker (:data:`MARKER`) last. A
+``uv venv`` + ``uv pip install``; deno: ``deno install --entrypoint
+--no-config --lock`` with ``DENO_DIR`` inside the environment), each with a
+cache of its own under ``<state>/prepared/<id>/cache`` or in the environment
+(never the user's ``~/.npm``, uv or deno cache, never a folder a plugin can
+write), and writes a marker (:data:`MARKER`) last. A
 folder without the marker is a preparation that did not finish (cancelled,
 failed, hostd killed): it is never used, and the next preparation deletes it.
 At run time :func:`find_prepared` finds the marker and the launch becomes the
-environment's entry point (``node <root>/node_modules/<pkg>/<bin>``, or
-``<root>/venv/bin/<script>``): no network, no package tool, no shared cache.
+environment's entry point (``node <root>/node_modules/<pkg>/<bin>``,
+``<root>/venv/bin/<script>``, or ``deno run --no-config --cached-only --frozen
+--lock=<root>/deno.lock [flags] <module>`` with ``DENO_DIR=<root>/deno``, which
+:attr:`Prepared.env` carries): no network, no package tool, no shared cache.
 
 The installers run without a shell, with a trimmed environment
 (:func:`installer_environment`: ``PATH``, ``HOME``, locale, proxy and CA
-variables, the registry and the cache), npm with ``--ignore-scripts`` (a
-package's install scripts never run), and their output is bounded
+variables, the registry and the cache; deno gets no ``HOME``), npm with
+``--ignore-scripts`` and deno without ``--allow-scripts`` (a package's install
+scripts never run), and their output is bounded
 (:data:`OUTPUT_BOUND`). A registry mirror set once for the host
 (:class:`Registries`) applies to every preparation.
 """
@@ -39,7 +49,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -63,7 +73,7 @@ OUTPUT_BOUND = 64 * 1024
 #: Seconds one installer may run before it is ended (a stuck registry connection).
 INSTALL_TIMEOUT = 600.0
 
-Manager = Literal["npm", "uv"]
+Manager = Literal["npm", "uv", "deno"]
 #: ``progress(step, total, message)``: one call per step of a preparation.
 Progress = Callable[[int, int, str], Awaitable[None]]
 
@@ -113,12 +123,15 @@ class Registries:
 class PackageLaunch:
     """What a launch asks to fetch and run.
 
-    ``manager``: ``"npm"`` or ``"uv"``. ``packages``: the requested specs as
-    written, the one that provides the program first (``"@scope/x@1.2.3"``,
-    ``"mcp-server-time==2026.10.19"``). ``program``: npm: the bin to run
-    (``""``: the package's own); uv: the command (a console script, ``python``
-    or a ``.py`` file). ``args``: the server's arguments. ``python``: ``uvx
-    --python``'s value, else ``None``.
+    ``manager``: ``"npm"``, ``"uv"`` or ``"deno"``. ``packages``: the
+    requested specs as written, the one that provides the program first
+    (``"@scope/x@1.2.3"``, ``"mcp-server-time==2026.10.19"``,
+    ``"npm:@scope/x@1.2.3"``). ``program``: npm: the bin to run (``""``: the
+    package's own); uv: the command (a console script, ``python`` or a
+    ``.py`` file); deno: the subcommand (``"run"`` or ``"x"``). ``args``: the
+    server's arguments. ``python``: ``uvx --python``'s value, else ``None``.
+    ``flags``: deno: its permission flags as written (``("-A",)``), which
+    run before the module; empty for npm and uv.
     """
 
     manager: Manager
@@ -126,11 +139,15 @@ class PackageLaunch:
     program: str
     args: tuple[str, ...]
     python: str | None = None
+    flags: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         """16 hex digits naming the environment: the same request finds the same folder."""
-        blob = json.dumps([self.manager, list(self.packages), self.program, self.python])
+        fields: list[object] = [self.manager, list(self.packages), self.program, self.python]
+        if self.flags:  # deno's flags are part of the prepared entry: other flags, another environment
+            fields.append(list(self.flags))
+        blob = json.dumps(fields)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -142,7 +159,9 @@ class Prepared:
     version installed (the requested ones; an unpinned request is shown
     here). ``lockfile``: ``"sha256:<hex>"`` of the lock (``package-lock.json``,
     or ``uv pip freeze`` output kept as ``requirements.lock``). ``entry``: the
-    argument vector prefix that runs the server (absolute paths).
+    argument vector prefix that runs the server (absolute paths). ``env``:
+    variables the entry needs, set by the host over the manifest's (deno:
+    ``DENO_DIR`` inside ``root``; empty for npm and uv).
     """
 
     manager: Manager
@@ -152,15 +171,14 @@ class Prepared:
     lockfile: str
     entry: tuple[str, ...]
     registry: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
 
     def record(self) -> dict[str, str]:
         """What ``launch.prepared`` shows and ``Launch.digest`` covers (flat strings)."""
         return {
             "manager": self.manager,
             "packages": " ".join(self.packages),
-            "resolved": " ".join(
-                f"{k}@{v}" if self.manager == "npm" else f"{k}=={v}" for k, v in self.resolved.items()
-            ),
+            "resolved": " ".join(f"{k}=={v}" if self.manager == "uv" else f"{k}@{v}" for k, v in self.resolved.items()),
             "lockfile": self.lockfile,
             "root": self.root,
         }
@@ -182,11 +200,17 @@ def parse_package_launch(command: str, args: Sequence[str]) -> PackageLaunch | N
     """The package ``command`` + ``args`` fetch and run, or ``None`` when they name none.
 
     Recognised: ``npx``; ``uvx`` and ``uv tool run``/``uv tool x``; ``uv run
-    --with ...``. Raises :class:`PrepareError` (``"unsupported"``) for an
-    option of these tools that would change what is installed and is not
-    understood here (the message names it), so nothing is prepared wrongly.
+    --with ...``; ``deno run`` (and ``deno`` alone) of an ``npm:`` or ``jsr:``
+    module, ``deno x`` and ``dx`` (:func:`_parse_deno`). Raises
+    :class:`PrepareError` (``"unsupported"``) for an option of these tools
+    that would change what is installed and is not understood here (the
+    message names it), so nothing is prepared wrongly.
     """
     name = _program_name(command)
+    if name == "deno":
+        return _parse_deno(list(args))
+    if name == "dx":
+        return _parse_deno(["x", *args])
     if name == "npx":
         return _parse_npx(list(args))
     if name == "uvx":
@@ -278,6 +302,125 @@ def _parse_uv_run(words: list[str]) -> PackageLaunch | None:
     return PackageLaunch("uv", withs, words[i], tuple(words[i + 1 :]), _last(found["--python"]))
 
 
+#: deno's flags accepted in a prepared launch: its permission flags and quiet output. They only narrow
+#: deno's own sandbox (hostd's sandbox is the boundary) and change nothing fetched. A permission flag
+#: takes its value with ``=`` only (``--allow-read=/x``); a word after it is the module.
+_DENO_FLAGS = frozenset({"-A", "--allow-all", "-q", "--quiet", "--no-prompt"})
+_DENO_PERMISSION = re.compile(
+    r"(?:--(?:allow|deny)-(?:read|write|import|net|env|sys|run|ffi)|--ignore-(?:env|read)|-[RWINES])(?:=.*)?", re.S
+)
+#: deno options (of run and x) that take their value as the next word: skipped to find the module
+#: (a local script's launch stays a local launch), refused for a package launch.
+_DENO_VALUED = frozenset(
+    {
+        "-c",
+        "--config",
+        "--import-map",
+        "--lock",
+        "--cert",
+        "--location",
+        "--ext",
+        "-L",
+        "--log-level",
+        "--seed",
+        "--inspect-publish-uid",
+        "--node-modules-linker",
+        "--min-dep-age",
+        "--preload",
+        "--require",
+        "--conditions",
+        "-p",
+        "--package",
+    }
+)
+#: npm's package-name rules: lowercase, URL-safe, at most 214 characters, no leading ``.`` or ``_``.
+_NPM_NAME = re.compile(r"(?:@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*")
+#: JSR's: ``@scope/name``, lowercase letters, digits and ``-``, not starting with ``-``.
+_JSR_NAME = re.compile(r"@[a-z0-9][a-z0-9-]{0,39}/[a-z0-9][a-z0-9-]{0,57}")
+#: An exact semver version (a range, a tag or ``latest`` is not one).
+_EXACT_VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
+_SUBPATH = re.compile(r"(?:/[A-Za-z0-9._@+-]+)+")
+
+
+def _parse_deno(words: list[str]) -> PackageLaunch | None:
+    """``deno [run|x] [flags] <module> [server args]``: a launch of an ``npm:`` / ``jsr:`` module, or ``None``.
+
+    The fault class: deno fetches an ``npm:``/``jsr:`` module and its unpinned dependencies at the
+    first start (with network, after approval). Members: ``deno run``, ``deno`` alone (deno 2 runs
+    a module given first), ``deno x`` and ``dx`` (deno's npx; a bare ``name@version`` there is an
+    npm package). ``None`` for other subcommands and for a local module (a file in the plugin
+    folder, as before). Raises :class:`PrepareError` (``"unsupported"``) for a remote URL module,
+    for any deno option of a package launch other than a permission flag (``--config``,
+    ``--import-map``, ``--lock``, ``--reload``, ``--cert``, ``--node-modules-dir``, ``--``...: they
+    change what is fetched or from where), and for a package name or version that is not exact.
+    """
+    if words and words[0] in ("run", "x"):
+        sub, words = words[0], words[1:]
+    elif words and (words[0].startswith("-") or _MODULE_SCHEME.match(words[0])):
+        sub = "run"  # deno 2: `deno [flags] <module>` runs the module
+    else:
+        return None  # deno serve / task / install / a file...: no package this module prepares
+    flags: list[str] = []
+    refused: str | None = None
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        word = words[i]
+        i += 1
+        if word in _DENO_FLAGS or _DENO_PERMISSION.fullmatch(word):
+            flags.append(word)
+        elif sub == "x" and word in ("-y", "--yes"):
+            pass  # the prepared entry confirms by itself
+        else:
+            refused = refused or word
+            if word in _DENO_VALUED:
+                i += 1  # its value is the next word, not the module
+    if i >= len(words):
+        return None
+    module, rest = words[i], tuple(words[i + 1 :])
+    scheme = _MODULE_SCHEME.match(module)
+    if sub == "run" and (scheme is None or scheme.group(1).lower() == "file"):
+        return None  # a local script: the plugin's own file, not a package
+    if scheme is not None and scheme.group(1) not in ("npm", "jsr"):
+        raise PrepareError(
+            "unsupported",
+            f"deno module {module!r} is not an npm: or jsr: package (a remote module is fetched at start)",
+        )
+    if refused is not None:
+        raise PrepareError("unsupported", f"deno option {refused!r} cannot be prepared")
+    _deno_package(module if scheme is not None else "npm:" + module)
+    return PackageLaunch("deno", (module,), sub, rest, flags=tuple(flags))
+
+
+_MODULE_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def _deno_package(spec: str) -> tuple[str, str | None]:
+    """``npm:name@1.2.3/sub`` / ``jsr:@scope/name@1.2.3/sub`` -> (``npm:name`` / ``jsr:@scope/name``, version or None).
+
+    Raises :class:`PrepareError` (``"unsupported"``) for a name that breaks npm's or JSR's rules, a
+    version that is not exact (a range, a tag), or a subpath with an empty or ``.``/``..`` part."""
+    registry, _, rest = spec.partition(":")
+    pattern = _NPM_NAME if registry == "npm" else _JSR_NAME
+    name = pattern.match(rest)
+    if name is None or (registry == "npm" and len(name.group(0)) > 214):
+        raise PrepareError("unsupported", f"deno module {spec!r}: not a valid {registry} package name")
+    after = rest[name.end() :]
+    version: str | None = None
+    if after.startswith("@"):
+        found = _EXACT_VERSION.match(after, 1)
+        if found is None or (found.end() < len(after) and after[found.end()] != "/"):
+            raise PrepareError(
+                "unsupported",
+                f"deno module {spec!r}: the version is not exact (write {registry}:{name.group(0)}@1.2.3, "
+                f"or {registry}:{name.group(0)} to take the latest at preparation)",
+            )
+        version = found.group(0)
+        after = after[found.end() :]
+    if after and (not _SUBPATH.fullmatch(after) or any(part in ("", ".", "..") for part in after[1:].split("/"))):
+        raise PrepareError("unsupported", f"deno module {spec!r}: {after!r} is not a subpath of the package")
+    return f"{registry}:{name.group(0)}", version
+
+
 def _last(values: list[str]) -> str | None:
     """The value of an option given ``values`` (the last one wins, as in uv); ``None`` when not given."""
     return values[-1] if values else None
@@ -309,6 +452,7 @@ def find_prepared(state_dir: Path, plugin_id: str, launch: PackageLaunch) -> Pre
             lockfile=str(data["lockfile"]),
             entry=tuple(str(w) for w in data["entry"]),
             registry=data.get("registry"),
+            env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -398,7 +542,10 @@ _UNREACHABLE = re.compile(
     r"[Cc]onnection refused|dns error|[Ff]ailed to connect|timed out|[Nn]etwork is unreachable|"
     r"tcp connect error|error sending request|certificate|_CERT_|UnknownIssuer"
 )
-_NOT_FOUND = re.compile(r"E404|ETARGET|No matching version|not found in the package registry|No solution found")
+_NOT_FOUND = re.compile(
+    r"E404|ETARGET|No matching version|not found in the package registry|No solution found|"
+    r"package '[^']*' does not exist|Could not find npm package|Could not find version|Could not find package"
+)
 
 
 def _failure(what: str, code: int, output: list[str], registry: str) -> PrepareError:
@@ -524,7 +671,7 @@ async def prepare(
     try:
         await progress(1, total, f"preparing {' '.join(launch.packages)} ({launch.manager})")
         await trio.to_thread.run_sync(_fresh_folder, root)
-        install = _prepare_npm if launch.manager == "npm" else _prepare_uv
+        install = {"npm": _prepare_npm, "uv": _prepare_uv, "deno": _prepare_deno}[launch.manager]
         prepared = await install(_Job(base, root, launch, registries, path, progress, environ))
         await trio.to_thread.run_sync(_write_marker, root, prepared)
     except trio.TooSlowError:
@@ -563,6 +710,7 @@ def _write_marker(root: Path, prepared: Prepared) -> None:
         "lockfile": prepared.lockfile,
         "entry": list(prepared.entry),
         "registry": prepared.registry,
+        "env": dict(prepared.env),
     }
     partial = root / (MARKER + ".partial")
     partial.write_text(json.dumps(data, indent=1))
@@ -626,7 +774,7 @@ def bundled_js_helpers(venv: Path) -> list[Path]:
 
 
 class _Job(NamedTuple):
-    """What one installer (:func:`_prepare_npm`, :func:`_prepare_uv`) needs: the plugin's folder
+    """What one installer (:func:`_prepare_npm`, :func:`_prepare_uv`, :func:`_prepare_deno`) needs: the plugin's folder
     ``base``, the empty environment folder ``root`` it fills, the request, where packages come
     from, the ``PATH`` the tools are found on, the progress callback and the caller's environment.
     """
@@ -727,3 +875,52 @@ async def _prepare_uv(job: _Job) -> Prepared:
     }
     entry = _uv_entry(root, launch)
     return Prepared("uv", launch.packages, str(root), resolved, _sha256(root / "requirements.lock"), entry, registry)
+
+
+#: The lockfile of a deno environment (``<root>/deno.lock``) and its module cache (``DENO_DIR``).
+DENO_LOCK = "deno.lock"
+DENO_CACHE = "deno"
+
+
+async def _prepare_deno(job: _Job) -> Prepared:
+    """``deno install --entrypoint`` of the launch's module into ``<root>/deno`` (``DENO_DIR``), locked.
+
+    The fetch runs with ``--no-config`` (no ``deno.json``, import map or ``.npmrc`` of the plugin
+    folder), no ``HOME`` (no user configuration), the registry of :class:`Registries` and no
+    lifecycle scripts (deno runs none without ``--allow-scripts``, which is never passed). The
+    entry runs ``deno run`` (or ``deno x -y``) with ``--cached-only --frozen --lock`` (nothing
+    fetched, nothing resolved again) and ``--no-config``; an npm module also with ``--no-remote``
+    (a jsr: module is itself remote: it is read from the cache). ``Prepared.env`` carries
+    ``DENO_DIR`` (deno only reads it: its analysis caches fail to open in the read-only folder
+    and deno goes on without them) and the registry (the cache is kept per registry host).
+    """
+    _base, root, launch, registries, path, progress, environ = job
+    deno = _tool("deno", path, launch)
+    module = launch.packages[0]
+    spec = module if module.startswith(("npm:", "jsr:")) else "npm:" + module
+    name, _version = _deno_package(spec)
+    registry = (registries.npm or "https://registry.npmjs.org/") if spec.startswith("npm:") else "https://jsr.io/"
+    run_env = {"DENO_DIR": str(root / DENO_CACHE), "DENO_NO_UPDATE_CHECK": "1"}
+    if registries.npm is not None:
+        run_env["NPM_CONFIG_REGISTRY"] = registries.npm
+    env = installer_environment({**environ, "PATH": path}, **run_env, NO_COLOR="1", DENO_NO_PROMPT="1")
+    env.pop("HOME", None)  # no ~/.npmrc, no user deno configuration
+    lock = root / DENO_LOCK
+    what = f"deno install --entrypoint {spec}"
+    await progress(2, 4, f"{what} from {registry}")
+    argv = [deno, "install", "--entrypoint", "--no-config", f"--lock={lock}", spec]
+    code, output = await _run(argv, env, str(root))
+    if code != 0:
+        raise _failure(what, code, output, registry)
+    await progress(3, 4, "recording what was installed")
+    specifiers = json.loads(lock.read_text())["specifiers"]
+    versions = [str(v) for k, v in specifiers.items() if re.fullmatch(re.escape(name) + r"@[^/]+", k)]
+    if not versions:
+        raise PrepareError("no-entry", f"{what}: {lock} records no version of {name}")
+    resolved = {name: versions[0].split("_", 1)[0]}  # "2026.8.31_zod@4.6.7": its peers follow the "_"
+    entry = [deno, launch.program] + (["-y"] if launch.program == "x" else [])
+    entry += ["--no-config", "--cached-only", "--frozen", f"--lock={lock}"]
+    if spec.startswith("npm:"):
+        entry.append("--no-remote")
+    entry += [*launch.flags, module]
+    return Prepared("deno", launch.packages, str(root), resolved, _sha256(lock), tuple(entry), registry, run_env)
