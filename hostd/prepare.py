@@ -101,22 +101,25 @@ class PrepareError(Exception):
 class Registries:
     """The package registry mirrors of the host (``hostd serve --npm-registry / --python-index``).
 
-    ``None``: the tool's own default (``https://registry.npmjs.org/``, PyPI),
-    or whatever hostd's own environment says (``npm_config_registry``,
-    ``UV_INDEX_URL``: :meth:`from_environment`).
+    ``None``: the tool's own default (``https://registry.npmjs.org/``, PyPI,
+    ``https://jsr.io/``), or whatever hostd's own environment says
+    (``npm_config_registry``, ``UV_INDEX_URL``, ``JSR_URL``: :meth:`from_environment`).
     """
 
     npm: str | None = None
     python: str | None = None
+    jsr: str | None = None
 
     @classmethod
     def from_environment(
         cls, npm: str | None, python: str | None, environ: Mapping[str, str] = os.environ
     ) -> Registries:
-        """The flags' values, else ``npm_config_registry`` / ``UV_INDEX_URL`` (``PIP_INDEX_URL``) of ``environ``."""
+        """The flags' values, else ``npm_config_registry`` / ``UV_INDEX_URL`` (``PIP_INDEX_URL``) of ``environ``.
+
+        JSR (deno's ``jsr:`` modules) has no flag: ``JSR_URL`` of ``environ``, as deno reads it."""
         env_npm = environ.get("npm_config_registry") or environ.get("NPM_CONFIG_REGISTRY")
         env_python = environ.get("UV_INDEX_URL") or environ.get("PIP_INDEX_URL")
-        return cls(npm=npm or env_npm or None, python=python or env_python or None)
+        return cls(npm=npm or env_npm or None, python=python or env_python or None, jsr=environ.get("JSR_URL") or None)
 
 
 @dataclass(frozen=True)
@@ -892,17 +895,25 @@ async def _prepare_deno(job: _Job) -> Prepared:
     fetched, nothing resolved again) and ``--no-config``; an npm module also with ``--no-remote``
     (a jsr: module is itself remote: it is read from the cache). ``Prepared.env`` carries
     ``DENO_DIR`` (deno only reads it: its analysis caches fail to open in the read-only folder
-    and deno goes on without them) and the registry (the cache is kept per registry host).
+    and deno goes on without them) and the registries (``NPM_CONFIG_REGISTRY``, ``JSR_URL``: the
+    cache is kept per registry).
     """
     _base, root, launch, registries, path, progress, environ = job
     deno = _tool("deno", path, launch)
     module = launch.packages[0]
     spec = module if module.startswith(("npm:", "jsr:")) else "npm:" + module
     name, _version = _deno_package(spec)
-    registry = (registries.npm or "https://registry.npmjs.org/") if spec.startswith("npm:") else "https://jsr.io/"
+    if spec.startswith("npm:"):
+        registry = registries.npm or "https://registry.npmjs.org/"
+    else:
+        registry = registries.jsr or "https://jsr.io/"
+    # The cache is kept per registry (a folder per npm host, the URL of each jsr file): the run
+    # looks the module up where the preparation fetched it from.
     run_env = {"DENO_DIR": str(root / DENO_CACHE), "DENO_NO_UPDATE_CHECK": "1"}
     if registries.npm is not None:
         run_env["NPM_CONFIG_REGISTRY"] = registries.npm
+    if registries.jsr is not None:
+        run_env["JSR_URL"] = registries.jsr
     env = installer_environment({**environ, "PATH": path}, **run_env, NO_COLOR="1", DENO_NO_PROMPT="1")
     env.pop("HOME", None)  # no ~/.npmrc, no user deno configuration
     lock = root / DENO_LOCK

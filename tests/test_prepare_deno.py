@@ -12,12 +12,15 @@ extra); they skip only when the registry cannot be reached.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import http.server
 import json
 import os
 import shutil
+import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -247,19 +250,27 @@ def _deno_or_skip() -> str:
 
 
 @asynccontextmanager
-async def hostd_at(tmp_path: Path, *args: str) -> AsyncIterator[HostdClient]:
-    """A hostd with its state under ``tmp_path``, a fresh empty home and no registry of hostd's environment."""
+async def hostd_at(tmp_path: Path, *args: str, environ: Mapping[str, str] | None = None) -> AsyncIterator[HostdClient]:
+    """A hostd with its state under ``tmp_path``, a fresh empty home and no registry of hostd's environment.
+
+    ``tmp_path/bin`` comes first on its ``PATH``, with ``dx`` as ``deno x --install-alias`` makes it
+    (a script running ``deno x``)."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env = {**plugin_environment(), "HOME": str(home)}
-    for name in ("npm_config_registry", "NPM_CONFIG_REGISTRY", "DENO_DIR"):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "dx").write_text('#!/bin/sh\nexec deno x "$@"\n')
+    (bin_dir / "dx").chmod(0o755)
+    env = {**plugin_environment([str(bin_dir)]), "HOME": str(home)}
+    for name in ("npm_config_registry", "NPM_CONFIG_REGISTRY", "DENO_DIR", "JSR_URL"):
         env.pop(name, None)
+    env.update(environ or {})
     async with HostdClient.spawn(["--state-dir", str(tmp_path / "state"), *args], env=env) as client:
         yield client
 
 
-def plugin_folder(tmp_path: Path, args: list[str], env: Mapping[str, str] | None = None) -> Path:
-    """A plugin folder whose manifest runs ``deno`` with ``args`` (server-memory's tools)."""
+def plugin_folder(tmp_path: Path, args: list[str], env: Mapping[str, str] | None = None, command: str = "deno") -> Path:
+    """A plugin folder whose manifest runs ``command`` with ``args`` (server-memory's tools)."""
     folder = tmp_path / "deno-memory"
     folder.mkdir()
     manifest = {
@@ -271,7 +282,7 @@ def plugin_folder(tmp_path: Path, args: list[str], env: Mapping[str, str] | None
         "backend": {
             "type": "mcp",
             "transport": "stdio",
-            "command": "deno",
+            "command": command,
             "args": args,
             "env": dict(env or {}),
             "startup_timeout_seconds": 60,
@@ -305,17 +316,28 @@ def tree(root: Path) -> dict[str, int]:
     }
 
 
+#: The launch forms run end to end: deno run, and dx (deno x) with a bare npm name.
+FORMS = [
+    ("deno", ["run", "-A", MEMORY_SPEC], ["run"], ["--no-remote", "-A", MEMORY_SPEC]),
+    ("dx", ["-y", "-A", MEMORY_SPEC[4:]], ["x", "-y"], ["--no-remote", "-A", MEMORY_SPEC[4:]]),
+]
+
+
 @pytest.mark.real_server
-async def test_a_deno_npm_server_is_prepared_and_runs_under_strict_with_no_network(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("command", "args", "head", "tail"), FORMS, ids=["deno-run", "dx"])
+async def test_a_deno_npm_server_is_prepared_and_runs_under_strict_with_no_network(
+    tmp_path: Path, command: str, args: list[str], head: list[str], tail: list[str]
+) -> None:
     deno = _deno_or_skip()
-    folder = plugin_folder(tmp_path, ["run", "-A", MEMORY_SPEC], {"MEMORY_FILE_PATH": "${data}/memory.jsonl"})
+    folder = plugin_folder(tmp_path, args, {"MEMORY_FILE_PATH": "${data}/memory.jsonl"}, command)
+    spec = args[-1]
     async with hostd_at(tmp_path, "--sandbox", "strict") as hostd:
         info = await hostd.request("plugins/install", {"path": str(folder)})
-        assert info["launch"]["prepare"] == {"state": "needed", "manager": "deno", "packages": [MEMORY_SPEC]}
+        assert info["launch"]["prepare"] == {"state": "needed", "manager": "deno", "packages": [spec]}
         with pytest.raises(RpcError) as refused:
             await hostd.request("plugins/enable", {"id": "deno-memory"})
         assert refused.value.kind == "PLUGIN_NOT_PREPARED"
-        assert refused.value.data["packages"] == [MEMORY_SPEC]
+        assert refused.value.data["packages"] == [spec]
 
         prepared, notes = await prepare_or_skip(hostd, "deno-memory")
         launch = prepared["launch"]
@@ -325,23 +347,14 @@ async def test_a_deno_npm_server_is_prepared_and_runs_under_strict_with_no_netwo
         assert launch["prepare"] == {
             "state": "prepared",
             "manager": "deno",
-            "packages": [MEMORY_SPEC],
+            "packages": [spec],
             "resolved": {MEMORY_NAME: "2026.8.31"},
             "lockfile": "sha256:" + hashlib.sha256(lock.read_bytes()).hexdigest(),
             "root": str(root),
         }
         assert json.loads(lock.read_text())["specifiers"][MEMORY_SPEC].split("_")[0] == "2026.8.31"
         assert launch["command"] == deno
-        assert launch["args"] == [
-            "run",
-            "--no-config",
-            "--cached-only",
-            "--frozen",
-            f"--lock={lock}",
-            "--no-remote",
-            "-A",
-            MEMORY_SPEC,
-        ]
+        assert launch["args"] == [*head, "--no-config", "--cached-only", "--frozen", f"--lock={lock}", *tail]
         assert "DENO_DIR" in launch["envKeys"]
         assert launch["digest"] != info["launch"]["digest"]
         assert [n["progress"] for n in notes] == [1, 2, 3, 4]
@@ -417,3 +430,124 @@ async def test_a_deno_launch_that_cannot_be_prepared_never_starts(tmp_path: Path
             await hostd.request("plugins/enable", {"id": "deno-memory"})
         assert not_started.value.kind == "PLUGIN_NOT_PREPARED"
         assert "deno option '--import-map' cannot be prepared" in not_started.value.message
+
+
+# -- jsr: through a registry of the test's own ------------------------------------------------------
+
+#: A JSR package of the test's own, ``@hostd/adder@1.0.0``: an MCP server in two modules (one
+#: imports the other, so the whole module graph must be fetched), no dependencies.
+ADDER_MAIN = """\
+import { add } from "./add.ts";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const send = (message: unknown) => Deno.stdout.writeSync(encoder.encode(JSON.stringify(message) + "\\n"));
+const tool = {
+  name: "add",
+  description: "a + b",
+  inputSchema: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] },
+};
+console.error("adder ready");
+let buffer = "";
+for await (const chunk of Deno.stdin.readable) {
+  buffer += decoder.decode(chunk, { stream: true });
+  let end;
+  while ((end = buffer.indexOf("\\n")) >= 0) {
+    const line = buffer.slice(0, end);
+    buffer = buffer.slice(end + 1);
+    if (!line.trim()) continue;
+    const { id, method, params } = JSON.parse(line);
+    if (id === undefined) continue;
+    if (method === "initialize") {
+      const result = { protocolVersion: params.protocolVersion, capabilities: { tools: {} } };
+      send({ jsonrpc: "2.0", id, result: { ...result, serverInfo: { name: "adder", version: "1.0.0" } } });
+    } else if (method === "tools/list") {
+      send({ jsonrpc: "2.0", id, result: { tools: [tool] } });
+    } else if (method === "tools/call") {
+      const text = String(add(params.arguments.a, params.arguments.b));
+      send({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text }] } });
+    } else if (method === "ping") {
+      send({ jsonrpc: "2.0", id, result: {} });
+    } else {
+      send({ jsonrpc: "2.0", id, error: { code: -32601, message: `no method ${method}` } });
+    }
+  }
+}
+"""
+ADDER_ADD = "export const add = (a: number, b: number): number => a + b;\n"
+
+
+def _publish(registry: Path, scope: str, name: str, version: str, files: Mapping[str, str]) -> None:
+    """Lay ``files`` out as a JSR registry serves them (``meta.json``, ``<version>_meta.json``, the files)."""
+    package = registry / f"@{scope}" / name
+    (package / version).mkdir(parents=True)
+    manifest = {}
+    for path, text in files.items():
+        (package / version / path).write_text(text)
+        data = text.encode()
+        manifest[f"/{path}"] = {"size": len(data), "checksum": "sha256-" + hashlib.sha256(data).hexdigest()}
+    meta = {"scope": scope, "name": name, "latest": version, "versions": {version: {}}}
+    (package / "meta.json").write_text(json.dumps(meta))
+    (package / f"{version}_meta.json").write_text(json.dumps({"manifest": manifest, "exports": {".": "./main.ts"}}))
+
+
+class _JsrFiles(http.server.SimpleHTTPRequestHandler):
+    """Files as JSR serves them: TypeScript as TypeScript (not ``video/mp2t``), no request log."""
+
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".ts": "application/typescript"}
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def jsr_registry(tmp_path: Path) -> Iterator[str]:
+    """A JSR registry serving ``@hostd/adder@1.0.0`` from a folder, on a loopback port; its URL."""
+    folder = tmp_path / "jsr"
+    _publish(folder, "hostd", "adder", "1.0.0", {"main.ts": ADDER_MAIN, "add.ts": ADDER_ADD})
+    handler = functools.partial(_JsrFiles, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+async def test_a_deno_jsr_server_is_prepared_and_runs_under_strict(tmp_path: Path, jsr_registry: str) -> None:
+    deno = _deno_or_skip()
+    spec = "jsr:@hostd/adder@1.0.0"
+    folder = tmp_path / "adder"
+    folder.mkdir()
+    manifest = {
+        "id": "adder",
+        "name": "adder",
+        "version": "1.0.0",
+        "permissions": [],
+        "contributes": {"tools": ["adder.add"]},
+        "backend": {"type": "mcp", "transport": "stdio", "command": "deno", "args": ["run", spec]},
+    }
+    (folder / "plugin.json").write_text(json.dumps(manifest))
+    async with hostd_at(tmp_path, "--sandbox", "strict", environ={"JSR_URL": jsr_registry}) as hostd:
+        await hostd.request("plugins/install", {"path": str(folder)})
+        prepared, _notes = await prepare_or_skip(hostd, "adder")
+        launch = prepared["launch"]
+        root = Path(launch["prepare"]["root"])
+        lock = root / "deno.lock"
+        assert launch["prepare"]["resolved"] == {"jsr:@hostd/adder": "1.0.0"}
+        assert json.loads(lock.read_text())["specifiers"] == {spec: "1.0.0"}
+        assert launch["command"] == deno
+        # No --no-remote: a jsr module is itself remote, read from the environment's cache.
+        assert launch["args"] == ["run", "--no-config", "--cached-only", "--frozen", f"--lock={lock}", spec]
+        assert {"DENO_DIR", "JSR_URL"} <= set(launch["envKeys"])
+        await hostd.request("plugins/grant", {"id": "adder", "permissions": []})
+        await hostd.request("plugins/approve", {"id": "adder", "digest": launch["digest"]})
+        status = await hostd.request("plugins/enable", {"id": "adder"}, timeout=ENABLE_TIMEOUT)
+        assert status["status"] == "ready", status
+        summed = await hostd.request("tools/call", {"name": "adder.add", "arguments": {"a": 2, "b": 40}})
+        assert summed["content"] == [{"type": "text", "text": "42"}]
+        logs = await hostd.request("plugins/logs", {"id": "adder"})
+        assert [line["message"] for line in logs["lines"] if line["source"] == "stderr"] == ["adder ready"]
