@@ -17,6 +17,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -551,3 +552,27 @@ async def test_a_deno_jsr_server_is_prepared_and_runs_under_strict(tmp_path: Pat
         assert summed["content"] == [{"type": "text", "text": "42"}]
         logs = await hostd.request("plugins/logs", {"id": "adder"})
         assert [line["message"] for line in logs["lines"] if line["source"] == "stderr"] == ["adder ready"]
+
+
+@pytest.mark.real_server
+async def test_an_unpinned_deno_npm_module_is_resolved_at_preparation_and_runs_offline(tmp_path: Path) -> None:
+    """``npm:pkg`` without a version: the preparation takes the latest and locks it; the run under
+    strict neither asks the registry for a newer one nor fails for want of it."""
+    _deno_or_skip()
+    spec = "npm:@modelcontextprotocol/server-memory"
+    folder = plugin_folder(tmp_path, ["run", "-A", spec], {"MEMORY_FILE_PATH": "${data}/memory.jsonl"})
+    async with hostd_at(tmp_path, "--sandbox", "strict") as hostd:
+        await hostd.request("plugins/install", {"path": str(folder)})
+        prepared, _notes = await prepare_or_skip(hostd, "deno-memory")
+        launch = prepared["launch"]
+        locked = json.loads((Path(launch["prepare"]["root"]) / "deno.lock").read_text())["specifiers"]
+        assert list(locked) == [f"{spec}@*"]
+        version = locked[f"{spec}@*"].split("_")[0]
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version)
+        assert launch["prepare"]["resolved"] == {spec: version}
+        await hostd.request("plugins/grant", {"id": "deno-memory", "permissions": []})
+        await hostd.request("plugins/approve", {"id": "deno-memory", "digest": launch["digest"]})
+        status = await hostd.request("plugins/enable", {"id": "deno-memory"}, timeout=ENABLE_TIMEOUT)
+        assert status["status"] == "ready", status
+        graph = await hostd.request("tools/call", {"name": "deno-memory.read_graph", "arguments": {}})
+        assert graph["structuredContent"] == {"entities": [], "relations": []}
