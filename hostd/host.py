@@ -210,7 +210,8 @@ class InstalledPlugin:
     disabled_tools: set[str] = field(default_factory=set)
     #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
     folders: dict[str, list[str]] = field(default_factory=dict)
-    #: The package the manifest's launch fetches (npx, uvx, uv run --with), as last resolved; ``None``: none.
+    #: The package the manifest's launch fetches (npx, uvx, uv run --with, deno npm:/jsr:), as last resolved;
+    #: ``None``: none.
     package: PackageLaunch | None = None
     #: Its finished preparation, as last resolved; ``None``: not prepared (or no package).
     prepared: Prepared | None = None
@@ -709,7 +710,8 @@ class Host:
                         host_env={**os.environ, "PATH": command_path},
                         tmpdir=tmpdir,
                         isolation_policy=policy,
-                        host_vars=host_vars,
+                        # The prepared entry's own variables (deno: DENO_DIR in the environment) come last.
+                        host_vars={**host_vars, **found_env.env} if found_env is not None else host_vars,
                         needs=(
                             [*plugin.manifest.sandbox.read, *applied.read],
                             [*plugin.manifest.sandbox.write, *applied.write],
@@ -1504,7 +1506,8 @@ class Host:
             raise HostError(
                 ErrorKind.PLUGIN_NOT_PREPARED,
                 f"plugin {plugin_id} fetches a package at start in a way hostd cannot prepare "
-                f"({plugin.unpreparable}); write the launch as npx -y pkg@version or uvx --from pkg==version cmd "
+                f"({plugin.unpreparable}); write the launch as npx -y pkg@version, uvx --from pkg==version cmd or "
+                "deno run -A npm:pkg@version "
                 "(a registry mirror is hostd's --npm-registry / --python-index)",
                 plugin=plugin_id,
                 packages=[],

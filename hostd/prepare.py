@@ -1,31 +1,41 @@
 """Install-time preparation: a launch that names a package runs from an environment of its own.
 
 The fault class this module closes: *a plugin whose launch fetches code at run
-time* (``npx -y pkg@ver``, ``uvx --from pkg==ver cmd``, ``uv run --with pkg``).
+time* (``npx -y pkg@ver``, ``uvx --from pkg==ver cmd``, ``uv run --with pkg``,
+``deno run -A npm:pkg@ver``).
 Such a start needs the network and a package cache, so it fails under
 ``--sandbox strict`` (after a DNS timeout), in a fresh home (no ``~/.npm``), or
 behind a firewall, and what runs can change between two starts (a dependency
 range resolved again). Members handled here: npx (``-y``/``--yes``,
 ``--package``/``-p``, scoped and unscoped names, pinned or not), uvx and ``uv
 tool run`` (``--from``, ``--with``, ``--python``, ``pkg==ver`` and
-``pkg@ver``), ``uv run --with`` (a ``python``/script/console-script command).
+``pkg@ver``), ``uv run --with`` (a ``python``/script/console-script command),
+deno's ``npm:`` and ``jsr:`` modules (``deno run [permission flags]
+npm:name@1.2.3[/sub]`` or ``jsr:@scope/name@1.2.3``, ``deno`` alone, ``deno x``
+and ``dx``; any other deno option of such a launch, a URL module or an inexact
+version is refused; a local script is no package launch).
 
 ``plugins/prepare {id}`` (:meth:`hostd.host.Host.prepare`) calls
 :func:`prepare`: it installs exactly the named packages into
 ``<state>/prepared/<id>/<key>/`` (npm: ``npm install --prefix``; Python:
-``uv venv`` + ``uv pip install``), each with a cache of its own under
-``<state>/prepared/<id>/cache`` (never the user's ``~/.npm`` or uv cache, never
-a folder a plugin can write), and writes a marker (:data:`MARKER`) last. A
+``uv venv`` + ``uv pip install``; deno: ``deno install --entrypoint
+--no-config --lock`` with ``DENO_DIR`` inside the environment), each with a
+cache of its own under ``<state>/prepared/<id>/cache`` or in the environment
+(never the user's ``~/.npm``, uv or deno cache, never a folder a plugin can
+write), and writes a marker (:data:`MARKER`) last. A
 folder without the marker is a preparation that did not finish (cancelled,
 failed, hostd killed): it is never used, and the next preparation deletes it.
 At run time :func:`find_prepared` finds the marker and the launch becomes the
-environment's entry point (``node <root>/node_modules/<pkg>/<bin>``, or
-``<root>/venv/bin/<script>``): no network, no package tool, no shared cache.
+environment's entry point (``node <root>/node_modules/<pkg>/<bin>``,
+``<root>/venv/bin/<script>``, or ``deno run --no-config --cached-only --frozen
+--lock=<root>/deno.lock [flags] <module>`` with ``DENO_DIR=<root>/deno``, which
+:attr:`Prepared.env` carries): no network, no package tool, no shared cache.
 
 The installers run without a shell, with a trimmed environment
 (:func:`installer_environment`: ``PATH``, ``HOME``, locale, proxy and CA
-variables, the registry and the cache), npm with ``--ignore-scripts`` (a
-package's install scripts never run), and their output is bounded
+variables, the registry and the cache; deno gets no ``HOME``), npm with
+``--ignore-scripts`` and deno without ``--allow-scripts`` (a package's install
+scripts never run), and their output is bounded
 (:data:`OUTPUT_BOUND`). A registry mirror set once for the host
 (:class:`Registries`) applies to every preparation.
 """
@@ -39,7 +49,7 @@ import os
 import re
 import shutil
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -71,7 +81,7 @@ INSTALL_TIMEOUT = 600.0
 #: Bytes an installer may allocate beneath the folders it may write (environment, caches, HOME, TMPDIR).
 INSTALL_DISK_BYTES = 4 * 1024**3
 
-Manager = Literal["npm", "uv"]
+Manager = Literal["npm", "uv", "deno"]
 #: ``progress(step, total, message)``: one call per step of a preparation.
 Progress = Callable[[int, int, str], Awaitable[None]]
 
@@ -99,34 +109,40 @@ class PrepareError(Exception):
 class Registries:
     """The package registry mirrors of the host (``hostd serve --npm-registry / --python-index``).
 
-    ``None``: the tool's own default (``https://registry.npmjs.org/``, PyPI),
-    or whatever hostd's own environment says (``npm_config_registry``,
-    ``UV_INDEX_URL``: :meth:`from_environment`).
+    ``None``: the tool's own default (``https://registry.npmjs.org/``, PyPI,
+    ``https://jsr.io/``), or whatever hostd's own environment says
+    (``npm_config_registry``, ``UV_INDEX_URL``, ``JSR_URL``: :meth:`from_environment`).
     """
 
     npm: str | None = None
     python: str | None = None
+    jsr: str | None = None
 
     @classmethod
     def from_environment(
         cls, npm: str | None, python: str | None, environ: Mapping[str, str] = os.environ
     ) -> Registries:
-        """The flags' values, else ``npm_config_registry`` / ``UV_INDEX_URL`` (``PIP_INDEX_URL``) of ``environ``."""
+        """The flags' values, else ``npm_config_registry`` / ``UV_INDEX_URL`` (``PIP_INDEX_URL``) of ``environ``.
+
+        JSR (deno's ``jsr:`` modules) has no flag: ``JSR_URL`` of ``environ``, as deno reads it."""
         env_npm = environ.get("npm_config_registry") or environ.get("NPM_CONFIG_REGISTRY")
         env_python = environ.get("UV_INDEX_URL") or environ.get("PIP_INDEX_URL")
-        return cls(npm=npm or env_npm or None, python=python or env_python or None)
+        return cls(npm=npm or env_npm or None, python=python or env_python or None, jsr=environ.get("JSR_URL") or None)
 
 
 @dataclass(frozen=True)
 class PackageLaunch:
     """What a launch asks to fetch and run.
 
-    ``manager``: ``"npm"`` or ``"uv"``. ``packages``: the requested specs as
-    written, the one that provides the program first (``"@scope/x@1.2.3"``,
-    ``"mcp-server-time==2026.10.19"``). ``program``: npm: the bin to run
-    (``""``: the package's own); uv: the command (a console script, ``python``
-    or a ``.py`` file). ``args``: the server's arguments. ``python``: ``uvx
-    --python``'s value, else ``None``.
+    ``manager``: ``"npm"``, ``"uv"`` or ``"deno"``. ``packages``: the
+    requested specs as written, the one that provides the program first
+    (``"@scope/x@1.2.3"``, ``"mcp-server-time==2026.10.19"``,
+    ``"npm:@scope/x@1.2.3"``). ``program``: npm: the bin to run (``""``: the
+    package's own); uv: the command (a console script, ``python`` or a
+    ``.py`` file); deno: the subcommand (``"run"`` or ``"x"``). ``args``: the
+    server's arguments. ``python``: ``uvx --python``'s value, else ``None``.
+    ``flags``: deno: its permission flags as written (``("-A",)``), which
+    run before the module; empty for npm and uv.
     """
 
     manager: Manager
@@ -134,11 +150,15 @@ class PackageLaunch:
     program: str
     args: tuple[str, ...]
     python: str | None = None
+    flags: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         """16 hex digits naming the environment: the same request finds the same folder."""
-        blob = json.dumps([self.manager, list(self.packages), self.program, self.python])
+        fields: list[object] = [self.manager, list(self.packages), self.program, self.python]
+        if self.flags:  # deno's flags are part of the prepared entry: other flags, another environment
+            fields.append(list(self.flags))
+        blob = json.dumps(fields)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -154,6 +174,8 @@ class Prepared:
     where the packages came from. ``unpinned``: the requested specs that named no
     exact version (the installer resolved them; ``resolved`` says to what).
     ``build``: source builds were allowed (a build backend may have run, sandboxed).
+    ``env``: variables the entry needs, set by the host over the manifest's (deno:
+    ``DENO_DIR`` inside ``root``; empty for npm and uv).
     """
 
     manager: Manager
@@ -165,6 +187,7 @@ class Prepared:
     registry: str | None = None
     unpinned: tuple[str, ...] = ()
     build: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
 
     def record(self) -> dict[str, str]:
         """What ``launch.prepared`` shows and ``Launch.digest`` covers (flat strings).
@@ -177,9 +200,7 @@ class Prepared:
         return {
             "manager": self.manager,
             "packages": " ".join(self.packages),
-            "resolved": " ".join(
-                f"{k}@{v}" if self.manager == "npm" else f"{k}=={v}" for k, v in self.resolved.items()
-            ),
+            "resolved": " ".join(f"{k}=={v}" if self.manager == "uv" else f"{k}@{v}" for k, v in self.resolved.items()),
             "lockfile": self.lockfile,
             "root": self.root,
             "registry": self.registry or "",
@@ -204,11 +225,17 @@ def parse_package_launch(command: str, args: Sequence[str]) -> PackageLaunch | N
     """The package ``command`` + ``args`` fetch and run, or ``None`` when they name none.
 
     Recognised: ``npx``; ``uvx`` and ``uv tool run``/``uv tool x``; ``uv run
-    --with ...``. Raises :class:`PrepareError` (``"unsupported"``) for an
-    option of these tools that would change what is installed and is not
-    understood here (the message names it), so nothing is prepared wrongly.
+    --with ...``; ``deno run`` (and ``deno`` alone) of an ``npm:`` or ``jsr:``
+    module, ``deno x`` and ``dx`` (:func:`_parse_deno`). Raises
+    :class:`PrepareError` (``"unsupported"``) for an option of these tools
+    that would change what is installed and is not understood here (the
+    message names it), so nothing is prepared wrongly.
     """
     name = _program_name(command)
+    if name == "deno":
+        return _parse_deno(list(args))
+    if name == "dx":
+        return _parse_deno(["x", *args])
     if name == "npx":
         return _parse_npx(list(args))
     if name == "uvx":
@@ -300,6 +327,125 @@ def _parse_uv_run(words: list[str]) -> PackageLaunch | None:
     return PackageLaunch("uv", withs, words[i], tuple(words[i + 1 :]), _last(found["--python"]))
 
 
+#: deno's flags accepted in a prepared launch: its permission flags and quiet output. They only narrow
+#: deno's own sandbox (hostd's sandbox is the boundary) and change nothing fetched. A permission flag
+#: takes its value with ``=`` only (``--allow-read=/x``); a word after it is the module.
+_DENO_FLAGS = frozenset({"-A", "--allow-all", "-q", "--quiet", "--no-prompt"})
+_DENO_PERMISSION = re.compile(
+    r"(?:--(?:allow|deny)-(?:read|write|import|net|env|sys|run|ffi)|--ignore-(?:env|read)|-[RWINES])(?:=.*)?", re.S
+)
+#: deno options (of run and x) that take their value as the next word: skipped to find the module
+#: (a local script's launch stays a local launch), refused for a package launch.
+_DENO_VALUED = frozenset(
+    {
+        "-c",
+        "--config",
+        "--import-map",
+        "--lock",
+        "--cert",
+        "--location",
+        "--ext",
+        "-L",
+        "--log-level",
+        "--seed",
+        "--inspect-publish-uid",
+        "--node-modules-linker",
+        "--min-dep-age",
+        "--preload",
+        "--require",
+        "--conditions",
+        "-p",
+        "--package",
+    }
+)
+#: npm's package-name rules: lowercase, URL-safe, at most 214 characters, no leading ``.`` or ``_``.
+_NPM_NAME = re.compile(r"(?:@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*")
+#: JSR's: ``@scope/name``, lowercase letters, digits and ``-``, not starting with ``-``.
+_JSR_NAME = re.compile(r"@[a-z0-9][a-z0-9-]{0,39}/[a-z0-9][a-z0-9-]{0,57}")
+#: An exact semver version (a range, a tag or ``latest`` is not one).
+_EXACT_VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
+_SUBPATH = re.compile(r"(?:/[A-Za-z0-9._@+-]+)+")
+
+
+def _parse_deno(words: list[str]) -> PackageLaunch | None:
+    """``deno [run|x] [flags] <module> [server args]``: a launch of an ``npm:`` / ``jsr:`` module, or ``None``.
+
+    The fault class: deno fetches an ``npm:``/``jsr:`` module and its unpinned dependencies at the
+    first start (with network, after approval). Members: ``deno run``, ``deno`` alone (deno 2 runs
+    a module given first), ``deno x`` and ``dx`` (deno's npx; a bare ``name@version`` there is an
+    npm package). ``None`` for other subcommands and for a local module (a file in the plugin
+    folder, as before). Raises :class:`PrepareError` (``"unsupported"``) for a remote URL module,
+    for any deno option of a package launch other than a permission flag (``--config``,
+    ``--import-map``, ``--lock``, ``--reload``, ``--cert``, ``--node-modules-dir``, ``--``...: they
+    change what is fetched or from where), and for a package name or version that is not exact.
+    """
+    if words and words[0] in ("run", "x"):
+        sub, words = words[0], words[1:]
+    elif words and (words[0].startswith("-") or _MODULE_SCHEME.match(words[0])):
+        sub = "run"  # deno 2: `deno [flags] <module>` runs the module
+    else:
+        return None  # deno serve / task / install / a file...: no package this module prepares
+    flags: list[str] = []
+    refused: str | None = None
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        word = words[i]
+        i += 1
+        if word in _DENO_FLAGS or _DENO_PERMISSION.fullmatch(word):
+            flags.append(word)
+        elif sub == "x" and word in ("-y", "--yes"):
+            pass  # the prepared entry confirms by itself
+        else:
+            refused = refused or word
+            if word in _DENO_VALUED:
+                i += 1  # its value is the next word, not the module
+    if i >= len(words):
+        return None
+    module, rest = words[i], tuple(words[i + 1 :])
+    scheme = _MODULE_SCHEME.match(module)
+    if sub == "run" and (scheme is None or scheme.group(1).lower() == "file"):
+        return None  # a local script: the plugin's own file, not a package
+    if scheme is not None and scheme.group(1) not in ("npm", "jsr"):
+        raise PrepareError(
+            "unsupported",
+            f"deno module {module!r} is not an npm: or jsr: package (a remote module is fetched at start)",
+        )
+    if refused is not None:
+        raise PrepareError("unsupported", f"deno option {refused!r} cannot be prepared")
+    _deno_package(module if scheme is not None else "npm:" + module)
+    return PackageLaunch("deno", (module,), sub, rest, flags=tuple(flags))
+
+
+_MODULE_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def _deno_package(spec: str) -> tuple[str, str | None]:
+    """``npm:name@1.2.3/sub`` / ``jsr:@scope/name@1.2.3/sub`` -> (``npm:name`` / ``jsr:@scope/name``, version or None).
+
+    Raises :class:`PrepareError` (``"unsupported"``) for a name that breaks npm's or JSR's rules, a
+    version that is not exact (a range, a tag), or a subpath with an empty or ``.``/``..`` part."""
+    registry, _, rest = spec.partition(":")
+    pattern = _NPM_NAME if registry == "npm" else _JSR_NAME
+    name = pattern.match(rest)
+    if name is None or (registry == "npm" and len(name.group(0)) > 214):
+        raise PrepareError("unsupported", f"deno module {spec!r}: not a valid {registry} package name")
+    after = rest[name.end() :]
+    version: str | None = None
+    if after.startswith("@"):
+        found = _EXACT_VERSION.match(after, 1)
+        if found is None or (found.end() < len(after) and after[found.end()] != "/"):
+            raise PrepareError(
+                "unsupported",
+                f"deno module {spec!r}: the version is not exact (write {registry}:{name.group(0)}@1.2.3, "
+                f"or {registry}:{name.group(0)} to take the latest at preparation)",
+            )
+        version = found.group(0)
+        after = after[found.end() :]
+    if after and (not _SUBPATH.fullmatch(after) or any(part in ("", ".", "..") for part in after[1:].split("/"))):
+        raise PrepareError("unsupported", f"deno module {spec!r}: {after!r} is not a subpath of the package")
+    return f"{registry}:{name.group(0)}", version
+
+
 def _last(values: list[str]) -> str | None:
     """The value of an option given ``values`` (the last one wins, as in uv); ``None`` when not given."""
     return values[-1] if values else None
@@ -333,6 +479,7 @@ def find_prepared(state_dir: Path, plugin_id: str, launch: PackageLaunch) -> Pre
             registry=data.get("registry"),
             unpinned=tuple(str(w) for w in data.get("unpinned", ())),
             build=data.get("build") is True,
+            env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -529,7 +676,10 @@ _UNREACHABLE = re.compile(
     r"[Cc]onnection refused|dns error|[Ff]ailed to connect|timed out|[Nn]etwork is unreachable|"
     r"tcp connect error|error sending request|certificate|_CERT_|UnknownIssuer"
 )
-_NOT_FOUND = re.compile(r"E404|ETARGET|No matching version|not found in the package registry|No solution found")
+_NOT_FOUND = re.compile(
+    r"E404|ETARGET|No matching version|not found in the package registry|No solution found|"
+    r"package '[^']*' does not exist|Could not find npm package|Could not find version|Could not find package"
+)
 
 
 def _failure(what: str, code: int, output: list[str], registry: str) -> PrepareError:
@@ -710,6 +860,7 @@ def _write_marker(root: Path, prepared: Prepared) -> None:
         "registry": prepared.registry,
         "unpinned": list(prepared.unpinned),
         "build": prepared.build,
+        "env": dict(prepared.env),
     }
     partial = root / (MARKER + ".partial")
     partial.write_text(json.dumps(data, indent=1))
@@ -724,7 +875,7 @@ def _remove_others(base: Path, keep: str) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-InstallerName = Literal["uv", "npm", "node"]
+InstallerName = Literal["uv", "npm", "node", "deno"]
 
 
 @dataclass(frozen=True)
@@ -750,7 +901,7 @@ def find_installer(name: InstallerName, path: str) -> Installer | str:
     - ``npm``: the npm that came with the ``node`` found on ``path`` (``npm`` beside ``node``, beside
       its real path, in its prefix's ``bin``, or the prefix's ``lib/node_modules/npm/bin/npm-cli.js``),
       so the npm matches the node that will run the package; else the first ``npm`` on ``path``;
-    - ``node``: the first on ``path``.
+    - ``node`` and ``deno``: the first on ``path``.
 
     A candidate must be a regular file (after links) with execute permission. Blocking (a few
     ``stat`` calls); runs nothing. Source: issue 23 ("the installers hostd needs come with it").
@@ -863,7 +1014,7 @@ def _helper_dependencies(folder: Path) -> list[str]:
     if not isinstance(deps, dict):
         return []
     for name, spec in deps.items():
-        if not isinstance(spec, str) or not _NPM_RANGE.match(spec) or not _NPM_NAME.match(str(name)):
+        if not isinstance(spec, str) or not _NPM_RANGE.match(spec) or not _NPM_DEPENDENCY_NAME.match(str(name)):
             raise PrepareError(
                 "spec-unsupported",
                 f"{folder / 'package.json'}: dependency {str(name)[:80]!r}: {str(spec)[:80]!r} is not a registry "
@@ -872,15 +1023,15 @@ def _helper_dependencies(folder: Path) -> list[str]:
     return sorted(deps)
 
 
-#: An npm package name: optional ``@scope/``, lowercase URL-safe characters.
-_NPM_NAME = re.compile(r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]{0,213}$")
+#: The name of a bundled helper's dependency: optional ``@scope/``, lowercase URL-safe characters.
+_NPM_DEPENDENCY_NAME = re.compile(r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]{0,213}$")
 
 
 class _Job(NamedTuple):
-    """What one installer (:func:`_prepare_npm`, :func:`_prepare_uv`) needs: the sandbox its runs
-    use, the empty environment folder ``root`` it fills, the request, where packages come from, the
-    ``PATH`` the tools are found on, the progress callback, the caller's environment and whether
-    source builds are allowed.
+    """What one installer (:func:`_prepare_npm`, :func:`_prepare_uv`, :func:`_prepare_deno`) needs: the
+    sandbox its runs use, the empty environment folder ``root`` it fills, the request, where packages
+    come from, the ``PATH`` the tools are found on, the progress callback, the caller's environment
+    and whether source builds are allowed.
     """
 
     sandbox: InstallerSandbox
@@ -1082,12 +1233,92 @@ def _unpinned(launch: PackageLaunch) -> tuple[str, ...]:
 
 
 def _is_pinned(manager: Manager, spec: str) -> bool:
+    """Whether ``spec`` names an exact version (``pkg==1.0``; ``pkg@1.2.3``; deno's ``npm:pkg@1.2.3/sub``)."""
     if manager == "uv":
         return "==" in spec and not any(c in spec.split("==", 1)[1] for c in "*,<>!~")
+    if manager == "deno" and spec.startswith(("npm:", "jsr:")):
+        spec = spec[4:]
     at = spec.find("@", 1)
-    return (
-        at > 0 and re.fullmatch(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?", spec[at + 1 :]) is not None
+    if at < 0:
+        return False
+    version = spec[at + 1 :].split("/", 1)[0] if manager == "deno" else spec[at + 1 :]
+    return _EXACT_SEMVER.fullmatch(version) is not None
+
+
+#: An exact npm version (semver 2.0: ``1.2.3``, ``1.2.3-rc.1``, ``1.2.3+build``).
+_EXACT_SEMVER = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
+
+
+#: The lockfile of a deno environment (``<root>/deno.lock``) and its module cache (``DENO_DIR``).
+DENO_LOCK = "deno.lock"
+DENO_CACHE = "deno"
+
+
+async def _prepare_deno(job: _Job) -> Prepared:
+    """``deno install --entrypoint`` of the launch's module into ``<root>/deno`` (``DENO_DIR``), locked.
+
+    The fetch runs with ``--no-config`` (no ``deno.json``, import map or ``.npmrc`` of the plugin
+    folder), no ``HOME`` (no user configuration), the registry of :class:`Registries` and no
+    lifecycle scripts (deno runs none without ``--allow-scripts``, which is never passed). The
+    entry runs ``deno run`` (or ``deno x -y``) with ``--cached-only --frozen --lock`` (nothing
+    fetched, nothing resolved again) and ``--no-config``; an npm module also with ``--no-remote``
+    (a jsr: module is itself remote: it is read from the cache). ``Prepared.env`` carries
+    ``DENO_DIR`` (deno only reads it: its analysis caches fail to open in the read-only folder
+    and deno goes on without them) and the registries (``NPM_CONFIG_REGISTRY``, ``JSR_URL``: the
+    cache is kept per registry).
+    """
+    sandbox, root, launch, registries, path, progress, environ, _ = job
+    deno = _tool("deno", path, launch)
+    module = launch.packages[0]
+    spec = module if module.startswith(("npm:", "jsr:")) else "npm:" + module
+    name, _version = _deno_package(spec)
+    if spec.startswith("npm:"):
+        registry = registries.npm or "https://registry.npmjs.org/"
+    else:
+        registry = registries.jsr or "https://jsr.io/"
+    # The cache is kept per registry (a folder per npm host, the URL of each jsr file): the run
+    # looks the module up where the preparation fetched it from.
+    run_env = {"DENO_DIR": str(root / DENO_CACHE), "DENO_NO_UPDATE_CHECK": "1"}
+    if registries.npm is not None:
+        run_env["NPM_CONFIG_REGISTRY"] = registries.npm
+    if registries.jsr is not None:
+        run_env["JSR_URL"] = registries.jsr
+    # HOME is the sandbox's empty one: no ~/.npmrc, no user deno configuration.
+    env = installer_environment({**environ, "PATH": path}, **run_env, NO_COLOR="1", DENO_NO_PROMPT="1")
+    lock = root / DENO_LOCK
+    what = f"deno install --entrypoint {spec}"
+    await progress(2, 4, f"{what} from {registry}")
+    argv = [deno, "install", "--entrypoint", "--no-config", f"--lock={lock}", spec]
+    code, output = await _run(sandbox, argv, env)
+    if code != 0:
+        raise _failure(what, code, output, registry)
+    await progress(3, 4, "recording what was installed")
+    specifiers = json.loads(lock.read_text())["specifiers"]
+    versions = [str(v) for k, v in specifiers.items() if re.fullmatch(re.escape(name) + r"@[^/]+", k)]
+    if not versions:
+        raise PrepareError("no-entry", f"{what}: {lock} records no version of {name}")
+    resolved = {name: versions[0].split("_", 1)[0]}  # "2026.8.31_zod@4.6.7": its peers follow the "_"
+    entry = [deno, launch.program] + (["-y"] if launch.program == "x" else [])
+    entry += ["--no-config", "--cached-only", "--frozen", f"--lock={lock}"]
+    if spec.startswith("npm:"):
+        entry.append("--no-remote")
+    entry += [*launch.flags, module]
+    return Prepared(
+        "deno",
+        launch.packages,
+        str(root),
+        resolved,
+        _sha256(lock),
+        tuple(entry),
+        registry,
+        _unpinned(launch),
+        False,
+        run_env,
     )
 
 
-_INSTALLERS: dict[str, Callable[[_Job], Awaitable[Prepared]]] = {"npm": _prepare_npm, "uv": _prepare_uv}
+_INSTALLERS: dict[str, Callable[[_Job], Awaitable[Prepared]]] = {
+    "npm": _prepare_npm,
+    "uv": _prepare_uv,
+    "deno": _prepare_deno,
+}

@@ -298,14 +298,17 @@ class InitializeResult(Wire):
 
 
 class Preparation(Wire):
-    """``Launch.prepare``: the install-time preparation of a launch that names a package (npx, uvx, uv run --with)."""
+    """``Launch.prepare``: the install-time preparation of a launch that names a package.
+
+    npx, uvx, uv run --with, deno run / deno x of an npm: or jsr: module.
+    """
 
     omit_none: ClassVar[frozenset[str]] = frozenset({"resolved", "lockfile", "root", "registry", "unpinned", "build"})
 
     state: Literal["needed", "prepared"] = Field(
         description="`needed`: `plugins/prepare` must run before enable; `prepared`: the launch runs from `root`"
     )
-    manager: Literal["npm", "uv"] = Field(description="the package tool whose registry the packages come from")
+    manager: Literal["npm", "uv", "deno"] = Field(description="the package tool whose registry the packages come from")
     packages: list[str] = Field(
         description="the packages as the launch names them, the one providing the program first"
     )

@@ -504,12 +504,16 @@ export interface PluginsListResult {
   plugins: PluginInfo[];
 }
 
-/** `Launch.prepare`: the install-time preparation of a launch that names a package (npx, uvx, uv run --with). */
+/**
+ * `Launch.prepare`: the install-time preparation of a launch that names a package.
+ *
+ * npx, uvx, uv run --with, deno run / deno x of an npm: or jsr: module.
+ */
 export interface Preparation {
   /** `needed`: `plugins/prepare` must run before enable; `prepared`: the launch runs from `root` */
   state: "needed" | "prepared";
   /** the package tool whose registry the packages come from */
-  manager: "npm" | "uv";
+  manager: "npm" | "uv" | "deno";
   /** the packages as the launch names them, the one providing the program first */
   packages: string[];
   /** package → the exact version installed (an unpinned request is resolved here) */
