@@ -1318,7 +1318,10 @@ class Host:
         A prepared plugin is answered at once. ``PREPARE_FAILED`` with
         ``data.reason`` (``unreachable``: the registry cannot be reached,
         with its address and the installer's own words; ``not-found``;
-        ``unsupported``...). A launch naming no package is answered as it is.
+        ``unsupported``; ``spec-unsupported``: a package, program or
+        ``--python`` word outside :func:`hostd.prepare.npm_spec` /
+        :func:`~hostd.prepare.python_spec`'s grammar, named with the supported
+        forms, no installer run...). A launch naming no package is answered as it is.
         Cancellation (``$/cancelRequest``) ends the installer and deletes the
         unfinished environment: the plugin stays not prepared.
         """

@@ -8,7 +8,24 @@ behind a firewall, and what runs can change between two starts (a dependency
 range resolved again). Members handled here: npx (``-y``/``--yes``,
 ``--package``/``-p``, scoped and unscoped names, pinned or not), uvx and ``uv
 tool run`` (``--from``, ``--with``, ``--python``, ``pkg==ver`` and
-``pkg@ver``), ``uv run --with`` (a ``python``/script/console-script command).
+``pkg@ver``), ``pipx run`` (``--spec``; prepared with uv, as uvx), ``uv run
+--with`` (a ``python``/script/console-script command), each also after uv's own
+flags (``uv -q run``).
+
+The package spec grammar: text from a config's ``args``, a bundle's
+``mcp_config`` or a registry ``server.json`` reaches npm or uv only as
+validated operands (:func:`npm_spec`, :func:`python_spec`): a registry name
+plus an exact version (npm ``name@1.2.3``, Python ``name==1.2.3``, also
+``name[extra]`` and uvx's ``name@1.2.3``), or a bare name (``name@latest``),
+which the preparation resolves and shows (``Prepared.resolved``,
+:attr:`PackageLaunch.unpinned`). Paths, URLs, ``git+``/``file:``/``github:``
+sources, ``npm:`` aliases, tarballs and wheels, ``user/repo`` shorthand,
+ranges, markers and any word starting with ``-`` are refused
+(``spec-unsupported``, naming the word, the tool and field it came from, and
+the supported forms); so are a program that is not a plain name
+(:func:`program_name`) and a ``--python`` that is not a version
+(:func:`python_request`: ``3.12``, never a path). An option of these tools
+that would change what is installed is refused as ``unsupported``.
 
 ``plugins/prepare {id}`` (:meth:`hostd.host.Host.prepare`) calls
 :func:`prepare`: it installs exactly the named packages into
@@ -44,7 +61,6 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 import trio
-from packaging.version import InvalidVersion, Version
 
 __all__ = [
     "MARKER",
@@ -251,7 +267,7 @@ def _shown(word: str) -> str:
 
 
 def _refuse(word: str, where: str, why: str, forms: str) -> PrepareError:
-    return PrepareError("spec-unsupported", f"{where} {_shown(word)} is {why}; hostd installs only {forms}")
+    return PrepareError("spec-unsupported", f"{where} {_shown(word)} is {why}; supported: {forms}")
 
 
 def _common_refusal(word: str, npm: bool) -> str | None:
@@ -263,10 +279,10 @@ def _common_refusal(word: str, npm: bool) -> str | None:
         return f"longer than {_MAX_WORD} characters"
     if word.startswith("-"):
         return "an option, not a package"
+    if "://" in word or lowered.startswith(("git+", "git@", "http:", "https:")) or re.search(r"\s@\s", word):
+        return "a URL or git source, not a registry package"
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in word):
         return "not one word (spaces or control characters)"
-    if "://" in word or lowered.startswith(("git+", "git@", "http:", "https:")):
-        return "a URL or git source, not a registry package"
     scheme = re.match(r"([a-z][a-z0-9+.-]*):", lowered)
     if scheme is not None and not re.fullmatch(r"[a-z]", scheme.group(1)):
         what = "an alias of another package" if scheme.group(1) == "npm" else f"a {scheme.group(1)}: source"
@@ -325,14 +341,21 @@ def python_spec(word: str, where: str) -> Spec:
 
 def _python_shape(word: str) -> Spec | str:
     """The :class:`Spec` of ``word`` (already free of options, URLs, paths), or why it is refused."""
-    match = re.fullmatch(r"([^\[\]=<>!~@;,]+)(\[[^\]]*\])?(?:(==|@)(.*))?", word)
+    # Loaded at the first Python operand, not at hostd's start (~10-90 ms of imports).
+    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    if ";" in word:
+        return "a requirement with an environment marker"
+    if "===" in word:
+        return "an arbitrary-equality (===) requirement, not an exact version"
+    outside = re.sub(r"\[[^\]]*\]", "", word, count=1)  # the extras may hold commas
+    if re.search(r"[<>~]|!=|==.*==", outside):
+        return "a version range, not an exact version"
+    if "," in outside:
+        return "a list or a range, not one package of one version"
+    match = re.fullmatch(r"([^\[\]=@]+)(\[[^\]]*\])?(?:(==|@)(.*))?", word)
     if match is None:
-        if ";" in word:
-            return "a requirement with an environment marker"
-        if "===" in word:
-            return "an arbitrary-equality (===) requirement"
-        if re.search(r"[<>!~]|,|==.*==", word):
-            return "a version range, not an exact version"
         return "not a Python package name"
     name, extras_text, operator, version = match.groups()
     if not _PY_NAME.fullmatch(name):
@@ -359,7 +382,15 @@ def _python_shape(word: str) -> Spec | str:
                 return f"not an exact version ({version!r})"
             pinned = version
     head = name + (f"[{','.join(extras)}]" if extras else "")
-    return Spec(name, pinned, extras, head if pinned is None else f"{head}=={pinned}")
+    text = head if pinned is None else f"{head}=={pinned}"
+    try:  # the installers' own grammar (PEP 508) reads the operand as exactly this request
+        read = Requirement(text)
+    except InvalidRequirement:
+        return "not a Python requirement"
+    exact = "" if pinned is None else f"=={pinned}"
+    if read.url is not None or read.marker is not None or str(read.specifier) != exact:
+        return "not one package of one version"
+    return Spec(name, pinned, extras, text)
 
 
 def python_request(word: str, where: str) -> str:
@@ -371,7 +402,7 @@ def python_request(word: str, where: str) -> str:
     """
     match = _PY_REQUEST.fullmatch(word)
     if match is None:
-        why = _common_refusal(word, npm=False) or "not a Python version request"
+        why = "an option" if word.startswith("-") else "a path" if ("/" in word or "\\" in word) else "not a version"
         raise _refuse(word, where, why, PYTHON_REQUEST_FORMS)
     return match.group(1)
 
