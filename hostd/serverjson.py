@@ -18,7 +18,16 @@ way to run it:
   where the manifest was recorded.
 
 The version must be exact (``1.2.3``, not ``^1.2``, ``latest`` or a range):
-what the user approves is what runs. ``environmentVariables``, remote
+what the user approves is what runs. ``identifier`` and ``version`` go
+through the package spec grammar of :mod:`hostd.prepare` (``npm_spec`` /
+``python_spec``): a bare registry name, never a path, URL, ``git+``/``file:``
+source, alias, ``user/repo`` or option. ``runtimeArguments`` come before the
+package, where npx/uvx read them as their own options, so only flags that
+change nothing installed (``-y``, ``-q``...) and uvx's ``--python <version>``
+are allowed; any other is ``PACKAGE_INVALID`` naming
+``packages.N.runtimeArguments.I``. ``packageArguments`` follow the package:
+the server's own arguments, never an installer's operand. ``runtimeHint`` is
+not used (the command is ``npx`` or ``uvx`` by ``registryType``). ``environmentVariables``, remote
 ``headers`` and arguments without a fixed value become ``user_config``
 options (``plugins/configure``); ``isSecret`` ones become secrets
 (``${secret:NAME}``, hostd/secrets.py) and are never written anywhere in
@@ -214,7 +223,7 @@ def _package_spec(package: Package, kind: str, where: str) -> str:
         raise invalid(
             f"{where}: {exc}", [{"field": field, "message": f"must be a registry package name ({forms})"}]
         ) from None
-    if named.text != package.identifier or named.version is not None:
+    if named.text != package.identifier or named.version is not None or named.extras:
         raise invalid(
             f"{where}: identifier {package.identifier!r} must be a bare package name (the version is 'version')",
             [{"field": field, "message": f"must be a registry package name ({forms})"}],
