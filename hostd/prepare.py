@@ -289,8 +289,10 @@ def _common_refusal(word: str, npm: bool) -> str | None:
         return f"{what}, not a registry package"
     if word.startswith((".", "/", "~", "\\")) or re.match(r"[A-Za-z]:[\\/]", word) or "\\" in word:
         return "a path, not a registry package"
-    base = word.split("@", 2)[1] if npm and word.startswith("@") and word.count("@") > 1 else word
-    if lowered.endswith(_ARCHIVES) or lowered.split("==")[0].endswith(_ARCHIVES) or base.lower().endswith(_ARCHIVES):
+    # The name part, before a version: npm reads "x.tgz@1.0.0" as a file too.
+    at = lowered.find("@", 1)
+    name = re.split(r"==|\[", lowered if at < 0 else lowered[:at], maxsplit=1)[0]
+    if lowered.endswith(_ARCHIVES) or name.endswith(_ARCHIVES):
         return "an archive file, not a registry package"
     return None
 

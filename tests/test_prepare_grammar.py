@@ -58,6 +58,8 @@ NPM_REFUSED = {
     "pkg.tar.gz": "an archive file",
     "pkg.tar": "an archive file",
     "@scope/x.tgz@1.0.0": "an archive file",
+    "x.tgz@1.0.0": "an archive file",
+    "x.tar.gz@latest": "an archive file",
     # sources and aliases
     "file:../x": "a file: source",
     "git+https://github.com/u/r": "a URL or git source",
@@ -142,6 +144,8 @@ PYTHON_REFUSED = {
     "x-1.0-py3-none-any.whl": "an archive file",
     "x-1.0.tar.gz": "an archive file",
     "x.zip": "an archive file",
+    "x.whl@1.0": "an archive file",
+    "x.tar.gz[cli]==1.0": "an archive file",
     "u/r": "not a Python package name",
     # ranges, markers, wildcards
     "pkg>=1": "a version range",
