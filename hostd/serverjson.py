@@ -259,6 +259,9 @@ def _runtime(arguments: list[Argument], kind: str, field: str) -> list[str]:
         if argument.type == "positional" and fixed in allowed:
             words.append(fixed)
             continue
+        if argument.type == "named" and argument.name in allowed and argument.value is None and not argument.is_secret:
+            words.append(argument.name)  # a flag written as a named argument without a value
+            continue
         if kind == "pypi" and argument.type == "named" and argument.name in ("--python", "-p") and fixed is not None:
             try:
                 words += ["--python", python_request(fixed, where)]

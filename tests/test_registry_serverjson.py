@@ -346,6 +346,7 @@ HOSTILE_RUNTIME = {
     "npm-package-word": ("npm", [_positional("evil@1.0.0")]),
     "npm-user-chosen": ("npm", [_positional(valueHint="flag", isRequired=True)]),
     "npm-secret-flag": ("npm", [_positional("-y", isSecret=True)]),
+    "npm-flag-with-a-value": ("npm", [_named("-q", "--registry=http://127.0.0.1:9/")]),
     "pypi-index": ("pypi", [_positional("--index-url=http://127.0.0.1:9/simple")]),
     "pypi-from-path": ("pypi", [_named("--from", "./x")]),
     "pypi-with": ("pypi", [_named("--with", "evil")]),
@@ -370,7 +371,7 @@ def test_runtime_arguments_cannot_change_what_is_installed(case: str) -> None:
 
 def test_allowed_runtime_arguments_and_hostile_package_arguments_stay_in_their_place() -> None:
     hostile = [_positional("--ignore-scripts=false"), _named("--from", "./x"), _positional("evil@1.0.0")]
-    npm = npm_memory(runtimeArguments=[_positional("--yes"), _positional("-q")], packageArguments=hostile)
+    npm = npm_memory(runtimeArguments=[_positional("--yes"), _named("-q")], packageArguments=hostile)
     plan = serverjson.plan(entry([npm]))
     assert plan.manifest is not None
     spec = f"@modelcontextprotocol/server-memory@{MEMORY_VERSION}"
