@@ -270,7 +270,7 @@ def _refuse(word: str, where: str, why: str, forms: str) -> PrepareError:
     return PrepareError("spec-unsupported", f"{where} {_shown(word)} is {why}; supported: {forms}")
 
 
-def _common_refusal(word: str, npm: bool) -> str | None:
+def _common_refusal(word: str) -> str | None:
     """Why ``word`` is not a registry package at all (an option, URL, path, source, archive), else ``None``."""
     lowered = word.lower()
     if not word:
@@ -308,7 +308,7 @@ def npm_spec(word: str, where: str) -> Spec:
     a URL, ``git+``/``file:``/``github:`` sources, ``npm:`` aliases, tarballs, ``user/repo``
     shorthand, a range or a tag other than ``latest``. Pure.
     """
-    why = _common_refusal(word, npm=True)
+    why = _common_refusal(word)
     if why is None:
         at = word.find("@", 1)
         name, version = (word, None) if at < 0 else (word[:at], word[at + 1 :])
@@ -335,7 +335,7 @@ def python_spec(word: str, where: str) -> Spec:
     :class:`packaging.version.Version`. Raises :class:`PrepareError` (``"spec-unsupported"``;
     the message names the word, ``where`` and :data:`PYTHON_FORMS`). Pure.
     """
-    shape = _common_refusal(word, npm=False) or _python_shape(word)
+    shape = _common_refusal(word) or _python_shape(word)
     if isinstance(shape, Spec):
         return shape
     raise _refuse(word, where, shape, PYTHON_FORMS)
@@ -418,16 +418,9 @@ def program_name(word: str, where: str, *, script: bool = False) -> str:
     """
     if _PROGRAM.fullmatch(word) and len(word) <= _NPM_MAX_NAME:
         return word
-    if (
-        script
-        and word.endswith(".py")
-        and not word.startswith("-")
-        and _common_refusal(word, npm=False)
-        in (
-            None,
-            "a path, not a registry package",
-        )
-    ):
+    # A script is named by a path (relative to the plugin's folder, or absolute); never an option or URL.
+    local = _common_refusal(word) in (None, "a path, not a registry package")
+    if script and word.endswith(".py") and not word.startswith("-") and local:
         return word
     forms = PROGRAM_FORMS + (" or a .py script" if script else "")
     why = "an option, not a program" if word.startswith("-") else "not a plain program name"
