@@ -267,6 +267,13 @@ HOSTILE_LAUNCHES = [
         "/usr/bin/python3",
     ),
     ("uv", ["run", "--with", "x==1.0", "--", "-c"], "uv run command", "-c"),
+    (
+        "uv",
+        ["run", "--with", "x==1.0", "https://example.invalid/s.py"],
+        "uv run command",
+        "https://example.invalid/s.py",
+    ),
+    ("uv", ["run", "--with", "x==1.0", "./bin/tool"], "uv run command", "./bin/tool"),
     ("pipx", ["run", "./evil"], "pipx run package", "./evil"),
     (
         "pipx",
