@@ -77,7 +77,7 @@ class ErrorKind(Enum):
     PREPARE_FAILED = (
         -32042,
         "The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported,"
-        " tool-missing, no-entry; data.registry, data.output); nothing of it is used.",
+        " spec-unsupported, tool-missing, no-entry; data.registry, data.output); nothing of it is used.",
     )
     PLUGIN_NOT_PREPARED = (
         -32043,

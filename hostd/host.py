@@ -1323,7 +1323,10 @@ class Host:
         A prepared plugin is answered at once. ``PREPARE_FAILED`` with
         ``data.reason`` (``unreachable``: the registry cannot be reached,
         with its address and the installer's own words; ``not-found``;
-        ``unsupported``...). A launch naming no package is answered as it is.
+        ``unsupported``; ``spec-unsupported``: a package, program or
+        ``--python`` word outside :func:`hostd.prepare.npm_spec` /
+        :func:`~hostd.prepare.python_spec`'s grammar, named with the supported
+        forms, no installer run...). A launch naming no package is answered as it is.
         Cancellation (``$/cancelRequest``) ends the installer and deletes the
         unfinished environment: the plugin stays not prepared.
         """
@@ -1745,7 +1748,10 @@ def _preparation(plugin: InstalledPlugin) -> p.Preparation | None:
     if package is None:
         return None
     if prepared is None:
-        return p.Preparation(state="needed", manager=package.manager, packages=list(package.packages))
+        unpinned = list(package.unpinned)
+        return p.Preparation(
+            state="needed", manager=package.manager, packages=list(package.packages), unpinned=unpinned or None
+        )
     return p.Preparation(
         state="prepared",
         manager=prepared.manager,

@@ -9,11 +9,27 @@ behind a firewall, and what runs can change between two starts (a dependency
 range resolved again). Members handled here: npx (``-y``/``--yes``,
 ``--package``/``-p``, scoped and unscoped names, pinned or not), uvx and ``uv
 tool run`` (``--from``, ``--with``, ``--python``, ``pkg==ver`` and
-``pkg@ver``), ``uv run --with`` (a ``python``/script/console-script command),
-deno's ``npm:`` and ``jsr:`` modules (``deno run [permission flags]
-npm:name@1.2.3[/sub]`` or ``jsr:@scope/name@1.2.3``, ``deno`` alone, ``deno x``
-and ``dx``; any other deno option of such a launch, a URL module or an inexact
-version is refused; a local script is no package launch).
+``pkg@ver``), ``pipx run`` (``--spec``; prepared with uv, as uvx), ``uv run
+--with`` (a ``python``/script/console-script command), each also after uv's own
+flags (``uv -q run``), deno's ``npm:`` and ``jsr:`` modules (``deno run
+[permission flags] npm:name@1.2.3[/sub]`` or ``jsr:@scope/name@1.2.3``, ``deno``
+alone, ``deno x`` and ``dx``; any other deno option of such a launch, a URL
+module or an inexact version is refused; a local script is no package launch).
+
+The package spec grammar: text from a config's ``args``, a bundle's
+``mcp_config`` or a registry ``server.json`` reaches npm or uv only as
+validated operands after ``--`` (:func:`npm_spec`, :func:`python_spec`): a
+registry name plus an exact version (npm ``name@1.2.3``, Python ``name==1.2.3``,
+also ``name[extra]`` and uvx's ``name@1.2.3``), or a bare name (``name@latest``),
+which the preparation resolves and shows (``Prepared.resolved``,
+:attr:`PackageLaunch.unpinned`). Paths, URLs, ``git+``/``file:``/``github:``
+sources, ``npm:`` aliases, tarballs and wheels, ``user/repo`` shorthand,
+ranges, markers and any word starting with ``-`` are refused
+(``spec-unsupported``, naming the word, the tool and field it came from, and
+the supported forms); so are a program that is not a plain name
+(:func:`program_name`) and a ``--python`` that is not a version
+(:func:`python_request`: ``3.12``, never a path). An option of these tools
+that would change what is installed is refused as ``unsupported``.
 
 ``plugins/prepare {id}`` (:meth:`hostd.host.Host.prepare`) calls
 :func:`prepare`: it installs exactly the named packages into
@@ -63,13 +79,20 @@ from sandbox.watchdog import watch
 
 __all__ = [
     "MARKER",
+    "NPM_FORMS",
+    "PYTHON_FORMS",
     "PackageLaunch",
     "PrepareError",
     "Prepared",
     "Registries",
+    "Spec",
     "find_prepared",
+    "npm_spec",
     "parse_package_launch",
     "prepare",
+    "program_name",
+    "python_request",
+    "python_spec",
 ]
 
 #: Written last into a prepared environment; its absence means "not prepared".
@@ -90,6 +113,10 @@ class PrepareError(Exception):
     """A preparation failed; nothing of it is used.
 
     ``reason``: ``"unsupported"`` (a launch form this module cannot prepare),
+    ``"spec-unsupported"`` (a package, program or ``--python`` word outside the
+    grammar of :func:`npm_spec` / :func:`python_spec`: a path, URL, option,
+    alias, range...; the message names the word, where it came from and the
+    supported forms),
     ``"tool-missing"`` (no npm / node / uv on the ``PATH``),
     ``"unreachable"`` (the registry or index cannot be reached: refused,
     no such host, timed out), ``"not-found"`` (the registry has no such
@@ -140,9 +167,12 @@ class PackageLaunch:
     ``"npm:@scope/x@1.2.3"``). ``program``: npm: the bin to run (``""``: the
     package's own); uv: the command (a console script, ``python`` or a
     ``.py`` file); deno: the subcommand (``"run"`` or ``"x"``). ``args``: the
-    server's arguments. ``python``: ``uvx --python``'s value, else ``None``.
-    ``flags``: deno: its permission flags as written (``("-A",)``), which
-    run before the module; empty for npm and uv.
+    server's arguments. ``python``: ``uvx --python``'s value as a plain
+    version (``"3.12"``), else ``None``. ``flags``: deno: its permission flags
+    as written (``("-A",)``), which run before the module; empty for npm and
+    uv. :func:`parse_package_launch` builds it from validated operands only
+    (:func:`npm_spec`, :func:`python_spec`, deno's :func:`_deno_package`):
+    ``name@1.2.3`` / ``name==1.2.3``, or a bare name (unpinned, see :attr:`unpinned`).
     """
 
     manager: Manager
@@ -160,6 +190,15 @@ class PackageLaunch:
             fields.append(list(self.flags))
         blob = json.dumps(fields)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def unpinned(self) -> tuple[str, ...]:
+        """The names of the requested packages without an exact version (resolved at preparation, then shown)."""
+        if self.manager == "npm":
+            return tuple(spec for spec in self.packages if spec.find("@", 1) < 0)
+        if self.manager == "deno":
+            return tuple(spec for spec in self.packages if not _is_pinned("deno", spec))
+        return tuple(spec.split("[", 1)[0] for spec in self.packages if "==" not in spec)
 
 
 @dataclass(frozen=True)
@@ -209,11 +248,244 @@ class Prepared:
         }
 
 
+# -- the package spec grammar ---------------------------------------------------------------
+#
+# The fault class: *a word of package text reaching an installer as something other than a
+# registry package of a known version*. Config ``args``, a bundle's ``mcp_config``, a registry
+# entry's arguments and the values of ``--package``/``--from``/``--with`` are attacker text; as an
+# installer operand a word could be an option (``--ignore-scripts=false`` re-enables install
+# scripts, ``--registry=``/``--index-url=`` swaps the source), a path (``./x.tgz``, ``/abs``,
+# ``file:../x``), a URL (``https://.../x.tgz``, ``git+https://...``, ``pkg @ https://...``), a
+# hosted-git shorthand (``user/repo``, ``github:user/repo``), an alias (``npm:other@1``) or a range
+# (``pkg@>=1``, ``pkg>=1``). Every operand passes :func:`npm_spec` or :func:`python_spec`, which
+# accept only a registry name and an exact version (or no version: resolved at preparation and
+# shown in ``Prepared.resolved``) and refuse everything else with ``spec-unsupported``.
+
+#: The npm forms hostd installs, named in every refusal.
+NPM_FORMS = "npm: name or name@1.2.3 (name: lowercase, optionally @scope/name; name@latest is unpinned)"
+#: The Python forms hostd installs, named in every refusal.
+PYTHON_FORMS = "python: name or name==1.2.3 (also name[extra]==1.2.3 and uvx's name@1.2.3)"
+#: The ``--python`` values hostd accepts (a version request, never a path).
+PYTHON_REQUEST_FORMS = "a Python version: 3.12, 3.12.4, python3.12 or cpython3.12"
+#: A program a package provides (``npx -p pkg PROG``, ``uvx --from pkg PROG``): a plain name.
+PROGRAM_FORMS = "a plain program name (letters, digits, . _ + -; no /, not starting with -)"
+
+_NPM_PART = r"[a-z0-9][a-z0-9._~-]*"
+_NPM_NAME = re.compile(rf"(?:@{_NPM_PART}/)?{_NPM_PART}")
+_NPM_MAX_NAME = 214
+# semver.org's exact version (no leading zeros, optional pre-release and build).
+_NUMBER = r"(?:0|[1-9]\d*)"
+_PRE_ID = r"(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"
+_BUILD = r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+_SEMVER = re.compile(rf"{_NUMBER}\.{_NUMBER}\.{_NUMBER}(?:-{_PRE_ID}(?:\.{_PRE_ID})*)?{_BUILD}")
+_PY_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_PY_EXTRAS = re.compile(r"\[([^\]]*)\]")
+# PEP 440, one exact public version with an optional local label; no wildcard, no spaces, no "v".
+_PY_VERSION = re.compile(
+    r"(?:\d+!)?\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?", re.I
+)
+_PY_REQUEST = re.compile(r"(?:c?python[-@]?)?(3(?:\.(?:0|[1-9]\d*)){0,2})", re.I)
+_PROGRAM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
+_MAX_WORD = 256
+#: Archive endings an installer reads as a file to unpack (npm: .tgz/.tar.gz/.tar; pip/uv: sdists and wheels).
+_ARCHIVES = (".tgz", ".tar.gz", ".tar", ".tar.bz2", ".tar.xz", ".tbz", ".zip", ".whl", ".egg")
+
+
+class Spec(NamedTuple):
+    """One validated package operand (:func:`npm_spec`, :func:`python_spec`).
+
+    ``name``: the registry name as written (npm: with its ``@scope/``). ``version``: the exact
+    version, or ``None`` (unpinned: the registry's latest, resolved at preparation and shown).
+    ``extras``: Python extras, sorted. ``text``: the operand handed to the installer
+    (``name@1.2.3`` / ``name[extra]==1.2.3``, or the bare name).
+    """
+
+    name: str
+    version: str | None
+    extras: tuple[str, ...]
+    text: str
+
+
+def _shown(word: str) -> str:
+    return repr(word if len(word) <= 80 else word[:77] + "...")
+
+
+def _refuse(word: str, where: str, why: str, forms: str) -> PrepareError:
+    return PrepareError("spec-unsupported", f"{where} {_shown(word)} is {why}; supported: {forms}")
+
+
+def _common_refusal(word: str) -> str | None:
+    """Why ``word`` is not a registry package at all (an option, URL, path, source, archive), else ``None``."""
+    lowered = word.lower()
+    if not word:
+        return "empty"
+    if len(word) > _MAX_WORD:
+        return f"longer than {_MAX_WORD} characters"
+    if word.startswith("-"):
+        return "an option, not a package"
+    if "://" in word or lowered.startswith(("git+", "git@", "http:", "https:")) or re.search(r"\s@\s", word):
+        return "a URL or git source, not a registry package"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in word):
+        return "not one word (spaces or control characters)"
+    scheme = re.match(r"([a-z][a-z0-9+.-]*):", lowered)
+    if scheme is not None and not re.fullmatch(r"[a-z]", scheme.group(1)):
+        what = "an alias of another package" if scheme.group(1) == "npm" else f"a {scheme.group(1)}: source"
+        return f"{what}, not a registry package"
+    if word.startswith((".", "/", "~", "\\")) or re.match(r"[A-Za-z]:[\\/]", word) or "\\" in word:
+        return "a path, not a registry package"
+    # The name part, before a version: npm reads "x.tgz@1.0.0" as a file too.
+    at = lowered.find("@", 1)
+    name = re.split(r"==|\[", lowered if at < 0 else lowered[:at], maxsplit=1)[0]
+    if lowered.endswith(_ARCHIVES) or name.endswith(_ARCHIVES):
+        return "an archive file, not a registry package"
+    return None
+
+
+def npm_spec(word: str, where: str) -> Spec:
+    """``word`` as an npm operand: ``name`` or ``name@<exact semver>`` (``name@latest``: unpinned).
+
+    ``where`` names the tool and field the word came from (``"npx --package"``), for the message.
+    The name follows npm's rules for new packages: optional ``@scope/``, lowercase letters,
+    digits and ``- . _ ~``, not starting with ``.`` or ``_``, at most 214 characters, not
+    ``node_modules``/``favicon.ico``. Raises :class:`PrepareError` (``"spec-unsupported"``; the
+    message names the word, ``where`` and :data:`NPM_FORMS`) for anything else: an option, a path,
+    a URL, ``git+``/``file:``/``github:`` sources, ``npm:`` aliases, tarballs, ``user/repo``
+    shorthand, a range or a tag other than ``latest``. Pure.
+    """
+    why = _common_refusal(word)
+    if why is None:
+        at = word.find("@", 1)
+        name, version = (word, None) if at < 0 else (word[:at], word[at + 1 :])
+        if "/" in name and not name.startswith("@"):
+            why = "a hosted-git shorthand (user/repo) or a path, not a registry package"
+        elif not _NPM_NAME.fullmatch(name) or len(name) > _NPM_MAX_NAME:
+            why = "not an npm package name"
+        elif name.rsplit("/", 1)[-1] in ("node_modules", "favicon.ico"):
+            why = "a name npm reserves"
+        elif version is not None and version != "latest" and not _SEMVER.fullmatch(version):
+            why = f"not an exact version ({version!r} is a range, a tag or malformed)"
+        else:
+            pinned = None if version in (None, "latest") else version
+            return Spec(name, pinned, (), name if pinned is None else f"{name}@{pinned}")
+    raise _refuse(word, where, why, NPM_FORMS)
+
+
+def python_spec(word: str, where: str) -> Spec:
+    """``word`` as a Python operand: ``name``, ``name[extras]``, ``name==<exact version>`` or uvx's ``name@ver``.
+
+    ``where`` names the tool and field (``"uvx --with"``). ``name@latest`` is unpinned. No
+    markers, URLs (``name @ https://...``), paths, archives, ``===``, wildcards (``==1.*``) or
+    ranges (``>=``, ``~=``, ``!=``, ``<``, ``,``). The version is also parsed by
+    :class:`packaging.version.Version`. Raises :class:`PrepareError` (``"spec-unsupported"``;
+    the message names the word, ``where`` and :data:`PYTHON_FORMS`). Pure.
+    """
+    shape = _common_refusal(word) or _python_shape(word)
+    if isinstance(shape, Spec):
+        return shape
+    raise _refuse(word, where, shape, PYTHON_FORMS)
+
+
+def _python_shape(word: str) -> Spec | str:
+    """The :class:`Spec` of ``word`` (already free of options, URLs, paths), or why it is refused."""
+    # Loaded at the first Python operand, not at hostd's start (~10-90 ms of imports).
+    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    if ";" in word:
+        return "a requirement with an environment marker"
+    if "===" in word:
+        return "an arbitrary-equality (===) requirement, not an exact version"
+    outside = re.sub(r"\[[^\]]*\]", "", word, count=1)  # the extras may hold commas
+    if re.search(r"[<>~]|!=|==.*==", outside):
+        return "a version range, not an exact version"
+    if "," in outside:
+        return "a list or a range, not one package of one version"
+    match = re.fullmatch(r"([^\[\]=@]+)(\[[^\]]*\])?(?:(==|@)(.*))?", word)
+    if match is None:
+        return "not a Python package name"
+    name, extras_text, operator, version = match.groups()
+    if not _PY_NAME.fullmatch(name):
+        return "not a Python package name"
+    extras: tuple[str, ...] = ()
+    if extras_text is not None:
+        found = _PY_EXTRAS.fullmatch(extras_text)
+        names = [e.strip() for e in found.group(1).split(",")] if found else []
+        if not names or not all(_PY_NAME.fullmatch(e) for e in names):
+            return "not a Python package name (malformed extras)"
+        extras = tuple(sorted(set(names)))
+    pinned: str | None = None
+    if operator is not None:
+        if operator == "@" and version == "latest":
+            pinned = None
+        elif version.endswith(".*") or "*" in version:
+            return "a wildcard version, not an exact version"
+        elif not _PY_VERSION.fullmatch(version):
+            return f"not an exact version ({version!r})"
+        else:
+            try:
+                Version(version)
+            except InvalidVersion:
+                return f"not an exact version ({version!r})"
+            pinned = version
+    head = name + (f"[{','.join(extras)}]" if extras else "")
+    text = head if pinned is None else f"{head}=={pinned}"
+    try:  # the installers' own grammar (PEP 508) reads the operand as exactly this request
+        read = Requirement(text)
+    except InvalidRequirement:
+        return "not a Python requirement"
+    exact = "" if pinned is None else f"=={pinned}"
+    if read.url is not None or read.marker is not None or str(read.specifier) != exact:
+        return "not one package of one version"
+    return Spec(name, pinned, extras, text)
+
+
+def python_request(word: str, where: str) -> str:
+    """``--python``'s value as a plain version (``"3.12"``); :data:`PYTHON_REQUEST_FORMS` only.
+
+    ``python3.12``, ``cpython3.12``, ``cpython-3.12`` and ``3.12.4`` are accepted (Python 3 only);
+    a path (``./bin/python``, ``/usr/bin/python3``), a range (``>=3.11``), an implementation
+    (``pypy``) or anything else raises :class:`PrepareError` (``"spec-unsupported"``). Pure.
+    """
+    match = _PY_REQUEST.fullmatch(word)
+    if match is None:
+        why = "an option" if word.startswith("-") else "a path" if ("/" in word or "\\" in word) else "not a version"
+        raise _refuse(word, where, why, PYTHON_REQUEST_FORMS)
+    return match.group(1)
+
+
+def program_name(word: str, where: str, *, script: bool = False) -> str:
+    """``word`` if it is a plain program name (:data:`PROGRAM_FORMS`); with ``script``, also a ``.py`` file.
+
+    Raises :class:`PrepareError` (``"spec-unsupported"``) for a path, an option or anything else.
+    ``script``: ``uv run``'s command may be the plugin's own ``server.py`` (run by the prepared
+    environment's ``python``; it is never an installer operand). Pure.
+    """
+    if _PROGRAM.fullmatch(word) and len(word) <= _NPM_MAX_NAME:
+        return word
+    # A script is named by a path (relative to the plugin's folder, or absolute); never an option or URL.
+    local = _common_refusal(word) in (None, "a path, not a registry package")
+    if script and word.endswith(".py") and not word.startswith("-") and local:
+        return word
+    forms = PROGRAM_FORMS + (" or a .py script" if script else "")
+    why = "an option, not a program" if word.startswith("-") else "not a plain program name"
+    raise _refuse(word, where, why, forms)
+
+
+def _python_list(values: Sequence[str], where: str) -> list[str]:
+    """``--with`` values (each may be a comma-separated list, as uv reads it) as validated operands."""
+    return [python_spec(s.strip(), where).text for value in values for s in value.split(",")]
+
+
 # -- which launches name a package --------------------------------------------------------
 
 _NPX_FLAGS = frozenset({"-y", "--yes", "-q", "--quiet", "--no-install", "--prefer-offline", "--prefer-online"})
 _UVX_FLAGS = frozenset({"-q", "--quiet", "--isolated", "--no-cache", "--offline", "--refresh", "-n", "--no-progress"})
 _UV_RUN_FLAGS = frozenset({"--no-project", "--isolated", "-q", "--quiet", "--no-cache", "--offline", "--no-progress"})
+#: uv's own options before its subcommand (``uv -q run``): none changes what is installed.
+_UV_GLOBAL_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose", "--no-cache", "--offline", "-n", "--no-progress"})
+#: uv options that move the working folder: a prepared program runs in the plugin's folder instead.
+_UV_FOLDERS = ("--directory", "--project")
+_PIPX_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose", "--no-cache"})
 
 
 def _program_name(path: str) -> str:
@@ -224,12 +496,17 @@ def _program_name(path: str) -> str:
 def parse_package_launch(command: str, args: Sequence[str]) -> PackageLaunch | None:
     """The package ``command`` + ``args`` fetch and run, or ``None`` when they name none.
 
-    Recognised: ``npx``; ``uvx`` and ``uv tool run``/``uv tool x``; ``uv run
-    --with ...``; ``deno run`` (and ``deno`` alone) of an ``npm:`` or ``jsr:``
-    module, ``deno x`` and ``dx`` (:func:`_parse_deno`). Raises
-    :class:`PrepareError` (``"unsupported"``) for an option of these tools
-    that would change what is installed and is not understood here (the
-    message names it), so nothing is prepared wrongly.
+    Recognised: ``npx``; ``uvx``, ``uv tool run``/``uv tool x`` and ``pipx run`` (prepared with
+    uv); ``uv run --with ...``; each after uv's own leading flags (``uv -q run``); ``deno run``
+    (and ``deno`` alone) of an ``npm:`` or ``jsr:`` module, ``deno x`` and ``dx``
+    (:func:`_parse_deno`). ``uv run`` without ``--with`` (a project or script with its own
+    lock) and ``uv --directory DIR run ...`` without ``--with`` name no package: ``None``.
+    Every package operand passes :func:`npm_spec` / :func:`python_spec`, every program
+    :func:`program_name`, ``--python`` :func:`python_request`. Raises :class:`PrepareError`:
+    ``"unsupported"`` for an option of these tools that would change what is installed and is
+    not understood here (the message names it), ``"spec-unsupported"`` for an operand outside
+    the grammar (the message names the word, where it came from and the supported forms), so
+    nothing is prepared wrongly. Pure.
     """
     name = _program_name(command)
     if name == "deno":
@@ -239,11 +516,11 @@ def parse_package_launch(command: str, args: Sequence[str]) -> PackageLaunch | N
     if name == "npx":
         return _parse_npx(list(args))
     if name == "uvx":
-        return _parse_uvx(list(args))
-    if name == "uv" and len(args) >= 2 and args[0] == "tool" and args[1] in ("run", "x"):
-        return _parse_uvx(list(args[2:]))
-    if name == "uv" and args and args[0] == "run":
-        return _parse_uv_run(list(args[1:]))
+        return _parse_uvx(list(args), "uvx")
+    if name == "pipx":
+        return _parse_pipx(list(args))
+    if name == "uv":
+        return _parse_uv(list(args))
     return None
 
 
@@ -290,6 +567,12 @@ def _options(
                 break
         else:
             if word not in flags:
+                if any(_option(word, folder) for folder in _UV_FOLDERS):
+                    raise PrepareError(
+                        "unsupported",
+                        f"{tool} option {word.split('=', 1)[0]!r} cannot be prepared: a prepared program runs in "
+                        "the plugin's folder; name the script by its absolute path instead",
+                    )
                 raise PrepareError("unsupported", f"{tool} option {word!r} cannot be prepared")
             i += 1
     if i >= len(words):
@@ -299,32 +582,89 @@ def _options(
 
 def _parse_npx(words: list[str]) -> PackageLaunch:
     found, i = _options(words, "npx", _NPX_FLAGS, {"--package": "-p"}, end_mark=True, operand="package")
-    packages = found["--package"]
+    packages = tuple(npm_spec(value, "npx --package").text for value in found["--package"])
     first, rest = words[i], tuple(words[i + 1 :])
     if packages:  # npx -p pkg bin args: the bin comes from the packages
-        return PackageLaunch("npm", tuple(packages), first, rest)
-    return PackageLaunch("npm", (first,), "", rest)
+        return PackageLaunch("npm", packages, program_name(first, "npx command"), rest)
+    return PackageLaunch("npm", (npm_spec(first, "npx package").text,), "", rest)
 
 
-def _parse_uvx(words: list[str]) -> PackageLaunch:
+def _parse_uvx(words: list[str], tool: str) -> PackageLaunch:
     valued = {"--from": "", "--with": "-w", "--python": "-p"}
-    found, i = _options(words, "uvx", _UVX_FLAGS, valued, end_mark=False, operand="package")
+    found, i = _options(words, tool, _UVX_FLAGS, valued, end_mark=False, operand="package")
     target, rest = words[i], tuple(words[i + 1 :])
+    withs = _python_list(found["--with"], f"{tool} --with")
+    python = _last(found["--python"])
+    request = python_request(python, f"{tool} --python") if python is not None else None
     source = _last(found["--from"])
     if source is None:
         # uvx pkg==1.0 / pkg@1.0 / pkg[extra]==1.0: the command is the package's name.
-        source = target.replace("@", "==", 1) if "@" in target and "==" not in target else target
-        target = re.split(r"[\[=<>!~@ ]", target, maxsplit=1)[0]
-    return PackageLaunch("uv", (source, *found["--with"]), target, rest, _last(found["--python"]))
+        spec = python_spec(target, f"{tool} package")
+        return PackageLaunch("uv", (spec.text, *withs), spec.name, rest, request)
+    spec = python_spec(source, f"{tool} --from")
+    return PackageLaunch("uv", (spec.text, *withs), program_name(target, f"{tool} command"), rest, request)
+
+
+def _parse_pipx(words: list[str]) -> PackageLaunch | None:
+    """``pipx run [--spec SPEC] [--python V] app args``: the same request as ``uvx [--from SPEC] app args``."""
+    if not words or words[0] != "run":
+        if words and words[0].startswith("-"):
+            raise PrepareError("unsupported", f"pipx option {words[0]!r} cannot be prepared")
+        return None  # pipx install/list...: not a launch that runs a package
+    valued = {"--spec": "", "--python": ""}
+    found, i = _options(words[1:], "pipx run", _PIPX_FLAGS, valued, end_mark=False, operand="package")
+    i += 1
+    target, rest = words[i], tuple(words[i + 1 :])
+    python = _last(found["--python"])
+    request = python_request(python, "pipx run --python") if python is not None else None
+    source = _last(found["--spec"])
+    if source is None:
+        spec = python_spec(target, "pipx run package")
+        return PackageLaunch("uv", (spec.text,), spec.name, rest, request)
+    spec = python_spec(source, "pipx run --spec")
+    return PackageLaunch("uv", (spec.text,), program_name(target, "pipx run command"), rest, request)
+
+
+def _parse_uv(words: list[str]) -> PackageLaunch | None:
+    """``uv [flags] [--directory D|--project D] run ...`` / ``uv [flags] tool run|x ...``."""
+    i, folder = 0, None
+    while i < len(words) and words[i].startswith("-"):
+        word = words[i]
+        if spelling := next((f for f in _UV_FOLDERS if _option(word, f)), ""):
+            folder, i = spelling, _value(words, i, spelling)[1]
+        elif word in _UV_GLOBAL_FLAGS:
+            i += 1
+        else:
+            raise PrepareError("unsupported", f"uv option {word!r} before the subcommand cannot be prepared")
+    sub = words[i:]
+    launch: PackageLaunch | None
+    if len(sub) >= 2 and sub[0] == "tool" and sub[1] in ("run", "x"):
+        launch = _parse_uvx(sub[2:], "uv tool run")
+    elif sub[:1] == ["run"]:
+        launch = _parse_uv_run(sub[1:])
+    else:
+        return None
+    if launch is not None and folder is not None:
+        raise PrepareError(
+            "unsupported",
+            f"uv option {folder!r} cannot be prepared: a prepared program runs in the plugin's folder; "
+            "name the script by its absolute path instead",
+        )
+    return launch
 
 
 def _parse_uv_run(words: list[str]) -> PackageLaunch | None:
-    if not any(_option(w, "--with", "-w") for w in words):
+    if not any(w == "-w" or w.startswith("--with") for w in words):
         return None  # uv run of a project or a script: its own lock, not a named package
     valued = {"--with": "-w", "--python": "-p"}
     found, i = _options(words, "uv run", _UV_RUN_FLAGS, valued, end_mark=True, operand="command")
-    withs = tuple(s.strip() for spec in found["--with"] for s in spec.split(",") if s.strip())
-    return PackageLaunch("uv", withs, words[i], tuple(words[i + 1 :]), _last(found["--python"]))
+    if not found["--with"]:
+        return None  # "--with" is the script's own argument (uv run server.py --with x)
+    withs = tuple(_python_list(found["--with"], "uv run --with"))
+    python = _last(found["--python"])
+    request = python_request(python, "uv run --python") if python is not None else None
+    command = program_name(words[i], "uv run command", script=True)
+    return PackageLaunch("uv", withs, command, tuple(words[i + 1 :]), request)
 
 
 #: deno's flags accepted in a prepared launch: its permission flags and quiet output. They only narrow
@@ -1229,7 +1569,7 @@ async def _compile(sandbox: InstallerSandbox, python: str, venv: Path) -> None:
 
 def _unpinned(launch: PackageLaunch) -> tuple[str, ...]:
     """The requested packages that name no exact version (resolved by the installer, shown in the approval)."""
-    return tuple(spec for spec in launch.packages if not _is_pinned(launch.manager, spec))
+    return launch.unpinned
 
 
 def _is_pinned(manager: Manager, spec: str) -> bool:

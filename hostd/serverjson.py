@@ -18,7 +18,16 @@ way to run it:
   where the manifest was recorded.
 
 The version must be exact (``1.2.3``, not ``^1.2``, ``latest`` or a range):
-what the user approves is what runs. ``environmentVariables``, remote
+what the user approves is what runs. ``identifier`` and ``version`` go
+through the package spec grammar of :mod:`hostd.prepare` (``npm_spec`` /
+``python_spec``): a bare registry name, never a path, URL, ``git+``/``file:``
+source, alias, ``user/repo`` or option. ``runtimeArguments`` come before the
+package, where npx/uvx read them as their own options, so only flags that
+change nothing installed (``-y``, ``-q``...) and uvx's ``--python <version>``
+are allowed; any other is ``PACKAGE_INVALID`` naming
+``packages.N.runtimeArguments.I``. ``packageArguments`` follow the package:
+the server's own arguments, never an installer's operand. ``runtimeHint`` is
+not used (the command is ``npx`` or ``uvx`` by ``registryType``). ``environmentVariables``, remote
 ``headers`` and arguments without a fixed value become ``user_config``
 options (``plugins/configure``); ``isSecret`` ones become secrets
 (``${secret:NAME}``, hostd/secrets.py) and are never written anywhere in
@@ -47,6 +56,7 @@ trio (cancellable; hostd's control reader keeps reading).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -62,12 +72,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from hostd.bundle import MAX_BUNDLE_BYTES, invalid, validated
 from hostd.errors import HostError
 from hostd.importer import known_needs, sanitize_id
+from hostd.prepare import (
+    NPM_FORMS,
+    PYTHON_FORMS,
+    PrepareError,
+    npm_spec,
+    parse_package_launch,
+    python_request,
+    python_spec,
+)
 from hostd.secrets import secret_ref
 
 __all__ = ["DOWNLOAD_SECONDS", "MAX_REDIRECTS", "Plan", "ServerJson", "download_bundle", "plan", "resource_problem"]
 
-_NPM_EXACT: Final = re.compile(r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
-_PYPI_EXACT: Final = re.compile(r"^\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?$")
 _NAME: Final = re.compile(r"[^A-Za-z0-9_]+")
 _SCHEME: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
@@ -77,6 +94,15 @@ DOWNLOAD_SECONDS: Final = 300.0
 MAX_REDIRECTS: Final = 5
 #: The longest one read may wait for the server (seconds); the total is :data:`DOWNLOAD_SECONDS`.
 _READ_SECONDS: Final = 30.0
+
+#: Runtime arguments allowed before the package (``runtimeArguments`` with a fixed value): flags that
+#: change nothing installed. Anything else (``--registry=``, ``--ignore-scripts=false``, ``-p pkg``,
+#: ``--from ./x``, ``--index-url``, ``--with``, a positional word that would become the package) is
+#: refused: a registry entry's text must not choose what is installed or from where.
+_RUNTIME_FLAGS: Final = {
+    "npm": frozenset({"-y", "--yes", "-q", "--quiet"}),
+    "pypi": frozenset({"-q", "--quiet", "--isolated", "--no-cache", "--no-progress"}),
+}
 
 
 class _Lenient(BaseModel):
@@ -213,6 +239,77 @@ def _arguments(arguments: list[Argument], options: _Options, field: str, notes: 
     return words
 
 
+def _package_spec(package: Package, kind: str, where: str) -> str:
+    """``identifier`` + ``version`` as the installer operand (``name@1.2.3`` / ``name==1.2.3``).
+
+    Both go through the grammar of :func:`hostd.prepare.npm_spec` / :func:`~hostd.prepare.python_spec`:
+    ``identifier`` must be a bare registry name (not a path, URL, alias, ``user/repo``, option or
+    a name with a version), ``version`` one exact version. Raises ``PACKAGE_INVALID`` naming the field.
+    """
+    check, forms = (npm_spec, NPM_FORMS) if kind == "npm" else (python_spec, PYTHON_FORMS)
+    field = f"{where}.identifier"
+    try:
+        named = check(package.identifier, field)
+    except PrepareError as exc:
+        raise invalid(
+            f"{where}: {exc}", [{"field": field, "message": f"must be a registry package name ({forms})"}]
+        ) from None
+    if named.text != package.identifier or named.version is not None or named.extras:
+        raise invalid(
+            f"{where}: identifier {package.identifier!r} must be a bare package name (the version is 'version')",
+            [{"field": field, "message": f"must be a registry package name ({forms})"}],
+        )
+    pinned = None
+    if package.version is not None:
+        joined = (
+            f"{package.identifier}@{package.version}" if kind == "npm" else f"{package.identifier}=={package.version}"
+        )
+        with contextlib.suppress(PrepareError):
+            pinned = check(joined, f"{where}.version")
+    if pinned is None or pinned.version != package.version:
+        shown = "no version" if package.version is None else f"version {package.version!r}"
+        raise invalid(
+            f"{where}: {shown}: an exact version is required (e.g. 1.2.3), so what is approved is what runs",
+            [{"field": f"{where}.version", "message": "must be an exact version"}],
+        )
+    return pinned.text
+
+
+def _runtime(arguments: list[Argument], kind: str, field: str) -> list[str]:
+    """``runtimeArguments`` as words before the package: :data:`_RUNTIME_FLAGS`, and uvx's ``--python <version>``.
+
+    Raises ``PACKAGE_INVALID`` naming ``<field>.<index>`` for any other argument (it would be an
+    option of npx/uvx choosing what is installed or from where, or the package itself), for one
+    whose value is secret or left to the user, and for a ``--python`` that is not a version.
+    """
+    words: list[str] = []
+    allowed = _RUNTIME_FLAGS[kind]
+    for index, argument in enumerate(arguments):
+        where = f"{field}.{index}"
+        fixed = argument.value if not argument.is_secret else None
+        if argument.type == "positional" and fixed in allowed:
+            words.append(fixed)
+            continue
+        if argument.type == "named" and argument.name in allowed and argument.value is None and not argument.is_secret:
+            words.append(argument.name)  # a flag written as a named argument without a value
+            continue
+        if kind == "pypi" and argument.type == "named" and argument.name in ("--python", "-p") and fixed is not None:
+            try:
+                words += ["--python", python_request(fixed, where)]
+            except PrepareError as exc:
+                raise invalid(str(exc), [{"field": where, "message": "must be a Python version (3.12)"}]) from None
+            continue
+        tool = "npx" if kind == "npm" else "uvx"
+        said = " ".join(w for w in (argument.name, argument.value) if w) or argument.value_hint or "(no value)"
+        raise invalid(
+            f"{where}: runtime argument {said!r} is not supported: words before the package are {tool}'s own "
+            f"options and could change what is installed or from where (allowed: {', '.join(sorted(allowed))}"
+            + (", --python <version>)" if kind == "pypi" else ")"),
+            [{"field": where, "message": "not an allowed runtime argument"}],
+        )
+    return words
+
+
 def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
     """Decide how to install ``entry`` (a ``server.json`` object or its text), using ``packages[index]``.
 
@@ -269,18 +366,12 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
         result.bundle_url, result.sha256 = package.identifier, package.file_sha256
         result.bundle_field = f"{where}.identifier"
         return result
-    exact = {"npm": _NPM_EXACT, "pypi": _PYPI_EXACT}.get(kind)
-    if exact is None:
+    if kind not in ("npm", "pypi"):
         raise invalid(
             f"{where}: registryType {kind!r} is not supported (npm, pypi, mcpb)",
             [{"field": f"{where}.registryType", "message": "not supported"}],
         )
-    if package.version is None or not exact.match(package.version):
-        shown = "no version" if package.version is None else f"version {package.version!r}"
-        raise invalid(
-            f"{where}: {shown}: an exact version is required (e.g. 1.2.3), so what is approved is what runs",
-            [{"field": f"{where}.version", "message": "must be an exact version"}],
-        )
+    spec = _package_spec(package, kind, where)
     default_base = {"npm": "https://registry.npmjs.org", "pypi": "https://pypi.org"}[kind]
     if package.registry_base_url is not None and package.registry_base_url.rstrip("/") != default_base:
         # The package would be fetched from the default registry (or the host's mirror), which may
@@ -289,14 +380,21 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
             f"{where}: registryBaseUrl {package.registry_base_url!r}: only {default_base} is supported",
             [{"field": f"{where}.registryBaseUrl", "message": f"only {default_base} is supported"}],
         )
-    runtime = _arguments(package.runtime_arguments, options, f"{where}.runtimeArguments", result.notes)
+    runtime = _runtime(package.runtime_arguments, kind, f"{where}.runtimeArguments")
     arguments = _arguments(package.package_arguments, options, f"{where}.packageArguments", result.notes)
     if kind == "npm":
         command = "npx"
-        args = ["-y", *[w for w in runtime if w not in ("-y", "--yes")], f"{package.identifier}@{package.version}"]
+        args = ["-y", *[w for w in runtime if w not in ("-y", "--yes")], spec]
     else:
         command = "uvx"
-        args = [*runtime, f"{package.identifier}=={package.version}"]
+        args = [*runtime, spec]
+    # packageArguments follow the package: the server's own arguments, never an installer's operand.
+    try:
+        launch = parse_package_launch(command, [*args, *arguments])
+    except PrepareError as exc:  # not reached for a spec and runtime words checked above: a defect if it is
+        raise invalid(f"{where}: {exc}", [{"field": where, "message": str(exc)}]) from None
+    if launch is None or launch.packages != (spec,):
+        raise invalid(f"{where}: the launch does not name exactly {spec}", [{"field": where, "message": "ambiguous"}])
     env: dict[str, str] = {}
     for variable in package.environment_variables:
         if variable.value is not None and not variable.is_secret:

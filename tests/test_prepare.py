@@ -231,7 +231,10 @@ async def test_an_unpinned_imported_npx_entry_is_resolved_to_an_exact_version(tm
         [entry] = imported["entries"]
         plugin_id = entry["plugin"]["id"]
         assert entry["plugin"]["launch"]["prepare"]["state"] == "needed"
+        # The approval says the version was resolved because the config pinned none, before and after.
+        assert entry["plugin"]["launch"]["prepare"]["unpinned"] == ["@modelcontextprotocol/server-memory"]
         prepared, _notes = await prepare(hostd, plugin_id)
+        assert prepared["launch"]["prepare"]["unpinned"] == ["@modelcontextprotocol/server-memory"]
         resolved = prepared["launch"]["prepare"]["resolved"]
         assert resolved == {"@modelcontextprotocol/server-memory": latest.stdout.decode().strip()}
         assert re.fullmatch(r"\d+\.\d+\.\d+", resolved["@modelcontextprotocol/server-memory"])

@@ -31,8 +31,8 @@ from hostd.prepare import PackageLaunch, PrepareError, Registries, bundled_js_he
         ("npx", ["mcp-remote@0.1.0", "--", "x"], PackageLaunch("npm", ("mcp-remote@0.1.0",), "", ("--", "x"))),
         (
             "npx",
-            ["-y", "--package=@scope/tools@1.2.3", "-p", "extra@2", "tools-server", "stdio"],
-            PackageLaunch("npm", ("@scope/tools@1.2.3", "extra@2"), "tools-server", ("stdio",)),
+            ["-y", "--package=@scope/tools@1.2.3", "-p", "extra@2.0.1", "tools-server", "stdio"],
+            PackageLaunch("npm", ("@scope/tools@1.2.3", "extra@2.0.1"), "tools-server", ("stdio",)),
         ),
         (
             "uvx",
@@ -52,8 +52,8 @@ from hostd.prepare import PackageLaunch, PrepareError, Registries, bundled_js_he
         ("uvx", ["mcp-server-fetch"], PackageLaunch("uv", ("mcp-server-fetch",), "mcp-server-fetch", ())),
         (
             "uvx",
-            ["--python", "3.12", "--with", "httpx==0.28.1", "--from=pkg[cli]>=1", "pkg-cli"],
-            PackageLaunch("uv", ("pkg[cli]>=1", "httpx==0.28.1"), "pkg-cli", (), "3.12"),
+            ["--python", "3.12", "--with", "httpx==0.28.1", "--from=pkg[cli]==1.0", "pkg-cli"],
+            PackageLaunch("uv", ("pkg[cli]==1.0", "httpx==0.28.1"), "pkg-cli", (), "3.12"),
         ),
         (
             "uv",

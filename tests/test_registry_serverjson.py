@@ -11,6 +11,7 @@ import pytest
 from hostd import serverjson
 from hostd.client import HostdClient, RpcError
 from hostd.errors import HostError
+from hostd.prepare import parse_package_launch
 from tests.conftest import hostd_with_home
 from tests.test_real_catalog import ENABLE_TIMEOUT, MEMORY, registry_answers_or_skip
 from tests.test_real_servers import TIME, manifest_of, npm_spec, uv_spec
@@ -245,3 +246,122 @@ async def test_pypi_entry_runs_mcp_server_time(tmp_path: Path) -> None:
         )
         assert now["structuredContent"]["timezone"] == "UTC"
         await client.request("plugins/disable", {"id": "mcp-server-time"})
+
+
+# -- registry text never chooses what is installed or from where (issue 23) -------------------------
+
+#: identifier -> registryType: not a bare registry name (a path, URL, source, alias, option, a version).
+HOSTILE_IDENTIFIERS = {
+    "./x.tgz": "npm",
+    "/abs/pkg": "npm",
+    "file:../x": "npm",
+    "git+https://example.invalid/x.git": "npm",
+    "https://example.invalid/x.tgz": "npm",
+    "github:u/r": "npm",
+    "u/r": "npm",
+    "npm:other": "npm",
+    "--registry=http://127.0.0.1:9/": "npm",
+    "x@1.0.0": "npm",
+    "X": "npm",
+    "x @ https://example.invalid/x.whl": "pypi",
+    "./x": "pypi",
+    "-e": "pypi",
+    "x==1.0.0": "pypi",
+    "x[cli]": "pypi",
+    "x.whl": "pypi",
+}
+
+
+@pytest.mark.parametrize("identifier", sorted(HOSTILE_IDENTIFIERS))
+def test_an_identifier_is_a_bare_registry_name(identifier: str) -> None:
+    kind = HOSTILE_IDENTIFIERS[identifier]
+    package = {"registryType": kind, "identifier": identifier, "version": "1.0.0", "transport": {"type": "stdio"}}
+    with pytest.raises(HostError) as refused:
+        serverjson.plan(entry([package]))
+    assert refused.value.kind.name == "PACKAGE_INVALID"
+    forms = "npm: name or name@1.2.3" if kind == "npm" else "python: name or name==1.2.3"
+    [error] = refused.value.data["errors"]
+    assert error["field"] == "packages.0.identifier"
+    assert error["message"].startswith("must be a registry package name (" + forms)
+    assert repr(identifier)[:20] in refused.value.message
+
+
+@pytest.mark.parametrize("version", ["01.2.3", "1.2.3 ", "1.2.3 || 2.0.0", "next", "v1.2.3", "1.2.3@x"])
+def test_an_npm_version_is_one_exact_semver(version: str) -> None:
+    with pytest.raises(HostError) as refused:
+        serverjson.plan(entry([npm_memory(version=version)]))
+    assert refused.value.data["errors"] == [{"field": "packages.0.version", "message": "must be an exact version"}]
+
+
+def _named(name: str, value: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"type": "named", "name": name, **({"value": value} if value is not None else {}), **extra}
+
+
+def _positional(value: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"type": "positional", **({"value": value} if value is not None else {}), **extra}
+
+
+#: (registryType, runtimeArguments): each would be an option of npx/uvx before the package, or the package.
+HOSTILE_RUNTIME = {
+    "npm-registry-named": ("npm", [_named("--registry", "http://127.0.0.1:9/")]),
+    "npm-registry-word": ("npm", [_positional("--registry=http://127.0.0.1:9/")]),
+    "npm-scripts-on": ("npm", [_positional("--ignore-scripts=false")]),
+    "npm-foreground-scripts": ("npm", [_positional("--foreground-scripts")]),
+    "npm-other-package": ("npm", [_named("-p", "evil@1.0.0")]),
+    "npm-package-word": ("npm", [_positional("evil@1.0.0")]),
+    "npm-user-chosen": ("npm", [_positional(valueHint="flag", isRequired=True)]),
+    "npm-secret-flag": ("npm", [_positional("-y", isSecret=True)]),
+    "npm-flag-with-a-value": ("npm", [_named("-q", "--registry=http://127.0.0.1:9/")]),
+    "pypi-index": ("pypi", [_positional("--index-url=http://127.0.0.1:9/simple")]),
+    "pypi-from-path": ("pypi", [_named("--from", "./x")]),
+    "pypi-with": ("pypi", [_named("--with", "evil")]),
+    "pypi-python-path": ("pypi", [_named("--python", "/usr/bin/python3")]),
+    "pypi-python-user": ("pypi", [_named("--python", isRequired=True)]),
+    "pypi-package-word": ("pypi", [_positional("evil==1.0")]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_RUNTIME))
+def test_runtime_arguments_cannot_change_what_is_installed(case: str) -> None:
+    kind, runtime = HOSTILE_RUNTIME[case]
+    package = npm_memory(runtimeArguments=runtime) if kind == "npm" else {**pypi_time(), "runtimeArguments": runtime}
+    with pytest.raises(HostError) as refused:
+        serverjson.plan(entry([package]))
+    assert refused.value.kind.name == "PACKAGE_INVALID"
+    [error] = refused.value.data["errors"]
+    assert error["field"] == "packages.0.runtimeArguments.0"
+    expected = "must be a Python version (3.12)" if case == "pypi-python-path" else "not an allowed runtime argument"
+    assert error["message"] == expected
+
+
+def test_allowed_runtime_arguments_and_hostile_package_arguments_stay_in_their_place() -> None:
+    hostile = [_positional("--ignore-scripts=false"), _named("--from", "./x"), _positional("evil@1.0.0")]
+    npm = npm_memory(runtimeArguments=[_positional("--yes"), _named("-q")], packageArguments=hostile)
+    plan = serverjson.plan(entry([npm]))
+    assert plan.manifest is not None
+    spec = f"@modelcontextprotocol/server-memory@{MEMORY_VERSION}"
+    server_args = ["--ignore-scripts=false", "--from", "./x", "evil@1.0.0"]
+    assert plan.manifest["backend"]["args"] == ["-y", "-q", spec, *server_args]
+    launch = parse_package_launch("npx", plan.manifest["backend"]["args"])
+    assert launch is not None and launch.packages == (spec,)
+    assert launch.args == tuple(server_args)
+    pypi = {**pypi_time(), "runtimeArguments": [_named("--python", "python3.12")], "packageArguments": hostile}
+    plan = serverjson.plan(entry([pypi], name="io.github.modelcontextprotocol/mcp-server-time"))
+    assert plan.manifest is not None
+    args = plan.manifest["backend"]["args"]
+    assert args == ["--python", "3.12", f"mcp-server-time=={TIME_VERSION}", *server_args]
+    launch = parse_package_launch("uvx", args)
+    assert launch is not None and launch.packages == (f"mcp-server-time=={TIME_VERSION}",)
+    assert launch.python == "3.12"
+
+
+async def test_install_refuses_a_hostile_runtime_argument(tmp_path: Path, hostd: HostdClient) -> None:
+    package = npm_memory(runtimeArguments=[_positional("--ignore-scripts=false")])
+    with pytest.raises(RpcError) as refused:
+        await hostd.request("plugins/install", {"serverJson": entry([package])})
+    assert refused.value.kind == "PACKAGE_INVALID"
+    assert refused.value.data["errors"] == [
+        {"field": "packages.0.runtimeArguments.0", "message": "not an allowed runtime argument"}
+    ]
+    assert "'--ignore-scripts=false' is not supported" in refused.value.message
+    assert (await hostd.request("plugins/list", {}))["plugins"] == []

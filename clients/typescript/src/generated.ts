@@ -940,7 +940,7 @@ export const ErrorCodes = {
   CONFIG_REQUIRED: -32040,
   /** The .mcpb bundle or server.json cannot be installed; data.errors says where and why. */
   PACKAGE_INVALID: -32041,
-  /** The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported, tool-missing, no-entry; data.registry, data.output); nothing of it is used. */
+  /** The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported, spec-unsupported, tool-missing, no-entry; data.registry, data.output); nothing of it is used. */
   PREPARE_FAILED: -32042,
   /** The plugin's launch names a package that is not prepared yet: call plugins/prepare first. */
   PLUGIN_NOT_PREPARED: -32043,
