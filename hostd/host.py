@@ -666,7 +666,13 @@ class Host:
             # A plugin whose manifest was fixed on disk is loaded again (a bad record stays broken: SIGHUP
             # does not re-read state.json).
             if plugin_id not in self.plugins and isinstance(broken.record, PluginRecord):
-                await self._restore_record(plugin_id, broken.record)
+                restored = await self._restore_record(plugin_id, broken.record)
+                if restored is not None:  # stopped now; enabling it goes through the usual checks
+                    message = "its manifest loads again: installed, stopped (plugins/enable starts it)"
+                    await self.notify(
+                        "plugins/log", {"plugin": plugin_id, "level": "warning", "source": "host", "message": message}
+                    )
+                    await self.notify("plugins/statusChanged", restored.supervisor.status())
         for plugin_id, plugin in sorted(self.plugins.items()):
             try:
                 manifest, digest = await trio.to_thread.run_sync(load_stored_manifest, plugin.path)
