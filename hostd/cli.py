@@ -45,7 +45,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hostd", description="MCP plugin host daemon (JSON-RPC 2.0 on stdio).")
     parser.add_argument("--version", action="version", version=f"hostd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("doctor", help="print the isolation layers this machine offers")
+    doctor = commands.add_parser(
+        "doctor", help="print the isolation layers this machine offers (and what is wrong in a state folder)"
+    )
+    doctor.add_argument(
+        "--state-dir",
+        help="also check this state folder: broken plugins, damaged or unreadable files, files kept aside",
+    )
     serve = commands.add_parser("serve", help="serve the control protocol on stdin/stdout")
     serve.add_argument("--state-dir", help="state folder (default: the platform's user state dir for hostd)")
     serve.add_argument(
@@ -237,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
 
         print(render_table(probe()))
         print(installer_table())
+        if args.state_dir is not None:
+            from hostd.checkup import check_state_folder  # noqa: PLC0415  (only this command needs it)
+
+            print(f"\nstate folder {args.state_dir}:")
+            for line in check_state_folder(Path(args.state_dir)):
+                print(f"  {line}")
         return 0
     # pydantic looks for its plugins (entry points of every installed distribution: ~11 ms, before the
     # first model is built, so before the first host answer); hostd installs none and configures none.

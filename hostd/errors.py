@@ -95,6 +95,16 @@ class ErrorKind(Enum):
         -32041,
         "The .mcpb bundle or server.json cannot be installed; data.errors says where and why.",
     )
+    STATE_FILE_UNREADABLE = (
+        -32038,
+        "A file of the state folder the request needs (the secrets file, a plugin's settings) cannot be read;"
+        " data.path and data.errno say which and why: make it a readable file or move it away, then retry.",
+    )
+    PLUGIN_BROKEN = (
+        -32039,
+        "The plugin's stored files (its manifest, its record in state.json) no longer load; data.source,"
+        " data.reason and data.errors say which and why: fix them and send SIGHUP or restart hostd, or uninstall it.",
+    )
 
     @property
     def code(self) -> int:

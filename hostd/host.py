@@ -39,7 +39,15 @@ from hostd.prepare import PackageLaunch, Prepared, PrepareError, Registries, fin
 from hostd.prepare import prepare as prepare_packages
 from hostd.registry import ToolRegistry
 from hostd.remote import resolve_remote
-from hostd.state import MANIFEST_TEMPORARY, PluginRecord, StateError, StateStore
+from hostd.state import (
+    MANIFEST_TEMPORARY,
+    PLUGIN_ID,
+    PluginRecord,
+    StateError,
+    StateStore,
+    StoredRecord,
+    UnreadableRecord,
+)
 from hostd.supervisor import (
     Liveness,
     PluginSupervisor,
@@ -219,6 +227,9 @@ class InstalledPlugin:
     unpreparable: str | None = None
     #: A bundle's runtimes as found at its install by this hostd (``origin.runtimeVersions``): name -> version.
     runtime_versions: dict[str, str] = field(default_factory=dict)
+    #: Why its settings or secrets could not be read at the last resolution (``STATE_FILE_UNREADABLE``); enable
+    #: fails with it. ``None``: read, or not needed.
+    config_problem: HostError | None = None
 
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves now (:func:`hostd.trust.approval_digest`)."""
@@ -239,6 +250,104 @@ class InstalledPlugin:
             disabled_tools=sorted(self.disabled_tools),
             folders={k: list(v) for k, v in self.folders.items()},
         )
+
+
+@dataclass
+class BrokenPlugin:
+    """An installed plugin whose stored files no longer load: listed as ``broken`` with ``error``, never started.
+
+    The class (issue 31): a plugin's own file (its manifest) or its record in ``state.json`` that hostd
+    cannot use must not take the host down nor vanish. Its record stays in the document as it was
+    (``record``); ``error`` is ``PLUGIN_BROKEN`` (``data.source``: ``"manifest"`` or ``"state"``,
+    ``data.reason``, ``data.errors``), the answer to every request about it but ``plugins/list``,
+    ``plugins/status``, ``plugins/logs`` and ``plugins/uninstall``. Fixed, it is loaded again by SIGHUP
+    or the next hostd; installed again, the new plugin replaces it.
+    """
+
+    plugin_id: str
+    path: str | None
+    record: StoredRecord
+    error: HostError
+
+    def info(self) -> p.PluginInfo:
+        """:class:`hostd.protocol.PluginInfo` of what is known: the id, the path, what the record holds."""
+        record = self.record if isinstance(self.record, PluginRecord) else None
+        return p.PluginInfo(
+            id=self.plugin_id,
+            name=self.plugin_id,
+            version="",
+            path=self.path or "",
+            permissions=[],
+            granted=sorted(record.granted) if record is not None else [],
+            enabled=record.enabled if record is not None else False,
+            status="broken",
+            tools=[],
+            networkPorts=sorted(record.network_ports) if record is not None else [],
+            limits=p.GrantedLimits(maxRssMb=None, maxCpuPercent=None, maxDiskMb=None),
+            launch=None,
+            error=self.error.to_error_object()["data"] | {"message": self.error.message},
+        )
+
+    def status(self) -> dict[str, Any]:
+        """:class:`hostd.protocol.PluginStatus` as sent on the wire: ``broken``, ``error`` says why."""
+        return p.PluginStatus(
+            plugin_id=self.plugin_id,
+            backend_type="mcp",
+            transport="unknown",
+            status="broken",
+            tools_count=0,
+            started_at=None,
+            last_seen_at=None,
+            protocol_version=None,
+            server_name=None,
+            server_version=None,
+            error=self.error.to_error_object()["data"] | {"message": self.error.message},
+            restarts=self.record.restarts if isinstance(self.record, PluginRecord) else 0,
+            last_exit=None,
+            next_retry_at=None,
+            withheld=[],
+            isolation=[],
+        ).wire()
+
+
+def broken_error(plugin_id: str, path: str | None, source: str, reason: str, errors: list[Any]) -> HostError:
+    """``PLUGIN_BROKEN`` for ``plugin_id``: ``source`` ``"manifest"`` or ``"state"``, ``reason`` one sentence,
+    ``errors`` ``[{field, message, ...}]`` (the manifest's, or the record's field in state.json)."""
+    fix = (
+        "fix its manifest, then send hostd SIGHUP or restart it"
+        if source == "manifest"
+        else "stop hostd and fix its record in state.json"
+    )
+    return HostError(
+        ErrorKind.PLUGIN_BROKEN,
+        f"plugin {plugin_id} is broken: {reason}; {fix}, or uninstall the plugin",
+        plugin=plugin_id,
+        path=path,
+        source=source,
+        reason=reason,
+        errors=errors,
+    )
+
+
+def load_stored_manifest(folder: Path) -> tuple[Manifest, str]:
+    """:func:`hostd.manifest.load_manifest` of an installed plugin's folder, for restore and SIGHUP (blocking).
+
+    Raises ``MANIFEST_INVALID`` for every failure, whatever raised it: hostd never ends because of a
+    plugin's file (an exception of another kind is a defect of the loader, logged with its traceback).
+    """
+    try:
+        return load_manifest(folder)
+    except HostError:
+        raise
+    except Exception as exc:
+        log.error("loading the manifest in %s failed unexpectedly", folder, exc_info=True)
+        message = f"the manifest cannot be loaded ({type(exc).__name__})"
+        raise HostError(
+            ErrorKind.MANIFEST_INVALID,
+            f"{folder}: {message}",
+            path=str(folder),
+            errors=[{"field": "", "message": message}],
+        ) from None
 
 
 #: Bounds of each plugin's log ring (``plugins/logs``): lines, and characters of their messages.
@@ -310,7 +419,13 @@ class Host:
         #: Around the restore of enabled plugins; :meth:`shutdown` cancels it.
         self._restore_scope = trio.CancelScope()
         self.store: StateStore | None = options.state_store
-        self._records: dict[str, PluginRecord] = {}
+        #: What the state document holds per plugin id, readable or not (an unreadable record is written back as is).
+        self._records: dict[str, StoredRecord] = {}
+        #: Installed plugins whose stored files no longer load (:class:`BrokenPlugin`); an id in
+        #: :attr:`plugins` shadows its entry here.
+        self.broken: dict[str, BrokenPlugin] = {}
+        #: To send notifications from worker threads (a damaged file found while reading it).
+        self._trio_token = trio.lowlevel.current_trio_token()
         self._save_lock = trio.Lock()
         #: Held by every request that changes what the state document records (see :meth:`_change`).
         self._change_lock = trio.Lock()
@@ -320,7 +435,11 @@ class Host:
         self.login_path: str | None = None
         self._login_path_known: trio.Event | None = None
         #: Secret values of plugins (hostd/secrets.py); none without a state folder.
-        self.secret_store = secrets_.SecretStore(self.store.directory) if self.store is not None else None
+        self.secret_store = (
+            secrets_.SecretStore(self.store.directory, report=self._report_from_thread)
+            if self.store is not None
+            else None
+        )
         #: One preparation at a time per plugin (two would share its environment folder).
         self._prepare_locks: dict[str, trio.Lock] = {}
         #: OAuth of remote plugins: credentials under <state>/credentials, the browser step in the parent.
@@ -357,6 +476,12 @@ class Host:
                 opened = await trio.to_thread.run_sync(store.open)
             except StateError as exc:
                 raise HostError(ErrorKind.STATE_UNUSABLE, str(exc), stateDir=str(store.directory)) from None
+            if host.secret_store is not None and host.secret_store.backend == "file":
+                # A damaged secrets file is moved aside and reported now; an unreadable one fails only the
+                # plugins that need it (STATE_FILE_UNREADABLE at their enable), and is reported now.
+                problem = await trio.to_thread.run_sync(host.secret_store.check)
+                if problem is not None:
+                    opened.warnings.append(problem)
             for warning in opened.warnings:
                 log.warning("%s", warning)
             host._records = dict(opened.plugins)
@@ -388,6 +513,18 @@ class Host:
             await self._login_path_known.wait()
         return merge_paths(os.environ.get("PATH", ""), self.login_path)
 
+    def _report_from_thread(self, plugin_id: str | None, message: str) -> None:
+        """Tell the parent (``plugins/log``, level ``error``) about a damaged file; callable from any thread."""
+        log.error("%s", message)
+
+        def send() -> None:
+            params = {"plugin": plugin_id, "level": "error", "source": "host", "message": message}
+            with contextlib.suppress(RuntimeError):  # the session is ending: the log line above stays
+                self.nursery.start_soon(self.notify, "plugins/log", params)
+
+        with contextlib.suppress(trio.RunFinishedError):
+            self._trio_token.run_sync_soon(send)
+
     async def _notify_and_keep(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification to the parent; a ``plugins/log`` about a plugin is kept in its ring too."""
         if method == "plugins/log" and isinstance(params.get("plugin"), str):
@@ -405,32 +542,63 @@ class Host:
             await self.notify("plugins/log", {"plugin": None, "level": "warning", "source": "host", "message": warning})
         to_enable: list[tuple[InstalledPlugin, PluginRecord]] = []
         for plugin_id, record in sorted(self._records.items()):
-            try:
-                manifest, digest = await trio.to_thread.run_sync(load_manifest, Path(record.path))
-            except HostError as error:
-                log.warning("stored plugin %s cannot be loaded: %s", plugin_id, error.message)
-                await self.notify(
-                    "plugins/log",
-                    {"plugin": plugin_id, "level": "error", "source": "host", "message": error.message},
-                )
-                continue  # the record stays in the document: nothing the user set up is lost
-            if manifest.id != plugin_id:
-                log.warning("stored plugin %s now has id %s: not restored", plugin_id, manifest.id)
-                continue
-            plugin = self._add_plugin(Path(record.path), manifest, digest, restarts=record.restarts)
-            plugin.granted = set(record.granted) & set(manifest.permissions)
-            plugin.approved_digest = record.approved_digest
-            plugin.enabled = record.enabled
-            plugin.pins = record.pinned_tools
-            plugin.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
-            plugin.limits = dict(record.limits)
-            plugin.disabled_tools = set(record.disabled_tools)
-            plugin.folders = {k: list(v) for k, v in record.folders.items()}
-            with contextlib.suppress(LaunchError):
-                await self._resolve(plugin)
-            if record.enabled:
+            plugin = await self._restore_record(plugin_id, record)
+            if plugin is not None and isinstance(record, PluginRecord) and record.enabled:
                 to_enable.append((plugin, record))
         return to_enable
+
+    async def _restore_record(self, plugin_id: str, record: StoredRecord) -> InstalledPlugin | None:
+        """Install one stored plugin again, or list it ``broken`` (:class:`BrokenPlugin`) with the reason.
+
+        Nothing of the record is lost either way: it stays in the document as it is. The parent is
+        told of a broken plugin (``plugins/log`` and ``plugins/statusChanged``).
+        """
+        if isinstance(record, UnreadableRecord):
+            field = f"plugins.{plugin_id}" + (f".{record.field}" if record.field else "")
+            error = broken_error(
+                plugin_id,
+                record.path,
+                "state",
+                f"its record in state.json cannot be read ({record.reason})",
+                [{"field": field, "message": record.reason}],
+            )
+            await self._mark_broken(plugin_id, record, error)
+            return None
+        try:
+            manifest, digest = await trio.to_thread.run_sync(load_stored_manifest, Path(record.path))
+        except HostError as failure:
+            errors = failure.data.get("errors")
+            reason = f"its manifest cannot be loaded ({failure.message})"
+            error = broken_error(plugin_id, record.path, "manifest", reason, errors if isinstance(errors, list) else [])
+            await self._mark_broken(plugin_id, record, error)
+            return None
+        if manifest.id != plugin_id:
+            reason = f"its manifest now has the id {manifest.id!r}"
+            error = broken_error(plugin_id, record.path, "manifest", reason, [{"field": "id", "message": reason}])
+            await self._mark_broken(plugin_id, record, error)
+            return None
+        self.broken.pop(plugin_id, None)
+        plugin = self._add_plugin(Path(record.path), manifest, digest, restarts=record.restarts)
+        plugin.granted = set(record.granted) & set(manifest.permissions)
+        plugin.approved_digest = record.approved_digest
+        plugin.enabled = record.enabled
+        plugin.pins = record.pinned_tools
+        plugin.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
+        plugin.limits = dict(record.limits)
+        plugin.disabled_tools = set(record.disabled_tools)
+        plugin.folders = {k: list(v) for k, v in record.folders.items()}
+        with contextlib.suppress(LaunchError):
+            await self._resolve(plugin)
+        return plugin
+
+    async def _mark_broken(self, plugin_id: str, record: StoredRecord, error: HostError) -> None:
+        broken = BrokenPlugin(plugin_id, error.data.get("path"), record, error)
+        self.broken[plugin_id] = broken
+        log.warning("%s", error.message)
+        await self.notify(
+            "plugins/log", {"plugin": plugin_id, "level": "error", "source": "host", "message": error.message}
+        )
+        await self.notify("plugins/statusChanged", broken.status())
 
     async def _restore_enabled(self, plugins: list[tuple[InstalledPlugin, PluginRecord]]) -> None:
         """Enable again what was enabled (4 at a time), unless it changed since approval.
@@ -498,10 +666,22 @@ class Host:
             log.error("re-reading manifests: %s", error.message)
 
     async def _reload_manifests(self) -> None:
+        for plugin_id, broken in sorted(self.broken.items()):
+            # A plugin whose manifest was fixed on disk is loaded again (a bad record stays broken: SIGHUP
+            # does not re-read state.json).
+            if plugin_id not in self.plugins and isinstance(broken.record, PluginRecord):
+                restored = await self._restore_record(plugin_id, broken.record)
+                if restored is not None:  # stopped now; enabling it goes through the usual checks
+                    message = "its manifest loads again: installed, stopped (plugins/enable starts it)"
+                    await self.notify(
+                        "plugins/log", {"plugin": plugin_id, "level": "warning", "source": "host", "message": message}
+                    )
+                    await self.notify("plugins/statusChanged", restored.supervisor.status())
         for plugin_id, plugin in sorted(self.plugins.items()):
             try:
-                manifest, digest = await trio.to_thread.run_sync(load_manifest, plugin.path)
+                manifest, digest = await trio.to_thread.run_sync(load_stored_manifest, plugin.path)
             except HostError as error:
+                # The last good manifest is kept (the plugin runs and starts with it until one loads).
                 await self.notify(
                     "plugins/log", {"plugin": plugin_id, "level": "error", "source": "host", "message": error.message}
                 )
@@ -630,10 +810,18 @@ class Host:
     # -- helpers ----------------------------------------------------------------
 
     def _plugin(self, plugin_id: str) -> InstalledPlugin:
+        """The installed plugin ``plugin_id``; ``PLUGIN_BROKEN`` (its error) or ``PLUGIN_NOT_FOUND`` otherwise."""
         plugin = self.plugins.get(plugin_id)
         if plugin is None:
+            broken = self.broken.get(plugin_id)
+            if broken is not None:
+                raise broken.error
             raise HostError(ErrorKind.PLUGIN_NOT_FOUND, f"no installed plugin {plugin_id!r}", plugin=plugin_id)
         return plugin
+
+    def _broken(self, plugin_id: str) -> BrokenPlugin | None:
+        """The broken plugin ``plugin_id`` when no installed plugin has that id."""
+        return self.broken.get(plugin_id) if plugin_id not in self.plugins else None
 
     async def _resolve(self, plugin: InstalledPlugin) -> Launch:
         """Resolve ``plugin``'s launch (:func:`sandbox.launch.resolve_launch`) in a worker thread.
@@ -652,8 +840,13 @@ class Host:
         backend = plugin.manifest.backend
         if backend.url is not None:  # a remote server: its endpoint is the launch (hostd/remote.py)
             remote = resolve_remote(backend, str(plugin.path))
+            plugin.config_problem = None
             if self.secret_store is not None:  # which of its secrets are set (PluginInfo.userConfig)
-                plugin.secret_names = set(await trio.to_thread.run_sync(self.secret_store.names, plugin.manifest.id))
+                try:
+                    names = await trio.to_thread.run_sync(self.secret_store.names, plugin.manifest.id)
+                    plugin.secret_names = set(names)
+                except HostError as error:  # an unreadable secrets file: its enable fails with this
+                    plugin.config_problem = error
             plugin.launch, plugin.launch_error = remote, None
             return remote
         assert backend.command is not None  # the manifest requires it for stdio
@@ -734,9 +927,20 @@ class Host:
         """Read ``plugin``'s settings and stored secret names, and substitute them into its backend (blocking)."""
         backend, plugin_id = plugin.manifest.backend, plugin.manifest.id
         assert backend.command is not None  # called for stdio plugins only (_resolve)
+        plugin.config_problem = None
         if self.store is not None and self.secret_store is not None:
-            plugin.settings = secrets_.load_settings(self.store.directory, plugin_id)
-            plugin.secret_names = set(self.secret_store.names(plugin_id))
+            # Only what the plugin uses is read: an unreadable secrets file fails only the plugins that
+            # refer to secrets (STATE_FILE_UNREADABLE at their enable), never the others.
+            options = plugin.manifest.user_config.values()
+            try:
+                if any(not option.sensitive for option in options):
+                    plugin.settings = secrets_.load_settings(self.store.directory, plugin_id, self._report_from_thread)
+                if any(option.sensitive for option in options) or secrets_.references(
+                    [*backend.args, *backend.env.values()]
+                ):
+                    plugin.secret_names = set(self.secret_store.names(plugin_id))
+            except HostError as error:
+                plugin.config_problem = error
         applied = secrets_.apply_settings(
             backend.command,
             args=backend.args,
@@ -1242,23 +1446,50 @@ class Host:
 
         ``STATE_WRITE_FAILED``: still installed, still running.
         """
-        plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
+        plugin_id = p.parse_params(p.PluginRef, params).id
+        broken = self._broken(plugin_id)
+        if broken is not None:  # its record goes; what hostd generated for it too (when its id is one)
+            async with self._change():
+                self._records.pop(plugin_id, None)
+            self.broken.pop(plugin_id, None)
+            folder = Path(broken.path) if broken.path and os.path.isabs(broken.path) else None
+            await self._forget(plugin_id, folder if PLUGIN_ID.fullmatch(plugin_id) else None)
+            return
+        plugin = self._plugin(plugin_id)
         async with self._change():
             self.plugins.pop(plugin.manifest.id, None)
             self._records.pop(plugin.manifest.id, None)
+        self.broken.pop(plugin_id, None)
         await plugin.supervisor.disable()
-        self.logs.pop(plugin.manifest.id, None)
+        await self._forget(plugin.manifest.id, plugin.path)
+
+    async def _forget(self, plugin_id: str, folder: Path | None) -> None:
+        """After an uninstall: drop ``plugin_id``'s logs, generated files (``folder``: None, none) and secrets."""
+        self.logs.pop(plugin_id, None)
         if self.log_files is not None:
-            await self.log_files.drop(plugin.manifest.id)
-        if self.store is not None:
-            await trio.to_thread.run_sync(_remove_generated, self.store.directory, plugin.path, plugin.manifest.id)
-            if self.secret_store is not None:
-                await trio.to_thread.run_sync(self.secret_store.drop, plugin.manifest.id)
+            await self.log_files.drop(plugin_id)
+        if self.store is None:
+            return
+        if folder is not None:
+            await trio.to_thread.run_sync(_remove_generated, self.store.directory, folder, plugin_id)
+        if self.secret_store is not None:
+            try:
+                await trio.to_thread.run_sync(self.secret_store.drop, plugin_id)
+            except HostError as error:  # an unreadable secrets file: the uninstall is done, its secrets stay
+                log.warning("uninstalling %s: its secrets were not removed: %s", plugin_id, error.message)
+                await self.notify(
+                    "plugins/log",
+                    {"plugin": None, "level": "warning", "source": "host", "message": error.message},
+                )
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
         p.parse_params(p.Empty, params)
-        plugins = [self._info_model(self.plugins[k]) for k in sorted(self.plugins)]
+        broken = {k: b for k, b in self.broken.items() if k not in self.plugins}
+        plugins = [
+            self._info_model(self.plugins[k]) if k in self.plugins else broken[k].info()
+            for k in sorted({*self.plugins, *broken})
+        ]
         return p.PluginsListResult(plugins=plugins).wire()
 
     async def grant(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -1422,7 +1653,7 @@ class Host:
                     store.set(args.id, name, None if value is None else str(value))
                 else:
                     plain[name] = value
-            secrets_.update_settings(directory, args.id, plain)
+            secrets_.update_settings(directory, args.id, plain, self._report_from_thread)
 
         try:
             await trio.to_thread.run_sync(save)
@@ -1487,6 +1718,8 @@ class Host:
             launch = await self._resolve(plugin)
         except LaunchError as exc:
             raise launch_failed(plugin_id, exc) from None
+        if plugin.config_problem is not None:  # its settings or secrets cannot be read: say which file
+            raise plugin.config_problem
         # A launch that cannot run is reported before anything the user could grant: granting
         # first would only lead to this error (a manifest's "pyhton3" is fixed in the manifest).
         missing = sorted(set(plugin.manifest.permissions) - plugin.granted - features.RESERVED_PERMISSIONS)
@@ -1611,8 +1844,12 @@ class Host:
         return await self.disable({"id": plugin_id}, ctx)
 
     async def status(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/status {id}`` -> ``PluginStatus``."""
-        return self._plugin(p.parse_params(p.PluginRef, params).id).supervisor.status()
+        """``plugins/status {id}`` -> ``PluginStatus`` (``broken``, with ``error``, for a :class:`BrokenPlugin`)."""
+        plugin_id = p.parse_params(p.PluginRef, params).id
+        broken = self._broken(plugin_id)
+        if broken is not None:
+            return broken.status()
+        return self._plugin(plugin_id).supervisor.status()
 
     async def plugin_logs(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/logs {id, limit?}`` -> ``{lines: [LogLine], dropped}``: the plugin's recent log lines.
@@ -1627,7 +1864,8 @@ class Host:
         "N log lines dropped" line is). ``PLUGIN_NOT_FOUND`` for an unknown id.
         """
         args = p.parse_params(p.LogsParams, params)
-        self._plugin(args.id)
+        if self._broken(args.id) is None:
+            self._plugin(args.id)
         if self.log_files is not None:
             try:
                 lines, dropped = await self.log_files.read(args.id, args.limit)
@@ -1888,7 +2126,7 @@ class _Snapshot:
     """What :meth:`Host._change` can undo: the plugin and record tables and each plugin's recorded fields."""
 
     plugins: dict[str, InstalledPlugin]
-    records: dict[str, PluginRecord]
+    records: dict[str, StoredRecord]
     #: (id of the owner, field name) -> (owner, a shallow copy of the value)
     fields: dict[tuple[int, str], tuple[Any, Any]]
 

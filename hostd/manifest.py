@@ -89,6 +89,9 @@ BUNDLE_SUFFIXES: Final = (".mcpb", ".dxt")
 Here, not in hostd/bundle.py: an install from a folder asks without loading the bundle reader."""
 
 MANIFEST_MAX_BYTES: Final = 256 * 1024
+#: How deeply a manifest's values may nest (the top-level mapping is depth 1); deeper is refused
+#: before anything recursive (validation, error rendering) touches the value.
+MANIFEST_MAX_DEPTH: Final = 32
 """Upper bound on a manifest file's size in bytes (256 KiB); a larger file is rejected unread."""
 
 SCHEMA_ID: Final = "urn:hostd:schema:plugin-manifest:v1"
@@ -729,6 +732,7 @@ def load_manifest(folder: Path) -> tuple[Manifest, str]:
         raise _whole_file_error(path, "the manifest is empty")
     if not isinstance(data, dict):
         raise _whole_file_error(path, f"the top level must be a mapping, not {_kind_of(data)}")
+    _check_values(path, data)
     if not Manifest.__pydantic_complete__:
         with _BUILD_LOCK:  # restores load manifests in several worker threads: one builds the validator
             if not Manifest.__pydantic_complete__:
@@ -736,7 +740,11 @@ def load_manifest(folder: Path) -> tuple[Manifest, str]:
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
-        errors = [_field_error(err, yaml_source=path.suffix != ".json") for err in exc.errors()]
+        try:
+            errors = [_field_error(err, yaml_source=path.suffix != ".json") for err in exc.errors()]
+        except Exception as failure:  # rendering the errors failed: still this manifest's error, never another
+            reason = f"its errors cannot be shown: {type(failure).__name__}"
+            raise _whole_file_error(path, f"invalid manifest ({reason})") from None
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ManifestError(
@@ -744,7 +752,65 @@ def load_manifest(folder: Path) -> tuple[Manifest, str]:
             path=path,
             errors=errors,
         ) from None
+    except Exception as failure:  # the class: no document makes load_manifest raise anything but MANIFEST_INVALID
+        raise _whole_file_error(path, f"invalid manifest (it cannot be validated: {type(failure).__name__})") from None
     return manifest, digest
+
+
+def _check_values(path: Path, data: dict[str, Any]) -> None:
+    """Refuse what no field may hold, before validation or error rendering touches any value.
+
+    The class (issue 31): text that is not text. A lone surrogate (``"\\ud800"`` in JSON or YAML)
+    cannot be encoded, so pydantic failed while *rendering* an error about it (a
+    ``UnicodeEncodeError`` out of :func:`load_manifest`, and out of hostd's start and SIGHUP);
+    a NUL cannot reach a command, an argument, the environment or a path; nesting deeper than
+    :data:`MANIFEST_MAX_DEPTH` is more than any field needs and costs recursion. Each is
+    ``MANIFEST_INVALID`` with the field's dotted path (keys and values, checked iteratively);
+    the value itself is never quoted.
+    """
+    stack: list[tuple[Any, tuple[str, ...], int]] = [(data, (), 1)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, str):
+            _check_text(path, value, where, "")
+        elif isinstance(value, dict | list):
+            if depth > MANIFEST_MAX_DEPTH:
+                field = ".".join(where)
+                message = f"nested more than {MANIFEST_MAX_DEPTH} levels deep"
+                raise ManifestError(
+                    f"{path}: invalid manifest: {field}: {message}",
+                    path=path,
+                    errors=[{"field": field, "message": message}],
+                )
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            children = []
+            for key, item in items:
+                name = key if isinstance(key, str) else str(key) if isinstance(key, int) else type(key).__name__
+                if isinstance(key, str):
+                    _check_text(path, key, where, "invalid key: ")
+                children.append((item, (*where, name), depth + 1))
+            stack += reversed(children)  # the first problem in document order is the one reported
+
+
+def _check_text(path: Path, text: str, where: tuple[str, ...], what: str) -> None:
+    """Raise ``MANIFEST_INVALID`` at ``where`` when ``text`` holds a lone surrogate or a NUL (``what``: a prefix)."""
+    problem = None
+    if "\x00" in text:
+        problem = "must not contain a NUL character"
+    else:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            problem = f"must not contain a lone surrogate (U+{ord(text[exc.start]):04X}): it is not text"
+    if problem is None:
+        return
+    field = ".".join(where)
+    message = what + problem
+    raise ManifestError(
+        f"{path}: invalid manifest: {field or '(top level)'}: {message}",
+        path=path,
+        errors=[{"field": field, "message": message}],
+    )
 
 
 def _lexists(name: str, dir_fd: int) -> bool:

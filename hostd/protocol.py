@@ -449,7 +449,7 @@ class PluginInfo(Wire):
     """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
     `plugins/approve`, `plugins/configure` and `plugins/list`."""
 
-    omit_none = frozenset({"user_config", "origin"})
+    omit_none = frozenset({"user_config", "origin", "error"})
 
     id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
     name: str = Field(description="human-readable name")
@@ -461,7 +461,11 @@ class PluginInfo(Wire):
         description="the user wants it running: set by `enable` (once its checks pass), cleared by `disable` "
         "(and by a cancelled `enable` or `restart`); restored on the next start"
     )
-    status: str = Field(description="the current state, as in `PluginStatus.status`")
+    status: str = Field(
+        description="the current state, as in `PluginStatus.status`; `broken` when its stored files no longer load "
+        "(then `name` is the id, `version` is empty, `permissions`, `tools` and `launch` are empty or `null`, and "
+        "`error` says why)"
+    )
     tools: list[str] = Field(
         description="the manifest's `contributes.tools` names, conditional ones included (a tool that needs a client "
         "feature is listed only while that feature is offered)"
@@ -493,6 +497,12 @@ class PluginInfo(Wire):
         "`runtimeVersions`: the versions its launch's runtimes reported when this hostd installed it); "
         "omitted otherwise",
     )
+    error: dict[str, Any] | None = Field(
+        default=None,
+        description='for a `broken` plugin: `{kind: "PLUGIN_BROKEN", message, plugin, path, source, reason, errors}` '
+        "(`source`: `manifest` or `state`, which stored file no longer loads; `errors`: `[{field, message}]`); "
+        "omitted otherwise",
+    )
 
 
 class PluginStatus(Wire):
@@ -504,11 +514,12 @@ class PluginStatus(Wire):
 
     plugin_id: str = Field(description="the plugin's `id`")
     backend_type: str = Field(description='`"mcp"`')
-    transport: str = Field(description='`"stdio"`, `"streamable-http"` or `"sse"`')
-    status: Literal["stopped", "starting", "authorizing", "ready", "unhealthy", "error"] = Field(
+    transport: str = Field(description='`"stdio"`, `"streamable-http"` or `"sse"`; `"unknown"` for a `broken` plugin')
+    status: Literal["stopped", "starting", "authorizing", "ready", "unhealthy", "error", "broken"] = Field(
         description="`stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)); "
         "`authorizing` while a starting remote plugin waits for the person to authorize it in the browser "
-        "([docs/remote.md](remote.md))"
+        "([docs/remote.md](remote.md)); `broken` for an installed plugin whose stored files (its manifest, its "
+        "record in the state) no longer load: never started, `error` is `PLUGIN_BROKEN` saying why"
     )
     tools_count: int = Field(description="tools registered now (0 unless `ready`; withheld tools are not counted)")
     started_at: str | None = Field(description="when the current (or last) instance became ready")

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from hostd.errors import ErrorKind, HostError
+from hostd.state import move_aside, write_atomically
 from sandbox.environment import is_secret_name
 from sandbox.launch import Launch
 
@@ -77,9 +79,38 @@ SECRETS_FOLDER: Final = "secrets"
 SETTINGS_FOLDER: Final = "settings"
 _FILE: Final = "secrets.json"
 _SERVICE_PREFIX: Final = "hostd:"
-#: One writer at a time for the store file and the settings files (configure and import run in worker threads).
-_WRITE_LOCK: Final = threading.Lock()
+#: One writer at a time for the store file and the settings files (configure and import run in worker threads);
+#: re-entrant: a write reads first, and a read that meets a damaged file moves it aside under the same lock.
+_WRITE_LOCK: Final = threading.RLock()
 log = logging.getLogger(__name__)
+
+#: Told about a damaged file moved aside: ``report(plugin_id or None, message)``; may be called from any thread.
+Report = Callable[[str | None, str], None]
+
+
+def _log_report(plugin_id: str | None, message: str) -> None:
+    log.error("%s", message)
+
+
+# Damaged or unreadable files of the state folder (the class: a file hostd keeps for the user that it can
+# no longer use). Unreadable (EACCES, EISDIR, ELOOP, EIO...): only the requests and plugins that need the
+# file fail, with STATE_FILE_UNREADABLE naming it, and the file is left as it is. Damaged (not UTF-8 JSON,
+# or of the wrong shape): moved aside as <name>.corrupt-<UTC time> (kept, never overwritten), what could be
+# read of it is kept in place, and the parent is told (plugins/log, hostd doctor lists what lies aside).
+
+
+def unreadable(path: Path, exc: OSError, what: str, plugin_id: str | None = None) -> HostError:
+    """``STATE_FILE_UNREADABLE`` for ``path`` (``what``: "the secrets file", ...), which ``exc`` could not read."""
+    code = errno.errorcode.get(exc.errno or 0, "EIO")
+    data: dict[str, Any] = {"path": str(path), "errno": code}
+    if plugin_id is not None:
+        data["plugin"] = plugin_id
+    return HostError(
+        ErrorKind.STATE_FILE_UNREADABLE,
+        f"cannot read {what} {path}: {exc.strerror or code}; make it a file you can read and write "
+        "(mode 0600) or move it away, then retry",
+        **data,
+    )
 
 
 def secret_ref(name: str) -> str:
@@ -159,10 +190,13 @@ class SecretStore:
 
     ``directory`` is the state folder. Blocking (file or keyring I/O): call
     from a worker thread in async code. Values are ``str``. Raises
-    ``OSError`` when the file cannot be written.
+    ``OSError`` when the file cannot be written (:func:`hostd.state.write_atomically`:
+    the old file stays), ``STATE_FILE_UNREADABLE`` when it cannot be read.
     """
 
-    def __init__(self, directory: Path, backend: str | None = None) -> None:
+    def __init__(self, directory: Path, backend: str | None = None, report: Report = _log_report) -> None:
+        #: Told when a damaged file was moved aside (from the thread that found it).
+        self.report = report
         self.folder = directory / SECRETS_FOLDER
         self.path = self.folder / _FILE
         self._service = _SERVICE_PREFIX + os.path.realpath(directory)
@@ -177,31 +211,58 @@ class SecretStore:
         return "keyring" if self._keyring is not None else "file"
 
     def _read(self) -> dict[str, dict[str, str | None]]:
+        """``{plugin id: {NAME: value or None}}`` as stored; ``{}`` when there is no file.
+
+        Raises ``STATE_FILE_UNREADABLE`` when the file cannot be read (left as it is). A damaged
+        file is moved aside (:func:`hostd.state.move_aside`), what could be read of it is written
+        back, and :attr:`report` is told; never overwritten.
+        """
+        with _WRITE_LOCK:
+            try:
+                raw = self.path.read_bytes()
+            except FileNotFoundError:
+                return {}
+            except OSError as exc:
+                raise unreadable(self.path, exc, "the secrets file") from None
+            plugins, problem = parse_store(raw)
+            if problem is None:
+                return plugins
+            try:
+                aside = move_aside(self.path)
+            except OSError as exc:
+                raise unreadable(self.path, exc, "the damaged secrets file (it cannot be moved aside)") from None
+            kept = ""
+            if plugins:
+                try:
+                    self._write(plugins)
+                    kept = f"; the readable secrets of {', '.join(sorted(plugins))} are kept"
+                except OSError as exc:
+                    kept = f"; writing its readable part back failed ({exc.strerror}): set them again"
+                    plugins = {}
+            self.report(
+                None,
+                f"the secrets file {self.path} was damaged ({problem}): moved aside to {aside.name}, kept as it "
+                f"was{kept}; set what is missing again with plugins/configure",
+            )
+            return plugins
+
+    def check(self) -> str | None:
+        """Read the file once (hostd's start): a damaged one is moved aside and reported now.
+
+        Returns why the file cannot be read (the message of ``STATE_FILE_UNREADABLE``), or ``None``.
+        Never raises for the file's sake.
+        """
         try:
-            data = json.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return {}
-        except ValueError:
-            # A damaged store must not stop every plugin: those needing a secret fail enable with
-            # CONFIG_REQUIRED naming it, and the next configure rewrites the file.
-            log.warning("%s is not valid JSON: treated as holding no secrets", self.path)
-            return {}
-        plugins = data.get("plugins", {}) if isinstance(data, dict) else {}
-        return {str(k): dict(v) for k, v in plugins.items() if isinstance(v, dict)}
+            self._read()
+        except HostError as error:
+            return error.message
+        return None
 
     def _write(self, plugins: dict[str, dict[str, str | None]]) -> None:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.folder, 0o700)
-        temporary = self.folder / (_FILE + ".tmp")
         blob = json.dumps({"backend": self.backend, "plugins": plugins}, sort_keys=True, indent=1).encode()
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, blob)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, self.path)
+        write_atomically(self.path, blob)
 
     def names(self, plugin_id: str) -> list[str]:
         """The NAMEs set for ``plugin_id``, sorted."""
@@ -280,25 +341,57 @@ def _settings_path(directory: Path, plugin_id: str) -> Path:
     return directory / SETTINGS_FOLDER / f"{plugin_id}.json"
 
 
-def load_settings(directory: Path, plugin_id: str) -> dict[str, Any]:
-    """The non-secret settings of ``plugin_id`` (``{name: value}``), ``{}`` when none."""
-    try:
-        data = json.loads(_settings_path(directory, plugin_id).read_bytes())
-    except (FileNotFoundError, ValueError):
+def load_settings(directory: Path, plugin_id: str, report: Report = _log_report) -> dict[str, Any]:
+    """The non-secret settings of ``plugin_id`` (``{name: value}``), ``{}`` when none.
+
+    Raises ``STATE_FILE_UNREADABLE`` when the file cannot be read (left as it is). A damaged one
+    (not a JSON object) is moved aside as ``<id>.json.corrupt-<UTC time>``, ``report`` is told, and
+    the plugin has no settings until they are set again.
+    """
+    path = _settings_path(directory, plugin_id)
+    with _WRITE_LOCK:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise unreadable(path, exc, f"the settings of {plugin_id}", plugin_id) from None
+        try:
+            data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, RecursionError) as exc:
+            problem = damage(exc)
+        else:
+            return data
+        try:
+            aside = move_aside(path)
+        except OSError as exc:
+            raise unreadable(path, exc, f"the damaged settings of {plugin_id} (they cannot be moved aside)") from None
+        report(
+            plugin_id,
+            f"the settings of {plugin_id} ({path}) were damaged ({problem}): moved aside to {aside.name}, kept as "
+            "they were; set them again with plugins/configure",
+        )
         return {}
-    return dict(data) if isinstance(data, dict) else {}
 
 
 def save_settings(directory: Path, plugin_id: str, values: Mapping[str, Any]) -> None:
-    """Write ``values`` as ``plugin_id``'s settings (atomically, 0600); empty removes the file."""
+    """Write ``values`` as ``plugin_id``'s settings (:func:`hostd.state.write_atomically`, 0600).
+
+    Empty ``values`` remove the file."""
     with _WRITE_LOCK:
         _save_settings(_settings_path(directory, plugin_id), values)
 
 
-def update_settings(directory: Path, plugin_id: str, changes: Mapping[str, Any]) -> None:
-    """Apply ``changes`` (name -> value, ``None`` removes) to ``plugin_id``'s settings, as one step."""
+def update_settings(directory: Path, plugin_id: str, changes: Mapping[str, Any], report: Report = _log_report) -> None:
+    """Apply ``changes`` (name -> value, ``None`` removes) to ``plugin_id``'s settings, as one step.
+
+    Raises as :func:`load_settings` does (a damaged file is moved aside first, never overwritten),
+    and ``OSError`` when the new file cannot be written (the old one stays).
+    """
     with _WRITE_LOCK:
-        values = load_settings(directory, plugin_id)
+        values = load_settings(directory, plugin_id, report)
         for name, value in changes.items():
             if value is None:
                 values.pop(name, None)
@@ -313,13 +406,44 @@ def _save_settings(path: Path, values: Mapping[str, Any]) -> None:
             path.unlink()
         return
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    write_atomically(path, json.dumps(dict(values), sort_keys=True, indent=1).encode())
+
+
+def damage(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    return str(exc)
+
+
+def parse_store(raw: bytes) -> tuple[dict[str, dict[str, str | None]], str | None]:
+    """The secrets file's ``{plugin id: {NAME: value or None}}`` and why it is damaged (``None``: it is not).
+
+    A damaged file gives what of it is well formed: each plugin's entry that is an object of
+    strings (or nulls) to strings (or nulls).
+    """
     try:
-        os.write(fd, json.dumps(dict(values), sort_keys=True, indent=1).encode())
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return {}, damage(exc)
+    if not isinstance(data, dict):
+        return {}, "not a JSON object"
+    plugins = data.get("plugins", {})
+    if not isinstance(plugins, dict):
+        return {}, "'plugins' is not an object"
+    good: dict[str, dict[str, str | None]] = {}
+    bad: list[str] = []
+    for plugin_id, entry in plugins.items():
+        if isinstance(entry, dict) and all(isinstance(v, str | None) for v in entry.values()):
+            good[plugin_id] = dict(entry)
+        else:
+            bad.append(plugin_id)
+    if bad:
+        return good, f"the entries of {', '.join(sorted(bad))} are not objects of strings"
+    return good, None
 
 
 # -- user_config values -------------------------------------------------------------------------

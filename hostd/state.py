@@ -24,7 +24,12 @@ Rules (``docs/protocol.md`` "State"):
   (a higher ``version``) raises :class:`StateTooNew` (exit code 78) and is
   left untouched; a corrupt one is moved aside as
   ``state.json.corrupt-<UTC timestamp>`` and reported, never silently
-  replaced.
+  replaced. Records are read one by one: a record hostd cannot read (a
+  string where a list belongs...) is an :class:`UnreadableRecord`, kept
+  and written back as it was, its plugin shown ``broken`` with the reason;
+  the other records are used as usual.
+- **One write discipline** (:func:`write_atomically`) for every file kept
+  here: ``state.json``, the secrets file, each plugin's settings.
 
 This module uses only the standard library and orjson, so the lock can be
 taken before ``initialize`` is answered without slowing start-up.
@@ -36,7 +41,9 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,8 +54,13 @@ import orjson
 STATE_VERSION = 1
 STATE_FILE = "state.json"
 LOCK_FILE = "state.lock"
-#: Temporary names of interrupted writes: ``.state.json.<pid>.tmp`` here, ``.plugin.json.tmp`` in ``imported/<id>/``.
-_STATE_TEMPORARY = (f".{STATE_FILE}.", ".tmp")
+#: Temporary names of interrupted writes: ``.state.json.<pid>.tmp`` here, ``.plugin.json.tmp`` in ``imported/<id>/``,
+#: any ``*.tmp`` in the folders of the secrets file and of the settings (hostd's own: nothing else lives there).
+STATE_TEMPORARY = (f".{STATE_FILE}.", ".tmp")
+TEMPORARY_FOLDERS = ("secrets", "settings")
+#: A plugin id: :data:`hostd.manifest.ID_PATTERN` (not imported: this module loads before pydantic). A key of
+#: another shape is an unreadable record (uninstall then touches no file named after it).
+PLUGIN_ID: re.Pattern[str] = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 MANIFEST_TEMPORARY = ".plugin.json.tmp"
 
 log = logging.getLogger("hostd.state")
@@ -106,27 +118,30 @@ class PluginRecord:
 
     @classmethod
     def from_json(cls, value: Any) -> PluginRecord:
-        """Parse a stored record; raises ``ValueError`` naming the bad field."""
+        """Parse a stored record; raises :class:`RecordError` (a ``ValueError``) naming the bad field."""
         if not isinstance(value, dict):
-            raise ValueError("a plugin record must be an object")
+            raise RecordError("", "a plugin record must be an object")
 
         def typed(name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
             item = value.get(name, default)
-            if not isinstance(item, kind):
-                raise ValueError(f"plugin record field {name!r} has the wrong type")
+            if not isinstance(item, kind) or (kind is int and isinstance(item, bool)):
+                raise RecordError(name, f"plugin record field {name!r} has the wrong type")
             return item
 
         pinned = typed("pinnedTools", (dict, type(None)))
         if pinned is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in pinned.items()):
-            raise ValueError("plugin record field 'pinnedTools' must map strings to strings")
+            raise RecordError("pinnedTools", "plugin record field 'pinnedTools' must map strings to strings")
         granted = typed("granted", list, [])
         if not all(isinstance(g, str) for g in granted):
-            raise ValueError("plugin record field 'granted' must hold strings")
+            raise RecordError("granted", "plugin record field 'granted' must hold strings")
         disabled = typed("disabledTools", list, [])
         if not all(isinstance(d, str) for d in disabled):
-            raise ValueError("plugin record field 'disabledTools' must hold strings")
+            raise RecordError("disabledTools", "plugin record field 'disabledTools' must hold strings")
+        path = typed("path", str)
+        if not os.path.isabs(path) or "\x00" in path:
+            raise RecordError("path", "plugin record field 'path' must be an absolute path without NUL")
         return cls(
-            path=typed("path", str),
+            path=path,
             manifest_digest=typed("manifestDigest", str),
             granted=list(granted),
             approved_digest=typed("approvedDigest", (str, type(None))),
@@ -148,11 +163,46 @@ class PluginRecord:
         )
 
 
+class RecordError(ValueError):
+    """A stored plugin record hostd cannot read; ``field`` names the member (``""``: the record itself)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass
+class UnreadableRecord:
+    """A stored plugin record hostd cannot read: kept and written back exactly as it was found.
+
+    ``raw`` is the record's JSON value, ``field`` the member at fault (``""``: the record itself),
+    ``reason`` why. Its plugin is shown ``broken`` until the record is fixed or the plugin uninstalled.
+    """
+
+    raw: Any
+    field: str
+    reason: str
+
+    def to_json(self) -> Any:
+        """The record as found."""
+        return self.raw
+
+    @property
+    def path(self) -> str | None:
+        """The plugin folder the record names, when it names one as text."""
+        value = self.raw.get("path") if isinstance(self.raw, dict) else None
+        return value if isinstance(value, str) else None
+
+
+#: What the document holds for one plugin.
+StoredRecord = PluginRecord | UnreadableRecord
+
+
 @dataclass
 class OpenedState:
-    """What :meth:`StateStore.open` found: the records and anything worth reporting."""
+    """What :meth:`StateStore.open` found: the records (readable or not) and anything worth reporting."""
 
-    plugins: dict[str, PluginRecord]
+    plugins: dict[str, StoredRecord]
     warnings: list[str]
 
 
@@ -226,12 +276,18 @@ class StateStore:
             plugins_raw = document.get("plugins", {})
             if not isinstance(plugins_raw, dict):
                 raise ValueError("'plugins' is not an object")
-            plugins = {str(k): PluginRecord.from_json(v) for k, v in plugins_raw.items()}
+            plugins: dict[str, StoredRecord] = {}
+            for key, value in plugins_raw.items():
+                try:
+                    if not PLUGIN_ID.fullmatch(key):
+                        raise RecordError("", "the key is not a plugin id")
+                    plugins[key] = PluginRecord.from_json(value)
+                except RecordError as exc:  # this record only: the others are used as usual
+                    plugins[key] = UnreadableRecord(raw=value, field=exc.field, reason=str(exc))
         except StateTooNew:
             raise
         except ValueError as exc:
-            aside = self.path.with_name(f"{STATE_FILE}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-            os.replace(self.path, aside)
+            aside = move_aside(self.path)
             warnings.append(f"{self.path} was corrupt ({exc}); moved aside to {aside.name}")
             return OpenedState(plugins={}, warnings=warnings)
         return OpenedState(plugins=plugins, warnings=warnings)
@@ -240,10 +296,13 @@ class StateStore:
         """Remove what interrupted writes left (we hold the lock: no write is under way)."""
         stale: list[Path] = []
         with contextlib.suppress(OSError):
-            prefix, suffix = _STATE_TEMPORARY
+            prefix, suffix = STATE_TEMPORARY
             stale += [e for e in self.directory.iterdir() if e.name.startswith(prefix) and e.name.endswith(suffix)]
         with contextlib.suppress(OSError):
             stale += [p for p in (self.directory / "imported").glob(f"*/{MANIFEST_TEMPORARY}")]
+        for folder in TEMPORARY_FOLDERS:
+            with contextlib.suppress(OSError):
+                stale += [e for e in (self.directory / folder).iterdir() if e.name.endswith(".tmp")]
         removed = []
         for path in stale:
             with contextlib.suppress(OSError):
@@ -254,8 +313,8 @@ class StateStore:
             return []
         return [f"removed {len(removed)} temporary file(s) of interrupted state writes: {', '.join(sorted(removed))}"]
 
-    def save(self, plugins: dict[str, PluginRecord]) -> None:
-        """Write the document atomically (temp file, fsync, rename, fsync of the folder).
+    def save(self, plugins: Mapping[str, StoredRecord]) -> None:
+        """Write the document atomically (:func:`write_atomically`); unreadable records as they were found.
 
         Raises ``OSError`` (``ENOSPC``, ``EFBIG``, ``EDQUOT``, ``EIO``...) when the new
         document could not be put in place: the old one is then untouched
@@ -268,35 +327,73 @@ class StateStore:
             "plugins": {k: plugins[k].to_json() for k in sorted(plugins)},
         }
         data = orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
-        temporary = self.path.with_name(f"{_STATE_TEMPORARY[0]}{os.getpid()}{_STATE_TEMPORARY[1]}")
-        try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
-        try:
-            folder = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(folder)
-            finally:
-                os.close(folder)
-        except OSError as exc:
-            log.warning("%s was replaced, but fsync of its folder failed: %s", self.path, exc.strerror)
+        write_atomically(self.path, data)
 
     def close(self) -> None:
         """Release the lock."""
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+
+def temporary_name(path: Path) -> Path:
+    """Where :func:`write_atomically` writes ``path``'s next content first: ``.<name>.<pid>.tmp`` beside it."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_atomically(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Replace ``path``'s content with ``data`` so that a crash leaves the old or the new one, never a mix.
+
+    The one write discipline of every file hostd keeps in its state folder (``state.json``, the
+    secrets file, each plugin's settings): a temporary file beside ``path`` (:func:`temporary_name`,
+    opened ``O_NOFOLLOW``, mode ``mode``), every byte written (a loop over short writes), ``fsync``,
+    rename over ``path``, ``fsync`` of the folder. Blocking; ``data`` is bytes, ``mode`` Unix bits.
+
+    Raises ``OSError`` (``ENOSPC``, ``EFBIG``, ``EDQUOT``, ``EIO``...) when the new content could not be
+    put in place: ``path`` is then untouched and the temporary file removed (cancellation cannot
+    interrupt it: it runs in a worker thread). Once the rename is done the new content is what a
+    restart reads, so a failing ``fsync`` of the folder after it is only logged. Temporary files a
+    killed hostd left behind are removed by :meth:`StateStore.open`.
+    """
+    temporary = temporary_name(path)
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    try:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError as exc:
+        log.warning("%s was replaced, but fsync of its folder failed: %s", path, exc.strerror)
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged ``path`` to ``<name>.corrupt-<UTC time>`` beside it (never over another); return the new path.
+
+    Raises ``OSError`` when the rename fails (the file then stays where it is).
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    serial = 1
+    while aside.exists() or aside.is_symlink():
+        serial += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{serial}")
+    os.rename(path, aside)
+    return aside
 
 
 def _lock_owner(directory: Path) -> str:

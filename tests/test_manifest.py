@@ -646,3 +646,55 @@ def test_offered_features_names_each_feature_and_sub_feature() -> None:
         "roots",
         "roots.listChanged",
     }
+
+
+# Issue 31, class 1: text that is not text, and nesting no field needs, refused before pydantic validates or
+# renders anything (a lone surrogate made pydantic's duplicate-tool error raise UnicodeEncodeError out of
+# load_manifest). Each member: MANIFEST_INVALID with the field's dotted path, the value never quoted.
+SURROGATE = "must not contain a lone surrogate (U+D800): it is not text"
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "message"),
+    [
+        (  # the fuzzer's find: a tool listed twice with a lone surrogate
+            json.dumps({**VALID, "contributes": {"tools": ["example-mcp.a\ud800"] * 2}}),
+            "contributes.tools.0",
+            SURROGATE,
+        ),
+        (json.dumps({**VALID, "name": "Ex\ud800"}), "name", SURROGATE),
+        (
+            json.dumps({**VALID, "backend": {**VALID["backend"], "env": {"K\ud800": "v"}}}),
+            "backend.env",
+            f"invalid key: {SURROGATE}",
+        ),
+        (json.dumps({**VALID, "description\ud800": 1}), "", f"invalid key: {SURROGATE}"),
+        (json.dumps({**VALID, "name": "Ex\x00"}), "name", "must not contain a NUL character"),
+        (
+            json.dumps({**VALID, "backend": {**VALID["backend"], "command": "uvx\x00"}}),
+            "backend.command",
+            "must not contain a NUL character",
+        ),
+        (
+            json.dumps({**VALID, "remote": {"a": _nested(40)}}),
+            "remote.a" + ".0" * 30,
+            "nested more than 32 levels deep",
+        ),
+    ],
+)
+def test_text_that_is_not_text_and_deep_nesting_are_manifest_invalid(
+    tmp_path: Path, text: str, field: str, message: str
+) -> None:
+    path = write(tmp_path, text, "plugin.json")
+    with pytest.raises(ManifestError) as refused:
+        load_manifest(tmp_path)
+    assert refused.value.data == {"path": str(path), "errors": [{"field": field, "message": message}]}
+    assert refused.value.message == f"{path}: invalid manifest: {field or '(top level)'}: {message}"
+    refused.value.message.encode("utf-8")  # the error itself can be sent

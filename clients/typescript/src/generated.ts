@@ -421,7 +421,7 @@ export interface PluginInfo {
   granted: string[];
   /** the user wants it running: set by `enable` (once its checks pass), cleared by `disable` (and by a cancelled `enable` or `restart`); restored on the next start */
   enabled: boolean;
-  /** the current state, as in `PluginStatus.status` */
+  /** the current state, as in `PluginStatus.status`; `broken` when its stored files no longer load (then `name` is the id, `version` is empty, `permissions`, `tools` and `launch` are empty or `null`, and `error` says why) */
   status: string;
   /** the manifest's `contributes.tools` names, conditional ones included (a tool that needs a client feature is listed only while that feature is offered) */
   tools: string[];
@@ -435,6 +435,8 @@ export interface PluginInfo {
   userConfig?: ConfigItem[] | null;
   /** for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?, signer?, runtimes?, runtimeVersions?}` (`signature`: `unsigned`, `unverified` or `verified`; `signer`: a verified bundle's certificate subject; `runtimes`: the bundle's `compatibility.runtimes`; `runtimeVersions`: the versions its launch's runtimes reported when this hostd installed it); omitted otherwise */
   origin?: { [key: string]: unknown } | null;
+  /** for a `broken` plugin: `{kind: "PLUGIN_BROKEN", message, plugin, path, source, reason, errors}` (`source`: `manifest` or `state`, which stored file no longer loads; `errors`: `[{field, message}]`); omitted otherwise */
+  error?: { [key: string]: unknown } | null;
 }
 
 /** `resources/listChanged` and `prompts/listChanged` params. */
@@ -464,10 +466,10 @@ export interface PluginStatus {
   plugin_id: string;
   /** `"mcp"` */
   backend_type: string;
-  /** `"stdio"`, `"streamable-http"` or `"sse"` */
+  /** `"stdio"`, `"streamable-http"` or `"sse"`; `"unknown"` for a `broken` plugin */
   transport: string;
-  /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)); `authorizing` while a starting remote plugin waits for the person to authorize it in the browser ([docs/remote.md](remote.md)) */
-  status: "stopped" | "starting" | "authorizing" | "ready" | "unhealthy" | "error";
+  /** `stopped`, `starting`, `ready`, `unhealthy` or `error` ([Plugin states](#plugin-states)); `authorizing` while a starting remote plugin waits for the person to authorize it in the browser ([docs/remote.md](remote.md)); `broken` for an installed plugin whose stored files (its manifest, its record in the state) no longer load: never started, `error` is `PLUGIN_BROKEN` saying why */
+  status: "stopped" | "starting" | "authorizing" | "ready" | "unhealthy" | "error" | "broken";
   /** tools registered now (0 unless `ready`; withheld tools are not counted) */
   tools_count: number;
   /** when the current (or last) instance became ready */
@@ -936,6 +938,10 @@ export const ErrorCodes = {
   PARENT_REQUEST_FAILED: -32035,
   /** The user disabled the tool (tools/setEnabled); it is not listed and not called until enabled again. */
   TOOL_DISABLED: -32037,
+  /** A file of the state folder the request needs (the secrets file, a plugin's settings) cannot be read; data.path and data.errno say which and why: make it a readable file or move it away, then retry. */
+  STATE_FILE_UNREADABLE: -32038,
+  /** The plugin's stored files (its manifest, its record in state.json) no longer load; data.source, data.reason and data.errors say which and why: fix them and send SIGHUP or restart hostd, or uninstall it. */
+  PLUGIN_BROKEN: -32039,
   /** A required setting (user_config value or secret) is not set; data.missing names each: plugins/configure. */
   CONFIG_REQUIRED: -32040,
   /** The .mcpb bundle or server.json cannot be installed; data.errors says where and why. */
