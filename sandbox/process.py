@@ -82,7 +82,7 @@ __all__ = [
 
 #: The environment variable that carries the per-instance token.
 TOKEN_VAR = "HOSTD_SANDBOX_TOKEN"
-_TOKEN_PREFIX = "hs2."
+_TOKEN_PREFIX = "hs1."
 _POLL = 0.02  # seconds between liveness checks while waiting for a tree to end
 
 #: The supervisor shim, run by path (never imported by hostd).
@@ -150,7 +150,7 @@ def _pid_namespace(pid: int | str) -> int | None:
 
 
 def _new_token() -> str:
-    """``hs2.<host pid>.<host start ticks>.<host pid namespace inode>.<16 hex>``: names the issuing host.
+    """``hs1.<host pid>.<host start ticks>.<16 hex>-<host pid namespace inode>``: names the issuing host.
 
     A pid means something only inside its pid namespace, so the token also
     records the issuer's namespace (``/proc/self/ns/pid``): a sweep leaves
@@ -161,7 +161,9 @@ def _new_token() -> str:
     fields = _stat_fields("self")
     ticks = fields[19].decode() if fields is not None and len(fields) > 19 else "0"
     namespace = _pid_namespace("self") or 0
-    return f"{_TOKEN_PREFIX}{os.getpid()}.{ticks}.{namespace}.{secrets.token_hex(8)}"
+    # Still four dot-separated parts with the pid and start time first: a hostd of before the
+    # namespace was recorded reads it as before and leaves this hostd's live plugins alone.
+    return f"{_TOKEN_PREFIX}{os.getpid()}.{ticks}.{secrets.token_hex(8)}-{namespace}"
 
 
 def _read_tokens(pid: int) -> str | None:
@@ -262,7 +264,7 @@ def sweep_leftovers(token: str | None = None) -> int:
     return _kill_all(lambda: _pids_with_token(token))
 
 
-_TOKEN_SHAPE = re.compile(r"hs2\.([0-9]{1,10})\.([0-9]{1,20})\.([0-9]{1,20})\.[0-9a-f]{16}")
+_TOKEN_SHAPE = re.compile(r"hs1\.([0-9]{1,10})\.([0-9]{1,20})\.[0-9a-f]{16}-([0-9]{1,20})")
 
 
 def _orphaned(token: str, namespace: int) -> bool:

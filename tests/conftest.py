@@ -24,7 +24,7 @@ ECHO_TOOLS = ["echo", "fail", "sleep", "large", "environment", "exit", "seen"]
 
 
 def _ours(token: str, mine: set[int]) -> bool:
-    """A token ``hs2.<host pid>.…`` belongs to this test run if its host is one of
+    """A token ``hs1.<host pid>.…`` belongs to this test run if its host is one of
     our descendants, or is gone (an orphan is a leak whoever made it)."""
     try:
         host = int(token.split(".")[1])

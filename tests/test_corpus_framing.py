@@ -67,7 +67,7 @@ async def assert_healthy(hostd: HostdClient) -> None:
 
 def plugin_pids(hostd: HostdClient) -> set[int]:
     """Live plugin processes (supervisor shims included) of this hostd: their token names its pid."""
-    issuer = f"hs2.{hostd.process.pid}."
+    issuer = f"hs1.{hostd.process.pid}."
     found = set()
     for proc in sandboxed_pids():
         try:

@@ -41,7 +41,7 @@ HOST_ENV = {
 
 def _ours() -> list[int]:
     """Live processes carrying a token issued by this test process."""
-    prefix = f"{TOKEN_VAR}=hs2.{os.getpid()}.".encode()
+    prefix = f"{TOKEN_VAR}=hs1.{os.getpid()}.".encode()
     found = []
     for proc in psutil.process_iter():
         try:
@@ -527,8 +527,8 @@ async def test_sweep_orphans_spares_live_hosts_and_ends_a_dead_hosts_leftovers()
             info = json.loads(await read_line(host.stdout))
             assert await read_line(mine.stdout) == b"ready\n"
             token = str(info["token"])
-            assert token.startswith(f"hs2.{host.pid}.")
-            assert len(token.split(".")) == 5
+            assert token.startswith(f"hs1.{host.pid}.")
+            assert len(token.split(".")) == 4
             pids: list[int] = info["pids"]
             assert sorted(_pids_with_token(token)) == sorted([*pids, info["shim"]])
             assert set(_pids_with_token(None)) >= {*pids, mine.pid, mine.shim_pid}

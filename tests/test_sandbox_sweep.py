@@ -71,7 +71,7 @@ def dead_issuer() -> tuple[int, str]:
 def orphan_token() -> str:
     """A token of the current shape, issued in our pid namespace by a host process that is gone."""
     pid, ticks = dead_issuer()
-    return f"hs2.{pid}.{ticks}.{os.stat('/proc/self/ns/pid').st_ino}.{'0' * 16}"
+    return f"hs1.{pid}.{ticks}.{'0' * 16}-{os.stat('/proc/self/ns/pid').st_ino}"
 
 
 #: A pid namespace of its own with its own /proc, as a sandboxed desktop app or a container has.
@@ -98,10 +98,10 @@ def test_a_live_hostd_in_another_pid_namespace_keeps_its_plugins() -> None:
         assert alive(plugin)
         assert _pids_with_token(token) == [plugin]
         namespace = os.stat(f"/proc/{plugin}/ns/pid").st_ino  # the issuer's (its child shares it)
-        assert token.split(".")[3] == str(namespace) != str(os.stat("/proc/self/ns/pid").st_ino)
+        assert token.split("-")[-1] == str(namespace) != str(os.stat("/proc/self/ns/pid").st_ino)
 
 
-@pytest.mark.parametrize("token", ["garbage", "", "hs1.1.1.0123456789abcdef", "hs2.x.1.1.0123456789abcdef"])
+@pytest.mark.parametrize("token", ["garbage", "", "hs1.1.1.0123456789abcdef", "hs1.x.1.0123456789abcdef-1"])
 def test_a_token_of_unknown_shape_is_left_alone(token: str) -> None:
     # Any process of the user may carry the variable; the old sweep killed every such one. Fails before.
     with running(WAIT_FOR_EOF, {TOKEN_VAR: token}) as proc:
