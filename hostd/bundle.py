@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import re
 import stat
@@ -63,6 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from hostd import runtimes, signing
 from hostd.errors import ErrorKind, HostError
 from hostd.importer import sanitize_id
+from hostd.jsonlimits import DocumentRefused, check_document, load_document
 from hostd.manifest import MANIFEST_FILES
 from hostd.signing import SIGNATURE_FOOTER, SIGNATURE_HEADER, Signature
 
@@ -118,14 +118,23 @@ def validated(model: type[_Model], document: Any, source: str, title: str) -> _M
     byte order mark) is decoded first; a decoded value is taken as it is. ``source`` names where the
     text came from and ``title`` the document, in messages.
 
-    Raises ``PACKAGE_INVALID``: ``"<source> is not JSON: ..."``, ``"<source> must be a JSON object"``,
+    Raises ``PACKAGE_INVALID``: ``"<source> is not JSON: ..."``, ``"<source> is refused: ..."`` (nested
+    deeper than ``MAX_JSON_DEPTH``, a lone surrogate: ``errors[0].field`` says where, hostd/jsonlimits.py),
+    ``"<source> must be a JSON object"``,
     or the first field error of the model (:func:`first_invalid`) with ``data.errors`` holding all.
     """
-    if isinstance(document, bytes | str):
-        try:
-            document = json.loads(document.decode("utf-8-sig") if isinstance(document, bytes) else document)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise invalid(f"{source} is not JSON: {exc}") from None
+    # The boundary of a stranger's document (issue 31, class 2): depth and text are bounded before
+    # anything recursive (the parser, pydantic, str()) touches the value.
+    try:
+        if isinstance(document, bytes | str):
+            document = load_document(document)
+        else:
+            check_document(document)
+    except DocumentRefused as exc:
+        message = exc.message.removeprefix("not JSON: ")
+        what = "is not JSON" if message != exc.message else "is refused"
+        text = f"{source} {what}: {message}"
+        raise invalid(text, [{"field": exc.field, "message": text}]) from None
     if not isinstance(document, dict):
         raise invalid(f"{source} must be a JSON object")
     try:
