@@ -686,6 +686,29 @@ def _check_entry_point(mcpb: McpbManifest, folder: Path) -> None:
         )
 
 
+def _check_generated(document: dict[str, Any]) -> None:
+    """``PACKAGE_INVALID`` naming the bundle manifest's field when hostd would refuse the manifest made from it.
+
+    Issue 31, class 3 (hostd/generated.py): what ``manifest.json`` let through
+    but the plugin manifest refuses (a NUL in an argument or an env value, an
+    env name that is not one) is reported against ``manifest.json``, not as
+    MANIFEST_INVALID naming the ``plugin.json`` hostd wrote.
+    """
+    from hostd.generated import manifest_errors, source_field  # noqa: PLC0415 - pulls in the manifest model
+
+    errors = manifest_errors(document)
+    if not errors:
+        return
+    backend = document.get("backend", {})
+    table = {"id": "name", "name": "display_name", "version": "version", "description": "description"}
+    table["backend.command"] = "server.mcp_config.command"
+    table.update({f"backend.args.{i}": f"server.mcp_config.args.{i}" for i in range(len(backend.get("args", [])))})
+    table.update({f"backend.env.{name}": f"server.mcp_config.env.{name}" for name in backend.get("env", {})})
+    table["user_config"] = "user_config"
+    found = [{"field": source_field(e["field"], table, ""), "message": e["message"]} for e in errors]
+    raise first_invalid("bundle manifest.json", found)
+
+
 def install_bundle(
     bundle: Bundle, root: Path, *, check: Callable[[str, Path], None] | None = None
 ) -> tuple[Path, dict[str, Any]]:
@@ -723,6 +746,7 @@ def install_bundle(
             signer=bundle.checked.signer,
             source=str(bundle.path),
         )
+        _check_generated(document)
         old = root / f".old-{plugin_id}"
         shutil.rmtree(old, ignore_errors=True)
         if final.exists():

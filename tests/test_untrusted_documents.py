@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -263,3 +264,24 @@ async def test_a_registry_entry_the_manifest_would_refuse_is_package_invalid_nam
     assert words in refused.value.data["errors"][0]["message"]
     assert refused.value.message.startswith(f"io.github.someone/thing: {field}: ")
     assert not (tmp_path / "state" / "registry").exists()
+
+
+@pytest.mark.parametrize(
+    ("mcp_config", "field"),
+    [
+        ({"command": "node", "args": ["${__dirname}/server/index.js", "a\u0000b"]}, "server.mcp_config.args.1"),
+        ({"command": "node", "args": [], "env": {"NOT A NAME": "1"}}, "server.mcp_config.env.NOT A NAME"),
+        ({"command": "node", "args": [], "env": {"V": "a\u0000"}}, "server.mcp_config.env.V"),
+    ],
+)
+async def test_a_bundle_the_manifest_would_refuse_is_package_invalid_naming_its_field(
+    hostd: HostdClient, tmp_path: Path, mcp_config: dict[str, Any], field: str
+) -> None:
+    manifest = mcpb_manifest()
+    manifest["server"]["mcp_config"] = mcp_config
+    path = bundle_with(tmp_path / "b.mcpb", json.dumps(manifest))
+    with pytest.raises(RpcError) as refused:
+        await hostd.request("plugins/install", {"path": str(path)})
+    assert refusal(refused.value) == ("PACKAGE_INVALID", field)
+    assert refused.value.message.startswith(f"invalid bundle manifest.json: {field}: ")
+    assert os.listdir(tmp_path / "state" / "bundles") == []  # nothing kept
