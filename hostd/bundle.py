@@ -47,14 +47,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import re
 import stat
 import sys
 import zipfile
-import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
@@ -64,6 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from hostd import runtimes, signing
 from hostd.errors import ErrorKind, HostError
 from hostd.importer import sanitize_id
+from hostd.jsonlimits import DocumentRefused, check_document, load_document
 from hostd.manifest import MANIFEST_FILES
 from hostd.signing import SIGNATURE_FOOTER, SIGNATURE_HEADER, Signature
 
@@ -119,14 +118,23 @@ def validated(model: type[_Model], document: Any, source: str, title: str) -> _M
     byte order mark) is decoded first; a decoded value is taken as it is. ``source`` names where the
     text came from and ``title`` the document, in messages.
 
-    Raises ``PACKAGE_INVALID``: ``"<source> is not JSON: ..."``, ``"<source> must be a JSON object"``,
+    Raises ``PACKAGE_INVALID``: ``"<source> is not JSON: ..."``, ``"<source> is refused: ..."`` (nested
+    deeper than ``MAX_JSON_DEPTH``, a lone surrogate: ``errors[0].field`` says where, hostd/jsonlimits.py),
+    ``"<source> must be a JSON object"``,
     or the first field error of the model (:func:`first_invalid`) with ``data.errors`` holding all.
     """
-    if isinstance(document, bytes | str):
-        try:
-            document = json.loads(document.decode("utf-8-sig") if isinstance(document, bytes) else document)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise invalid(f"{source} is not JSON: {exc}") from None
+    # The boundary of a stranger's document (issue 31, class 2): depth and text are bounded before
+    # anything recursive (the parser, pydantic, str()) touches the value.
+    try:
+        if isinstance(document, bytes | str):
+            document = load_document(document)
+        else:
+            check_document(document)
+    except DocumentRefused as exc:
+        message = exc.message.removeprefix("not JSON: ")
+        what = "is not JSON" if message != exc.message else "is refused"
+        text = f"{source} {what}: {message}"
+        raise invalid(text, [{"field": exc.field, "message": text}]) from None
     if not isinstance(document, dict):
         raise invalid(f"{source} must be a JSON object")
     try:
@@ -335,6 +343,10 @@ def _entry_problem(name: str) -> str | None:
     """Why the archive member ``name`` may not be extracted, or ``None``."""
     if "\x00" in name:
         return "contains a NUL character"
+    if len(os.fsencode(name)) > _PATH_MAX:
+        return f"is longer than {_PATH_MAX} bytes"
+    if any(len(os.fsencode(part)) > _NAME_MAX for part in name.split("/")):
+        return f"has a path component longer than {_NAME_MAX} bytes"
     if "\\" in name:
         return "contains a backslash (a Windows path separator)"
     if name.startswith("/") or _DRIVE.match(name):
@@ -345,6 +357,71 @@ def _entry_problem(name: str) -> str | None:
     if any(part in ("", ".") for part in parts):
         return "has an empty or '.' path component"
     return None
+
+
+#: The compression methods hostd reads: stored (0) and deflate (8). Anything else (bzip2, LZMA, zstd,
+#: a number no library knows) is refused by name before a decompressor sees a byte.
+ZIP_METHODS: Final = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
+#: Longest path component and whole entry name, in bytes (NAME_MAX and PATH_MAX - 1 on Linux).
+_NAME_MAX: Final = 255
+_PATH_MAX: Final = 4095
+
+
+class _Archive:
+    """The one way hostd reads a ZIP archive: every call into :mod:`zipfile` goes through here.
+
+    The class (issue 31, class 2): zipfile and its decompressors raise what they
+    like on a damaged archive (``BadZipFile``, ``NotImplementedError`` for an
+    unsupported version or method, ``OSError``/``ValueError`` for a damaged
+    local-header offset, ``EOFError``, ``zlib.error``, ``LZMAError``,
+    ``UnicodeDecodeError`` for a name flagged UTF-8 that is not...). Each is
+    the archive's fault, as the reader works on bytes in memory and does no
+    I/O of its own, so every exception but ``MemoryError`` raised inside a
+    zipfile call becomes ``PACKAGE_INVALID`` naming the entry. Only stored
+    and deflate members are opened (:data:`ZIP_METHODS`); the caller checks
+    that first (:func:`_check_member`).
+    """
+
+    def __init__(self, archive: bytes) -> None:
+        try:
+            self._zip = zipfile.ZipFile(io.BytesIO(archive))
+            self.members = self._zip.infolist()
+        except MemoryError:
+            raise
+        except Exception as exc:  # the class above: the archive's fault, whatever zipfile raises
+            raise invalid(f"not a ZIP archive: {_library_failure(exc)}") from None
+
+    def close(self) -> None:
+        """Release the archive (it holds only memory)."""
+        self._zip.close()
+
+    def chunks(self, member: zipfile.ZipInfo, size: int = 1024 * 1024) -> Iterator[bytes]:
+        """The inflated bytes of ``member`` in pieces of at most ``size``; ``PACKAGE_INVALID`` when corrupt."""
+        name = member.filename
+        if member.compress_type not in ZIP_METHODS:  # _check_member refused it already: never decompress one
+            raise invalid(f"archive entry {name!r} {_method_problem(member)}", entry=name)
+        try:
+            with self._zip.open(member) as source:
+                while chunk := source.read(size):
+                    yield chunk
+        except MemoryError:
+            raise
+        except Exception as exc:  # the class above
+            problem = f"is corrupt: {_library_failure(exc)}"
+            raise invalid(
+                f"archive entry {name!r} {problem}", [{"field": name, "message": problem}], entry=name
+            ) from None
+
+
+def _library_failure(exc: BaseException) -> str:
+    """A library exception in words: its type and its message, cut to 200 characters."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+def _method_problem(member: zipfile.ZipInfo) -> str:
+    accepted = ", ".join(f"{word} ({number})" for number, word in ZIP_METHODS.items())
+    return f"uses compression method {member.compress_type}; only {accepted} are accepted"
 
 
 def extract(
@@ -358,16 +435,17 @@ def extract(
     """Extract ``archive`` (ZIP bytes) into ``destination``, which must not exist yet; return the bytes written.
 
     ``destination`` is created ``0700``. Raises ``PACKAGE_INVALID`` naming the
-    offending entry for each refusal described in the module docstring; the
-    caller removes ``destination`` then (it may hold part of the archive).
+    offending entry for each refusal described in the module docstring, for a
+    compression method other than stored and deflate, a version of the format
+    zipfile cannot read, a name component over 255 bytes or a name over 4095,
+    and any failure of the ZIP library on a damaged archive (:class:`_Archive`);
+    the caller removes ``destination`` then (it may hold part of the archive).
+    ``OSError`` from writing the files (a full disk) is raised as it is.
     Blocking; CPU-bound on large bundles.
     """
+    reader = _Archive(archive)
     try:
-        archive_file = zipfile.ZipFile(io.BytesIO(archive))
-    except (zipfile.BadZipFile, ValueError) as exc:
-        raise invalid(f"not a ZIP archive: {exc}") from None
-    with archive_file:
-        members = archive_file.infolist()
+        members = reader.members
         if len(members) > max_entries:
             raise invalid(f"the bundle has {len(members)} entries; at most {max_entries} are accepted")
         seen: set[str] = set()
@@ -378,9 +456,11 @@ def extract(
         total = 0
         try:
             for member in members:
-                total += _extract_member(archive_file, member, root_fd, max_unpacked - total, max_ratio)
+                total += _extract_member(reader, member, root_fd, max_unpacked - total, max_ratio)
         finally:
             os.close(root_fd)
+    finally:
+        reader.close()
     return total
 
 
@@ -395,6 +475,13 @@ def _check_member(member: zipfile.ZipInfo, seen: set[str]) -> None:
             problem = f"is {what.get(kind, 'a FIFO, socket or other special file')}; only files and folders are allowed"
         elif member.flag_bits & 0x1:
             problem = "is encrypted"
+        elif member.compress_type not in ZIP_METHODS:
+            problem = _method_problem(member)
+        elif member.extract_version > zipfile.MAX_EXTRACT_VERSION:
+            problem = (
+                f"needs ZIP version {member.extract_version / 10:.1f} to extract; "
+                f"at most {zipfile.MAX_EXTRACT_VERSION / 10:.1f} is supported"
+            )
     key = name.rstrip("/")
     if problem is None and key in seen:
         problem = "appears twice in the archive"
@@ -419,9 +506,7 @@ def _open_parent(root_fd: int, parts: list[str]) -> int:
     return fd
 
 
-def _extract_member(
-    archive: zipfile.ZipFile, member: zipfile.ZipInfo, root_fd: int, budget: int, max_ratio: int
-) -> int:
+def _extract_member(reader: _Archive, member: zipfile.ZipInfo, root_fd: int, budget: int, max_ratio: int) -> int:
     name = member.filename
     parts = name.rstrip("/").split("/")
     if member.is_dir():
@@ -435,26 +520,25 @@ def _extract_member(
             parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent
         )
         try:
-            with archive.open(member) as source:
-                while chunk := source.read(1024 * 1024):
-                    written += len(chunk)
-                    if written > budget:
-                        raise invalid(
-                            f"archive entry {name!r}: the bundle inflates to more than the bound "
-                            f"({MAX_UNPACKED_BYTES if budget > MAX_UNPACKED_BYTES else 'the remaining'} bytes)",
-                            [{"field": name, "message": "the bundle's unpacked size exceeds the bound"}],
-                            entry=name,
-                        )
-                    if written > _RATIO_FLOOR and written > max_ratio * max(member.compress_size, 1):
-                        raise invalid(
-                            f"archive entry {name!r} inflates more than {max_ratio} times its compressed "
-                            f"size ({member.compress_size} bytes): a zip bomb?",
-                            [{"field": name, "message": f"compression ratio over {max_ratio}"}],
-                            entry=name,
-                        )
-                    os.write(fd, chunk)
-        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-            raise invalid(f"archive entry {name!r} is corrupt: {exc}", entry=name) from None
+            for chunk in reader.chunks(member):
+                written += len(chunk)
+                if written > budget:
+                    raise invalid(
+                        f"archive entry {name!r}: the bundle inflates to more than the bound "
+                        f"({MAX_UNPACKED_BYTES if budget > MAX_UNPACKED_BYTES else 'the remaining'} bytes)",
+                        [{"field": name, "message": "the bundle's unpacked size exceeds the bound"}],
+                        entry=name,
+                    )
+                if written > _RATIO_FLOOR and written > max_ratio * max(member.compress_size, 1):
+                    raise invalid(
+                        f"archive entry {name!r} inflates more than {max_ratio} times its compressed "
+                        f"size ({member.compress_size} bytes): a zip bomb?",
+                        [{"field": name, "message": f"compression ratio over {max_ratio}"}],
+                        entry=name,
+                    )
+                view = memoryview(chunk)
+                while view:  # os.write may write less than asked
+                    view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
     finally:
@@ -602,6 +686,29 @@ def _check_entry_point(mcpb: McpbManifest, folder: Path) -> None:
         )
 
 
+def _check_generated(document: dict[str, Any]) -> None:
+    """``PACKAGE_INVALID`` naming the bundle manifest's field when hostd would refuse the manifest made from it.
+
+    Issue 31, class 3 (hostd/generated.py): what ``manifest.json`` let through
+    but the plugin manifest refuses (a NUL in an argument or an env value, an
+    env name that is not one) is reported against ``manifest.json``, not as
+    MANIFEST_INVALID naming the ``plugin.json`` hostd wrote.
+    """
+    from hostd.generated import manifest_errors, source_field  # noqa: PLC0415 - pulls in the manifest model
+
+    errors = manifest_errors(document)
+    if not errors:
+        return
+    backend = document.get("backend", {})
+    table = {"id": "name", "name": "display_name", "version": "version", "description": "description"}
+    table["backend.command"] = "server.mcp_config.command"
+    table.update({f"backend.args.{i}": f"server.mcp_config.args.{i}" for i in range(len(backend.get("args", [])))})
+    table.update({f"backend.env.{name}": f"server.mcp_config.env.{name}" for name in backend.get("env", {})})
+    table["user_config"] = "user_config"
+    found = [{"field": source_field(e["field"], table, ""), "message": e["message"]} for e in errors]
+    raise first_invalid("bundle manifest.json", found)
+
+
 def install_bundle(
     bundle: Bundle, root: Path, *, check: Callable[[str, Path], None] | None = None
 ) -> tuple[Path, dict[str, Any]]:
@@ -639,6 +746,7 @@ def install_bundle(
             signer=bundle.checked.signer,
             source=str(bundle.path),
         )
+        _check_generated(document)
         old = root / f".old-{plugin_id}"
         shutil.rmtree(old, ignore_errors=True)
         if final.exists():

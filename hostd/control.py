@@ -75,6 +75,7 @@ from hostd.framing import (
     describe_head,
     encode,
 )
+from hostd.jsonlimits import MAX_JSON_DEPTH, check_json
 from hostd.state import StateError, StateStore, default_state_dir
 
 log = logging.getLogger("hostd.control")
@@ -715,8 +716,11 @@ class ControlServer:
         if call is None:
             log.warning("dropping a response from the parent to id %r: no request of hostd waits for it", rid)
             return
+        exceeded = check_json(message, max_depth=MAX_JSON_DEPTH + 2)  # the envelope and "result" add two
         if size > PARENT_ANSWER_BYTES:
             message = {"error": {"code": -32600, "message": f"the answer of {size} bytes is over the bound"}}
+        elif exceeded is not None:
+            message = {"error": {"code": -32600, "message": f"the answer is {exceeded.message}"}}
         call.reply = message
         call.done.set()
 
@@ -861,6 +865,26 @@ class ControlServer:
             return
         if not isinstance(params, dict | list):
             self._reply_error(rid, HostError(ErrorKind.INVALID_REQUEST, '"params" must be an object or an array'))
+            return
+        # The control request's boundary (issue 31, class 2): the frame parser accepts 1024 levels; every
+        # handler, pydantic and error rendering may recurse, so params are held to the one depth bound first.
+        # tools/call's arguments are the tool's document: held to the same bound by the call path, with
+        # its own error (INVALID_ARGUMENTS and the pointer into the arguments), before anything reads them.
+        checked = params
+        if method == "tools/call" and isinstance(params, dict):
+            checked = {key: value for key, value in params.items() if key != "arguments"}
+        exceeded = check_json(checked)
+        if exceeded is not None:
+            field = ".".join(part.replace("~1", "/").replace("~0", "~") for part in exceeded.pointer.split("/")[1:])
+            self._reply_error(
+                rid,
+                HostError(
+                    ErrorKind.INVALID_PARAMS,
+                    f"invalid params: {exceeded.message}",
+                    pointer=exceeded.pointer,
+                    errors=[{"field": field or "params", "message": exceeded.message}],
+                ),
+            )
             return
         self._request(rid, method, params, size)
 

@@ -1296,7 +1296,8 @@ class Host:
                 )
             )
         except ConfigError as exc:
-            raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[]) from None
+            where = {"errors": [{"field": exc.field, "message": str(exc)}]} if exc.field is not None else {}
+            raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[], **where) from None
         invalid = [e for e in entries if e.outcome == "invalid"]
         if invalid:
             raise HostError(

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import pyjson5
 
+from hostd.jsonlimits import DocumentRefused, check_document
 from hostd.secrets import split_secrets
 
 Outcome = Literal["ready-to-install", "unchanged", "updated", "invalid"]
@@ -51,7 +52,11 @@ _WINDOWS_SUFFIXES = (".cmd", ".exe", ".bat", ".ps1")
 
 
 class ConfigError(ValueError):
-    """The config as a whole is unreadable; the message says where."""
+    """The config as a whole is unreadable; the message says where, ``field`` too when known (a dotted path)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass
@@ -65,6 +70,8 @@ class ImportEntry:
     message: str | None = None
     notes: list[str] = field(default_factory=list)
     url: str | None = None
+    #: The field of the entry ``message`` is about (``env.API_KEY``, ``args.2``, ``url``), when one is.
+    at: str | None = None
     #: Secret values taken out of the entry (env variables, credential headers): ``{secret NAME: value}``.
     #: The manifest holds ``${secret:NAME}`` in their place; the host puts these in its secret store.
     #: Never on the wire, never written with the manifest.
@@ -79,6 +86,8 @@ class ImportEntry:
             out["notes"] = list(self.notes)
         if self.url is not None:
             out["url"] = self.url
+        if self.at is not None:
+            out["field"] = self.at
         return out
 
 
@@ -108,7 +117,8 @@ def parse_config(config: str | Mapping[str, Any]) -> dict[str, Any]:
     """The ``name -> server`` table of a config (text or already-parsed object).
 
     Raises :class:`ConfigError` when it is not JSON, has no server table, is over
-    ``MAX_IMPORT_BYTES`` (text) or has more than ``MAX_IMPORT_ENTRIES`` servers.
+    ``MAX_IMPORT_BYTES`` (text) or has more than ``MAX_IMPORT_ENTRIES`` servers, or
+    nests deeper than ``MAX_JSON_DEPTH`` or holds a lone surrogate (hostd/jsonlimits.py).
     """
     if isinstance(config, str):
         size = len(config.encode("utf-8", "surrogatepass"))
@@ -117,6 +127,12 @@ def parse_config(config: str | Mapping[str, Any]) -> dict[str, Any]:
         value = parse_jsonc(config)
     else:
         value = dict(config)
+    try:
+        # Before anything reads it (issue 31, class 2): an object config arrives already parsed, as
+        # deep as the control channel's parser allows, and str() of a deep "url" recursed.
+        check_document(value)
+    except DocumentRefused as exc:
+        raise ConfigError(f"the config {exc.message} (at {exc.field or 'the top level'})", exc.field) from None
     if not isinstance(value, dict):
         raise ConfigError("the config must be a JSON object")
     for path in (("mcpServers",), ("servers",), ("mcp", "servers")):
@@ -234,6 +250,7 @@ def plan_import(
         earlier = imported.get(entry.name)
         if url is not None or kind in ("http", "sse", "streamable-http"):
             _plan_remote(entry, server, used, counters, earlier.plugin_id if earlier is not None else None)
+            _check_generated(entry, server)
             if earlier is not None and entry.manifest is not None:
                 _compare(entry, earlier)
             continue
@@ -284,9 +301,41 @@ def plan_import(
             entry.manifest["sandbox"] = needs
             entry.notes.append(f"declared the well-known needs of {needs['for']}: read {', '.join(needs['read'])}")
             del needs["for"]
-        if earlier is not None:
+        _check_generated(entry, server)
+        if earlier is not None and entry.manifest is not None:
             _compare(entry, earlier)
     return entries
+
+
+def _check_generated(entry: ImportEntry, server: Mapping[str, Any]) -> None:
+    """Make ``entry`` invalid when the manifest planned for it is one hostd would refuse to load.
+
+    The class (issue 31, class 3; hostd/generated.py): the manifest is checked
+    as ``load_manifest`` would check the file, and its first error is reported
+    against the config field it came from (``field``), not a file in hostd's
+    state folder. Nothing of an invalid entry is written or stored.
+    """
+    from hostd.generated import manifest_errors, source_field  # noqa: PLC0415 - pulls in the manifest model
+
+    if entry.manifest is None:
+        return
+    errors = manifest_errors(entry.manifest)
+    if not errors:
+        return
+    table: dict[str, str] = {"backend.command": "command", "backend.transport": "type", "sandbox": "command"}
+    table.update({f"backend.args.{i}": f"args.{i}" for i in range(len(server.get("args") or []))})
+    backend = entry.manifest["backend"]
+    table.update({f"backend.env.{name}": f"env.{name}" for name in backend.get("env", {})})
+    table.update({f"backend.headers.{name}": f"headers.{name}" for name in backend.get("headers", {})})
+    table["backend.url"] = "url" if "url" in server else "serverUrl"
+    first = errors[0]
+    where = source_field(first["field"], table, "")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    entry.message = (f'"{where}" ' if where else "") + first["message"] + more
+    entry.at = where or None
+    entry.outcome = "invalid"
+    entry.manifest = None
+    entry.secret_values = {}
 
 
 def _compare(entry: ImportEntry, earlier: Imported) -> None:
@@ -313,7 +362,7 @@ def _plan_remote(
     from hostd.remote import url_problem  # noqa: PLC0415 - remote imports the manifest model
 
     url, kind = server.get("url") or server.get("serverUrl"), server.get("type")
-    entry.url = str(url) if url is not None else None
+    entry.url = url if isinstance(url, str) else None
     if not isinstance(url, str):
         entry.message = '"url" must be a string'
         return

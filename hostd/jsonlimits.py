@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,8 +36,11 @@ import orjson
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_TOOL_BYTES",
+    "DocumentRefused",
     "LimitExceeded",
+    "check_document",
     "check_json",
+    "load_document",
     "object_members",
 ]
 
@@ -150,6 +154,122 @@ def _encoded_size(value: Any) -> int:
 
 def _pointer(path: tuple[str, ...]) -> str:
     return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)
+
+
+class DocumentRefused(ValueError):
+    """A stranger's document hostd will not take: over a bound, not JSON, or text hostd refuses.
+
+    ``message``: one sentence (no quoting of the document beyond a character
+    code). ``pointer``: JSON pointer (RFC 6901) of the value at fault, ``""``
+    for the whole document or when unknown. Each boundary turns it into its
+    document's named error (PACKAGE_INVALID, IMPORT_INVALID, INVALID_PARAMS...).
+    """
+
+    def __init__(self, message: str, pointer: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.pointer = pointer
+
+    @property
+    def field(self) -> str:
+        """The pointer as a dotted path (``packages.0.identifier``), as ``data.errors[].field`` names fields."""
+        return ".".join(part.replace("~1", "/").replace("~0", "~") for part in self.pointer.split("/")[1:])
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def check_document(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Refuse a parsed document nested deeper than ``max_depth`` or holding a lone surrogate.
+
+    The class (issue 31, class 2): a stranger's value reaches code that recurses
+    (``str()``, ``repr()``, pydantic's error rendering, ``json.dumps``) or
+    encodes it (orjson refuses a lone surrogate: a manifest that cannot be
+    written). So every document is held to this *before* anything else reads
+    it: depth first (iteratively, :func:`check_json`), then every key and
+    string (iteratively) for a UTF-16 surrogate code point, which no UTF-8
+    text can hold. Raises :class:`DocumentRefused` with the pointer of the
+    first value at fault. Linear in the document.
+    """
+    exceeded = check_json(value, max_depth=max_depth)
+    if exceeded is not None:
+        raise DocumentRefused(exceeded.message, exceeded.pointer)
+    stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        if type(node) is str:
+            found = _SURROGATE.search(node)
+            if found is not None:
+                raise DocumentRefused(f"holds a lone surrogate (U+{ord(found.group()):04X}), not text", _pointer(path))
+        elif type(node) is dict:
+            for key, child in node.items():
+                if type(key) is str and _SURROGATE.search(key) is not None:
+                    raise DocumentRefused("has a key holding a lone surrogate, not text", _pointer(path))
+                stack.append((child, (*path, str(key))))
+        elif type(node) is list:
+            stack.extend((child, (*path, str(index))) for index, child in enumerate(node))
+
+
+def _text_too_deep(text: str, max_depth: int) -> str | None:
+    """Where JSON ``text`` opens its ``max_depth + 1``-th nested container (``line L, column C``), or None.
+
+    A scan of the text itself, before any parser (Python's ``json`` recurses
+    and raises ``RecursionError`` near 1000 levels): strings are skipped
+    whole, so brackets inside them do not count. Linear; for invalid JSON the
+    answer only bounds what a parser will be given.
+    """
+    depth = 0
+    for match in _TEXT_TOKEN.finditer(text):
+        first = match.group()[0]
+        if first in "[{":
+            depth += 1
+            if depth > max_depth:
+                line = text.count("\n", 0, match.start()) + 1
+                column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+                return f"line {line}, column {column}"
+        elif first in "]}":
+            depth -= 1
+    return None
+
+
+_TEXT_TOKEN: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
+
+
+def load_document(
+    text: str | bytes,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+) -> Any:
+    """Parse a stranger's JSON document (``str``, or ``bytes`` in UTF-8 with or without a BOM) safely.
+
+    Bounds before parsing: the nesting is measured on the text
+    (:func:`_text_too_deep`), so the parser never recurses past ``max_depth``;
+    then the value is held to :func:`check_document` (lone surrogates, which
+    ``\\ud800`` escapes produce). ``object_pairs_hook`` as for
+    :func:`json.loads` (a duplicate-key check); an exception it raises
+    propagates. Raises :class:`DocumentRefused`: not UTF-8 (byte offset),
+    nested too deeply (line and column), not JSON (line and column), a lone
+    surrogate (pointer). NaN and Infinity are refused (not JSON).
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DocumentRefused(f"not UTF-8 (byte offset {exc.start})") from None
+    where = _text_too_deep(text, max_depth)
+    if where is not None:
+        raise DocumentRefused(f"nested deeper than {max_depth} levels at {where}")
+
+    def constant(name: str) -> Any:
+        raise DocumentRefused(f"{name} is not a JSON number")
+
+    try:
+        value = json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise DocumentRefused(f"not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    check_document(value, max_depth=max_depth)
+    return value
 
 
 # A JSON string (escapes included) or one structural character. Strings are matched

@@ -17,9 +17,10 @@ shipped). A field in ``omit_none`` is left out when ``None``; every other
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -39,6 +40,17 @@ class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
+def _no_nul(value: str) -> str:
+    # The OS takes NUL-terminated paths: os.open and friends raise ValueError on one (issue 31, class 2).
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+#: A path the parent sends: handed to the OS, so a NUL is refused where it enters.
+_OsPath = Annotated[str, AfterValidator(_no_nul)]
+
+
 class Empty(_Params):
     """``{}``: ``plugins/list``, ``ping``."""
 
@@ -47,7 +59,7 @@ class InstallParams(_Params):
     """``plugins/install {path} | {serverJson}``: a plugin folder holding ``plugin.yaml`` or ``plugin.json``,
     an MCPB bundle file (``.mcpb`` / ``.dxt``), or an MCP Registry ``server.json`` (object or text)."""
 
-    path: str | None = Field(default=None, min_length=1)
+    path: _OsPath | None = Field(default=None, min_length=1)
     server_json: dict[str, Any] | str | None = Field(default=None, alias="serverJson")
     package: int | None = Field(default=None, ge=0, description="which of serverJson's packages (default: 0)")
 
@@ -95,8 +107,8 @@ class Limits(_Params):
 class FolderGrants(_Params):
     """``plugins/grant``'s ``folders``: folders this plugin may read, and read and write (absolute or ``~``)."""
 
-    read: list[str] = Field(default_factory=list, max_length=64)
-    write: list[str] = Field(default_factory=list, max_length=64)
+    read: list[_OsPath] = Field(default_factory=list, max_length=64)
+    write: list[_OsPath] = Field(default_factory=list, max_length=64)
 
 
 class GrantParams(_Params):
@@ -637,7 +649,7 @@ class PluginsListResult(Wire):
 class ImportEntry(Wire):
     """One server of a ``plugins/import`` config, in the config's order (also ``IMPORT_INVALID``'s ``data.entries``)."""
 
-    omit_none = frozenset({"message", "notes", "url", "plugin"})
+    omit_none = frozenset({"message", "notes", "url", "field", "plugin"})
 
     name: str = Field(description="the entry's name in the config")
     outcome: Literal["installed", "unchanged", "updated", "invalid", "ready-to-install"] = Field(
@@ -651,6 +663,10 @@ class ImportEntry(Wire):
         default=None, description="what was changed on the way (a dropped `cwd`, a reduced command); omitted when none"
     )
     url: str | None = Field(default=None, description="a remote server's URL; omitted for a local one")
+    field: str | None = Field(
+        default=None,
+        description="the entry's field `message` is about (`env.API_KEY`, `args.2`, `url`); omitted when none",
+    )
     plugin: PluginInfo | None = Field(
         default=None,
         description="the plugin's [`PluginInfo`](#plugininfo) (outcomes `installed`, `unchanged`, `updated`)",

@@ -341,6 +341,9 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
         document["backend"] = {"type": "mcp", "transport": remote.type, "url": remote.url, "headers": headers}
         document["origin"]["remote"] = result.remote
         document["user_config"] = options.options
+        table = {"backend.url": "remotes.0.url", "backend.transport": "remotes.0.type", **_entry_fields(server)}
+        table.update({f"backend.headers.{h.name}": f"remotes.0.headers.{i}" for i, h in enumerate(remote.headers)})
+        _check_generated(server.name, document, table)
         result.manifest = document
         return result
     if index >= len(server.packages):
@@ -416,6 +419,13 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
     if needs:
         document["sandbox"] = {"read": needs["read"]}
     document["user_config"] = options.options
+    table = {"backend.command": f"{where}.registryType", "sandbox": f"{where}.identifier", **_entry_fields(server)}
+    table.update({f"backend.args.{i}": f"{where}.runtimeArguments" for i in range(len(args) - 1)})
+    table[f"backend.args.{len(args) - 1}"] = f"{where}.identifier"
+    table.update({f"backend.args.{len(args) + i}": f"{where}.packageArguments" for i in range(len(arguments))})
+    variables = package.environment_variables
+    table.update({f"backend.env.{v.name}": f"{where}.environmentVariables.{i}" for i, v in enumerate(variables)})
+    _check_generated(server.name, document, table)
     result.manifest = document
     return result
 
@@ -460,6 +470,36 @@ def _check_resource(url: str, where: str) -> None:
     if problem is not None:
         scheme, reason = problem
         raise invalid(f"{where}: the bundle URL {reason}", [{"field": where, "message": reason}], scheme=scheme)
+
+
+def _entry_fields(server: ServerJson) -> dict[str, str]:
+    """Where the manifest's own fields come from in the entry (hostd/generated.py's table)."""
+    return {
+        "id": "name",
+        "name": "title" if server.title else "name",
+        "version": "version",
+        "description": "description",
+    }
+
+
+def _check_generated(name: str, document: dict[str, Any], table: dict[str, str]) -> None:
+    """Raise ``PACKAGE_INVALID`` naming the entry's field when hostd would refuse the manifest planned for it.
+
+    The class (issue 31, class 3; hostd/generated.py): what the entry let
+    through but the manifest refuses (a NUL in an argument or a value, a name
+    that is not an environment variable's or a header's, a remote URL or
+    transport) is reported here, against ``server.json``, before anything is
+    written into hostd's state folder. ``data.errors`` lists every error.
+    """
+    from hostd.generated import manifest_errors, source_field  # noqa: PLC0415 - pulls in the manifest model
+
+    errors = manifest_errors(document)
+    if not errors:
+        return
+    found = [{"field": source_field(e["field"], table, ""), "message": e["message"]} for e in errors]
+    first = found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    raise invalid(f"{name}: {first['field'] or '(the entry)'}: {first['message']}{more}", found)
 
 
 async def download_bundle(

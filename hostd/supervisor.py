@@ -981,6 +981,11 @@ class PluginSupervisor:
                 upstream=upstream,
             )
         result = reply.get("result")
+        # Depth first, before any field is read or turned into text (issue 31, class 2: str() of a
+        # resultType 1000 levels deep raised RecursionError, INTERNAL_ERROR to the parent).
+        exceeded = check_json(result)
+        if exceeded is not None:
+            raise self._invalid_result(tool, f"the result is {exceeded.message}", pointer=exceeded.pointer)
         kind = result.get("resultType", "complete") if isinstance(result, dict) else "complete"
         if kind != "complete":  # 2026-07-28: absent means complete; input_required needs a retry round
             raise self._invalid_result(tool, f"resultType {str(kind)[:40]!r} is not served by hostd here")
@@ -994,9 +999,6 @@ class PluginSupervisor:
         is_error = result.get("isError", False)
         if not isinstance(is_error, bool):
             raise self._invalid_result(tool, "'isError' must be a boolean")
-        exceeded = check_json(result)
-        if exceeded is not None:
-            raise self._invalid_result(tool, f"the result is {exceeded.message}", pointer=exceeded.pointer)
         structured = result.get("structuredContent")
         out: dict[str, Any] = {"content": content}
         if structured is not None:

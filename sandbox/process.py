@@ -50,6 +50,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -117,7 +118,7 @@ class StopReport:
     seconds: float
 
 
-def _proc_read(pid: int, name: str) -> bytes | None:
+def _proc_read(pid: int | str, name: str) -> bytes | None:
     """``/proc/<pid>/<name>`` (proc(5)) as bytes, or None when it cannot be read (the process is gone)."""
     try:
         with open(f"/proc/{pid}/{name}", "rb") as fh:
@@ -126,7 +127,7 @@ def _proc_read(pid: int, name: str) -> bytes | None:
         return None
 
 
-def _stat_fields(pid: int) -> list[bytes] | None:
+def _stat_fields(pid: int | str) -> list[bytes] | None:
     """The fields of ``/proc/<pid>/stat`` from field 3 (the state letter) on, or None when it cannot be read.
 
     They start after the last ``)``: the command name before them may hold spaces and parens."""
@@ -140,9 +141,29 @@ def _start_ticks(pid: int) -> str | None:
     return fields[19].decode() if fields is not None and len(fields) > 19 else None
 
 
+def _pid_namespace(pid: int | str) -> int | None:
+    """The inode of ``/proc/<pid>/ns/pid`` (the pid namespace the process lives in), or None."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
 def _new_token() -> str:
-    """``hs1.<host pid>.<host start ticks>.<16 hex>``: names the issuing host, so orphans can be told apart."""
-    return f"{_TOKEN_PREFIX}{os.getpid()}.{_start_ticks(os.getpid()) or 0}.{secrets.token_hex(8)}"
+    """``hs1.<host pid>.<host start ticks>.<16 hex>-<host pid namespace inode>``: names the issuing host.
+
+    A pid means something only inside its pid namespace, so the token also
+    records the issuer's namespace (``/proc/self/ns/pid``): a sweep leaves
+    alone every token issued in a namespace other than its own (issue 31,
+    class 4). The start time comes from ``/proc/self`` (always this process,
+    even when ``/proc`` was mounted by another pid namespace).
+    """
+    fields = _stat_fields("self")
+    ticks = fields[19].decode() if fields is not None and len(fields) > 19 else "0"
+    namespace = _pid_namespace("self") or 0
+    # Still four dot-separated parts with the pid and start time first: a hostd of before the
+    # namespace was recorded reads it as before and leaves this hostd's live plugins alone.
+    return f"{_TOKEN_PREFIX}{os.getpid()}.{ticks}.{secrets.token_hex(8)}-{namespace}"
 
 
 def _read_tokens(pid: int) -> str | None:
@@ -167,7 +188,14 @@ def _pids_with_token(token: str | None) -> list[int]:
 
 
 def _token_carriers() -> list[tuple[int, str]]:
-    """``(pid, token)`` for every readable process of this user carrying a token, except ourselves."""
+    """``(pid, token)`` for every readable process of this user carrying a token, except ourselves.
+
+    "Of this user": the process's real and effective uids (``/proc/<pid>/status``)
+    both equal our effective uid, root included: a hostd run as root never
+    lists (so never signals) another user's processes (issue 31, class 4).
+    The owner of ``/proc/<pid>`` is not used: it reads root for any process
+    that is not dumpable.
+    """
     me = os.getpid()
     uid = os.geteuid()
     found: list[tuple[int, str]] = []
@@ -178,15 +206,23 @@ def _token_carriers() -> list[tuple[int, str]]:
     for name in entries:
         if not name.isdigit() or int(name) == me:
             continue
-        try:
-            if uid != 0 and os.stat(f"/proc/{name}").st_uid != uid:
-                continue
-        except OSError:
-            continue
         value = _read_tokens(int(name))
-        if value is not None:
+        if value is not None and _uids(int(name)) == (uid, uid):
             found.append((int(name), value))
     return found
+
+
+def _uids(pid: int) -> tuple[int, int] | None:
+    """The real and effective uid of a process (``/proc/<pid>/status`` ``Uid:``), or None when unreadable."""
+    data = _proc_read(pid, "status")
+    if data is None:
+        return None
+    for line in data.split(b"\n"):
+        if line.startswith(b"Uid:"):
+            words = line.split()
+            if len(words) >= 3 and words[1].isdigit() and words[2].isdigit():
+                return int(words[1]), int(words[2])
+    return None
 
 
 def _kill_all(pids_of_pass: Callable[[], list[int]]) -> int:
@@ -228,23 +264,51 @@ def sweep_leftovers(token: str | None = None) -> int:
     return _kill_all(lambda: _pids_with_token(token))
 
 
-def _issuer_alive(token: str) -> bool:
-    parts = token.split(".")
-    if len(parts) != 4 or parts[0] + "." != _TOKEN_PREFIX or not parts[1].isdigit():
+_TOKEN_SHAPE = re.compile(r"hs1\.([0-9]{1,10})\.([0-9]{1,20})\.[0-9a-f]{16}-([0-9]{1,20})")
+
+
+def _orphaned(token: str, namespace: int) -> bool:
+    """Whether ``token`` was issued in pid namespace ``namespace`` (ours) by a host process now gone.
+
+    Only a token of the current shape issued in our own pid namespace can be
+    judged: its pid names a process we can look up. A token of unknown shape
+    (an older hostd's, or any process that sets the variable), or one issued
+    in another pid namespace (a hostd in a sandboxed app or a container that
+    shares this user's processes: its pid means nothing here) is not ours to
+    judge, so it is never an orphan. The issuer is alive when the process at
+    that pid has the recorded start time and namespace.
+    """
+    shape = _TOKEN_SHAPE.fullmatch(token)
+    if shape is None or int(shape[3]) != namespace:
         return False
-    return _start_ticks(int(parts[1])) == parts[2]
+    pid = int(shape[1])
+    return not (_start_ticks(pid) == shape[2] and _pid_namespace(pid) == namespace)
+
+
+def _own_proc() -> bool:
+    """Whether ``/proc`` shows our own pid namespace (``/proc/self`` is our pid), so its pids are ours."""
+    try:
+        return os.readlink("/proc/self") == str(os.getpid())
+    except OSError:
+        return False
 
 
 def sweep_orphans() -> int:
-    """Kill every token carrier of this user whose issuing host process is gone.
+    """Kill every token carrier of this user whose issuing host process, in our pid namespace, is gone.
 
-    A token names the hostd process that issued it (pid and start time), so
-    this ends what a crashed or killed hostd (or a killed shim) left behind
-    without touching plugins of a hostd that is still running. Tokens of an
-    unknown shape count as orphaned. Blocking, like :func:`sweep_leftovers`;
-    returns the number of processes signalled.
+    A token names the hostd process that issued it (pid, start time and pid
+    namespace), so this ends what a crashed or killed hostd (or a killed
+    shim) left behind without touching plugins of a hostd that is still
+    running. Left alone (issue 31, class 4): tokens issued in another pid
+    namespace, tokens of unknown shape, processes of other users (root or
+    not), and everything when ``/proc`` belongs to another pid namespace.
+    Blocking, like :func:`sweep_leftovers`; returns the number of processes
+    signalled.
     """
-    return _kill_all(lambda: [pid for pid, value in _token_carriers() if not _issuer_alive(value)])
+    namespace = _pid_namespace("self")
+    if namespace is None or not _own_proc():
+        return 0
+    return _kill_all(lambda: [pid for pid, value in _token_carriers() if _orphaned(value, namespace)])
 
 
 def _is_zombie(pid: int) -> bool:

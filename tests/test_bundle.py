@@ -421,6 +421,131 @@ async def test_hostile_bundles_through_install(tmp_path: Path, hostd: HostdClien
     assert (await hostd.request("plugins/list", {}))["plugins"] == []
 
 
+# -- damaged and unsupported archives (issue 31, class 2) -----------------------------------------
+# The class: zipfile and its decompressors raise whatever they like on an archive that is damaged or
+# uses what hostd does not read (NotImplementedError, OSError, LZMAError, ValueError, ENAMETOOLONG...).
+# The bundle reader admits only stored and deflate members and turns every library failure into
+# PACKAGE_INVALID naming the entry. One archive of each shape below.
+
+MANIFEST = json.dumps(mcpb_manifest()).encode()
+
+
+def _patched(data: bytes, signature: bytes, offset: int, fmt: str, value: int) -> bytes:
+    """``data`` with the field at ``offset`` of every record starting with ``signature`` set to ``value``."""
+    out = bytearray(data)
+    at = out.find(signature)
+    while at >= 0:
+        struct.pack_into(fmt, out, at + offset, value)
+        at = out.find(signature, at + 4)
+    return bytes(out)
+
+
+def _with_method(method: int, name: str = "server/index.js", data: bytes = b"x" * 4000) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("manifest.json", MANIFEST)
+        archive.writestr(name, data, compress_type=method)
+    return buffer.getvalue()
+
+
+def _corrupt_last_member(archive: bytes) -> bytes:
+    """Flip bytes in the middle of the last member's compressed data (the header and directory intact)."""
+    info = zipfile.ZipFile(io.BytesIO(archive)).infolist()[-1]
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    out = bytearray(archive)
+    for i in range(start + 8, start + min(info.compress_size - 2, 40)):
+        out[i] ^= 0x5A
+    return bytes(out)
+
+
+def unknown_method() -> bytes:
+    stored = _with_method(zipfile.ZIP_STORED)
+    # the method of the second member in its local header (offset 8) and its central record (offset 10)
+    local = stored.find(b"PK\x03\x04", 4)
+    central = stored.find(b"PK\x01\x02", stored.find(b"PK\x01\x02") + 4)
+    out = bytearray(stored)
+    struct.pack_into("<H", out, local + 8, 99)
+    struct.pack_into("<H", out, central + 10, 99)
+    return bytes(out)
+
+
+def future_version() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("manifest.json", MANIFEST)
+        info = zipfile.ZipInfo("server/index.js")
+        info.extract_version = 99  # "needs ZIP 9.9"
+        archive.writestr(info, b"x")
+    return buffer.getvalue()
+
+
+def bad_header_offset() -> bytes:
+    archive = archive_of(("manifest.json", MANIFEST), ("server/index.js", b"x" * 100))
+    central = archive.find(b"PK\x01\x02", archive.find(b"PK\x01\x02") + 4)
+    out = bytearray(archive)
+    struct.pack_into("<I", out, central + 42, 7)  # the second member's local header "starts" at byte 7
+    return bytes(out)
+
+
+DAMAGED: dict[str, tuple[Any, str | None, str]] = {
+    # name: (archive, entry named (None: not asserted), words of the message)
+    "unknown method": (unknown_method, "server/index.js", "uses compression method 99; only stored (0), deflate (8)"),
+    "bzip2": (lambda: _with_method(zipfile.ZIP_BZIP2), "server/index.js", "uses compression method 12"),
+    "corrupt bzip2": (
+        lambda: _corrupt_last_member(_with_method(zipfile.ZIP_BZIP2)),
+        "server/index.js",
+        "uses compression method 12",
+    ),
+    "corrupt lzma": (
+        lambda: _corrupt_last_member(_with_method(zipfile.ZIP_LZMA, data=bytes(range(256)) * 40)),
+        "server/index.js",
+        "uses compression method 14",
+    ),
+    # zipfile refuses the version while reading the directory (3.11) or when opening the member
+    # (_check_member refuses it first then): the entry is named only in the second case.
+    "future version": (future_version, None, "9.9"),
+    "bad header offset": (bad_header_offset, "server/index.js", "is corrupt: BadZipFile"),
+    "corrupt deflate": (
+        lambda: _corrupt_last_member(_with_method(zipfile.ZIP_DEFLATED, data=bytes(range(256)) * 40)),
+        "server/index.js",
+        "is corrupt: ",
+    ),
+    "300-byte name": (lambda: archive_of(("manifest.json", MANIFEST), ("a" * 300, b"x")), "a" * 300, "longer than 255"),
+    "5000-byte name": (
+        lambda: archive_of(("manifest.json", MANIFEST), ("/".join(["d" * 200] * 25), b"x")),
+        "/".join(["d" * 200] * 25),
+        "is longer than 4095 bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED))
+def test_damaged_and_unsupported_archives_are_package_invalid(tmp_path: Path, case: str) -> None:
+    # Every one of these escaped as NotImplementedError, OSError, LZMAError or ValueError. Fails before.
+    make, entry, words = DAMAGED[case]
+    with pytest.raises(HostError) as refused:
+        bundle.extract(make(), tmp_path / "out")
+    assert refused.value.kind.name == "PACKAGE_INVALID"
+    if entry is not None:
+        assert refused.value.data["entry"] == entry
+        assert refused.value.data["errors"][0]["field"] == entry
+    assert words in refused.value.message
+
+
+async def test_damaged_archives_through_install(tmp_path: Path, hostd: HostdClient) -> None:
+    # Through a real hostd: INTERNAL_ERROR before (fails before), PACKAGE_INVALID naming the entry now.
+    for case, (make, entry, words) in sorted(DAMAGED.items()):
+        path = tmp_path / f"{case.replace(' ', '-')}.mcpb"
+        path.write_bytes(make())
+        with pytest.raises(RpcError) as refused:
+            await hostd.request("plugins/install", {"path": str(path)})
+        assert refused.value.kind == "PACKAGE_INVALID", case
+        assert entry is None or refused.value.data["entry"] == entry, case
+        assert words in refused.value.message, case
+    assert os.listdir(tmp_path / "state" / "bundles") == []
+    assert (await hostd.request("plugins/list", {}))["plugins"] == []
+
+
 async def test_a_configured_bundle_is_restored_with_its_secret_and_upgraded_in_place(tmp_path: Path) -> None:
     user_config = {"api_key": {"type": "string", "title": "Key", "description": "k", "sensitive": True}}
     config = {"command": "node", "args": ["${__dirname}/server/index.js"], "env": {"API_KEY": "${user_config.api_key}"}}

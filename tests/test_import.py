@@ -173,15 +173,20 @@ async def test_oversized_import_leaves_nothing_and_uninstall_removes_what_import
 
 
 async def test_an_import_that_fails_while_installing_leaves_nothing(tmp_path: Path) -> None:
-    # The second entry passes the importer's checks but not the manifest's (a NUL in an
-    # argument), so the first is already installed when the import fails.
-    config = {"mcpServers": {"first": {"command": "python3"}, "second": {"command": "python3", "args": ["a\u0000b"]}}}
+    # The second entry's folder cannot be written (a stray file holds its name), so the first is
+    # already installed when the import fails. (A NUL in an argument did this once; the importer
+    # now refuses it before anything is written: test_import_limits.py.)
+    config = {"mcpServers": {"first": {"command": "python3"}, "second": {"command": "python3"}}}
+    stray = tmp_path / "state" / "imported" / "second"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("not a folder")
     async with spawn_hostd(tmp_path) as client:
         with pytest.raises(RpcError) as failed:
             await client.request("plugins/import", {"config": config})
-        assert failed.value.kind == "MANIFEST_INVALID"
+        assert failed.value.kind == "STATE_WRITE_FAILED"
         assert (await client.request("plugins/list", {}))["plugins"] == []
-        assert list((tmp_path / "state" / "imported").iterdir()) == []
+        assert list((tmp_path / "state" / "imported").iterdir()) == [stray]
+        stray.unlink()
         assert not (tmp_path / "state" / "data" / "first").exists()
         again = await client.request("plugins/import", {"config": {"mcpServers": {"first": {"command": "python3"}}}})
         assert [e["id"] for e in again["entries"]] == ["first"]

@@ -198,6 +198,8 @@ export interface ImportEntry {
   notes?: string[] | null;
   /** a remote server's URL; omitted for a local one */
   url?: string | null;
+  /** the entry's field `message` is about (`env.API_KEY`, `args.2`, `url`); omitted when none */
+  field?: string | null;
   /** the plugin's [`PluginInfo`](#plugininfo) (outcomes `installed`, `unchanged`, `updated`) */
   plugin?: PluginInfo | null;
 }
