@@ -272,6 +272,28 @@ def _launch_lines(info: Mapping[str, Any]) -> list[str]:
     isolation = ", ".join(launch.get("isolation") or []) or "none"
     lines.append(f"in {launch.get('cwd')}")
     lines.append(f"isolation {isolation}; environment {', '.join(launch.get('envKeys') or []) or 'empty'}")
+    lines += _preparation_lines(launch.get("prepare"))
+    return lines
+
+
+def _preparation_lines(prepare: object) -> list[str]:
+    """What preparation installs (``launch.prepare``): every package, its exact version, the registry,
+    which versions were resolved because the config pinned none, and whether a build may run."""
+    if not isinstance(prepare, Mapping):
+        return []
+    manager = prepare.get("manager", "?")
+    unpinned = [str(name) for name in prepare.get("unpinned") or []]
+    if prepare.get("state") != "prepared":
+        lines = [f"installs ({manager}, not yet prepared): {' '.join(map(str, prepare.get('packages') or []))}"]
+    else:
+        resolved = prepare.get("resolved") or {}
+        exact = " ".join(
+            f"{name}@{version}" if manager != "uv" else f"{name}=={version}" for name, version in resolved.items()
+        )
+        lines = [f"installed ({manager}, from {prepare.get('registry') or 'its default registry'}): {exact}"]
+        lines.append(f"source builds: {'allowed' if prepare.get('build') else 'refused (wheels only)'}")
+    if unpinned:
+        lines.append(f"resolved by the registry (the config pinned no version): {', '.join(unpinned)}")
     return lines
 
 

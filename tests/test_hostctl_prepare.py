@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hostd.client import plugin_environment
+from hostd.hostctl import describe_launch
 from tests.conftest import ROOT, run_hostctl
 
 MEMORY = ROOT / "manifests" / "server-memory"
@@ -44,6 +45,11 @@ async def test_install_prepares_an_npx_server_so_approve_and_enable_just_work(tm
     assert (prepare["state"], prepare["manager"]) == ("prepared", "npm")
     assert prepare["resolved"] == {"@modelcontextprotocol/server-memory": "2026.8.31"}
     assert os.path.basename(info["launch"]["command"]) == "node"  # the prepared program, not npx
+    # What approve shows: the package and exact version preparation installed, where from, no build.
+    assert describe_launch(info)[-2:] == [
+        "installed (npm, from https://registry.npmjs.org/): @modelcontextprotocol/server-memory@2026.8.31",
+        "source builds: refused (wheels only)",
+    ]
     approved = await hostctl(state, home, "approve", "server-memory", "--yes")
     assert approved["launch"]["approved"] is True
     await enable_and_keep_an_entity(state, home, "server-memory")

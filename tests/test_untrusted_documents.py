@@ -220,9 +220,10 @@ async def test_an_import_the_manifest_would_refuse_is_import_invalid_naming_the_
             "NUL character",
         ),
         (
+            # Refused before conversion by the package spec grammar (issue 23), at the argument itself.
             entry(runtimeArguments=[{"type": "positional", "value": "--x\u0000"}]),
-            "packages.0.runtimeArguments",
-            "NUL character",
+            "packages.0.runtimeArguments.0",
+            "not an allowed runtime argument",
         ),
         (
             entry(environmentVariables=[{"name": "OK", "value": "1"}, {"name": "NOT OK", "value": "1"}]),
@@ -262,7 +263,7 @@ async def test_a_registry_entry_the_manifest_would_refuse_is_package_invalid_nam
         await hostd.request("plugins/install", {"serverJson": document})
     assert refusal(refused.value) == ("PACKAGE_INVALID", field)
     assert words in refused.value.data["errors"][0]["message"]
-    assert refused.value.message.startswith(f"io.github.someone/thing: {field}: ")
+    assert f"{field}: " in refused.value.message
     assert not (tmp_path / "state" / "registry").exists()
 
 
