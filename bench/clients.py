@@ -33,7 +33,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from bench.common import HOSTD_PIDS, ROOT, ServerLaunch
-from hostd.client import plugin_environment
+from hostd.cli.client import plugin_environment
 
 MCP_PROTOCOL_VERSION = "2025-11-25"
 
@@ -63,7 +63,7 @@ def _devnull() -> TextIO:
 async def raw_hostd(state_dir: Path, folder: Path) -> AsyncIterator[RawClient]:
     """A minimal NDJSON parent (:class:`RawClient`) driving its own ``hostd serve``, plugin ``folder`` ready.
 
-    Isolates hostd's cost from :class:`hostd.client.HostdClient`'s: same
+    Isolates hostd's cost from :class:`hostd.cli.client.HostdClient`'s: same
     hostd command line and environment as :func:`bench.common.open_hostd`;
     on exit, stdin EOF (hostd's orderly shutdown) and a bounded wait.
     """

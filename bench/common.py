@@ -26,8 +26,8 @@ from typing import Any
 import psutil
 import yaml
 
-from hostd.client import HostdClient, plugin_environment
-from hostd.manifest import load_manifest
+from hostd.cli.client import HostdClient, plugin_environment
+from hostd.install.manifest import load_manifest
 from sandbox.environment import EnvPolicy
 from sandbox.launch import resolve_launch
 
@@ -150,7 +150,7 @@ def _note_plugin_folder(folder: Path) -> Path:
 async def open_hostd(state_dir: Path, *args: str) -> AsyncIterator[HostdClient]:
     """A real ``hostd serve`` (initialized), as an embedding application runs it.
 
-    Its environment is :func:`hostd.client.plugin_environment` (a manifest's
+    Its environment is :func:`hostd.cli.client.plugin_environment` (a manifest's
     bare ``python3`` is this interpreter); its state lives in ``state_dir``;
     its log goes to our stderr at level ``error``. On exit: shutdown, exit, a
     bounded wait, a kill if needed (:meth:`HostdClient.spawn`).

@@ -1,4 +1,4 @@
-"""Framing: :class:`hostd.framing.LineDecoder` on its own, in one process, no I/O.
+"""Framing: :class:`hostd.wire.framing.LineDecoder` on its own, in one process, no I/O.
 
 - **Throughput**: a stream of 1 KiB or 1 MiB JSON-RPC messages, cut into
   64 KiB reads (hostd's read size; the chunks are made before the clock
@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from hostd.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, FrameTooLarge, LineDecoder, Message
+from hostd.wire.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, FrameTooLarge, LineDecoder, Message
 
 KIB = 1024
 MIB = 1024 * 1024

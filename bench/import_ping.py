@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 
 
 def config(entries: int) -> dict[str, Any]:

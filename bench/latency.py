@@ -1,6 +1,6 @@
 """Call latency, side by side: the same tiny ``tools/call`` by four paths, interleaved.
 
-(a) a parent through hostd: :class:`hostd.client.HostdClient` -> ``hostd serve`` -> plugin,
+(a) a parent through hostd: :class:`hostd.cli.client.HostdClient` -> ``hostd serve`` -> plugin,
 (a0) the same through a second hostd, driven by a minimal NDJSON parent
      (:func:`bench.clients.raw_hostd`): hostd's cost without HostdClient's,
 (b) the mcp SDK's ``ClientSession`` over its ``stdio_client`` straight to the same server,

@@ -29,7 +29,7 @@ import psutil
 import trio
 
 from bench.common import echo_copy, open_hostd, ready, sandbox_processes
-from hostd.client import plugin_environment
+from hostd.cli.client import plugin_environment
 
 MIB = 1024 * 1024
 #: The issue's target for one plugin's supervision: its shim processes plus its share of the fork server.
@@ -39,11 +39,11 @@ SHIM_USS_TARGET_MIB = 2.0
 IMPORTS = (
     ("pass", "nothing (the interpreter)"),
     ("import trio", "trio"),
-    ("import hostd.cli", "hostd's start path (trio, orjson, control channel)"),
+    ("import hostd.cli.hostd", "hostd's start path (trio, orjson, control channel)"),
     ("import pydantic, jsonschema", "pydantic + jsonschema"),
     ("import mcp_types", "mcp_types (the MCP models alone)"),
     ("import mcp", "the mcp SDK package (client, server, HTTP stack)"),
-    ("import hostd.host", "hostd's host (everything it loads after initialize)"),
+    ("import hostd.host.service", "hostd's host (everything it loads after initialize)"),
 )
 # VmHWM, not ru_maxrss: the latter keeps the forking parent's peak across exec.
 _PEAK = "import re, sys; sys.stdout.write(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1])"

@@ -1,6 +1,6 @@
 """Preparation's cost: the catalog's packages prepared by today's sandboxed installers and by a baseline.
 
-Usage: ``python -m bench.prepare_cost [rounds] [--baseline REV]``. The baseline is ``hostd/prepare.py``
+Usage: ``python -m bench.prepare_cost [rounds] [--baseline REV]``. The baseline is ``hostd/install/prepare.py``
 as it stood at git revision ``REV`` (default ``5e0f04b``: the installers ran on the host, unsandboxed),
 loaded from ``git show`` into a module of its own, so both run side by side in one process, in
 alternating order, each round in a fresh state folder (so each has a cold cache of its own, as a
@@ -24,8 +24,8 @@ from typing import Any
 
 import trio
 
-from hostd import prepare as current
-from hostd.client import plugin_environment
+from hostd.cli.client import plugin_environment
+from hostd.install import prepare as current
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
@@ -35,7 +35,7 @@ PACKAGES = {
 
 
 def _baseline(rev: str) -> types.ModuleType:
-    """``hostd/prepare.py`` at ``rev``, as a module named ``prepare_baseline``."""
+    """``hostd/install/prepare.py`` at ``rev``, as a module named ``prepare_baseline``."""
     source = subprocess.run(
         ["git", "show", f"{rev}:hostd/prepare.py"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout

@@ -65,7 +65,7 @@ def summarise(collapsed: Path, top: int) -> tuple[int, list[tuple[str, int, int]
 
 #: Buckets for hostd's busy samples on the tools/call path, tried in order (a sample goes to the first match).
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("hostd: inputSchema check (validate_arguments, jsonschema)", ("validate_arguments (hostd/tools.py",)),
+    ("hostd: inputSchema check (validate_arguments, jsonschema)", ("validate_arguments (hostd/mcp/tools.py",)),
     ("mcp SDK: outputSchema check (validate_tool_result, jsonschema)", ("ClientSession.validate_tool_result",)),
     ("mcp SDK: send_request (models, dispatcher, otel span, clocks)", ("ClientSession.send_request",)),
     ("mcp SDK: dispatcher receive loop", ("JSONRPCDispatcher.",)),

@@ -37,7 +37,7 @@ from bench.common import (
     resolve_server,
     summary,
 )
-from hostd.client import plugin_environment
+from hostd.cli.client import plugin_environment
 
 
 async def _enable_runs(label: str, folder: Path, state: Path, runs: int) -> dict[str, Any]:

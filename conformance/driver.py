@@ -29,7 +29,7 @@ from typing import Any
 import httpx2
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 
 #: What each scenario does once the plugin is ready: ``(tool, arguments)`` to call, or None.
 CALLS: dict[str, tuple[str, dict[str, Any]] | None] = {

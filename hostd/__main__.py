@@ -2,6 +2,6 @@
 
 import sys
 
-from hostd.cli import main
+from hostd.cli.hostd import main
 
 sys.exit(main())

@@ -4,7 +4,7 @@
 #
 # It fetches nothing into any cache hostd uses: every plugin's packages are
 # installed by plugins/prepare into its own environment, with caches of its
-# own (<state>/prepared/<id>, see hostd/prepare.py), so a package fetched here
+# own (<state>/prepared/<id>, see hostd/install/prepare.py), so a package fetched here
 # would never be found by a plugin. What is left worth
 # doing ahead of time is asking the registries for the exact pins: a pin that
 # was yanked or a registry that cannot be reached shows up here, with the

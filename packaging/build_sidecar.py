@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         str(work),
         "--paths",
         str(REPO),
-        # hostd.host is imported by name (off the start path); the rest of both packages with it.
+        # hostd.host.service is imported by name (off the start path); the rest of both packages with it.
         "--collect-submodules",
         "hostd",
         "--collect-submodules",

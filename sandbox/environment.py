@@ -546,7 +546,7 @@ LOADER_VARS: frozenset[str] = frozenset(
 )
 
 #: Parts of a variable name that mark its value as a secret (matched as
-#: substrings of the upper-cased name). The same words hostd/redact.py masks
+#: substrings of the upper-cased name). The same words hostd/wire/redact.py masks
 #: in plugin output (api_key, access_key, secret, token, password, passwd,
 #: client_secret), widened for names: a false positive only hides a value
 #: from the approval (the digest still covers it).

@@ -15,7 +15,7 @@ import pytest
 import trio
 import yaml
 
-from hostd.client import HostdClient, plugin_environment
+from hostd.cli.client import HostdClient, plugin_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -221,8 +221,8 @@ async def run_quietly(
 async def run_hostctl(
     state: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m hostd.hostctl *args --state-dir state`` run by :func:`run_quietly` (``env``, ``timeout``).
+    """``python -m hostd.cli.hostctl *args --state-dir state`` run by :func:`run_quietly` (``env``, ``timeout``).
 
     The one way tests run hostctl as a person would."""
-    argv = [sys.executable, "-m", "hostd.hostctl", *args, "--state-dir", str(state)]
+    argv = [sys.executable, "-m", "hostd.cli.hostctl", *args, "--state-dir", str(state)]
     return await run_quietly(argv, env=env, timeout=timeout)

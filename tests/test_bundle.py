@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from hostd import bundle
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.errors import HostError
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.install import bundle
+from hostd.wire.errors import HostError
 from tests.conftest import ECHO, ECHO_TOOLS, FIXTURES
 
 NODE = FIXTURES / "mcp-node"
@@ -76,7 +76,7 @@ def archive_of(*members: tuple[zipfile.ZipInfo | str, bytes]) -> bytes:
 
 
 # -- hostile archives ---------------------------------------------------------------------------
-# The class (hostd/bundle.py): an entry that would land anywhere but a new regular file or folder
+# The class (hostd/install/bundle.py): an entry that would land anywhere but a new regular file or folder
 # inside the destination, or that costs more than the bounds. One member of each kind below, each
 # refused with the entry named, nothing written outside the destination.
 

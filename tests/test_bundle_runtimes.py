@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from hostd import bundle, runtimes
-from hostd.client import HostdClient, RpcError
-from hostd.errors import HostError
+from hostd.cli.client import HostdClient, RpcError
+from hostd.install import bundle, runtimes
+from hostd.wire.errors import HostError
 from tests.conftest import ECHO
 from tests.test_bundle import build, mcpb_manifest, node_bundle
 

@@ -25,9 +25,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from hostd import bundle
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.errors import HostError
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.install import bundle
+from hostd.wire.errors import HostError
 from tests.test_bundle import NODE, mcpb_manifest, node_bundle
 
 Key = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey

@@ -1,4 +1,4 @@
-"""The call path's fast path keeps every rule of the slow one (hostd/control.py, hostd/pipes.py).
+"""The call path's fast path keeps every rule of the slow one (hostd/control/server.py, hostd/wire/pipes.py).
 
 Replies are written inline by the task that made them while the outbox is idle;
 requests run on parked worker tasks that are woken, not started. The class of
@@ -17,9 +17,9 @@ import orjson
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError
-from hostd.control import Outbox
-from hostd.pipes import write_now
+from hostd.cli.client import HostdClient, RpcError
+from hostd.control.server import Outbox
+from hostd.wire.pipes import write_now
 from tests.conftest import MakePlugin, ready, spawn_hostd
 from tests.waiting import until
 

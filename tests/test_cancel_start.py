@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import MakePlugin
 
 REQUEST_CANCELLED = -32800

@@ -1,4 +1,4 @@
-"""Aggregate bounds on a result's rich content (hostd/content.py): exact markers, nothing silently dropped."""
+"""Aggregate bounds on a result's rich content (hostd/wire/content.py): exact markers, nothing silently dropped."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.content import ContentLimits, bound_content, decoded_size
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.wire.content import ContentLimits, bound_content, decoded_size
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready
 
 

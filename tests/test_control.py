@@ -13,7 +13,7 @@ import orjson
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from tests.conftest import MakePlugin, ready, spawn_hostd
 
 

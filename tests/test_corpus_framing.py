@@ -21,7 +21,7 @@ import psutil
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import MakePlugin, ready, sandboxed_pids, spawn_hostd
 
 HOSTILE = "mcp-echo"

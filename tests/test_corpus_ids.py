@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import MakePlugin, ready
 from tests.test_corpus_framing import (
     HOSTILE,
@@ -93,7 +93,7 @@ async def test_c2_server_requests_answered_at_once(hostd: HostdClient, make_plug
         # The fixture records None for a request it got no answer to within 5 s: an answer is a dict.
         replies = result["structuredContent"]["replies"]
         assert replies["ping"] == {}
-        # Features the parent does not serve are refused at once, naming the capability (hostd.features).
+        # Features the parent does not serve are refused at once, naming the capability (hostd.mcp.client_features).
         assert (replies["roots/list"]["code"], replies["roots/list"]["data"]["capability"]) == (-32034, "roots")
         sampling = replies["sampling/createMessage"]
         assert (sampling["code"], sampling["data"]["capability"]) == (-32034, "sampling")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import MakePlugin, ready
 from tests.test_corpus_framing import HOSTILE, assert_healthy, echo, enable_healthy, failed_start, plugin_pids, recorded
 

@@ -16,7 +16,7 @@ import psutil
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from sandbox.environment import trim_path
 from tests.conftest import MakePlugin, ready, spawn_hostd
 from tests.test_corpus_framing import (

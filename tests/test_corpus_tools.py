@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 from tests.test_corpus_framing import (
     FRAME_BOUND,

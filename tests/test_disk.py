@@ -21,9 +21,9 @@ import psutil
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError
-from hostd.state import PluginRecord, StateStore
-from hostd.supervisor import empty_folder
+from hostd.cli.client import HostdClient, RpcError
+from hostd.plugins.supervisor import empty_folder
+from hostd.storage.state import PluginRecord, StateStore
 from sandbox.watchdog import DEFAULT_MAX_DISK_BYTES, DiskWalk, watch_disk
 from tests.conftest import MakePlugin, ready, spawn_hostd
 
@@ -190,7 +190,7 @@ async def test_a_plugin_over_its_disk_bound_is_stopped_and_another_keeps_serving
 
 async def test_the_host_disk_bound_applies_and_zero_means_none(tmp_path: Path, make_plugin: MakePlugin) -> None:
     assert DEFAULT_MAX_DISK_BYTES == 1024 * MIB
-    from hostd.cli import DEFAULT_MAX_DISK_MB  # noqa: PLC0415
+    from hostd.cli.hostd import DEFAULT_MAX_DISK_MB  # noqa: PLC0415
 
     assert DEFAULT_MAX_DISK_MB * MIB == DEFAULT_MAX_DISK_BYTES
     async with spawn_hostd(tmp_path, "--max-disk-mb", "4", "--restart", "never") as hostd:

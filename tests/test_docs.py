@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from hostd import docs, examples
-from hostd import protocol as p
-from hostd.errors import ErrorKind
-from hostd.host import Host
-from hostd.state import PluginRecord
+from docgen import docs, examples
+from hostd.control import models as p
+from hostd.host.service import Host
+from hostd.storage.state import PluginRecord
+from hostd.wire.errors import ErrorKind
 
 PROTOCOL = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 CONTROL_METHODS = ["initialize", "shutdown", "exit", "ping", "$/cancelRequest"]
@@ -26,8 +26,8 @@ def protocol_text() -> str:
 def test_error_table_matches_error_kind() -> None:
     current = docs.extract_error_block(protocol_text())
     assert current == docs.error_table_markdown(), (
-        "the error table in docs/protocol.md differs from hostd.errors.ErrorKind; "
-        "regenerate it with: python -m hostd.docs"
+        "the error table in docs/protocol.md differs from hostd.wire.errors.ErrorKind; "
+        "regenerate it with: python -m docgen.docs"
     )
 
 
@@ -60,7 +60,7 @@ def test_main_check_reports_a_stale_table(tmp_path: Path, capsys: pytest.Capture
     target = tmp_path / "protocol.md"
     target.write_text(f"{docs.BEGIN_MARKER}\n| stale |\n{docs.END_MARKER}\n", encoding="utf-8")
     assert docs.main(["--check", str(target)]) == 1
-    assert "python -m hostd.docs" in capsys.readouterr().err
+    assert "python -m docgen.docs" in capsys.readouterr().err
     assert docs.main([str(target)]) == 0
     assert docs.main(["--check", str(target)]) == 0
     assert docs.extract_error_block(target.read_text(encoding="utf-8")) == docs.error_table_markdown()
@@ -76,21 +76,21 @@ def test_missing_markers_are_an_error() -> None:
 # The class of bug: a wire shape documented by hand drifts from what hostd sends
 # (PluginInfo lacked networkPorts and limits, launch lacked runtime/files/folders/env,
 # the state record list was stale). Every member is now generated: type tables from
-# hostd.protocol's models, the schema file from the same models, the examples from a
+# hostd.control.models's models, the schema file from the same models, the examples from a
 # live hostd; each test below fails when its part of the document is stale.
 
 
 def test_type_tables_match_the_models() -> None:
     text = protocol_text()
     assert docs.render_types(text) == text, (
-        "a type table in docs/protocol.md differs from hostd.protocol; regenerate it with: python -m hostd.docs"
+        "a type table in docs/protocol.md differs from hostd.control.models; regenerate it with: python -m docgen.docs"
     )
-    assert set(docs.blocks(text, "type")) == set(docs.TYPES), "every model in hostd.docs.TYPES has one table"
+    assert set(docs.blocks(text, "type")) == set(docs.TYPES), "every model in docgen.docs.TYPES has one table"
 
 
 def test_schema_file_matches_the_models() -> None:
     assert docs.SCHEMA_DOC.read_text(encoding="utf-8") == docs.schema_document(), (
-        "docs/protocol.schema.json is stale; regenerate it with: python -m hostd.docs"
+        "docs/protocol.schema.json is stale; regenerate it with: python -m docgen.docs"
     )
 
 
@@ -113,7 +113,7 @@ def test_a_stale_type_table_is_reported(
     target.write_text(stale, encoding="utf-8")
     (tmp_path / "protocol.schema.json").write_text(docs.schema_document(), encoding="utf-8")
     assert docs.main(["--check", str(target)]) == 1
-    assert "python -m hostd.docs" in capsys.readouterr().err
+    assert "python -m docgen.docs" in capsys.readouterr().err
     assert docs.main([str(target)]) == 0
     assert target.read_text(encoding="utf-8") == text
 
@@ -126,7 +126,7 @@ def test_a_field_the_model_does_not_declare_is_refused(model: type[p.Wire]) -> N
 
 
 def test_the_state_record_model_is_what_the_store_writes() -> None:
-    """hostd.state stays free of pydantic (the lock is taken before it loads); the model must match it."""
+    """hostd.storage.state stays free of pydantic (the lock is taken before it loads); the model must match it."""
     record = PluginRecord(
         path="/p", manifest_digest="sha256:x", granted=["b", "a"], network_ports=[443], limits={"max_rss_bytes": 1.0}
     )
@@ -147,7 +147,7 @@ def test_examples_match_a_live_hostd(live_examples: dict[str, str]) -> None:
     fresh = docs.render_examples(text, live_examples)
     assert examples.mask(fresh) == examples.mask(text), (
         "an example in docs/protocol.md differs from what a live hostd answers; "
-        "regenerate them with: python -m hostd.docs --examples"
+        "regenerate them with: python -m docgen.docs --examples"
     )
 
 

@@ -18,7 +18,7 @@ import pytest
 import trio
 import yaml
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import FIXTURES, ready, spawn_hostd
 
 MODERN = "2026-07-28"
@@ -232,6 +232,6 @@ async def test_a_result_that_is_not_complete_is_never_taken_for_one(hostd: Hostd
             await echo(hostd)
         # A complete result (resultType absent or "complete") still is one.
         assert (await seen(hostd))["methods"][-1] == "tools/call"
-    # hostd.features serves input_required rounds: this parent serves no roots, so the round is refused.
+    # hostd.mcp.client_features serves input_required rounds: this parent serves no roots, so the round is refused.
     assert refused.value.kind == "CAPABILITY_NOT_SUPPORTED"
     assert refused.value.data["capability"] == "roots"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hostd.errors import ErrorKind
+from hostd.wire.errors import ErrorKind
 
 
 def test_every_error_kind_has_its_own_code() -> None:

@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from hostd.control import MAX_PARENT_REQUESTS, ControlServer, parse_client_capabilities
-from hostd.errors import HostError
+from hostd.control.server import MAX_PARENT_REQUESTS, ControlServer, parse_client_capabilities
+from hostd.wire.errors import HostError
 
 
 def server(budget: int = 16 * 1024 * 1024) -> ControlServer:

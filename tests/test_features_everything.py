@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from tests.test_real_servers import ENABLE_TIMEOUT, EVERYTHING, EVERYTHING_TOOLS, everything_fetched  # noqa: F401
 
 pytestmark = pytest.mark.real_server

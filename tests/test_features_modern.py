@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from tests.conftest import FIXTURES, ready, stdio_plugin
 
 INPUTS = FIXTURES / "mcp-inputs"

@@ -27,9 +27,9 @@ import pytest
 import trio
 import trio.testing
 
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.control import PROGRESS_BURST, PROGRESS_MESSAGE_BYTES, PROGRESS_RATE, Outbox, cut_utf8
-from hostd.framing import PARENT_FRAME_LIMIT, LineDecoder, Message
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.control.server import PROGRESS_BURST, PROGRESS_MESSAGE_BYTES, PROGRESS_RATE, Outbox, cut_utf8
+from hostd.wire.framing import PARENT_FRAME_LIMIT, LineDecoder, Message
 from tests.conftest import MakePlugin, ready
 from tests.waiting import until
 
@@ -496,7 +496,7 @@ def test_cut_utf8_bounds_bytes_on_a_character_boundary() -> None:
 
 async def test_the_in_flight_bound_counts_bytes_too(tmp_path: Path) -> None:
     # In process: the control channel over in-memory streams, a host whose requests never end.
-    from hostd.control import ControlServer  # noqa: PLC0415
+    from hostd.control.server import ControlServer  # noqa: PLC0415
 
     class Stuck:
         async def handle(self, method: str, params: Any, ctx: Any) -> Any:

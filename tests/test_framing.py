@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostd.framing import FrameDiscarded, FrameTooLarge, InvalidJSON, LineDecoder, Message, encode
+from hostd.wire.framing import FrameDiscarded, FrameTooLarge, InvalidJSON, LineDecoder, Message, encode
 
 
 def feed_all(decoder: LineDecoder, chunks: list[bytes]) -> list[object]:

@@ -3,7 +3,7 @@
 The property, for each document kind: whatever the document, the parser
 returns, or raises that document's named error (a :class:`HostError` of its
 kind); never another exception. For the converters, also: what they accept
-is a manifest hostd then loads (:func:`hostd.generated.manifest_errors` is
+is a manifest hostd then loads (:func:`hostd.install.generated.manifest_errors` is
 empty). Documents are drawn from JSON-shaped values with hostile text (NUL,
 lone surrogates, control characters, long strings), deep nesting, and byte
 mutations of valid documents.
@@ -26,12 +26,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostd import bundle, serverjson
-from hostd.errors import ErrorKind, HostError
-from hostd.generated import manifest_errors
-from hostd.importer import ConfigError, plan_import
-from hostd.manifest import load_manifest
-from hostd.signing import Signature
+from hostd.install import bundle, serverjson
+from hostd.install.generated import manifest_errors
+from hostd.install.importer import ConfigError, plan_import
+from hostd.install.manifest import load_manifest
+from hostd.install.signing import Signature
+from hostd.wire.errors import ErrorKind, HostError
 from tests.test_bundle import mcpb_manifest
 
 settings.register_profile(

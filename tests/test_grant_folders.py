@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import ROOT, hostd_with_home
 
 PROBE = ROOT / "fixtures" / "mcp-probe"

@@ -1,4 +1,4 @@
-"""hostd's own handshake models (hostd/handshake.py) accept and refuse what ``mcp_types``' models of the
+"""hostd's own handshake models (hostd/mcp/handshake.py) accept and refuse what ``mcp_types``' models of the
 same names do, and an invalid ``initialize`` answer from a real server fails its start with the fields named.
 
 The class of fault: a field, type or optionality of ``InitializeResult`` / ``DiscoverResult`` (or the
@@ -14,8 +14,8 @@ import mcp_types
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from hostd import handshake
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
+from hostd.mcp import handshake
 from tests.conftest import MakePlugin, ready
 
 INFO = {"name": "srv", "version": "1.0"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.hostctl import (
+from hostd.cli.hostctl import (
     COMMANDS,
     Trace,
     content_text,
@@ -26,10 +26,10 @@ from tests.conftest import ECHO, ROOT, MakePlugin
 
 
 async def hostctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m hostd.hostctl *args`` from the repository root; capture both streams."""
+    """Run ``python -m hostd.cli.hostctl *args`` from the repository root; capture both streams."""
     with trio.fail_after(timeout):
         done = await trio.run_process(
-            [sys.executable, "-m", "hostd.hostctl", *args],
+            [sys.executable, "-m", "hostd.cli.hostctl", *args],
             cwd=ROOT,
             capture_stdout=True,
             capture_stderr=True,

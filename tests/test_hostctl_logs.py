@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from hostd.client import RpcError
-from hostd.host import LogRing
-from hostd.logstore import LOG_FILE_BYTES, LogFiles
+from hostd.cli.client import RpcError
+from hostd.host.service import LogRing
+from hostd.storage.logstore import LOG_FILE_BYTES, LogFiles
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready, run_hostctl, spawn_hostd
 
 
@@ -93,7 +93,7 @@ def test_ring_is_bounded_by_lines_and_by_characters() -> None:
     assert by_chars.recent(0) == []
 
 
-# -- across hostd processes (hostd/logstore.py) -------------------------------------------------------------
+# -- across hostd processes (hostd/storage/logstore.py) -------------------------------------------------------------
 # Each hostctl command is a hostd of its own on the same state folder: what a plugin wrote while an earlier
 # one ran it must still be there for `hostctl logs`, redacted, from a file that stays within its bound.
 

@@ -20,7 +20,7 @@ from tests.test_hostctl import hostile_plugin
 
 
 async def hostctl(state: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``python -m hostd.hostctl *args --state-dir state``; both streams captured, stdin empty (no terminal)."""
+    """``python -m hostd.cli.hostctl *args --state-dir state``; both streams captured, stdin empty (no terminal)."""
     return await run_hostctl(state, *args, timeout=timeout)
 
 
@@ -201,7 +201,7 @@ async def test_progress_display_on_a_terminal_under_tmux(tmp_path: Path, make_pl
     command = " ".join(
         [
             "tmux -S", str(socket), "wait-for go;",
-            f"cd {ROOT} && {sys.executable} -m hostd.hostctl enable mcp-echo --state-dir {state};",
+            f"cd {ROOT} && {sys.executable} -m hostd.cli.hostctl enable mcp-echo --state-dir {state};",
             f"echo exit=$? >> {tmp_path / 'exit.txt'};",
             "tmux -S", str(socket), "wait-for -S done;",
             "tmux -S", str(socket), "wait-for hold",  # the pane stays until kill-server: capture it first
@@ -270,7 +270,7 @@ async def _on_a_terminal(state: Path, answer: bytes, *args: str) -> tuple[int, s
     screen = bytearray()
     try:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "hostd.hostctl", *args, "--state-dir", str(state)],
+            [sys.executable, "-m", "hostd.cli.hostctl", *args, "--state-dir", str(state)],
             cwd=ROOT,
             stdin=slave,
             stdout=slave,

@@ -16,13 +16,13 @@ import pytest
 import trio
 import yaml
 
-from hostd.client import plugin_environment
-from hostd.hostctl import next_command
+from hostd.cli.client import plugin_environment
+from hostd.cli.hostctl import next_command
 from tests.conftest import ECHO, ROOT, MakePlugin, run_hostctl, run_quietly
 
 
 async def hostctl(state: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``python -m hostd.hostctl *args --state-dir state`` (secrets in the 0600 file); both streams captured."""
+    """``python -m hostd.cli.hostctl *args --state-dir state`` (secrets in the 0600 file); both streams captured."""
     return await run_hostctl(state, *args, env={**os.environ, "HOSTD_SECRETS": "file"}, timeout=timeout)
 
 
@@ -264,7 +264,7 @@ async def test_a_next_command_run_word_for_word_acts_on_the_same_state_folder(
     home.mkdir()
     env = {**os.environ, "HOSTD_SECRETS": "file", "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
     folder = make_plugin()
-    base = [sys.executable, "-m", "hostd.hostctl"]
+    base = [sys.executable, "-m", "hostd.cli.hostctl"]
     typed = f"hostctl --state-dir {shlex.quote(str(state))}"
 
     def last_next(output: str) -> str:

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from hostd.client import plugin_environment
-from hostd.hostctl import describe_launch
+from hostd.cli.client import plugin_environment
+from hostd.cli.hostctl import describe_launch
 from tests.conftest import ROOT, run_hostctl
 
 MEMORY = ROOT / "manifests" / "server-memory"
 
 
 async def hostctl(state: Path, home: Path, *args: str) -> Any:
-    """``python -m hostd.hostctl *args --json --state-dir state`` with ``HOME=home``; the parsed JSON answer."""
+    """``python -m hostd.cli.hostctl *args --json --state-dir state`` with ``HOME=home``; the parsed JSON answer."""
     env = {**plugin_environment(), "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state")}
     done = await run_hostctl(state, *args, "--json", env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import RpcError
-from hostd.importer import (
+from hostd.cli.client import RpcError
+from hostd.install.importer import (
     IMPORTED_PERMISSIONS,
     MAX_IMPORT_BYTES,
     MAX_IMPORT_ENTRIES,
@@ -95,7 +95,7 @@ async def test_hostctl_import_prints_each_outcome(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "hostd.hostctl",
+            "hostd.cli.hostctl",
             "import",
             str(DATA / "vscode_mcp.json"),
             "--state-dir",
@@ -267,7 +267,7 @@ async def test_importing_the_same_config_again_is_idempotent(tmp_path: Path) -> 
 def test_every_imported_manifest_requests_the_client_feature_permissions() -> None:
     # The class: each form an entry can take (local command, remote url, VS Code servers) declares the
     # reserved permissions, so plugins/grant can let it use sampling, elicitation or roots; none granted.
-    from hostd.features import RESERVED_PERMISSIONS  # noqa: PLC0415
+    from hostd.mcp.client_features import RESERVED_PERMISSIONS  # noqa: PLC0415
 
     assert set(IMPORTED_PERMISSIONS) == RESERVED_PERMISSIONS
     config = {"mcpServers": {"local": {"command": "x"}, "remote": {"url": "https://example.com/mcp"}}}

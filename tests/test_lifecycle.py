@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from sandbox.probe import probe
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 

@@ -1,4 +1,4 @@
-"""Lifecycle events end to end (issue 11): a start cut short ends where ``hostd/lifecycle.py`` says.
+"""Lifecycle events end to end (issue 11): a start cut short ends where ``hostd/plugins/lifecycle.py`` says.
 
 The class: every way a start of ``plugins/enable`` or ``plugins/restart`` can end (ready, failed,
 cancelled by the parent, abandoned by a disable) leaves a defined state and tells the parent. Here:
@@ -16,11 +16,11 @@ import pytest
 import trio
 import trio.testing
 
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.control import InitializeOptions, RequestContext
-from hostd.errors import HostError
-from hostd.host import Host, HostSettings
-from hostd.supervisor import State
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.control.server import InitializeOptions, RequestContext
+from hostd.host.service import Host, HostSettings
+from hostd.plugins.supervisor import State
+from hostd.wire.errors import HostError
 from tests.conftest import MakePlugin
 
 REQUEST_CANCELLED = -32800

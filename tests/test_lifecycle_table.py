@@ -1,4 +1,4 @@
-"""The lifecycle table (``hostd/lifecycle.py``, issue 11), tested as plain function calls: no process.
+"""The lifecycle table (``hostd/plugins/lifecycle.py``, issue 11), tested as plain function calls: no process.
 
 The whole (state, event) product is enumerated: each pair has exactly one defined outcome, and the
 rules the module header states hold for every entry, not just for the pairs that caused a bug.
@@ -10,8 +10,8 @@ import itertools
 
 import pytest
 
-import hostd.lifecycle as lifecycle
-from hostd.lifecycle import (
+import hostd.plugins.lifecycle as lifecycle
+from hostd.plugins.lifecycle import (
     INSTANCE_FAILURES,
     TABLE,
     UNREACHABLE,
@@ -252,4 +252,4 @@ def test_design_doc_shows_the_table_as_the_code_has_it() -> None:
     from pathlib import Path  # noqa: PLC0415
 
     design = (Path(__file__).resolve().parent.parent / "docs" / "design.md").read_text()
-    assert render_table().rstrip() in design, "docs/design.md: paste hostd.lifecycle.render_table() again"
+    assert render_table().rstrip() in design, "docs/design.md: paste hostd.plugins.lifecycle.render_table() again"

@@ -4,7 +4,7 @@ The class: JSON from an untrusted peer that parsed, but is deeper or bigger than
 later consumer handles (orjson serialises at most 255 levels; jsonschema recurses;
 error ``data`` had no bound). Each test puts a hostile plugin (the ``deep-tools`` /
 ``raw-replies`` fixture variants) beside a healthy one that must keep serving, and
-checks the documented bounds of ``hostd.jsonlimits`` with exact values.
+checks the documented bounds of ``hostd.wire.jsonlimits`` with exact values.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import orjson
 import pytest
 import trio
 
-import hostd.client as client_module
-from hostd.client import HostdClient, RpcError
-from hostd.framing import LineDecoder
-from hostd.jsonlimits import MAX_JSON_DEPTH, MAX_TOOL_BYTES, check_json, object_members
+import hostd.cli.client as client_module
+from hostd.cli.client import HostdClient, RpcError
+from hostd.wire.framing import LineDecoder
+from hostd.wire.jsonlimits import MAX_JSON_DEPTH, MAX_TOOL_BYTES, check_json, object_members
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 from tests.test_corpus_framing import HEALTHY, HOSTILE, assert_healthy, enable_healthy, failed_start, logs, recorded
 

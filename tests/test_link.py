@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.link import PluginLink, PluginRequestError, RequestHandler
-from hostd.redact import Redactor
+from hostd.mcp.link import PluginLink, PluginRequestError, RequestHandler
+from hostd.wire.redact import Redactor
 from sandbox.environment import EnvPolicy
 from sandbox.launch import resolve_launch
 from sandbox.process import spawn

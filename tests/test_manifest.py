@@ -15,9 +15,8 @@ import trio
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
-from hostd.client import RpcError
-from hostd.errors import ErrorKind, HostError
-from hostd.manifest import (
+from hostd.cli.client import RpcError
+from hostd.install.manifest import (
     MANIFEST_MAX_BYTES,
     Manifest,
     ManifestError,
@@ -25,6 +24,7 @@ from hostd.manifest import (
     manifest_json_schema,
     manifest_schema_text,
 )
+from hostd.wire.errors import ErrorKind, HostError
 from tests.conftest import spawn_hostd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -554,7 +554,7 @@ def test_unreadable(tmp_path: Path) -> None:
 def test_schema_file_is_fresh() -> None:
     current = SCHEMA_FILE.read_text(encoding="utf-8") if SCHEMA_FILE.exists() else ""
     assert current == manifest_schema_text(), (
-        "manifests/plugin.schema.json is stale; regenerate it with: .venv/bin/python -m hostd.manifest"
+        "manifests/plugin.schema.json is stale; regenerate it with: .venv/bin/python -m hostd.install.manifest"
     )
 
 
@@ -626,7 +626,7 @@ CONDITIONAL_TOOLS: list[Any] = [
 def test_expected_tools_are_the_unconditional_ones_and_those_whose_needs_were_offered(
     offered: dict[str, Any], expected: list[str]
 ) -> None:
-    from hostd.features import offered_features  # noqa: PLC0415
+    from hostd.mcp.client_features import offered_features  # noqa: PLC0415
 
     manifest = Manifest.model_validate(
         {**with_changes({"id": "srv", "contributes.tools": CONDITIONAL_TOOLS}), "permissions": []}
@@ -636,7 +636,7 @@ def test_expected_tools_are_the_unconditional_ones_and_those_whose_needs_were_of
 
 
 def test_offered_features_names_each_feature_and_sub_feature() -> None:
-    from hostd.features import offered_features  # noqa: PLC0415
+    from hostd.mcp.client_features import offered_features  # noqa: PLC0415
 
     assert offered_features({}) == set()
     assert offered_features({"elicitation": {}}) == {"elicitation", "elicitation.form"}

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import MakePlugin, ready, run_hostctl, spawn_hostd
 
 #: The fuzzer's find: one tool name twice, with a lone-surrogate escape in it (JSON text, escapes kept).

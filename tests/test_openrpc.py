@@ -1,4 +1,4 @@
-"""docs/openrpc.json: generated from hostd.protocol's registry, valid OpenRPC, served by rpc.discover.
+"""docs/openrpc.json: generated from hostd.control.models's registry, valid OpenRPC, served by rpc.discover.
 
 The class of bug: a description of the protocol written beside the code drifts from it (a method added
 without its entry, a field renamed in a model but not in the description, a client generated from a
@@ -19,11 +19,12 @@ import pytest
 from referencing import Registry
 from referencing.jsonschema import DRAFT7
 
-from hostd import docs, openrpc
-from hostd import protocol as p
-from hostd.client import HostdClient
-from hostd.errors import ErrorKind
-from hostd.host import Host
+from docgen import docs
+from hostd.cli.client import HostdClient
+from hostd.control import models as p
+from hostd.control import openrpc
+from hostd.host.service import Host
+from hostd.wire.errors import ErrorKind
 
 DATA = Path(__file__).resolve().parent / "data" / "openrpc"
 OPENRPC_DOC = Path(__file__).resolve().parent.parent / "docs" / "openrpc.json"
@@ -47,7 +48,7 @@ def validate(document: Any) -> None:
 
 def test_document_on_disk_is_fresh() -> None:
     assert OPENRPC_DOC.read_text(encoding="utf-8") == openrpc.document_text(), (
-        "docs/openrpc.json is stale; regenerate it with: python -m hostd.docs"
+        "docs/openrpc.json is stale; regenerate it with: python -m docgen.docs"
     )
 
 
@@ -78,8 +79,9 @@ def test_every_served_method_is_in_the_registry() -> None:
     methods = {m["name"]: m for m in openrpc.document()["methods"]}
     served = set(Host.METHODS) | CONTROL_REQUESTS
     assert served == set(p.PARAMS) == set(p.RESULTS), (
-        "every method Host.METHODS or hostd.control serves needs its params model in hostd.protocol.PARAMS "
-        "and its result in hostd.protocol.RESULTS"
+        "every method Host.METHODS or hostd.control.server serves needs its params model in "
+        "hostd.control.models.PARAMS "
+        "and its result in hostd.control.models.RESULTS"
     )
     assert {n for n, m in methods.items() if m["x-direction"] == "request"} == served
     assert {n for n, m in methods.items() if m["x-direction"] == "notification"} == set(p.NOTIFICATIONS)
@@ -120,7 +122,7 @@ def test_params_results_and_errors_are_exact() -> None:
 
 
 def test_a_method_added_to_the_registry_appears(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Adding a method is one entry in hostd.protocol's tables (here a hostd -> parent request)."""
+    """Adding a method is one entry in hostd.control.models's tables (here a hostd -> parent request)."""
 
     class AskParams(p.Wire):
         """``test/ask {question}``: a question for the user."""
@@ -160,15 +162,15 @@ async def test_rpc_discover_answers_the_document(tmp_path: Path) -> None:
 
 
 def test_initialize_params_model_matches_what_control_reads() -> None:
-    """hostd.control checks initialize's params by hand; the documentation model must name the same fields."""
+    """hostd.control.server checks initialize's params by hand; the documentation model must name the same fields."""
     import inspect  # noqa: PLC0415
     import re  # noqa: PLC0415
 
-    from hostd import control  # noqa: PLC0415
+    from hostd.control import server as control  # noqa: PLC0415
 
     read = set(re.findall(r'params\.get\("(\w+)"', inspect.getsource(control._parse_initialize)))
     documented = {info.alias or name for name, info in p.InitializeParams.model_fields.items()}
-    assert read == documented, "add the field to hostd.protocol.InitializeParams (or stop reading it)"
+    assert read == documented, "add the field to hostd.control.models.InitializeParams (or stop reading it)"
 
 
 def test_docs_main_names_a_method_missing_from_the_registry(

@@ -1,4 +1,4 @@
-"""hostd/policy.py on its own: restart backoff and list_changed pacing, fed timestamps, exact values.
+"""hostd/plugins/restart.py on its own: restart backoff and list_changed pacing, fed timestamps, exact values.
 
 Both classes are sans-IO, so every rule here is a function call with a chosen ``now`` (seconds): no
 process, no clock, no sleep. The supervisor tests cover the wiring; these cover the arithmetic.
@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from hostd.policy import RefreshPacer, RestartPolicy
+from hostd.plugins.restart import RefreshPacer, RestartPolicy
 
 
 def exact(max_restarts: int = 5, window: float = 60.0) -> RestartPolicy:

@@ -1,4 +1,4 @@
-"""Install-time preparation (``plugins/prepare``, :mod:`hostd.prepare`) with real registries and servers.
+"""Install-time preparation (``plugins/prepare``, :mod:`hostd.install.prepare`) with real registries and servers.
 
 The class under test: a launch that names a package (npx, uvx, an ``mcpServers`` entry using
 them) must be installed once, into the plugin's own environment, and then start with no network,
@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.prepare import MARKER, parse_package_launch
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.install.prepare import MARKER, parse_package_launch
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.real_server

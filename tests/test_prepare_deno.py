@@ -1,4 +1,4 @@
-"""deno's ``npm:`` and ``jsr:`` modules are a prepared form (:mod:`hostd.prepare`).
+"""deno's ``npm:`` and ``jsr:`` modules are a prepared form (:mod:`hostd.install.prepare`).
 
 The class: ``deno run npm:pkg@ver`` (and ``jsr:``, ``deno x``, ``dx``) fetches the package and
 its unpinned dependencies at the first start, with network, after approval. Such a launch must
@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.prepare import PackageLaunch, PrepareError, parse_package_launch
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.install.prepare import PackageLaunch, PrepareError, parse_package_launch
 
 MEMORY_SPEC = "npm:@modelcontextprotocol/server-memory@2026.8.31"
 MEMORY_NAME = "npm:@modelcontextprotocol/server-memory"

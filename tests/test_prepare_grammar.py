@@ -1,4 +1,5 @@
-"""The package spec grammar (:func:`hostd.prepare.npm_spec`, :func:`~hostd.prepare.python_spec`, issue 23).
+"""The package spec grammar (:func:`hostd.install.prepare.npm_spec`, :func:`~hostd.install.prepare.python_spec`,
+issue 23).
 
 The class under test: *a word of package text reaching npm or uv as something other than a
 registry package of a known version*. A config's ``args``, a bundle's ``mcp_config``, a registry
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostd.prepare import (
+from hostd.install.prepare import (
     NPM_FORMS,
     PYTHON_FORMS,
     PackageLaunch,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 
 FAKE_TOOL = """#!/bin/sh
 echo "FAKE-INSTALLER-RAN $0 $*"

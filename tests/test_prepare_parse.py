@@ -1,4 +1,4 @@
-"""Which launches name a package (:func:`hostd.prepare.parse_package_launch`), and which do not.
+"""Which launches name a package (:func:`hostd.install.prepare.parse_package_launch`), and which do not.
 
 Every form users write in their ``mcpServers`` configs that fetches a package at run time must be
 found (else it would start unprepared and fetch); an option that would change what is installed
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.prepare import PackageLaunch, PrepareError, Registries, bundled_js_helpers, parse_package_launch
+from hostd.install.prepare import PackageLaunch, PrepareError, Registries, bundled_js_helpers, parse_package_launch
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_a_bundled_javascript_helper_without_its_modules_is_found(tmp_path: Path
 
 async def test_a_launch_that_cannot_be_prepared_never_starts(tmp_path: Path) -> None:
     """npx with its own --registry would fetch at start: refused at prepare and at enable, no network used."""
-    from hostd.client import HostdClient, RpcError, plugin_environment  # noqa: PLC0415
+    from hostd.cli.client import HostdClient, RpcError, plugin_environment  # noqa: PLC0415
 
     config = {"mcpServers": {"own-registry": {"command": "npx", "args": ["--registry", "http://x/", "-y", "pkg"]}}}
     args = ["--state-dir", str(tmp_path / "state")]

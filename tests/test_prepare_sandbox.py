@@ -33,8 +33,16 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import plugin_environment
-from hostd.prepare import MARKER, PackageLaunch, Prepared, PrepareError, Registries, parse_package_launch, prepare
+from hostd.cli.client import plugin_environment
+from hostd.install.prepare import (
+    MARKER,
+    PackageLaunch,
+    Prepared,
+    PrepareError,
+    Registries,
+    parse_package_launch,
+    prepare,
+)
 from sandbox.probe import probe
 
 #: Seconds one preparation of a local package may take.

@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.manifest import load_manifest
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.install.manifest import load_manifest
 from sandbox.environment import EnvPolicy, build_environment, is_secret_name
 from tests.conftest import ROOT, hostd_with_home
 from tests.test_real_servers import manifest_of, npm_spec, uv_spec

@@ -22,9 +22,9 @@ import pytest
 import trio
 import yaml
 
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.features import RESERVED_PERMISSIONS
-from hostd.manifest import load_manifest
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.install.manifest import load_manifest
+from hostd.mcp.client_features import RESERVED_PERMISSIONS
 from tests.conftest import ROOT, run_quietly
 
 pytestmark = pytest.mark.real_server

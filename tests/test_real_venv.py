@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.client import HostdClient, plugin_environment
+from hostd.cli.client import HostdClient, plugin_environment
 
 pytestmark = pytest.mark.real_server
 

@@ -1,6 +1,6 @@
 """Redaction of secrets in what plugins write."""
 
-from hostd.redact import MASK, Redactor
+from hostd.wire.redact import MASK, Redactor
 
 
 def test_known_secret_shapes_are_masked() -> None:

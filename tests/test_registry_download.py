@@ -1,6 +1,6 @@
 """A registry entry's mcpb bundle URL: https only, refused before anything is read, bounded when fetched.
 
-The class (hostd/serverjson.py's header): a stranger's ``server.json`` makes hostd read something that is
+The class (hostd/install/serverjson.py's header): a stranger's ``server.json`` makes hostd read something that is
 not a public https resource. The refusals go through a real ``hostd serve``; the canary of a ``file:`` URL
 is a FIFO (hostd opening it for reading would block the install, and a non-blocking writer finds a reader
 only while one holds it open). The bounds are checked against a real TLS server on 127.0.0.1 whose
@@ -28,9 +28,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from hostd import serverjson
-from hostd.client import RpcError
-from hostd.errors import HostError
+from hostd.cli.client import RpcError
+from hostd.install import serverjson
+from hostd.wire.errors import HostError
 from tests.conftest import spawn_hostd
 from tests.test_bundle import mcpb_manifest, node_bundle
 from tests.test_registry_serverjson import entry

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from hostd import serverjson
-from hostd.client import HostdClient, RpcError
-from hostd.errors import HostError
-from hostd.prepare import parse_package_launch
+from hostd.cli.client import HostdClient, RpcError
+from hostd.install import serverjson
+from hostd.install.prepare import parse_package_launch
+from hostd.wire.errors import HostError
 from tests.conftest import hostd_with_home
 from tests.test_real_catalog import ENABLE_TIMEOUT, MEMORY, registry_answers_or_skip
 from tests.test_real_servers import TIME, manifest_of, npm_spec, uv_spec

@@ -19,7 +19,7 @@ import pytest
 import trio
 import yaml
 
-from hostd.client import HostdClient, RequestHandler, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RequestHandler, RpcError, plugin_environment
 from tests.conftest import FIXTURES, ready
 
 SERVER = FIXTURES / "remote" / "remote_server.py"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from hostd.client import HostdClient
+from hostd.cli.client import HostdClient
 from tests.conftest import FIXTURES, ready
 from tests.test_remote import fixture_server
 

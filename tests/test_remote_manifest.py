@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from hostd.client import HostdClient, RpcError
-from hostd.importer import plan_import
-from hostd.manifest import ManifestError, load_manifest
-from hostd.remote import address_problem, resolve_headers, url_problem
+from hostd.cli.client import HostdClient, RpcError
+from hostd.install.importer import plan_import
+from hostd.install.manifest import ManifestError, load_manifest
+from hostd.remote.endpoint import address_problem, resolve_headers, url_problem
 
 
 def write(folder: Path, backend: dict[str, Any], plugin_id: str = "remote") -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import FIXTURES
 from tests.test_remote import fixture_server, remote_plugin
 

@@ -8,7 +8,7 @@ import pytest
 import trio
 import yaml
 
-from hostd.client import RpcError
+from hostd.cli.client import RpcError
 from sandbox.environment import (
     ALLOWED_ENV,
     DEFAULT_PATH,

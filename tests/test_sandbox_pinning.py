@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import MakePlugin, ready, spawn_hostd
 from tests.nobody import ROOT, nobody_folder, run_driver, skip_reason
 
@@ -174,7 +174,7 @@ async def test_a_host_grant_covering_the_state_folder_is_refused(tmp_path: Path)
 
 
 def _env() -> dict[str, str]:
-    from hostd.client import plugin_environment  # noqa: PLC0415
+    from hostd.cli.client import plugin_environment  # noqa: PLC0415
 
     return plugin_environment()
 

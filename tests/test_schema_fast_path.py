@@ -1,4 +1,4 @@
-"""The compiled schema check in front of jsonschema (hostd.tools._fast_valid) never changes an outcome.
+"""The compiled schema check in front of jsonschema (hostd.mcp.tools._fast_valid) never changes an outcome.
 
 The class of bug: a faster validator that disagrees with jsonschema (a draft keyword, a local ``$ref``,
 an integer past 64 bits, ``format``, a remote ``$ref``) would let through a call or a result that
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from jsonschema.validators import Draft202012Validator, validator_for
 
-from hostd.errors import HostError
-from hostd.tools import HostTool, structured_content_problem, validate_arguments
+from hostd.mcp.tools import HostTool, structured_content_problem, validate_arguments
+from hostd.wire.errors import HostError
 
 CASES: list[tuple[dict[str, Any], Any]] = [
     ({"type": "object", "properties": {"n": {"type": "integer"}}}, {"n": 1}),

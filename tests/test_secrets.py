@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from hostd import secrets
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.errors import HostError
-from hostd.manifest import UserConfigOption
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.install.manifest import UserConfigOption
+from hostd.storage import secrets
+from hostd.wire.errors import HostError
 from sandbox.launch import Launch
 from tests.conftest import FIXTURES
 

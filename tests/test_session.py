@@ -1,4 +1,4 @@
-"""The sans-IO MCP client core (hostd.session): routing, strict envelopes, orphans, eras, with plain calls.
+"""The sans-IO MCP client core (hostd.mcp.session): routing, strict envelopes, orphans, eras, with plain calls.
 
 Classes of bug covered, several members each:
 - a message routed to the wrong place: a response, a progress notification, a cancellation, a server's
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hostd.session import (
+from hostd.mcp.session import (
     ClientSession,
     Invalid,
     Notification,

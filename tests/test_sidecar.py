@@ -1,7 +1,7 @@
 """The sidecar build (packaging/build_sidecar.py) runs the same end-to-end flow as ``python -m hostd``.
 
 The class of bug: a frozen build that starts but cannot do the work: a module imported by name
-missing (hostd.host), the supervisor shim not found or not runnable (it is the same executable,
+missing (hostd.host.service), the supervisor shim not found or not runnable (it is the same executable,
 started as ``<exe> -I -S <bundled shim.py>``), its layer modules missing, package metadata or data
 files missing (opentelemetry's context, jsonschema's specifications). Members checked: the
 TypeScript client's whole Node flow (install .. shutdown, with the shim's reported layers equal to

@@ -1,7 +1,7 @@
 """What ``hostd serve`` loads before a request needs it, and what a module loaded late does when it cannot load.
 
 The class of fault: a module that only some plugins or requests need (the remote stack: httpx2, the
-mcp SDK, ``hostd.transport_http``; bundles, config import, the full ``mcp_types`` models) imported on
+mcp SDK, ``hostd.mcp.transport_http``; bundles, config import, the full ``mcp_types`` models) imported on
 the start path or by every stdio plugin's start, so every hostd pays its import time and resident
 memory (``docs/performance.md``). A real ``hostd serve`` runs with ``-X importtime``
 (``PYTHONPROFILEIMPORTTIME=1``): the interpreter writes one line to stderr for every module it
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from hostd import lazy
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.errors import ErrorKind, HostError
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.wire import lazy
+from hostd.wire.errors import ErrorKind, HostError
 from tests.conftest import MakePlugin, ready
 from tests.test_remote import remote_plugin
 
@@ -28,16 +28,16 @@ REMOTE_AND_PACKAGES = frozenset(
         "httpx2",
         "mcp",
         "mcp_types",
-        "hostd.transport_http",
-        "hostd.bundle",
-        "hostd.importer",
-        "hostd.serverjson",
-        "hostd.docs",
-        "hostd.examples",
+        "hostd.mcp.transport_http",
+        "hostd.install.bundle",
+        "hostd.install.importer",
+        "hostd.install.serverjson",
+        "docgen.docs",
+        "docgen.examples",
     }
 )
 #: Loaded at the first plugin start at the earliest (or by the request that needs them).
-PLUGIN_START = frozenset({"hostd.handshake", "jsonschema", "jsonschema_rs", "referencing"})
+PLUGIN_START = frozenset({"hostd.mcp.handshake", "jsonschema", "jsonschema_rs", "referencing"})
 
 
 def imported(stderr: str) -> set[str]:
@@ -71,8 +71,8 @@ async def serve_and_list_imports(tmp_path: Path, work: object = None, env: dict[
 
 async def test_the_start_path_loads_no_plugin_or_remote_module(tmp_path: Path) -> None:
     modules = await serve_and_list_imports(tmp_path)
-    # The log is read (hostd.host itself is loaded by importlib.import_module, which -X importtime omits).
-    assert {"trio", "hostd.control", "hostd.supervisor", "pydantic"} <= modules
+    # The log is read (hostd.host.service itself is loaded by importlib.import_module, which -X importtime omits).
+    assert {"trio", "hostd.control.server", "hostd.plugins.supervisor", "pydantic"} <= modules
     assert sorted(modules & (REMOTE_AND_PACKAGES | PLUGIN_START)) == []
 
 
@@ -105,14 +105,14 @@ async def test_a_remote_stack_that_cannot_load_fails_only_the_remote_start(
         with pytest.raises(RpcError) as failed:
             await ready(client, folder)
         reason = (
-            "hostd could not load hostd.transport_http (needed for a remote server): "
+            "hostd could not load hostd.mcp.transport_http (needed for a remote server): "
             "ImportError: httpx2 is broken in this test"
         )
         assert failed.value.kind == ErrorKind.PLUGIN_START_FAILED.name
         assert failed.value.message == f"plugin remote failed to start: {reason}"
         assert (failed.value.data["plugin"], failed.value.data["module"], failed.value.data["reason"]) == (
             "remote",
-            "hostd.transport_http",
+            "hostd.mcp.transport_http",
             reason,
         )
         status = await client.request("plugins/status", {"id": "remote"})

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError, plugin_environment
-from hostd.state import PluginRecord, StateStore
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.storage.state import PluginRecord, StateStore
 from tests.conftest import MakePlugin, ready, spawn_hostd
 
 
@@ -121,7 +121,7 @@ def test_store_round_trip_and_atomic_replace(tmp_path: Path) -> None:
 _WRITER = """
 import sys
 from pathlib import Path
-from hostd.state import PluginRecord, StateStore
+from hostd.storage.state import PluginRecord, StateStore
 store = StateStore(Path(sys.argv[1]))
 store.open()
 print("ready", flush=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hostd.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import ECHO, MakePlugin, ready, run_quietly, spawn_hostd, stdio_plugin
 
 TOKEN = "tok-for-ref-0123456789"

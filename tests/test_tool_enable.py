@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hostd.client import RpcError
+from hostd.cli.client import RpcError
 from tests.conftest import MakePlugin, ready, spawn_hostd
 
 

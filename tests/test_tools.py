@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from hostd import tools as tools_module
-from hostd.errors import ErrorKind, HostError
-from hostd.registry import ToolRegistry
-from hostd.tools import HostTool, ToolProblem, convert_tools, function_name_for, validate_arguments
+from hostd.mcp import tools as tools_module
+from hostd.mcp.tools import HostTool, ToolProblem, convert_tools, function_name_for, validate_arguments
+from hostd.plugins.registry import ToolRegistry
+from hostd.wire.errors import ErrorKind, HostError
 
 OBJECT = {"type": "object"}
 SAFE = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from hostd import tracing
-from hostd.client import HostdClient
-from hostd.errors import ErrorKind, HostError
+from hostd.cli.client import HostdClient
+from hostd.wire import tracing
+from hostd.wire.errors import ErrorKind, HostError
 from tests.conftest import MakePlugin, ready
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

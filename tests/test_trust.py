@@ -1,4 +1,4 @@
-"""The trust model (hostd/trust.py): one approval, one spawn; pins; what is withheld.
+"""The trust model (hostd/plugins/trust.py): one approval, one spawn; pins; what is withheld.
 
 The class (issue 14): a plugin without a declared tool list (an imported config entry) asked for
 the same trust twice, with two spawns: approve, enable (which recorded the tools, stopped the
@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from hostd import trust
-from hostd.client import RpcError
-from hostd.errors import ErrorKind
-from hostd.importer import IMPORTED_PERMISSIONS
-from hostd.manifest import Manifest
-from hostd.tools import HostTool, convert_tools
+from hostd.cli.client import RpcError
+from hostd.install.importer import IMPORTED_PERMISSIONS
+from hostd.install.manifest import Manifest
+from hostd.mcp.tools import HostTool, convert_tools
+from hostd.plugins import trust
+from hostd.wire.errors import ErrorKind
 from tests.conftest import ECHO, ECHO_TOOLS, MakePlugin, ready, spawn_hostd
 
 OBJECT = {"type": "object"}

@@ -22,9 +22,9 @@ import pytest
 import trio
 import trio.testing
 
-import hostd.host
-from hostd.control import ControlServer, InitializeOptions, Notify
-from hostd.host import Host, HostSettings
+import hostd.host.service
+from hostd.control.server import ControlServer, InitializeOptions, Notify
+from hostd.host.service import Host, HostSettings
 from tests.conftest import ECHO, MakePlugin
 
 
@@ -59,20 +59,20 @@ class Parent:
 
 
 def _held(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[threading.Event, threading.Event, list[bool]]:
-    """Replace ``hostd.host.<name>`` by the same function that first waits for ``release``
+    """Replace ``hostd.host.service.<name>`` by the same function that first waits for ``release``
     (in whatever thread it runs). Also returns whether each call was released by the test (True)
     or gave up waiting (False): on the event loop nothing else runs, so the test never gets to
     answer ``ping`` and release it."""
     entered, release = threading.Event(), threading.Event()
     released: list[bool] = []
-    real: Callable[..., Any] = getattr(hostd.host, name)
+    real: Callable[..., Any] = getattr(hostd.host.service, name)
 
     def held(*args: Any, **kwargs: Any) -> Any:
         entered.set()
         released.append(release.wait(20))  # bounded: on the event loop it would hang the test itself
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(hostd.host, name, held)
+    monkeypatch.setattr(hostd.host.service, name, held)
     return entered, release, released
 
 

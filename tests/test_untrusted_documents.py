@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import HostdClient, RpcError
-from hostd.client import _Pending as Pending
+from hostd.cli.client import HostdClient, RpcError
+from hostd.cli.client import _Pending as Pending
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready
 from tests.test_bundle import mcpb_manifest
 from tests.test_corpus_framing import HOSTILE

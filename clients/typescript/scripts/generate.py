@@ -110,7 +110,7 @@ def params_type(descriptors: list[dict[str, Any]], indent: str) -> str:
 def generate(document: dict[str, Any]) -> str:
     out = [
         "// Generated from docs/openrpc.json by clients/typescript/scripts/generate.py. Do not edit by hand:",
-        "// run `python clients/typescript/scripts/generate.py` after `python -m hostd.docs`.",
+        "// run `python clients/typescript/scripts/generate.py` after `python -m docgen.docs`.",
         "",
         "/** The protocol document this file was generated from (`info.version`). */",
         f"export const PROTOCOL_DOCUMENT_VERSION = {json.dumps(document['info']['version'])};",

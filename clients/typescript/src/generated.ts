@@ -1,5 +1,5 @@
 // Generated from docs/openrpc.json by clients/typescript/scripts/generate.py. Do not edit by hand:
-// run `python clients/typescript/scripts/generate.py` after `python -m hostd.docs`.
+// run `python clients/typescript/scripts/generate.py` after `python -m docgen.docs`.
 
 /** The protocol document this file was generated from (`info.version`). */
 export const PROTOCOL_DOCUMENT_VERSION = "0.1.0";
@@ -102,7 +102,7 @@ export interface ContentLimitsParams {
   maxBlobBytes?: number | null;
 }
 
-/** `contentLimits`: aggregate bounds on one tool result's rich content (`hostd.content`). */
+/** `contentLimits`: aggregate bounds on one tool result's rich content (`hostd.wire.content`). */
 export interface ContentLimitsWire {
   /** image items per result (default 16) */
   maxImages: number;
@@ -223,7 +223,7 @@ export interface ImportResult {
  * `initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?}`: the first
  * request; its answer is the readiness signal.
  *
- * Documentation only: `hostd.control` checks them by hand (pydantic is not loaded before the answer).
+ * Documentation only: `hostd.control.server` checks them by hand (pydantic is not loaded before the answer).
  */
 export interface InitializeParams {
   /** `{name, version}` */
@@ -240,7 +240,7 @@ export interface InitializeParams {
 }
 
 /**
- * `initialize` result. Built by `hostd.control` before pydantic is imported (readiness);
+ * `initialize` result. Built by `hostd.control.server` before pydantic is imported (readiness);
  * the live examples check that shape against this model.
  */
 export interface InitializeResult {

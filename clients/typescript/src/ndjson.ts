@@ -1,5 +1,5 @@
 /**
- * Bounded newline-delimited JSON framing, the same rules as hostd's own decoder (hostd/framing.py):
+ * Bounded newline-delimited JSON framing, the same rules as hostd's own decoder (hostd/wire/framing.py):
  *
  * - a line ends at the byte `\n` only (never U+2028, which JSON encoders write unescaped inside
  *   strings); a trailing `\r` is dropped, so `\r\n` works; blank lines are skipped; a leading

@@ -1,5 +1,5 @@
 /**
- * The NDJSON decoder keeps hostd's framing rules whatever the chunking (hostd/framing.py).
+ * The NDJSON decoder keeps hostd's framing rules whatever the chunking (hostd/wire/framing.py).
  *
  * The class of bug: a line boundary decided by where a read happened to stop. Members: a line
  * across chunks, a multi-byte character split between chunks, `\r\n`, U+2028 inside a string,

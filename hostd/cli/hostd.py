@@ -1,0 +1,329 @@
+"""``hostd`` command line: ``hostd serve`` runs the daemon on stdin/stdout.
+
+Start-up is kept light on purpose: only argparse, logging, trio and the
+control channel are imported before ``initialize`` is answered; the host
+(pydantic models, the mcp SDK, jsonschema) is imported in a worker thread
+afterwards (``docs/protocol.md`` "Process contract").
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import trio
+
+from hostd import __version__
+from hostd.control.server import EXIT_SOFTWARE, EXIT_USAGE, OUTBOX_BYTES, InitializeOptions, Notify, serve_stdio
+from hostd.storage.state import StateError, StateStore
+from hostd.wire.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, RESULT_LIMIT
+
+#: ``--max-disk-mb``'s default: ``sandbox.watchdog.DEFAULT_MAX_DISK_BYTES`` in MiB (not imported:
+#: the CLI stays light until ``initialize`` is answered).
+DEFAULT_MAX_DISK_MB = 1024
+
+if TYPE_CHECKING:
+    from hostd.control.server import HostApi
+
+
+def _outbox_bytes(text: str) -> int:
+    value = int(text)
+    if value < 1024:
+        raise argparse.ArgumentTypeError("must be at least 1024")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hostd", description="MCP plugin host daemon (JSON-RPC 2.0 on stdio).")
+    parser.add_argument("--version", action="version", version=f"hostd {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    doctor = commands.add_parser(
+        "doctor", help="print the isolation layers this machine offers (and what is wrong in a state folder)"
+    )
+    doctor.add_argument(
+        "--state-dir",
+        help="also check this state folder: broken plugins, damaged or unreadable files, files kept aside",
+    )
+    serve = commands.add_parser("serve", help="serve the control protocol on stdin/stdout")
+    serve.add_argument("--state-dir", help="state folder (default: the platform's user state dir for hostd)")
+    serve.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="stderr log level"
+    )
+    serve.add_argument(
+        "--trust",
+        default="strict",
+        choices=["strict", "development"],
+        help="strict: enable requires plugins/approve of the exact launch; development: only log",
+    )
+    serve.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=PARENT_FRAME_LIMIT,
+        help=f"bound of one message from the parent, in bytes (default {PARENT_FRAME_LIMIT})",
+    )
+    serve.add_argument(
+        "--max-outbox-bytes",
+        type=_outbox_bytes,
+        default=OUTBOX_BYTES,
+        help=f"bound of what waits to be written to the parent, in bytes (default {OUTBOX_BYTES}); "
+        "see docs/protocol.md 'Flow control'",
+    )
+    serve.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=RESULT_LIMIT,
+        help=f"bound of one tool result sent to the parent, in bytes (default {RESULT_LIMIT})",
+    )
+    serve.add_argument(
+        "--max-plugin-message-bytes",
+        type=int,
+        default=PLUGIN_FRAME_LIMIT,
+        help=f"bound of one message from a plugin, in bytes (default {PLUGIN_FRAME_LIMIT}; a manifest's "
+        "backend.max_message_bytes overrides it); an answer over it fails only its call",
+    )
+    serve.add_argument(
+        "--sandbox",
+        default="standard",
+        choices=["basic", "standard", "strict"],
+        help="isolation of plugins: basic (shim, rlimits), standard (+ Landlock, seccomp where available; "
+        "network allowed), strict (+ no network, no shared package caches)",
+    )
+    serve.add_argument(
+        "--allow-write",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a further folder plugins may write under Landlock (repeatable)",
+    )
+    serve.add_argument(
+        "--no-login-path",
+        action="store_true",
+        help="do not add the login shell's PATH (nvm, volta, Homebrew...) to the PATH searched for commands",
+    )
+    serve.add_argument(
+        "--allow-read",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a further folder plugins may read and execute from under Landlock, e.g. a runtime "
+        "outside the usual places (repeatable)",
+    )
+    serve.add_argument("--max-rss-mb", type=float, help="end a plugin whose process tree uses more resident memory")
+    serve.add_argument(
+        "--max-cpu-percent",
+        type=float,
+        help="end a plugin whose tree uses more CPU (percent of one core, 30 s average)",
+    )
+    serve.add_argument(
+        "--max-disk-mb",
+        type=float,
+        default=float(DEFAULT_MAX_DISK_MB),
+        help="end a plugin whose data folder and TMPDIR together hold more, in MiB allocated "
+        f"(default {DEFAULT_MAX_DISK_MB}; 0: no bound)",
+    )
+    serve.add_argument(
+        "--restart",
+        default="on-failure",
+        choices=["on-failure", "never"],
+        help="restart policy after a plugin crash (default: on-failure, with backoff)",
+    )
+    serve.add_argument("--ping-interval", type=float, default=30.0, help="seconds between liveness pings")
+    serve.add_argument("--ping-timeout", type=float, default=10.0, help="seconds a plugin has to answer a ping")
+    serve.add_argument(
+        "--npm-registry",
+        metavar="URL",
+        help="npm registry (a mirror) for every plugins/prepare (default: npm_config_registry of hostd's "
+        "environment, else npm's own)",
+    )
+    serve.add_argument(
+        "--python-index",
+        metavar="URL",
+        help="Python package index (a mirror) for every plugins/prepare (default: UV_INDEX_URL of hostd's "
+        "environment, else PyPI)",
+    )
+    serve.add_argument(
+        "--bundle-trust-root",
+        action="append",
+        default=[],
+        metavar="PEM_FILE",
+        help="certificates (PEM) a signed .mcpb bundle's signer must chain to; its signature is then 'verified' "
+        "or the bundle refused (repeatable; default: HOSTD_BUNDLE_TRUST_ROOT, files separated by "
+        f"'{os.pathsep}'; none: signatures are checked against the archive only, 'unverified')",
+    )
+    serve.add_argument(
+        "--allow-private-download",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host a registry entry's bundle URL may name though it resolves to a loopback or private address "
+        "(your own mirror; repeatable; default: none, such downloads are refused)",
+    )
+    serve.add_argument(
+        "--pass-proxy-env",
+        action="store_true",
+        help="pass proxy variables (HTTPS_PROXY, ...) to plugins (CA settings such as SSL_CERT_FILE always pass)",
+    )
+    return parser
+
+
+def _hostd_or_warning(record: logging.LogRecord) -> bool:
+    """Pass hostd's own records at the chosen level and other libraries' at WARNING and up only.
+
+    The class kept out: a library's INFO/DEBUG lines (httpx2's and httpcore's request lines with the full
+    URL, the mcp SDK's, keyring's) that hostd's redactor never sees and whose text may carry a credential
+    (an OAuth redirect's ``code``, a key in a URL's query). hostd's own lines name plugins, never values.
+    """
+    return record.name == "hostd" or record.name.startswith("hostd.") or record.levelno >= logging.WARNING
+
+
+def installer_table(path: str | None = None) -> str:
+    """``hostd doctor``'s second table: the installer each package ecosystem uses, where it was found and the
+    version it reports; deno too when it is on ``PATH``.
+
+    ``path`` (``PATH`` syntax; None: hostd's ``PATH`` followed by the login shell's, as ``hostd serve``
+    searches) is where :func:`hostd.install.prepare.find_installer` looks. Each version query runs with ``PATH``
+    and ``HOME`` only, reads at most 256 bytes for at most 5 s (:func:`hostd.install.runtimes.answer_of`); the
+    first line of the answer is shown. Blocking.
+    """
+    from hostd.install.prepare import find_installer  # noqa: PLC0415  (only this command needs it)
+    from hostd.install.runtimes import answer_of  # noqa: PLC0415
+    from sandbox.environment import login_shell_path, merge_paths  # noqa: PLC0415
+
+    if path is None:
+        path = merge_paths(os.environ.get("PATH", ""), login_shell_path())
+    env = {"PATH": path, "HOME": os.path.expanduser("~")}
+    rows = [("ecosystem", "installer", "version", "executable", "found")]
+    wanted: list[tuple[str, Literal["uv", "npm", "node"] | None, str]] = [
+        ("pypi", "uv", "uv"),
+        ("npm", "npm", "npm"),
+        ("npm", "node", "node"),
+        ("deno", None, "deno"),
+    ]
+    for ecosystem, name, program in wanted:
+        if name is not None:
+            found = find_installer(name, path)
+            executable, source = (None, found) if isinstance(found, str) else (found.executable, found.source)
+        else:
+            which = shutil.which(program, path=path)
+            executable, source = (os.path.abspath(which), "PATH") if which else (None, f"{program} not on PATH")
+        version = "-"
+        if executable is not None:
+            try:
+                code, text = answer_of([executable, "--version"], env)
+                first = text.splitlines()[0] if text else ""
+                version = first if code == 0 and first else f"exit status {code}"
+            except subprocess.TimeoutExpired:
+                version = "no answer within 5 s"
+            except OSError as exc:
+                version = f"cannot run: {exc.strerror}"
+        rows.append((ecosystem, program, version, executable or "-", source))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)), row[4]]).rstrip()
+        for row in rows
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``hostd`` console script; returns the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code not in (0, None) else 0
+    if args.command == "doctor":
+        from sandbox.probe import probe, render_table  # noqa: PLC0415  (only this command needs it)
+
+        print(render_table(probe()))
+        print(installer_table())
+        if args.state_dir is not None:
+            from hostd.cli.checkup import check_state_folder  # noqa: PLC0415  (only this command needs it)
+
+            print(f"\nstate folder {args.state_dir}:")
+            for line in check_state_folder(Path(args.state_dir)):
+                print(f"  {line}")
+        return 0
+    # pydantic looks for its plugins (entry points of every installed distribution: ~11 ms, before the
+    # first model is built, so before the first host answer); hostd installs none and configures none.
+    # A value the user set is kept.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, args.log_level.upper()),
+        format="hostd %(levelname)s %(name)s: %(message)s",
+    )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_hostd_or_warning)
+    trust_roots = tuple(
+        os.path.abspath(p)
+        for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)
+        if p
+    )
+    if trust_roots:
+        from hostd.install.signing import load_trust_roots  # noqa: PLC0415  (only this flag pays for cryptography)
+
+        try:
+            load_trust_roots(trust_roots)  # a wrong file fails now, not at the first signed bundle
+        except ValueError as exc:
+            logging.getLogger("hostd").error("--bundle-trust-root: %s", exc)
+            return EXIT_USAGE
+
+    async def host_factory(options: InitializeOptions, notify: Notify, nursery: trio.Nursery) -> HostApi:
+        # Imported here, after initialize was answered: this is the heavy part.
+        module = await trio.to_thread.run_sync(importlib.import_module, "hostd.host.service")
+        settings = module.HostSettings(
+            trust_development=args.trust == "development",
+            pass_proxy=bool(args.pass_proxy_env),
+            restart=args.restart,
+            ping_interval=args.ping_interval,
+            ping_timeout=args.ping_timeout,
+            max_result_bytes=args.max_result_bytes,
+            max_plugin_frame_bytes=args.max_plugin_message_bytes,
+            sandbox=args.sandbox,
+            max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
+            max_cpu_percent=args.max_cpu_percent,
+            max_disk_bytes=int(args.max_disk_mb * 1024 * 1024) if args.max_disk_mb else None,
+            allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
+            allow_read=tuple(os.path.abspath(p) for p in args.allow_read),
+            login_path=not args.no_login_path,
+            registries=module.Registries.from_environment(args.npm_registry, args.python_index),
+            bundle_trust_roots=trust_roots,
+            download_allow_private=tuple(args.allow_private_download),
+        )
+        host: HostApi = await module.Host.create(options, notify, nursery, settings)
+        return host
+
+    store: StateStore | None = None
+    if args.state_dir is not None:
+        store = StateStore(Path(args.state_dir))
+        try:
+            store.lock()  # fail fast, before any parent handshake: supervisors read the exit code
+        except StateError as exc:
+            logging.getLogger("hostd").error("%s", exc)
+            return exc.exit_code
+    try:
+        serve = functools.partial(
+            serve_stdio,
+            host_factory,
+            state_dir=args.state_dir,
+            state_store=store,
+            max_frame_bytes=args.max_message_bytes,
+            max_outbox_bytes=args.max_outbox_bytes,
+        )
+        return trio.run(serve)
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        logging.getLogger("hostd").exception("internal error")
+        return EXIT_SOFTWARE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,403 @@
+"""OAuth 2.1 for remote plugins: the SDK's OAuth client, with the browser step in the parent.
+
+Theory of operation
+-------------------
+A remote server that answers 401 (or 403 ``insufficient_scope``) is authorized
+by the MCP SDK's :class:`mcp.client.auth.OAuthClientProvider`, set as the
+``auth`` of hostd's HTTP client (hostd/mcp/transport_http.py). The SDK does the
+protocol: protected resource metadata (RFC 9728), authorization server
+metadata (RFC 8414) with ``iss`` checks (RFC 9207), client ID metadata
+documents or dynamic client registration, authorization code with PKCE
+(S256), the resource indicator, scope step-up and token refresh. hostd
+supplies three things:
+
+- **The browser step goes to the parent.** hostd never opens or fetches the
+  authorization URL. :class:`Authorization` sends the parent the request
+  ``auth/authorize {plugin, url}`` (status ``authorizing`` meanwhile) and waits
+  for the redirect: on a loopback port it listens on (``redirect_uri``
+  ``http://127.0.0.1:<port>/callback``, RFC 8252 section 7.3: any port), or
+  from the parent, ``auth/callback {plugin, url}``, for apps that register a
+  custom scheme. Waiting on a person is bounded by :data:`AUTHORIZE_SECONDS`,
+  not by the start timeout.
+- **Where credentials live.** :class:`CredentialStore` keeps the tokens and
+  the client registration of one plugin, keyed by the authorization server
+  (issuer) that issued them, outside ``state.json``: in the OS keyring when a
+  usable one exists (``keyring``, not its fail or null backends), else in
+  ``<state>/credentials/<plugin>.json`` (0600, in a 0700 folder). No token
+  reaches a log line, an error or a status; the SDK's own debug logging is
+  below hostd's log level.
+- **Logout.** ``plugins/logout {id}`` forgets a plugin's credentials and stops
+  it (the next enable authorizes again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
+
+import trio
+
+from hostd.storage.secrets import usable_keyring
+from hostd.wire.errors import ErrorKind, HostError
+
+log = logging.getLogger("hostd.remote.oauth")
+
+#: Seconds a start may wait for the person to authorize in the browser (the start timeout is paused meanwhile).
+AUTHORIZE_SECONDS: Final = 300.0
+#: Seconds the parent has to acknowledge ``auth/authorize`` (it answers once it has shown the URL).
+PARENT_ACK_SECONDS: Final = 30.0
+#: Bound of the loopback redirect request hostd reads, in bytes.
+_CALLBACK_BYTES: Final = 16 * 1024
+_KEYRING_SERVICE: Final = "hostd"
+
+ParentRequest = Callable[[str, dict[str, Any], float], Awaitable[Any]]
+
+
+class CredentialStore:
+    """The SDK's ``TokenStorage`` for one plugin: tokens and client registration, per issuer.
+
+    ``folder`` is ``<state>/credentials`` (created 0700); ``None`` keeps them
+    in memory only (a hostd without a state folder). ``issuer`` is set by
+    the provider's flow (:meth:`bind`); until then the server URL keys them.
+    Blocking file I/O is small and runs in a worker thread.
+    """
+
+    def __init__(self, folder: Path | None, plugin_id: str, server_url: str) -> None:
+        self.folder = folder
+        self.plugin_id = plugin_id
+        self.key = server_url
+        self._memory: dict[str, Any] = {}
+        #: A pre-registered client (manifest backend.oauth): it wins over a stored registration.
+        self.preset: Any = None
+
+    # -- the SDK's TokenStorage ------------------------------------------------------
+
+    async def get_tokens(self) -> Any:
+        from mcp.shared.auth import OAuthToken  # noqa: PLC0415
+
+        data = (await self._load()).get("tokens")
+        return OAuthToken.model_validate(data) if data else None
+
+    async def set_tokens(self, tokens: Any) -> None:
+        await self._update("tokens", tokens.model_dump(mode="json", exclude_none=True))
+        expires_in = getattr(tokens, "expires_in", None)
+        await self._update("expiresAt", time.time() + expires_in if isinstance(expires_in, int | float) else None)
+
+    async def expires_at(self) -> float | None:
+        """When the stored access token expires (seconds since the epoch), or None when unknown."""
+        value = (await self._load()).get("expiresAt")
+        return float(value) if isinstance(value, int | float) else None
+
+    async def get_client_info(self) -> Any:
+        from mcp.shared.auth import OAuthClientInformationFull  # noqa: PLC0415
+
+        if self.preset is not None:
+            return self.preset
+        data = (await self._load()).get("client")
+        return OAuthClientInformationFull.model_validate(data) if data else None
+
+    async def set_client_info(self, client_info: Any) -> None:
+        await self._update("client", client_info.model_dump(mode="json", exclude_none=True))
+
+    # -- storage ---------------------------------------------------------------------
+
+    async def _load(self) -> dict[str, Any]:
+        document = await trio.to_thread.run_sync(self._read_all)
+        entry = document.get(self.key)
+        return entry if isinstance(entry, dict) else {}
+
+    async def _update(self, field: str, value: Any) -> None:
+        def write() -> None:
+            document = self._read_all()
+            entry = document.setdefault(self.key, {})
+            entry[field] = value
+            self._write_all(document)
+
+        await trio.to_thread.run_sync(write)
+
+    def _read_all(self) -> dict[str, Any]:
+        if self.folder is None:
+            return self._memory
+        ring = usable_keyring()
+        try:
+            if ring is not None:
+                text = ring.get_password(_KEYRING_SERVICE, self.plugin_id)
+            else:
+                text = (self.folder / f"{self.plugin_id}.json").read_text(encoding="utf-8")
+        except (OSError, ValueError):
+            return {}
+        if not text:
+            return {}
+        try:
+            document = json.loads(text)
+        except ValueError:
+            return {}
+        return document if isinstance(document, dict) else {}
+
+    def _write_all(self, document: dict[str, Any]) -> None:
+        if self.folder is None:
+            self._memory = document
+            return
+        text = json.dumps(document, sort_keys=True)
+        ring = usable_keyring()
+        if ring is not None:
+            ring.set_password(_KEYRING_SERVICE, self.plugin_id, text)
+            return
+        write_private(self.folder, f"{self.plugin_id}.json", text)
+
+
+def write_private(folder: Path, name: str, text: str) -> None:
+    """Write ``folder/name`` atomically, 0600 in a 0700 folder (created), never through a link."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    temporary = folder / f".{name}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        temporary.unlink()
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, folder / name)
+
+
+def forget(folder: Path | None, plugin_id: str) -> bool:
+    """Delete a plugin's stored credentials (keyring entry and file); True when there were any."""
+    found = False
+    ring = usable_keyring()
+    if ring is not None:
+        with contextlib.suppress(Exception):
+            if ring.get_password(_KEYRING_SERVICE, plugin_id) is not None:
+                ring.delete_password(_KEYRING_SERVICE, plugin_id)
+                found = True
+    if folder is not None:
+        with contextlib.suppress(FileNotFoundError):
+            (folder / f"{plugin_id}.json").unlink()
+            found = True
+    return found
+
+
+class Authorization:
+    """One connection's authorization: the loopback redirect listener and the wait for the redirect.
+
+    Use :meth:`listen` with ``nursery.start`` before building the provider:
+    it binds ``127.0.0.1:0`` and sets :attr:`redirect_uri`. :meth:`redirect`
+    and :meth:`callback` are the provider's ``redirect_handler`` and
+    ``callback_handler``; :meth:`deliver` takes a redirect URL from the
+    parent (``auth/callback``).
+    """
+
+    def __init__(
+        self,
+        plugin_id: str,
+        request_parent: ParentRequest | None,
+        on_waiting: Callable[[bool], Awaitable[None]],
+    ) -> None:
+        self.plugin_id = plugin_id
+        self.redirect_uri = ""
+        self._request_parent = request_parent
+        self._on_waiting = on_waiting
+        self._result: Any = None
+        self._arrived = trio.Event()
+
+    async def listen(self, *, task_status: trio.TaskStatus[None]) -> None:
+        """Serve the loopback redirect until cancelled (reports ``started`` once bound)."""
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        self.redirect_uri = f"http://127.0.0.1:{port}/callback"
+        task_status.started()
+        await trio.serve_listeners(self._serve_one, listeners)
+
+    async def _serve_one(self, stream: trio.SocketStream) -> None:
+        data = b""
+        with trio.move_on_after(10):
+            while b"\r\n\r\n" not in data and len(data) < _CALLBACK_BYTES:
+                chunk = await stream.receive_some(4096)
+                if not chunk:
+                    break
+                data += chunk
+        line = data.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = line.split(" ")
+        ok = len(parts) == 3 and parts[0] == "GET" and parts[1].startswith("/callback?")
+        if ok:
+            ok = self.deliver(f"http://127.0.0.1{parts[1]}")
+        body = b"hostd: authorized; you can close this window.\n" if ok else b"hostd: not an authorization redirect.\n"
+        status = b"200 OK" if ok else b"400 Bad Request"
+        head = b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: "
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await stream.send_all(head + str(len(body)).encode() + b"\r\n\r\n" + body)
+            await stream.aclose()
+
+    def deliver(self, url: str) -> bool:
+        """Take the authorization server's redirect (``...?code=&state=&iss=``); False when it holds no code.
+
+        An ``error`` redirect (the person refused) ends the wait too, with that error.
+        """
+        from mcp.shared.auth import AuthorizationCodeResult  # noqa: PLC0415
+
+        query = parse_qs(urlsplit(url).query)
+        code, error = _first(query, "code"), _first(query, "error")
+        if self._arrived.is_set() or (code is None and error is None):
+            return False
+        if code is None:
+            self._result = HostError(
+                ErrorKind.PLUGIN_START_FAILED,
+                f"plugin {self.plugin_id}: the authorization was refused ({error})",
+                plugin=self.plugin_id,
+                reason=f"authorization refused: {error}",
+            )
+        else:
+            self._result = AuthorizationCodeResult(code=code, state=_first(query, "state"), iss=_first(query, "iss"))
+        self._arrived.set()
+        return True
+
+    async def redirect(self, url: str) -> None:
+        """The provider's ``redirect_handler``: status ``authorizing``; the parent gets ``auth/authorize``.
+
+        Raises ``HostError`` (``PLUGIN_START_FAILED``) when no parent can show the URL.
+        """
+        self._arrived = trio.Event()
+        self._result = None
+        await self._on_waiting(True)
+        if self._request_parent is None:
+            raise HostError(
+                ErrorKind.PLUGIN_START_FAILED,
+                f"plugin {self.plugin_id} needs authorization, and no parent is connected to show it",
+                plugin=self.plugin_id,
+                reason="authorization required",
+            )
+        try:
+            await self._request_parent("auth/authorize", {"plugin": self.plugin_id, "url": url}, PARENT_ACK_SECONDS)
+        except HostError as exc:
+            raise HostError(
+                ErrorKind.PLUGIN_START_FAILED,
+                f"plugin {self.plugin_id} needs authorization; the parent did not take auth/authorize: {exc.message}",
+                plugin=self.plugin_id,
+                reason="authorization required: " + exc.message,
+            ) from None
+
+    async def callback(self) -> Any:
+        """The provider's ``callback_handler``: wait for the redirect (loopback or ``auth/callback``)."""
+        try:
+            await self._arrived.wait()
+        finally:
+            await self._on_waiting(False)
+        if isinstance(self._result, HostError):
+            raise self._result
+        return self._result
+
+
+def _first(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None
+
+
+class Authorizer:
+    """The host's side: credential folders, the parent, and the authorizations in progress by plugin.
+
+    ``folder`` is ``<state>/credentials`` (``None``: in memory only);
+    ``request_parent`` returns the control channel's hostd->parent request
+    function (None before ``initialize``).
+    """
+
+    def __init__(self, folder: Path | None, request_parent: Callable[[], ParentRequest | None]) -> None:
+        self.folder = folder
+        self._request_parent = request_parent
+        self.pending: dict[str, Authorization] = {}
+
+    def store(self, plugin_id: str, server_url: str) -> CredentialStore:
+        """The credential store of ``plugin_id`` for ``server_url``."""
+        return CredentialStore(self.folder, plugin_id, server_url)
+
+    def begin(self, plugin_id: str, on_waiting: Callable[[bool], Awaitable[None]]) -> Authorization:
+        """A new :class:`Authorization` for a connection of ``plugin_id`` (replacing an older one)."""
+        authorization = Authorization(plugin_id, self._request_parent(), on_waiting)
+        self.pending[plugin_id] = authorization
+        return authorization
+
+    def end(self, plugin_id: str, authorization: Authorization) -> None:
+        """Forget ``authorization`` once its connection ended."""
+        if self.pending.get(plugin_id) is authorization:
+            del self.pending[plugin_id]
+
+    def callback(self, plugin_id: str, url: str) -> None:
+        """``auth/callback {plugin, url}``: hand the redirect to the plugin's waiting authorization.
+
+        Raises ``INVALID_PARAMS`` when no authorization of that plugin waits or the URL holds no code.
+        """
+        authorization = self.pending.get(plugin_id)
+        if authorization is None or not authorization.deliver(url):
+            raise HostError(
+                ErrorKind.INVALID_PARAMS,
+                f"no authorization of plugin {plugin_id} waits for this redirect",
+                plugin=plugin_id,
+            )
+
+    async def logout(self, plugin_id: str) -> bool:
+        """Forget ``plugin_id``'s tokens and client registrations; True when there were any."""
+        return await trio.to_thread.run_sync(forget, self.folder, plugin_id)
+
+
+def provider(
+    server_url: str,
+    authorization: Authorization,
+    store: CredentialStore,
+    *,
+    client_id: str | None = None,
+    client_secret: str | None = None,
+    scope: str | None = None,
+) -> Any:
+    """The SDK's ``OAuthClientProvider`` for one connection (an ``httpx2.Auth``).
+
+    One difference from the SDK's: tokens loaded from the store keep their
+    expiry (the SDK forgets it across restarts and would present an expired
+    token, get 401 and ask the person again); so a token that expired while
+    hostd or the plugin was stopped is refreshed without the person.
+    """
+    from mcp.client.auth import OAuthClientProvider  # noqa: PLC0415
+    from mcp.shared.auth import OAuthClientInformationFull  # noqa: PLC0415
+
+    if client_id is not None:  # pre-registered (manifest backend.oauth): no dynamic registration
+        store.preset = OAuthClientInformationFull(
+            client_id=client_id,
+            client_secret=client_secret,
+            redirect_uris=[authorization.redirect_uri],  # type: ignore[list-item]
+            token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
+        )
+
+    class Provider(OAuthClientProvider):
+        async def _initialize(self) -> None:
+            await super()._initialize()
+            expiry = await store.expires_at()
+            if expiry is not None and self.context.current_tokens is not None:
+                self.context.token_expiry_time = expiry
+
+    return Provider(
+        server_url,
+        client_metadata(authorization.redirect_uri, scope),
+        store,
+        redirect_handler=authorization.redirect,
+        callback_handler=authorization.callback,
+    )
+
+
+def client_metadata(redirect_uri: str, scope: str | None) -> Any:
+    """The client metadata hostd registers: a public client (PKCE, no secret) with a loopback redirect."""
+    from mcp.shared.auth import OAuthClientMetadata  # noqa: PLC0415
+
+    return OAuthClientMetadata(
+        client_name="hostd",
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+        scope=scope,
+    )

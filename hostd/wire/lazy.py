@@ -1,0 +1,76 @@
+"""Modules hostd loads at the first request that needs them, not on the start path.
+
+The class of module loaded here: one that a plugin of some kind, or a request other
+than the start and ``plugins/list``, needs, and that costs start-up time or resident
+memory every hostd would pay (``hostd.mcp.transport_http`` pulls httpx2 and the OAuth
+client for remote plugins only). ``tests/test_startup_imports.py`` keeps the start
+path free of them.
+
+An import here can fail where the start path's could not (a broken or partial
+install, a dependency removed after hostd started): the failure is a
+:class:`HostError` naming the module and what needed it, never a bare
+``ImportError`` escaping a request handler.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import trio
+
+from hostd.wire.errors import ErrorKind, HostError
+
+#: Builds the error of a failed import from its message and data (``HostError(kind, message, **data)``).
+ErrorFactory = Callable[..., HostError]
+
+
+def _internal_error(message: str, **data: Any) -> HostError:
+    return HostError(ErrorKind.INTERNAL_ERROR, message, **data)
+
+
+def load(module: str, needed_for: str, error: ErrorFactory = _internal_error) -> ModuleType:
+    """Import ``module`` (as ``import module`` does) or return the loaded one.
+
+    ``needed_for`` says what needs it, for the message ("the remote plugin
+    notes"). Runs the import in the calling thread: a handler on the event
+    loop uses :func:`load_async`.
+
+    Raises:
+        HostError: built by ``error(message, module=module)`` (default:
+            ``INTERNAL_ERROR`` with that message and ``data = {"module":
+            module}``) when the import raises anything (``ImportError``, or an
+            error of the module's own code). ``message``: "hostd could not load
+            <module> (needed for <needed_for>): <exception type>: <exception
+            text>". A plugin start passes its own factory
+            (``PLUGIN_START_FAILED`` naming the plugin, the message as
+            ``data.reason``).
+    """
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return loaded
+    try:
+        # The import statement's machinery, not importlib.import_module: the same import, but
+        # ``-X importtime`` reports the module itself too (tests/test_startup_imports.py reads it).
+        __import__(module)
+    except Exception as exc:  # any failure of the import is reported, with its type
+        reason = f"{type(exc).__name__}: {exc}"
+        raise error(f"hostd could not load {module} (needed for {needed_for}): {reason}", module=module) from None
+    return sys.modules[module]
+
+
+async def load_async(module: str, needed_for: str, error: ErrorFactory = _internal_error) -> ModuleType:
+    """:func:`load` from the event loop: a module not loaded yet is imported in a worker thread, so
+    its import time (``hostd.mcp.transport_http`` with httpx2: ~20 ms) stalls neither the parent's
+    requests nor other plugins.
+
+    Raises what :func:`load` raises. Cancellation while the worker imports abandons the wait; the
+    import finishes in its thread and the next call finds the module loaded.
+    """
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return loaded
+    result: ModuleType = await trio.to_thread.run_sync(lambda: load(module, needed_for, error), abandon_on_cancel=True)
+    return result
