@@ -1,6 +1,6 @@
 """Preparation's cost: the catalog's packages prepared by today's sandboxed installers and by a baseline.
 
-Usage: ``python -m bench.prepare_cost [rounds] [--baseline REV]``. The baseline is ``hostd/install/prepare.py``
+Usage: ``python -m bench.prepare_cost [rounds] [--baseline REV]``. The baseline is ``prepare.py``
 as it stood at git revision ``REV`` (default ``5e0f04b``: the installers ran on the host, unsandboxed),
 loaded from ``git show`` into a module of its own, so both run side by side in one process, in
 alternating order, each round in a fresh state folder (so each has a cold cache of its own, as a
@@ -35,15 +35,20 @@ PACKAGES = {
 
 
 def _baseline(rev: str) -> types.ModuleType:
-    """``hostd/install/prepare.py`` at ``rev``, as a module named ``prepare_baseline``."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:hostd/prepare.py"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
+    """prepare.py at ``rev`` (in hostd/install/ since issue 24, hostd/ before), as module ``prepare_baseline``."""
+    # hostd/install/prepare.py since issue 24's moves, hostd/prepare.py before them.
+    for where in ("hostd/install/prepare.py", "hostd/prepare.py"):
+        command = ["git", "show", f"{rev}:{where}"]
+        shown = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
+    source = shown.stdout
     spec = importlib.util.spec_from_loader("prepare_baseline", loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["prepare_baseline"] = module
-    exec(compile(source, f"{rev}:hostd/prepare.py", "exec"), module.__dict__)
+    exec(compile(source, f"{rev}:{where}", "exec"), module.__dict__)
     return module
 
 

@@ -27,6 +27,7 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.server import InitializeOptions, Notify, RequestContext
+from hostd.host import feature_methods
 from hostd.install.manifest import BUNDLE_SUFFIXES, Manifest, load_manifest
 from hostd.install.prepare import PackageLaunch, Prepared, PrepareError, Registries, find_prepared, parse_package_launch
 from hostd.install.prepare import prepare as prepare_packages
@@ -1408,7 +1409,9 @@ class Host:
             frame_limit=self.settings.max_plugin_frame_bytes,
             restarts=restarts,
         )
-        supervisor.features = features.PluginFeatures(self, manifest.id)
+        supervisor.features = features.PluginFeatures(
+            feature_methods.PluginFeatureParent(self, manifest.id), manifest.id
+        )
         supervisor.authorizer = self.authorizer
         if self.secret_store is not None:
             supervisor.secret_lookup = self.secret_store.get
@@ -2206,6 +2209,6 @@ Host.METHODS = {
     "auth/callback": Host.auth_callback,
     "tools/list": Host.tools_list,
     "tools/call": Host.tools_call,
-    **features.METHODS,
+    **feature_methods.METHODS,
     "tools/setEnabled": Host.tools_set_enabled,
 }

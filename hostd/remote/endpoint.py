@@ -42,16 +42,13 @@ import hashlib
 import ipaddress
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from sandbox.environment import is_secret_name
 from sandbox.launch import Launch, LaunchError
-
-if TYPE_CHECKING:
-    from hostd.install.manifest import Backend
 
 __all__ = [
     "LOOPBACK_NAMES",
@@ -284,7 +281,46 @@ class RemoteLaunch(Launch):
         return info
 
 
-def _oauth_items(backend: Backend) -> tuple[tuple[str, str], ...]:
+class RemoteOAuth(Protocol):
+    """A remote backend's OAuth settings as read here (the manifest's ``backend.oauth``)."""
+
+    @property
+    def client_id(self) -> str | None: ...
+
+    @property
+    def client_secret(self) -> str | None: ...
+
+    @property
+    def scope(self) -> str | None: ...
+
+
+class RemoteBackend(Protocol):
+    """The fields of a manifest's ``backend`` a remote launch is resolved from.
+
+    :class:`hostd.install.manifest.Backend` satisfies it; the manifest model is not imported here (the
+    install layer, which holds it, sits above this one: docs/architecture.md).
+    """
+
+    @property
+    def transport(self) -> str: ...
+
+    @property
+    def url(self) -> str | None: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def allow_private(self) -> Collection[str]: ...
+
+    @property
+    def protocol(self) -> str: ...
+
+    @property
+    def oauth(self) -> RemoteOAuth | None: ...
+
+
+def _oauth_items(backend: RemoteBackend) -> tuple[tuple[str, str], ...]:
     oauth = backend.oauth
     if oauth is None:
         return ()
@@ -292,7 +328,7 @@ def _oauth_items(backend: Backend) -> tuple[tuple[str, str], ...]:
     return tuple((key, value) for key, value in items.items() if value is not None)
 
 
-def resolve_remote(backend: Backend, folder: str) -> RemoteLaunch:
+def resolve_remote(backend: RemoteBackend, folder: str) -> RemoteLaunch:
     """The :class:`RemoteLaunch` of a remote manifest (no I/O).
 
     Raises :class:`~sandbox.launch.LaunchError` (``ENV_POLICY``) when ``url``
