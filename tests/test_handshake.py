@@ -80,7 +80,7 @@ def problems(model: type[BaseModel], result: dict[str, Any]) -> list[tuple[tuple
 
 @pytest.mark.parametrize("result", INITIALIZE)
 def test_initialize_results_are_judged_as_the_sdk_judges_them(result: dict[str, Any]) -> None:
-    assert problems(handshake.InitializeResult, result) == problems(mcp_types.InitializeResult, result)
+    assert problems(handshake.McpInitializeResult, result) == problems(mcp_types.InitializeResult, result)
 
 
 @pytest.mark.parametrize("result", DISCOVER)
@@ -91,7 +91,7 @@ def test_discover_results_are_judged_as_the_sdk_judges_them(result: dict[str, An
 def test_snake_case_members_are_not_the_fields() -> None:
     # mcp_types also accepts field names (populate_by_name); hostd reads the camelCase members it checked.
     result = {"protocol_version": "2025-11-25", "capabilities": {}, "server_info": INFO}
-    assert problems(handshake.InitializeResult, result) == [
+    assert problems(handshake.McpInitializeResult, result) == [
         (("protocolVersion",), "missing"),
         (("serverInfo",), "missing"),
     ]

@@ -33,7 +33,7 @@ from mcp.client.sse import sse_client
 from mcp.shared._httpx_utils import request_within_origin
 
 from hostd.mcp.transport_http import HttpWatch, http_client
-from hostd.remote.endpoint import RemoteEndpoint, RemoteLaunch, address_problem, url_problem
+from hostd.remote.endpoint import RemoteLaunch, RemoteTarget, address_problem, url_problem
 
 #: A public address a rebinding name first answers (never dialled: :class:`Dns` lets only 127.0.0.1 through).
 PUBLIC = "1.1.1.1"
@@ -201,7 +201,7 @@ def tls_for(folder: Path, name: str) -> ssl.SSLContext:
 
 def client(*allow_private: str, connect_timeout: float = 10.0) -> tuple[httpx2.AsyncClient, HttpWatch]:
     """hostd's HTTP client for a remote launch allowing ``allow_private``, and its watch."""
-    endpoint = RemoteEndpoint("streamable-http", f"https://{NAME}/mcp", (), (), tuple(allow_private), "auto")
+    endpoint = RemoteTarget("streamable-http", f"https://{NAME}/mcp", (), (), tuple(allow_private), "auto")
     launch = RemoteLaunch(
         command=endpoint.transport,
         executable=endpoint.url,

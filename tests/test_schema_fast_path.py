@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from jsonschema.validators import Draft202012Validator, validator_for
 
-from hostd.mcp.tools import HostTool, structured_content_problem, validate_arguments
+from hostd.mcp.tools import RegisteredTool, structured_content_problem, validate_arguments
 from hostd.wire.errors import HostError
 
 CASES: list[tuple[dict[str, Any], Any]] = [
@@ -49,8 +49,8 @@ CASES: list[tuple[dict[str, Any], Any]] = [
 ]
 
 
-def tool(schema: dict[str, Any], index: int) -> HostTool:
-    return HostTool(
+def tool(schema: dict[str, Any], index: int) -> RegisteredTool:
+    return RegisteredTool(
         name=f"p.t{index}",
         remote_name=f"t{index}",
         plugin="p",

@@ -16,11 +16,11 @@ import pytest
 from hostd.mcp.session import (
     ClientSession,
     Invalid,
-    Notification,
     Orphan,
     Progress,
     Reply,
     ServerCancelled,
+    ServerNotification,
     ServerRequest,
 )
 
@@ -72,7 +72,7 @@ def test_progress_routes_by_the_token_which_is_the_request_id() -> None:
     # Progress for a token in flight nowhere, or with a non-number, is not progress of any request.
     for params in ({"progressToken": 99, "progress": 1}, {"progressToken": rid, "progress": True}):
         other = s.receive({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-        assert isinstance(other, Notification)
+        assert isinstance(other, ServerNotification)
 
 
 def test_a_cancelled_request_is_forgotten_and_its_late_answer_is_an_orphan() -> None:
@@ -181,4 +181,4 @@ def test_subscription_notifications_are_demultiplexed_by_the_listen_request() ->
     assert note(tools).stale
     # Untagged (legacy style) notifications are plain.
     plain = s.receive({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-    assert plain == Notification("notifications/tools/list_changed", None)
+    assert plain == ServerNotification("notifications/tools/list_changed", None)

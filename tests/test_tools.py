@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hostd.mcp import tools as tools_module
-from hostd.mcp.tools import HostTool, ToolProblem, convert_tools, function_name_for, validate_arguments
+from hostd.mcp.tools import RegisteredTool, ToolProblem, convert_tools, function_name_for, validate_arguments
 from hostd.plugins.registry import ToolRegistry
 from hostd.wire.errors import ErrorKind, HostError
 
@@ -52,7 +52,7 @@ def convert(
     contributes: Sequence[str] | None = None,
     permissions: Sequence[str] = (),
     protocol_version: str | None = None,
-) -> list[HostTool]:
+) -> list[RegisteredTool]:
     """convert_tools with contributes defaulting to exactly the listed (string) names."""
     if contributes is None:
         contributes = [f"{plugin_id}.{t['name']}" for t in raw_tools if isinstance(t.get("name"), str)]
@@ -289,7 +289,7 @@ def test_d2_remote_ref_rejected_and_never_fetched(no_network: list[Any]) -> None
 
 def test_d2_argument_validation_never_fetches_even_if_conversion_was_bypassed(no_network: list[Any]) -> None:
     schema = {"type": "object", "properties": {"p": {"$ref": "https://example.com/schemas/p.json"}}}
-    bypassed = HostTool(
+    bypassed = RegisteredTool(
         name="d2.remote",
         remote_name="remote",
         plugin="d2",

@@ -22,7 +22,7 @@ import pytest
 from hostd.cli.client import RpcError
 from hostd.install.importer import IMPORTED_PERMISSIONS
 from hostd.install.manifest import Manifest
-from hostd.mcp.tools import HostTool, convert_tools
+from hostd.mcp.tools import RegisteredTool, convert_tools
 from hostd.plugins import trust
 from hostd.wire.errors import ErrorKind
 from tests.conftest import ECHO, ECHO_TOOLS, MakePlugin, ready, spawn_hostd
@@ -43,7 +43,7 @@ def _manifest(discover: bool, tools: list[str]) -> Manifest:
     )
 
 
-def _tools(**descriptions: str) -> list[HostTool]:
+def _tools(**descriptions: str) -> list[RegisteredTool]:
     listing = [{"name": name, "description": text, "inputSchema": OBJECT} for name, text in descriptions.items()]
     return convert_tools("p", listing, permissions=[], contributes=[f"p.{n}" for n in descriptions])
 

@@ -28,7 +28,7 @@ import pytest
 import trio
 
 from hostd.cli.client import HostdClient, RpcError
-from hostd.cli.client import _Pending as Pending
+from hostd.cli.client import _AwaitedReply as Pending
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready
 from tests.test_bundle import mcpb_manifest
 from tests.test_corpus_framing import HOSTILE

@@ -41,7 +41,7 @@ class RpcError(Exception):
 
 
 @dataclass(eq=False, slots=True)
-class _Pending:
+class _AwaitedReply:
     """A request waiting for its response (``reply`` stays None when hostd's stdout ends first)."""
 
     done: trio.Event = field(default_factory=trio.Event)
@@ -78,7 +78,7 @@ class HostdClient:
         self.notifications: list[Notification] = []
         self.stray: list[Any] = []
         self._ids = itertools.count(1)
-        self._waiting: dict[int | str, _Pending] = {}
+        self._waiting: dict[int | str, _AwaitedReply] = {}
         self._changed = trio.Event()
         self._write_lock = trio.Lock()
         self.closed = trio.Event()
@@ -250,7 +250,7 @@ class HostdClient:
         The awaited value is the result, or :class:`RpcError` is raised.
         """
         rid = id if id is not None else next(self._ids)
-        pending = self._waiting[rid] = _Pending()
+        pending = self._waiting[rid] = _AwaitedReply()
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params

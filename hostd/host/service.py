@@ -68,7 +68,7 @@ from sandbox.process import sweep_orphans
 from sandbox.watchdog import DEFAULT_MAX_DISK_BYTES
 
 if TYPE_CHECKING:
-    from hostd.install.importer import Imported, ImportEntry
+    from hostd.install.importer import Imported, ImportedServer
 
 # Start-up cost: hostd imports this module after ``initialize`` and answers no host request
 # before it is loaded. The class of module imported lazily here: one that only a request
@@ -1361,7 +1361,7 @@ class Host:
             raise
         return p.ImportResult.model_validate({"entries": results}).wire()
 
-    async def _store_secrets(self, entry: ImportEntry, wire: dict[str, Any], stored: list[str]) -> None:
+    async def _store_secrets(self, entry: ImportedServer, wire: dict[str, Any], stored: list[str]) -> None:
         """Put the secret values the importer took out of ``entry`` (``secret_values``) in the secret store.
 
         Its manifest already holds ``${secret:NAME}`` in their place (:func:`hostd.install.importer.plan_import`).

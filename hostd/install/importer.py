@@ -10,7 +10,7 @@ tolerated, as editors write them):
   ``.vscode/mcp.json``; also nested as ``{"mcp": {"servers": …}}`` in its
   settings.
 
-:func:`plan_import` turns a config into one :class:`ImportEntry` per server:
+:func:`plan_import` turns a config into one :class:`ImportedServer` per server:
 a sanitised, collision-free plugin id and a generated manifest (with
 ``contributes.discover: true``, since such configs declare no tools: their
 tools are pinned on first use, :mod:`hostd.plugins.trust`), or the reason it cannot
@@ -61,7 +61,7 @@ class ConfigError(ValueError):
 
 
 @dataclass
-class ImportEntry:
+class ImportedServer:
     """One server of the config: its outcome, plugin id, manifest and notes."""
 
     name: str
@@ -216,8 +216,8 @@ def plan_import(
     taken: Collection[str] = (),
     imported: Mapping[str, Imported] | None = None,
     secret_env: Collection[str] = (),
-) -> list[ImportEntry]:
-    """One :class:`ImportEntry` per server in ``config``, in the config's order.
+) -> list[ImportedServer]:
+    """One :class:`ImportedServer` per server in ``config``, in the config's order.
 
     ``taken`` holds plugin ids already installed; generated ids never collide
     with them or with each other. ``imported`` maps the config entry name an
@@ -230,7 +230,7 @@ def plan_import(
     Secret-looking ``env`` values (and those named in ``secret_env``) and
     credential headers become ``${secret:NAME}`` references here, before the
     comparison, so an entry with an API key imports ``unchanged`` the second
-    time; their values go to ``ImportEntry.secret_values``.
+    time; their values go to ``ImportedServer.secret_values``.
     Time is linear in the number of servers (plus ``taken``). Raises
     :class:`ConfigError` for an unreadable config or one over
     ``MAX_IMPORT_BYTES`` / ``MAX_IMPORT_ENTRIES``.
@@ -239,9 +239,9 @@ def plan_import(
     servers = parse_config(config)
     used = set(taken)
     counters: dict[str, int] = {}
-    entries: list[ImportEntry] = []
+    entries: list[ImportedServer] = []
     for name, server in servers.items():
-        entry = ImportEntry(name=str(name), outcome="invalid")
+        entry = ImportedServer(name=str(name), outcome="invalid")
         entries.append(entry)
         if not isinstance(server, dict):
             entry.message = "the entry must be an object"
@@ -308,7 +308,7 @@ def plan_import(
     return entries
 
 
-def _check_generated(entry: ImportEntry, server: Mapping[str, Any]) -> None:
+def _check_generated(entry: ImportedServer, server: Mapping[str, Any]) -> None:
     """Make ``entry`` invalid when the manifest planned for it is one hostd would refuse to load.
 
     The class (issue 31, class 3; hostd/install/generated.py): the manifest is checked
@@ -339,7 +339,7 @@ def _check_generated(entry: ImportEntry, server: Mapping[str, Any]) -> None:
     entry.secret_values = {}
 
 
-def _compare(entry: ImportEntry, earlier: Imported) -> None:
+def _compare(entry: ImportedServer, earlier: Imported) -> None:
     """``unchanged`` or ``updated`` for an entry an earlier import installed as ``earlier``.
 
     Its secrets were stored then: the notes about keeping them are dropped (the host notes a value
@@ -350,7 +350,7 @@ def _compare(entry: ImportEntry, earlier: Imported) -> None:
 
 
 def _plan_remote(
-    entry: ImportEntry, server: dict[str, Any], used: set[str], counters: dict[str, int], plugin_id: str | None
+    entry: ImportedServer, server: dict[str, Any], used: set[str], counters: dict[str, int], plugin_id: str | None
 ) -> None:
     """Fill ``entry`` for a remote server (``url``, ``type: http | sse | streamable-http``, ``headers``).
 

@@ -101,8 +101,12 @@ class _Result(_Model):
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
-class InitializeResult(_Result):
-    """The ``initialize`` result (2025-11-25): ``{protocolVersion, capabilities, serverInfo, instructions?}``."""
+class McpInitializeResult(_Result):
+    """The ``initialize`` result (2025-11-25): ``{protocolVersion, capabilities, serverInfo, instructions?}``.
+
+    The MCP schema's ``InitializeResult``; named apart from :class:`hostd.control.models.InitializeResult` (hostd's
+    own ``initialize`` answer to its parent): one name, one class in hostd (tests/test_names.py).
+    """
 
     protocol_version: str
     capabilities: ServerCapabilities

@@ -83,7 +83,6 @@ from hostd.mcp.session import (
     ClientSession,
     Invalid,
     LinkClosed,
-    Notification,
     Orphan,
     PluginRequestError,
     Progress,
@@ -91,6 +90,7 @@ from hostd.mcp.session import (
     ReplyTooLarge,
     RequestId,
     ServerCancelled,
+    ServerNotification,
     ServerRequest,
 )
 from hostd.wire import lazy, pipes, tracing
@@ -942,7 +942,7 @@ class PluginLink:
             return await self._dispatch(event)
         return True
 
-    async def _dispatch(self, event: ServerRequest | ServerCancelled | Notification | Orphan) -> bool:
+    async def _dispatch(self, event: ServerRequest | ServerCancelled | ServerNotification | Orphan) -> bool:
         """Handle what is neither a reply nor progress; False when the link ended."""
         if isinstance(event, Orphan):
             await self._orphan(event)
@@ -1167,7 +1167,7 @@ def _validate_discover(result: Any) -> tuple[list[str], dict[str, Any], dict[str
 def _validate_initialize(
     result: dict[str, Any], start_error: Callable[..., HostError]
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """An ``initialize`` result checked with ``hostd.mcp.handshake.InitializeResult``: ``(protocolVersion,
+    """An ``initialize`` result checked with ``hostd.mcp.handshake.McpInitializeResult``: ``(protocolVersion,
     capabilities, serverInfo)`` as sent; raises ``PLUGIN_START_FAILED`` naming the invalid fields."""
     from pydantic import ValidationError  # noqa: PLC0415
 
@@ -1179,7 +1179,7 @@ def _validate_initialize(
             f"invalid answer from the server: the initialize result is nested deeper than {exceeded.limit} levels"
         )
     try:
-        handshake.InitializeResult.model_validate(result)
+        handshake.McpInitializeResult.model_validate(result)
     except ValidationError as exc:
         raise start_error(f"invalid answer from the server: {_pydantic_summary(exc)}") from None
     except ValueError as exc:  # pydantic's "Maximum serialization depth exceeded" (issue 10)

@@ -16,7 +16,7 @@ client) does two things with it:
 - **Inbound**: :meth:`~ClientSession.receive` takes one parsed message (and
   its frame size and bytes) and returns one event: :class:`Reply`,
   :class:`Progress`, :class:`ServerRequest`, :class:`ServerCancelled`,
-  :class:`Notification`, :class:`Orphan` or :class:`Invalid`.
+  :class:`ServerNotification`, :class:`Orphan` or :class:`Invalid`.
 
 Two rules hold whatever the transport:
 
@@ -175,7 +175,7 @@ class ServerCancelled:
 
 
 @dataclass(frozen=True, slots=True)
-class Notification:
+class ServerNotification:
     """Any other notification, as the raw ``method`` and ``params``. ``subscription`` is the
     ``subscriptions/listen`` request it arrived on (its ``context`` in ``listener``), or None."""
 
@@ -202,7 +202,7 @@ class Invalid:
     why: str
 
 
-Event = Reply | Progress | ServerRequest | ServerCancelled | Notification | Orphan | Invalid
+Event = Reply | Progress | ServerRequest | ServerCancelled | ServerNotification | Orphan | Invalid
 
 
 @dataclass(slots=True)
@@ -430,7 +430,7 @@ class ClientSession:
                     total if _is_number(total) else None,
                     message[:4096] if isinstance(message, str) else None,
                 )
-            return Notification(method, params)
+            return ServerNotification(method, params)
         if method == "notifications/cancelled" and params is not None and _is_id(params.get("requestId")):
             return ServerCancelled(params["requestId"])
         meta = params.get("_meta") if params is not None else None
@@ -440,6 +440,6 @@ class ClientSession:
             if stream is None or not stream.listen:
                 # Tagged for a stream that is not open (a previous listen, or made up): the
                 # transport drops it (``listener`` None), it is not noise.
-                return Notification(method, params, sid if _is_id(sid) else None, None, stale=True)
-            return Notification(method, params, sid, stream.context)
-        return Notification(method, params)
+                return ServerNotification(method, params, sid if _is_id(sid) else None, None, stale=True)
+            return ServerNotification(method, params, sid, stream.context)
+        return ServerNotification(method, params)

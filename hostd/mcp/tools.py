@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 After a plugin's paginated ``tools/list`` walk, the supervisor hands the raw tool
 objects (JSON dicts exactly as the server sent them, pages concatenated) to
-:func:`convert_tools`. It either returns the whole set as :class:`HostTool` values
+:func:`convert_tools`. It either returns the whole set as :class:`RegisteredTool` values
 or raises one :class:`~hostd.wire.errors.HostError` listing *every* problem found, so
 the registry can register the set atomically or not at all (docs/protocol.md,
 ``plugins/enable`` steps 9-11).
@@ -47,7 +47,7 @@ __all__ = [
     "FUNCTION_NAME_MAX_LENGTH",
     "PERMISSION_META_KEY",
     "TOOL_NAME_MAX_LENGTH",
-    "HostTool",
+    "RegisteredTool",
     "ToolProblem",
     "convert_tools",
     "function_name_for",
@@ -75,8 +75,9 @@ _CACHE_SIZE: Final = 4096
 
 
 @dataclass(frozen=True)
-class HostTool:
-    """One tool as hostd's registry and the parent see it (docs/protocol.md, "HostTool").
+class RegisteredTool:
+    """One tool as hostd's registry and the parent see it (docs/protocol.md, "HostTool"; the wire model is
+    :class:`hostd.control.models.HostTool`, made by :meth:`to_model`).
 
     Attributes:
         name: ``"<plugin_id>.<remote_name>"``, exact and stable.
@@ -219,7 +220,7 @@ def convert_tools(
     permissions: Sequence[str],
     contributes: Sequence[str],
     protocol_version: str | None = None,
-) -> list[HostTool]:
+) -> list[RegisteredTool]:
     """Validate a plugin's MCP tool listing and convert it to host tools (lifecycle steps 8-9).
 
     Args:
@@ -334,11 +335,11 @@ def convert_tools(
         )
 
     function_names = _assign_function_names([prefix + remote for remote, _ in accepted])
-    result: list[HostTool] = []
+    result: list[RegisteredTool] = []
     for remote, fields in accepted:
         host = prefix + remote
         result.append(
-            HostTool(
+            RegisteredTool(
                 name=host,
                 remote_name=remote,
                 plugin=plugin_id,
@@ -656,7 +657,7 @@ def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
 _FAST: dict[tuple[str, str], Any] = {}
 
 
-def _fast_valid(tool: HostTool, which: str, schema: Mapping[str, Any], value: Any) -> bool:
+def _fast_valid(tool: RegisteredTool, which: str, schema: Mapping[str, Any], value: Any) -> bool:
     """True when ``value`` certainly conforms to ``schema`` (``which``: "input" or "output"), by
     jsonschema-rs (compiled, ~0.1 µs against ~30 µs for the jsonschema walk; the profile of a call
     found the two checks at ~20% of hostd's CPU). False means "ask jsonschema", which then gives the
@@ -687,7 +688,7 @@ def _fast_valid(tool: HostTool, which: str, schema: Mapping[str, Any], value: An
 _NO_RETRIEVAL_REGISTRY: Registry[Any] | None = None
 
 
-def _validator_for_tool(tool: HostTool) -> Any:
+def _validator_for_tool(tool: RegisteredTool) -> Any:
     """A compiled validator for ``tool.input_schema``, cached by ``definition_digest``.
 
     Compiling costs far more than validating, so validators are kept (at most 4096,
@@ -708,7 +709,7 @@ def _validator_for_tool(tool: HostTool) -> Any:
     return validator
 
 
-def validate_arguments(tool: HostTool, arguments: Any) -> None:
+def validate_arguments(tool: RegisteredTool, arguments: Any) -> None:
     """Check ``tools/call`` arguments against the tool's ``inputSchema`` before they reach the plugin.
 
     Uses the draft the schema's ``$schema`` declares (2020-12 when absent), follows
@@ -825,7 +826,7 @@ def _quote(value: str | int) -> str:
 _OUTPUT_VALIDATORS: dict[str, Validator] = {}
 
 
-def structured_content_problem(tool: HostTool, value: Any) -> str | None:
+def structured_content_problem(tool: RegisteredTool, value: Any) -> str | None:
     """Why ``value`` (a result's ``structuredContent``) breaks ``tool.output_schema``, or ``None``.
 
     MCP "Tools / Output Schema": a tool that declares an output schema must

@@ -11,20 +11,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hostd.mcp.tools import HostTool
+from hostd.mcp.tools import RegisteredTool
 from hostd.wire.errors import ErrorKind, HostError
 
 
 @dataclass
 class ToolRegistry:
-    """Host tool name -> :class:`HostTool`, grouped by plugin id."""
+    """Host tool name -> :class:`RegisteredTool`, grouped by plugin id."""
 
     revision: int = 0
-    _by_name: dict[str, HostTool] = field(default_factory=dict)
-    _by_function: dict[str, HostTool] = field(default_factory=dict)
-    _by_plugin: dict[str, tuple[HostTool, ...]] = field(default_factory=dict)
+    _by_name: dict[str, RegisteredTool] = field(default_factory=dict)
+    _by_function: dict[str, RegisteredTool] = field(default_factory=dict)
+    _by_plugin: dict[str, tuple[RegisteredTool, ...]] = field(default_factory=dict)
 
-    def check_conflicts(self, plugin_id: str, tools: Sequence[HostTool]) -> None:
+    def check_conflicts(self, plugin_id: str, tools: Sequence[RegisteredTool]) -> None:
         """Raise ``TOOL_CONFLICT`` if another plugin owns one of these ``function_name`` values.
 
         Host names (``<plugin id>.<tool>``) never clash across plugins: a plugin id has no dot and
@@ -42,7 +42,7 @@ class ToolRegistry:
             ],
         )
 
-    def register(self, plugin_id: str, tools: Sequence[HostTool]) -> int:
+    def register(self, plugin_id: str, tools: Sequence[RegisteredTool]) -> int:
         """Replace ``plugin_id``'s tools with ``tools`` as one step; return the new revision.
 
         Raises ``TOOL_CONFLICT`` (and changes nothing) on a clash with another plugin.
@@ -69,14 +69,14 @@ class ToolRegistry:
             self._by_name.pop(tool.name, None)
             self._by_function.pop(tool.function_name, None)
 
-    def lookup(self, name: str) -> HostTool:
+    def lookup(self, name: str) -> RegisteredTool:
         """The tool by host name (``plugin.tool``) or ``function_name``; ``TOOL_NOT_FOUND`` otherwise."""
         tool = self._by_name.get(name) or self._by_function.get(name)
         if tool is None:
             raise HostError(ErrorKind.TOOL_NOT_FOUND, f"no registered tool named {name!r}", tool=name)
         return tool
 
-    def tools(self, plugin_id: str | None = None) -> list[HostTool]:
+    def tools(self, plugin_id: str | None = None) -> list[RegisteredTool]:
         """Registered tools, sorted by name; only ``plugin_id``'s when given."""
         if plugin_id is not None:
             return sorted(self._by_plugin.get(plugin_id, ()), key=lambda t: t.name)

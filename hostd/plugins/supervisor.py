@@ -54,7 +54,7 @@ from hostd.control.models import PluginStatus
 from hostd.install.manifest import Manifest
 from hostd.mcp.client_features import offered_features
 from hostd.mcp.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
-from hostd.mcp.tools import HostTool, convert_tools, structured_content_problem
+from hostd.mcp.tools import RegisteredTool, convert_tools, structured_content_problem
 from hostd.plugins import lifecycle, trust
 from hostd.plugins.lifecycle import Action, Event, transition
 from hostd.plugins.registry import ToolRegistry
@@ -200,7 +200,7 @@ class PluginSupervisor:
         self.withheld: trust.Withheld = {}
         #: The host names the current start pinned on first use (:mod:`hostd.plugins.trust`), else None.
         self.first_use: list[str] | None = None
-        self._current_tools: list[HostTool] = []
+        self._current_tools: list[RegisteredTool] = []
         #: The resource limit the last instance was stopped for, if any.
         self.limit_hit: dict[str, Any] | None = None
         self._registry = registry
@@ -687,7 +687,7 @@ class PluginSupervisor:
         finally:
             link.failure_handled.set()
 
-    async def _publish(self, tools: list[HostTool]) -> None:
+    async def _publish(self, tools: list[RegisteredTool]) -> None:
         """Register the tools the pins allow; withhold the others (:func:`hostd.plugins.trust.screen`).
 
         The first discovery after an approval pins every definition and
@@ -714,7 +714,7 @@ class PluginSupervisor:
         self._registry.register(self.plugin_id, screened.allowed)
 
     @property
-    def discovered(self) -> list[HostTool]:
+    def discovered(self) -> list[RegisteredTool]:
         """The tools the running instance listed (registered or not)."""
         return list(self._current_tools)
 
@@ -743,14 +743,14 @@ class PluginSupervisor:
 
     async def _convert(
         self, raw: list[dict[str, Any]], protocol_version: str | None, offered: dict[str, Any]
-    ) -> list[HostTool]:
+    ) -> list[RegisteredTool]:
         """Validate a listing against the manifest (in a worker thread: schema checks cost).
         ``offered``: the client capabilities this instance was offered; they decide which
         conditional tools (``contributes.tools[].needs``) the listing must hold."""
         manifest = self.manifest
         features = offered_features(offered)
 
-        def convert(listing: list[dict[str, Any]]) -> list[HostTool]:
+        def convert(listing: list[dict[str, Any]]) -> list[RegisteredTool]:
             tools = convert_tools(
                 self.plugin_id,
                 listing,
@@ -775,7 +775,7 @@ class PluginSupervisor:
             self._link = None
             done.set()
 
-    async def _refresher(self, link: PluginLink, current: list[HostTool]) -> None:
+    async def _refresher(self, link: PluginLink, current: list[RegisteredTool]) -> None:
         """Coalesced re-discovery on ``notifications/tools/list_changed`` (MCP "List Changed")."""
         digests = [t.definition_digest for t in current]
         while True:
@@ -878,7 +878,7 @@ class PluginSupervisor:
 
     async def call(
         self,
-        tool: HostTool,
+        tool: RegisteredTool,
         arguments: dict[str, Any],
         *,
         timeout: float | None,
@@ -957,7 +957,7 @@ class PluginSupervisor:
 
     def _tool_result(
         self,
-        tool: HostTool,
+        tool: RegisteredTool,
         reply: dict[str, Any],
         size: int,
         raw: bytes = b"",
@@ -1054,7 +1054,7 @@ class PluginSupervisor:
         upstream["data"] = marker
         return upstream
 
-    def _invalid_result(self, tool: HostTool, why: str, **data: Any) -> HostError:
+    def _invalid_result(self, tool: RegisteredTool, why: str, **data: Any) -> HostError:
         return self._tool_error(
             ErrorKind.MCP_UPSTREAM_ERROR,
             tool,
@@ -1062,11 +1062,11 @@ class PluginSupervisor:
             **data,
         )
 
-    def _tool_error(self, kind: ErrorKind, tool: HostTool, message: str, **data: Any) -> HostError:
+    def _tool_error(self, kind: ErrorKind, tool: RegisteredTool, message: str, **data: Any) -> HostError:
         """A failed ``tools/call`` of ``tool``: ``kind`` with ``data`` ``{plugin, tool, **data}``."""
         return HostError(kind, message, plugin=self.plugin_id, tool=tool.name, **data)
 
-    def _unavailable(self, tool: HostTool, reason: str) -> HostError:
+    def _unavailable(self, tool: RegisteredTool, reason: str) -> HostError:
         link = self._link
         return self._tool_error(
             ErrorKind.PLUGIN_HOST_UNAVAILABLE,

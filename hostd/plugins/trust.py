@@ -47,10 +47,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hostd.install.manifest import Manifest
-from hostd.mcp.tools import PERMISSION_META_KEY, HostTool
+from hostd.mcp.tools import PERMISSION_META_KEY, RegisteredTool
 from hostd.wire.errors import ErrorKind, HostError
 
-#: Tool pins: remote tool name -> definition digest (``HostTool.definition_digest``).
+#: Tool pins: remote tool name -> definition digest (``RegisteredTool.definition_digest``).
 Pins = dict[str, str]
 #: Withheld tools: host name -> ``{"approvedDigest": str | None, "currentDigest": str}``.
 Withheld = dict[str, dict[str, str | None]]
@@ -98,7 +98,7 @@ def listing_permissions(manifest: Manifest, listing: Sequence[Mapping[str, Any]]
     return permissions
 
 
-def served(manifest: Manifest, tools: Sequence[HostTool]) -> list[HostTool]:
+def served(manifest: Manifest, tools: Sequence[RegisteredTool]) -> list[RegisteredTool]:
     """The tools as offered: a discovering plugin's tools without the permission they claim
     (it cannot be granted: the manifest declares none). Digests are kept as listed."""
     if not discovers_tools(manifest):
@@ -106,7 +106,7 @@ def served(manifest: Manifest, tools: Sequence[HostTool]) -> list[HostTool]:
     return [dataclasses.replace(t, permission=None) if t.permission is not None else t for t in tools]
 
 
-def pins_of(tools: Sequence[HostTool]) -> Pins:
+def pins_of(tools: Sequence[RegisteredTool]) -> Pins:
     """The pins for ``tools``: remote name -> definition digest."""
     return {t.remote_name: t.definition_digest for t in tools}
 
@@ -115,11 +115,11 @@ def pins_of(tools: Sequence[HostTool]) -> Pins:
 class Screened:
     """What :func:`screen` decided: the tools to register and the tools withheld."""
 
-    allowed: list[HostTool]
+    allowed: list[RegisteredTool]
     withheld: Withheld
 
 
-def screen(manifest: Manifest, tools: Sequence[HostTool], pins: Pins) -> Screened:
+def screen(manifest: Manifest, tools: Sequence[RegisteredTool], pins: Pins) -> Screened:
     """Split a discovery into the tools served and the tools withheld, against ``pins``.
 
     A tool whose definition digest differs from its pin is withheld. A tool
@@ -129,7 +129,7 @@ def screen(manifest: Manifest, tools: Sequence[HostTool], pins: Pins) -> Screene
     currentDigest}`` (``approvedDigest`` None for a tool never pinned).
     """
     discovering = discovers_tools(manifest)
-    allowed: list[HostTool] = []
+    allowed: list[RegisteredTool] = []
     withheld: Withheld = {}
     for tool in tools:
         pinned = pins.get(tool.remote_name)

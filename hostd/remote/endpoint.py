@@ -53,8 +53,8 @@ from sandbox.launch import Launch, LaunchError
 __all__ = [
     "LOOPBACK_NAMES",
     "SECRET_REFERENCE",
-    "RemoteEndpoint",
     "RemoteLaunch",
+    "RemoteTarget",
     "address_problem",
     "is_remote",
     "looks_secret",
@@ -219,7 +219,7 @@ def resolve_headers(
 
 
 @dataclass(frozen=True)
-class RemoteEndpoint:
+class RemoteTarget:
     """What the user approves about a remote server (everything :attr:`RemoteLaunch.digest` covers).
 
     ``transport`` is ``"streamable-http"`` or ``"sse"``; ``header_names`` are
@@ -264,7 +264,7 @@ class RemoteLaunch(Launch):
     :attr:`digest` covers :attr:`endpoint` only.
     """
 
-    endpoint: RemoteEndpoint = field(default=RemoteEndpoint("streamable-http", "", (), (), (), "auto"))
+    endpoint: RemoteTarget = field(default=RemoteTarget("streamable-http", "", (), (), (), "auto"))
 
     @property
     def digest(self) -> str:
@@ -274,7 +274,7 @@ class RemoteLaunch(Launch):
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def describe(self) -> dict[str, object]:
-        """:meth:`Launch.describe` with ``remote`` (:meth:`RemoteEndpoint.describe`) added."""
+        """:meth:`Launch.describe` with ``remote`` (:meth:`RemoteTarget.describe`) added."""
         info = super().describe()
         info["digest"] = self.digest
         info["remote"] = self.endpoint.describe()
@@ -340,7 +340,7 @@ def resolve_remote(backend: RemoteBackend, folder: str) -> RemoteLaunch:
     if problem is not None:
         raise LaunchError("ENV_POLICY", transport, f"backend.url {problem}")
     literal = tuple(sorted((k, v) for k, v in headers.items() if SECRET_REFERENCE.search(v) is None))
-    endpoint = RemoteEndpoint(
+    endpoint = RemoteTarget(
         transport=transport,
         url=url,
         header_names=tuple(sorted(headers)),
