@@ -23,6 +23,7 @@ from docgen import docs
 from hostd.cli.client import HostdClient
 from hostd.control import models as p
 from hostd.control import openrpc
+from hostd.control import params as wire_params
 from hostd.host.service import Host
 from hostd.wire.errors import ErrorKind
 
@@ -129,7 +130,7 @@ def test_a_method_added_to_the_registry_appears(monkeypatch: pytest.MonkeyPatch)
 
         question: str
 
-    class AskResult(p._Params):
+    class AskResult(wire_params._Params):
         answer: str
 
     monkeypatch.setattr(p, "PARENT_REQUESTS", {"test/ask": AskParams, "test/tell": AskParams}, raising=False)
