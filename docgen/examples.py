@@ -276,7 +276,7 @@ def _environment(tmp: Path) -> dict[str, str]:
     }
 
 
-async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:
+async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:  # noqa: PLR0915 (being split)
     """The main session; returns the lines of its ``exit`` for the ``exit`` block."""
     norm = Normaliser(tmp)
     env = _environment(tmp)

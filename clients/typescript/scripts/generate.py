@@ -42,6 +42,10 @@ def doc(text: str | None, indent: str) -> list[str]:
     return [f"{indent}/**", *(f"{indent} * {line}".rstrip() for line in lines), f"{indent} */"]
 
 
+#: JSON Schema's scalar ``type`` names -> their TypeScript types.
+PRIMITIVES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null"}
+
+
 def ts(schema: Any, indent: str = "") -> str:
     """The TypeScript type of a JSON Schema."""
     if schema is True or schema == {}:
@@ -61,14 +65,8 @@ def ts(schema: Any, indent: str = "") -> str:
     kind = schema.get("type")
     if isinstance(kind, list):
         return " | ".join(ts({**schema, "type": k}, indent) for k in kind)
-    if kind == "string":
-        return "string"
-    if kind in ("integer", "number"):
-        return "number"
-    if kind == "boolean":
-        return "boolean"
-    if kind == "null":
-        return "null"
+    if isinstance(kind, str) and kind in PRIMITIVES:
+        return PRIMITIVES[kind]
     if kind == "array":
         item = ts(schema.get("items", {}), indent)
         return f"{item}[]" if IDENT.match(item) else f"Array<{item}>"
