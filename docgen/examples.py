@@ -276,233 +276,24 @@ def _environment(tmp: Path) -> dict[str, str]:
     }
 
 
-async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:  # noqa: PLR0915 (being split)
-    """The main session; returns the lines of its ``exit`` for the ``exit`` block."""
+async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:
+    """The main session; returns the lines of its ``exit`` for the ``exit`` block.
+
+    Its parts, in order, are the ``_main_*`` functions below; each fills ``out`` with its examples.
+    """
     norm = Normaliser(tmp)
     env = _environment(tmp)
     (tmp / "home").mkdir()
     args = ["--state-dir", str(tmp / "state"), "--no-login-path"]
     async with _recording(args, env, norm, handshake=False) as (client, r):
-        pre, _ = await r.call("plugins/list", {}, id=1, expect_error=True)
-        r._ids = 0
-        init, _ = await r.call(
-            "initialize",
-            {
-                "clientInfo": {"name": "my-electron-app", "version": "2.4.0"},
-                "protocolVersion": "0",
-                "knownPermissions": ["echo.use", "echo.inspect", "notes.read"],
-            },
-        )
-        p.InitializeResult.model_validate(orjson.loads(r.transcript[-1][1])["result"])
-        out["initialize"] = block(init)
-        out["before-initialize"] = block(pre + init)
-        ping, _ = await r.call("ping", {})
-        out["ping"] = block(ping)
-
-        messages: list[str] = []
-        for method, params in (("plugins/frobnicate", {}), ("plugins/install", {"folder": "/x"}), ("initialize", {})):
-            lines, _ = await r.call(method, params, expect_error=True)
-            messages += lines
-        out["messages"] = block(messages)
-
-        needs_more = _variant(tmp, "needs-more", None, ("echo.use", "calendar.write"))
-        missing = _variant(tmp, "missing-cmd", None)
-        document = orjson.loads((missing / "plugin.json").read_bytes())
-        document["backend"]["command"] = "definitely-not-installed-xyz"
-        (missing / "plugin.json").write_bytes(orjson.dumps(document))
-        errors: list[str] = []
-        for folder in (tmp / "nope", needs_more):
-            lines, _ = await r.call("plugins/install", {"path": str(folder)}, expect_error=True)
-            errors += lines
-        errors.append(
-            "// a manifest whose command is not installed: the install succeeds, launch says why it cannot run"
-        )
-
-        def missing_render(message: dict[str, Any]) -> str:
-            result = message["result"]
-            launch = dict(result["launch"])
-            launch["error"] = norm(launch["error"])[:80] + "…"  # cut after the paths are placeholders
-            return _json({**message, "result": None}).replace(
-                "null}", "{" + f'"id":{_json(result["id"])},"status":"stopped","launch":{_json(launch)},…' + "}}"
-            )
-
-        lines, info = await r.call("plugins/install", {"path": str(missing)}, render=missing_render)
-        p.PluginInfo.model_validate(info)
-        out["install-errors"] = block(errors + lines)
-
-        lines, info = await r.call("plugins/install", {"path": str(FIXTURE)})
-        p.PluginInfo.model_validate(info)
-        out["install"] = block(lines)
-        digest = info["launch"]["digest"]
+        await _main_handshake(r, out)
+        digest = await _main_install(tmp, r, norm, out)
         plugin = {"id": "mcp-echo"}
-
-        enable_errors = ["// before plugins/grant:"]
-        lines, _ = await r.call("plugins/enable", plugin, expect_error=True)
-        enable_errors += lines
-        grant: list[str] = []
-        lines, _ = await r.call(
-            "plugins/grant", {**plugin, "permissions": ["echo.use", "echo.inspect"]}, render=info_render
-        )
-        grant += lines
-        lines, _ = await r.call("plugins/grant", {**plugin, "permissions": ["notes.read"]}, expect_error=True)
-        grant += lines
-        enable_errors.append("// granted, not approved yet:")
-        lines, _ = await r.call("plugins/enable", plugin, expect_error=True)
-        enable_errors += lines
-
-        lines, _ = await r.call("plugins/approve", {**plugin, "digest": "sha256:" + "0" * 64}, expect_error=True)
-        approve = list(lines)
-        lines, info = await r.call("plugins/approve", {**plugin, "digest": digest})
-        p.PluginInfo.model_validate(info)
-        out["approve"] = block(approve + lines)
-
-        lines, status = await r.call("plugins/enable", plugin, render=status_render(full=True))
-        p.PluginStatus.model_validate(status)
-        out["enable"] = block(lines)
-        out["status-changed"] = block([lines[1]])
-        out["list-changed"] = block([line for line in lines if "tools/listChanged" in line])
-        lines, status = await r.call("plugins/status", plugin)
-        p.PluginStatus.model_validate(status)
-        out["status"] = block(lines)
-        lines, listing = await r.call("plugins/list", {}, render=info_render)
-        p.PluginsListResult.model_validate(listing)
-        out["list"] = block(lines)
-
-        def tools_render(message: dict[str, Any]) -> str:
-            result = message["result"]
-            tools = ",".join(_json(t) for t in result["tools"][:2])
-            return _json({**message, "result": None}).replace(
-                "null}", "{" + f'"tools":[{tools},…],"revision":{result["revision"]}' + "}}"
-            )
-
-        lines, tools = await r.call("tools/list", {"plugin": "mcp-echo"}, render=tools_render)
-        p.ToolsListResult.model_validate(tools)
-        tools_list = list(lines)
-        lines, _ = await r.call("tools/list", {"plugin": "nope"}, expect_error=True)
-        out["tools-list"] = block(tools_list + lines)
-
-        calls: list[str] = []
-        lines, result = await r.call("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "hello"}})
-        p.ToolsCallResult.model_validate(result)
-        calls += [*lines, "// by function_name:"]
-        lines, _ = await r.call("tools/call", {"name": "mcp-echo_echo", "arguments": {"text": "hi"}})
-        calls += [*lines, "// with progress:"]
-        lines, _ = await r.call("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 0.4, "steps": 2}})
-        calls += lines
-        out["progress"] = block(lines)
-        out["tools-call"] = block(calls)
-
-        failures: list[str] = []
-        failing: list[tuple[dict[str, Any], str | None]] = [
-            ({"name": "mcp-echo.echo", "arguments": {"text": 42}}, None),
-            ({"name": "mcp-echo.nope", "arguments": {}}, None),
-            ({"name": "mcp-echo.fail", "arguments": {"message": "disk is full"}}, "// the tool's isError result:"),
-            (
-                {"name": "mcp-echo.fail", "arguments": {"message": "no such note", "code": -32002}},
-                "// the plugin's JSON-RPC error (code -32002 from the plugin, not hostd's):",
-            ),
-            ({"name": "mcp-echo.sleep", "arguments": {"seconds": 5, "steps": 1}, "timeoutMs": 500}, None),
-            ({"name": "mcp-echo.large", "arguments": {"bytes": 4200000}}, None),
-        ]
-        for params, note in failing:
-            if note:
-                failures.append(note)
-            lines, _ = await r.call("tools/call", params, expect_error=True)
-            failures += lines
-        out["tools-call-errors"] = block(failures)
-
-        # Cancel once the plugin is running the call (its first $/progress), so that hostd has an MCP
-        # request to cancel: a $/cancelRequest that arrives first never reaches the plugin at all.
-        start = len(r.transcript)
-        pending = await client.start(
-            "tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 60, "steps": 600}}, id="call-42"
-        )
-        await client.wait_for("$/progress", lambda n: n.get("requestId") == "call-42")
-        await r.client.notify("$/cancelRequest", {"id": "call-42"})
-        try:
-            await pending()
-            raise RuntimeError("the cancelled call was answered with a result")
-        except RpcError:
-            pass
-
-        def no_progress(message: dict[str, Any]) -> str | None:
-            return None if message.get("method") == "$/progress" else _json(message)
-
-        cancel = r._lines(start, "call-42", no_progress)
-        cancel.insert(1, "// … its $/progress notifications, then:")
-        out["cancel"] = block(cancel)
-        lines, _ = await r.call("tools/call", {"name": "mcp-echo.seen", "arguments": {}})
-        out["cancel-seen"] = block(lines)
-        lines, _ = await r.call("tools/call", {"name": "mcp-echo.environment", "arguments": {}})
-        out["environment"] = block(lines)
-
-        grant.append("// later, revoking echo.inspect from the running plugin:")
-        lines, _ = await r.call("plugins/grant", {**plugin, "permissions": ["echo.use"]}, render=info_render)
-        grant += lines
-        lines, _ = await r.call("tools/call", {"name": "mcp-echo.environment", "arguments": {}}, expect_error=True)
-        grant += lines
-        out["grant"] = block(grant)
-        await r.call("plugins/grant", {**plugin, "permissions": ["echo.use", "echo.inspect"]})
-
-        lines, _ = await r.call("plugins/restart", plugin, render=status_render())
-        restart = list(lines)
-
-        # A crash: the response and the supervisor's notifications come from different tasks, so
-        # their order is not fixed; the block shows the response, then the notifications in order.
-        rid = r.next_id()
-        start = len(r.transcript)
-        changes = len(client.seen("tools/listChanged"))
-        answer = await client.start("tools/call", {"name": "mcp-echo.exit", "arguments": {"code": 3}}, id=rid)
-        try:
-            await answer()
-        except RpcError:
-            pass
-        await client.wait_for("plugins/statusChanged", lambda s: s["status"] == "ready" and s["restarts"] == 2)
-        # then the tools unregistered at the crash and registered again once ready: two tools/listChanged
-        await client.wait_for("tools/listChanged", lambda _: len(client.seen("tools/listChanged")) >= changes + 2)
-        crash_lines = r._lines(start, None, status_render())
-        request = crash_lines[0]
-        reply = next(line for line in crash_lines if line.startswith(f'← {{"jsonrpc":"2.0","id":{rid},'))
-        notes = [line for line in crash_lines[1:] if line != reply]
-        out["crash"] = block([request, reply, "// and, from the plugin's supervisor:", *notes])
-
-        disable: list[str] = []
-        lines, _ = await r.call("plugins/disable", plugin, render=status_render())
-        disable += [*lines, "// again: already stopped, no notifications"]
-        lines, _ = await r.call("plugins/disable", plugin, render=status_render())
-        out["disable"] = block(disable + lines)
-        restart.append("// after plugins/disable:")
-        lines, _ = await r.call("plugins/restart", plugin, expect_error=True)
-        out["restart"] = block(restart + lines)
-
-        broken: list[str] = []
-        for plugin_id, variant, comment in (
-            (
-                "broken-echo",
-                "exit-at-start",
-                '// a plugin whose server exits at start (it writes "API key missing" to stderr first):',
-            ),
-            ("schema-echo", "bad-schema", "// a plugin whose declared tool has an invalid inputSchema:"),
-            ("extra-echo", "extra-tool", None),
-        ):
-            folder = _variant(tmp, plugin_id, variant)
-            _, info = await r.call("plugins/install", {"path": str(folder)})
-            if "digest" not in info["launch"]:
-                raise RuntimeError(f"{plugin_id}: {info['launch']}")
-            await r.call("plugins/grant", {"id": plugin_id, "permissions": ["echo.use", "echo.inspect"]})
-            await r.call("plugins/approve", {"id": plugin_id, "digest": info["launch"]["digest"]})
-            lines, _ = await r.call("plugins/enable", {"id": plugin_id}, expect_error=True, render=status_render())
-            if comment is None:
-                out["enable-extra"] = block(lines)
-            else:
-                broken += [comment, *lines]
-            if plugin_id == "broken-echo":
-                log = await client.wait_for("plugins/log", lambda n: n.get("plugin") == "broken-echo")
-                out["log"] = block([f"← {norm(_json({'jsonrpc': '2.0', 'method': 'plugins/log', 'params': log}))}"])
-                p.LogParams.model_validate(log)
-                failed = next(line for line in lines if '"status":"error"' in line)
-                out["status-changed"] = out["status-changed"].replace("\n```", "\n" + failed + "\n```", 1)
-        out["enable-errors"] = block(enable_errors + broken)
+        grant, enable_errors = await _main_enable(r, out, plugin, digest)
+        await _main_tools(r, out)
+        await _main_cancel(r, out)
+        await _main_restart(r, out, plugin, grant)
+        await _main_broken(tmp, r, norm, out, enable_errors)
 
         await _import(tmp, r, out)
         await r.call("plugins/uninstall", {"id": "echo-server"})
@@ -520,6 +311,253 @@ async def _session_main(tmp: Path, out: dict[str, str]) -> list[str]:  # noqa: P
         if code != 0:
             raise RuntimeError(f"hostd exited with {code} after shutdown and exit")
         return [exit_line, "// hostd exits with code 0 (a shutdown came first)"]
+
+
+async def _main_handshake(r: Recorder, out: dict[str, str]) -> None:
+    """A request before ``initialize``, ``initialize``, ``ping`` and three error messages."""
+    pre, _ = await r.call("plugins/list", {}, id=1, expect_error=True)
+    r._ids = 0
+    init, _ = await r.call(
+        "initialize",
+        {
+            "clientInfo": {"name": "my-electron-app", "version": "2.4.0"},
+            "protocolVersion": "0",
+            "knownPermissions": ["echo.use", "echo.inspect", "notes.read"],
+        },
+    )
+    p.InitializeResult.model_validate(orjson.loads(r.transcript[-1][1])["result"])
+    out["initialize"] = block(init)
+    out["before-initialize"] = block(pre + init)
+    ping, _ = await r.call("ping", {})
+    out["ping"] = block(ping)
+
+    messages: list[str] = []
+    for method, params in (("plugins/frobnicate", {}), ("plugins/install", {"folder": "/x"}), ("initialize", {})):
+        lines, _ = await r.call(method, params, expect_error=True)
+        messages += lines
+    out["messages"] = block(messages)
+
+
+async def _main_install(tmp: Path, r: Recorder, norm: Normaliser, out: dict[str, str]) -> str:
+    """``plugins/install``: its errors and the echo fixture; returns the fixture's launch digest."""
+    needs_more = _variant(tmp, "needs-more", None, ("echo.use", "calendar.write"))
+    missing = _variant(tmp, "missing-cmd", None)
+    document = orjson.loads((missing / "plugin.json").read_bytes())
+    document["backend"]["command"] = "definitely-not-installed-xyz"
+    (missing / "plugin.json").write_bytes(orjson.dumps(document))
+    errors: list[str] = []
+    for folder in (tmp / "nope", needs_more):
+        lines, _ = await r.call("plugins/install", {"path": str(folder)}, expect_error=True)
+        errors += lines
+    errors.append("// a manifest whose command is not installed: the install succeeds, launch says why it cannot run")
+
+    def missing_render(message: dict[str, Any]) -> str:
+        result = message["result"]
+        launch = dict(result["launch"])
+        launch["error"] = norm(launch["error"])[:80] + "…"  # cut after the paths are placeholders
+        return _json({**message, "result": None}).replace(
+            "null}", "{" + f'"id":{_json(result["id"])},"status":"stopped","launch":{_json(launch)},…' + "}}"
+        )
+
+    lines, info = await r.call("plugins/install", {"path": str(missing)}, render=missing_render)
+    p.PluginInfo.model_validate(info)
+    out["install-errors"] = block(errors + lines)
+
+    lines, info = await r.call("plugins/install", {"path": str(FIXTURE)})
+    p.PluginInfo.model_validate(info)
+    out["install"] = block(lines)
+    digest: str = info["launch"]["digest"]
+    return digest
+
+
+async def _main_enable(
+    r: Recorder, out: dict[str, str], plugin: dict[str, str], digest: str
+) -> tuple[list[str], list[str]]:
+    """``plugins/grant``, ``approve``, ``enable``, ``status``, ``list``; returns the grant and enable-error lines."""
+    enable_errors = ["// before plugins/grant:"]
+    lines, _ = await r.call("plugins/enable", plugin, expect_error=True)
+    enable_errors += lines
+    grant: list[str] = []
+    lines, _ = await r.call(
+        "plugins/grant", {**plugin, "permissions": ["echo.use", "echo.inspect"]}, render=info_render
+    )
+    grant += lines
+    lines, _ = await r.call("plugins/grant", {**plugin, "permissions": ["notes.read"]}, expect_error=True)
+    grant += lines
+    enable_errors.append("// granted, not approved yet:")
+    lines, _ = await r.call("plugins/enable", plugin, expect_error=True)
+    enable_errors += lines
+
+    lines, _ = await r.call("plugins/approve", {**plugin, "digest": "sha256:" + "0" * 64}, expect_error=True)
+    approve = list(lines)
+    lines, info = await r.call("plugins/approve", {**plugin, "digest": digest})
+    p.PluginInfo.model_validate(info)
+    out["approve"] = block(approve + lines)
+
+    lines, status = await r.call("plugins/enable", plugin, render=status_render(full=True))
+    p.PluginStatus.model_validate(status)
+    out["enable"] = block(lines)
+    out["status-changed"] = block([lines[1]])
+    out["list-changed"] = block([line for line in lines if "tools/listChanged" in line])
+    lines, status = await r.call("plugins/status", plugin)
+    p.PluginStatus.model_validate(status)
+    out["status"] = block(lines)
+    lines, listing = await r.call("plugins/list", {}, render=info_render)
+    p.PluginsListResult.model_validate(listing)
+    out["list"] = block(lines)
+    return grant, enable_errors
+
+
+async def _main_tools(r: Recorder, out: dict[str, str]) -> None:
+    """``tools/list`` and ``tools/call``: results, progress and errors."""
+
+    def tools_render(message: dict[str, Any]) -> str:
+        result = message["result"]
+        tools = ",".join(_json(t) for t in result["tools"][:2])
+        return _json({**message, "result": None}).replace(
+            "null}", "{" + f'"tools":[{tools},…],"revision":{result["revision"]}' + "}}"
+        )
+
+    lines, tools = await r.call("tools/list", {"plugin": "mcp-echo"}, render=tools_render)
+    p.ToolsListResult.model_validate(tools)
+    tools_list = list(lines)
+    lines, _ = await r.call("tools/list", {"plugin": "nope"}, expect_error=True)
+    out["tools-list"] = block(tools_list + lines)
+
+    calls: list[str] = []
+    lines, result = await r.call("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "hello"}})
+    p.ToolsCallResult.model_validate(result)
+    calls += [*lines, "// by function_name:"]
+    lines, _ = await r.call("tools/call", {"name": "mcp-echo_echo", "arguments": {"text": "hi"}})
+    calls += [*lines, "// with progress:"]
+    lines, _ = await r.call("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 0.4, "steps": 2}})
+    calls += lines
+    out["progress"] = block(lines)
+    out["tools-call"] = block(calls)
+
+    failures: list[str] = []
+    failing: list[tuple[dict[str, Any], str | None]] = [
+        ({"name": "mcp-echo.echo", "arguments": {"text": 42}}, None),
+        ({"name": "mcp-echo.nope", "arguments": {}}, None),
+        ({"name": "mcp-echo.fail", "arguments": {"message": "disk is full"}}, "// the tool's isError result:"),
+        (
+            {"name": "mcp-echo.fail", "arguments": {"message": "no such note", "code": -32002}},
+            "// the plugin's JSON-RPC error (code -32002 from the plugin, not hostd's):",
+        ),
+        ({"name": "mcp-echo.sleep", "arguments": {"seconds": 5, "steps": 1}, "timeoutMs": 500}, None),
+        ({"name": "mcp-echo.large", "arguments": {"bytes": 4200000}}, None),
+    ]
+    for params, note in failing:
+        if note:
+            failures.append(note)
+        lines, _ = await r.call("tools/call", params, expect_error=True)
+        failures += lines
+    out["tools-call-errors"] = block(failures)
+
+
+async def _main_cancel(r: Recorder, out: dict[str, str]) -> None:
+    """A ``tools/call`` cancelled by ``$/cancelRequest``, then what the plugin saw and its environment."""
+    client = r.client
+    # Cancel once the plugin is running the call (its first $/progress), so that hostd has an MCP
+    # request to cancel: a $/cancelRequest that arrives first never reaches the plugin at all.
+    start = len(r.transcript)
+    pending = await client.start(
+        "tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 60, "steps": 600}}, id="call-42"
+    )
+    await client.wait_for("$/progress", lambda n: n.get("requestId") == "call-42")
+    await r.client.notify("$/cancelRequest", {"id": "call-42"})
+    try:
+        await pending()
+        raise RuntimeError("the cancelled call was answered with a result")
+    except RpcError:
+        pass
+
+    def no_progress(message: dict[str, Any]) -> str | None:
+        return None if message.get("method") == "$/progress" else _json(message)
+
+    cancel = r._lines(start, "call-42", no_progress)
+    cancel.insert(1, "// … its $/progress notifications, then:")
+    out["cancel"] = block(cancel)
+    lines, _ = await r.call("tools/call", {"name": "mcp-echo.seen", "arguments": {}})
+    out["cancel-seen"] = block(lines)
+    lines, _ = await r.call("tools/call", {"name": "mcp-echo.environment", "arguments": {}})
+    out["environment"] = block(lines)
+
+
+async def _main_restart(r: Recorder, out: dict[str, str], plugin: dict[str, str], grant: list[str]) -> None:
+    """A grant revoked from the running plugin, ``plugins/restart``, a crash and ``plugins/disable``."""
+    client = r.client
+    grant.append("// later, revoking echo.inspect from the running plugin:")
+    lines, _ = await r.call("plugins/grant", {**plugin, "permissions": ["echo.use"]}, render=info_render)
+    grant += lines
+    lines, _ = await r.call("tools/call", {"name": "mcp-echo.environment", "arguments": {}}, expect_error=True)
+    grant += lines
+    out["grant"] = block(grant)
+    await r.call("plugins/grant", {**plugin, "permissions": ["echo.use", "echo.inspect"]})
+
+    lines, _ = await r.call("plugins/restart", plugin, render=status_render())
+    restart = list(lines)
+
+    # A crash: the response and the supervisor's notifications come from different tasks, so
+    # their order is not fixed; the block shows the response, then the notifications in order.
+    rid = r.next_id()
+    start = len(r.transcript)
+    changes = len(client.seen("tools/listChanged"))
+    answer = await client.start("tools/call", {"name": "mcp-echo.exit", "arguments": {"code": 3}}, id=rid)
+    try:
+        await answer()
+    except RpcError:
+        pass
+    await client.wait_for("plugins/statusChanged", lambda s: s["status"] == "ready" and s["restarts"] == 2)
+    # then the tools unregistered at the crash and registered again once ready: two tools/listChanged
+    await client.wait_for("tools/listChanged", lambda _: len(client.seen("tools/listChanged")) >= changes + 2)
+    crash_lines = r._lines(start, None, status_render())
+    request = crash_lines[0]
+    reply = next(line for line in crash_lines if line.startswith(f'← {{"jsonrpc":"2.0","id":{rid},'))
+    notes = [line for line in crash_lines[1:] if line != reply]
+    out["crash"] = block([request, reply, "// and, from the plugin's supervisor:", *notes])
+
+    disable: list[str] = []
+    lines, _ = await r.call("plugins/disable", plugin, render=status_render())
+    disable += [*lines, "// again: already stopped, no notifications"]
+    lines, _ = await r.call("plugins/disable", plugin, render=status_render())
+    out["disable"] = block(disable + lines)
+    restart.append("// after plugins/disable:")
+    lines, _ = await r.call("plugins/restart", plugin, expect_error=True)
+    out["restart"] = block(restart + lines)
+
+
+async def _main_broken(tmp: Path, r: Recorder, norm: Normaliser, out: dict[str, str], enable_errors: list[str]) -> None:
+    """Plugins that fail at ``plugins/enable`` (and one with an extra tool), and a ``plugins/log`` notification."""
+    client = r.client
+    broken: list[str] = []
+    for plugin_id, variant, comment in (
+        (
+            "broken-echo",
+            "exit-at-start",
+            '// a plugin whose server exits at start (it writes "API key missing" to stderr first):',
+        ),
+        ("schema-echo", "bad-schema", "// a plugin whose declared tool has an invalid inputSchema:"),
+        ("extra-echo", "extra-tool", None),
+    ):
+        folder = _variant(tmp, plugin_id, variant)
+        _, info = await r.call("plugins/install", {"path": str(folder)})
+        if "digest" not in info["launch"]:
+            raise RuntimeError(f"{plugin_id}: {info['launch']}")
+        await r.call("plugins/grant", {"id": plugin_id, "permissions": ["echo.use", "echo.inspect"]})
+        await r.call("plugins/approve", {"id": plugin_id, "digest": info["launch"]["digest"]})
+        lines, _ = await r.call("plugins/enable", {"id": plugin_id}, expect_error=True, render=status_render())
+        if comment is None:
+            out["enable-extra"] = block(lines)
+        else:
+            broken += [comment, *lines]
+        if plugin_id == "broken-echo":
+            log = await client.wait_for("plugins/log", lambda n: n.get("plugin") == "broken-echo")
+            out["log"] = block([f"← {norm(_json({'jsonrpc': '2.0', 'method': 'plugins/log', 'params': log}))}"])
+            p.LogParams.model_validate(log)
+            failed = next(line for line in lines if '"status":"error"' in line)
+            out["status-changed"] = out["status-changed"].replace("\n```", "\n" + failed + "\n```", 1)
+    out["enable-errors"] = block(enable_errors + broken)
 
 
 async def _import(tmp: Path, r: Recorder, out: dict[str, str]) -> None:
