@@ -299,6 +299,44 @@ def _resolve_path_command(command: str, root: str) -> str:
     return executable
 
 
+def _checked_root(command: str, args: Sequence[str], plugin_dir: Path) -> str:
+    """The plugin folder's real path, once it exists and neither ``command`` nor an argument holds a NUL.
+
+    Part of :func:`resolve_launch`; raises :class:`LaunchError` ``"EXEC_FAILED"``.
+    """
+    root = os.path.realpath(plugin_dir)
+    if not os.path.isdir(root):
+        raise LaunchError("EXEC_FAILED", command, f"plugin folder {root} of command {command!r} is missing")
+    for index, arg in enumerate([command, *args]):
+        if "\0" in arg:
+            raise LaunchError("EXEC_FAILED", command, f"argument {index} of {command!r} contains a NUL byte")
+    return root
+
+
+def _find_command(command: str, root: str, env: Mapping[str, str]) -> str:
+    """The absolute path of ``command``: a path inside ``root`` (:func:`_resolve_path_command`) or a bare name
+    looked up on the child's trimmed ``PATH`` (from ``env``, the child's environment).
+
+    Part of :func:`resolve_launch`; raises :class:`LaunchError` ``"COMMAND_NOT_FOUND"`` (the message names the
+    ``PATH`` searched) or ``"COMMAND_OUTSIDE_PLUGIN"``.
+    """
+    if not command:
+        raise LaunchError("COMMAND_NOT_FOUND", command, "the command is empty")
+    if "/" in command:
+        executable = _resolve_path_command(command, root)
+    else:
+        search = trim_path(env.get("PATH", ""))
+        found = shutil.which(command, path=search) if search else None
+        if found is None:
+            raise LaunchError(
+                "COMMAND_NOT_FOUND",
+                command,
+                f"command {command!r} not found on PATH={search!r}",
+            )
+        executable = os.path.abspath(found)
+    return executable
+
+
 def resolve_launch(
     command: str,
     args: Sequence[str],
@@ -345,12 +383,7 @@ def resolve_launch(
     a NUL byte, or the data folder cannot be created) or
     ``"ISOLATION_UNAVAILABLE"`` (the policy cannot be enforced here).
     """
-    root = os.path.realpath(plugin_dir)
-    if not os.path.isdir(root):
-        raise LaunchError("EXEC_FAILED", command, f"plugin folder {root} of command {command!r} is missing")
-    for index, arg in enumerate([command, *args]):
-        if "\0" in arg:
-            raise LaunchError("EXEC_FAILED", command, f"argument {index} of {command!r} contains a NUL byte")
+    root = _checked_root(command, args, plugin_dir)
     if tmpdir is None:
         tmpdir = plugin_tmpdir(Path(root))
     try:
@@ -359,20 +392,7 @@ def resolve_launch(
         raise LaunchError("ENV_POLICY", command, f"command {command!r}: {exc}") from exc
     env.update(host_vars or {})
 
-    if not command:
-        raise LaunchError("COMMAND_NOT_FOUND", command, "the command is empty")
-    if "/" in command:
-        executable = _resolve_path_command(command, root)
-    else:
-        search = trim_path(env.get("PATH", ""))
-        found = shutil.which(command, path=search) if search else None
-        if found is None:
-            raise LaunchError(
-                "COMMAND_NOT_FOUND",
-                command,
-                f"command {command!r} not found on PATH={search!r}",
-            )
-        executable = os.path.abspath(found)
+    executable = _find_command(command, root, env)
 
     runtime = runtime_chain(executable, env.get("PATH", ""))
     data_dir = isolation_policy.data_dir if isolation_policy is not None else None

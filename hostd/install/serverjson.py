@@ -310,6 +310,27 @@ def _runtime(arguments: list[Argument], kind: str, field: str) -> list[str]:
     return words
 
 
+def _plan_remote(server: ServerJson, document: dict[str, Any], options: _Options, result: Plan) -> Plan:
+    """:func:`plan` for a ``server.json`` with no packages: its first remote, or ``PACKAGE_INVALID`` when it has none.
+
+    ``document`` is the manifest so far (what every plan shares), ``options`` and ``result`` the plan's own; both are
+    filled in and ``result`` is returned.
+    """
+    if not server.remotes:
+        raise invalid(f"{server.name}: no packages and no remotes", [{"field": "packages", "message": "empty"}])
+    remote = server.remotes[0]
+    headers = {h.name: h.value if h.value and not h.is_secret else options.add(h.name, h) for h in remote.headers}
+    result.remote = {"type": remote.type, "url": remote.url, "headers": sorted(headers)}
+    document["backend"] = {"type": "mcp", "transport": remote.type, "url": remote.url, "headers": headers}
+    document["origin"]["remote"] = result.remote
+    document["user_config"] = options.options
+    table = {"backend.url": "remotes.0.url", "backend.transport": "remotes.0.type", **_entry_fields(server)}
+    table.update({f"backend.headers.{h.name}": f"remotes.0.headers.{i}" for i, h in enumerate(remote.headers)})
+    _check_generated(server.name, document, table)
+    result.manifest = document
+    return result
+
+
 def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
     """Decide how to install ``entry`` (a ``server.json`` object or its text), using ``packages[index]``.
 
@@ -333,19 +354,7 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
     options = _Options()
     result = Plan(name=server.name)
     if not server.packages:
-        if not server.remotes:
-            raise invalid(f"{server.name}: no packages and no remotes", [{"field": "packages", "message": "empty"}])
-        remote = server.remotes[0]
-        headers = {h.name: h.value if h.value and not h.is_secret else options.add(h.name, h) for h in remote.headers}
-        result.remote = {"type": remote.type, "url": remote.url, "headers": sorted(headers)}
-        document["backend"] = {"type": "mcp", "transport": remote.type, "url": remote.url, "headers": headers}
-        document["origin"]["remote"] = result.remote
-        document["user_config"] = options.options
-        table = {"backend.url": "remotes.0.url", "backend.transport": "remotes.0.type", **_entry_fields(server)}
-        table.update({f"backend.headers.{h.name}": f"remotes.0.headers.{i}" for i, h in enumerate(remote.headers)})
-        _check_generated(server.name, document, table)
-        result.manifest = document
-        return result
+        return _plan_remote(server, document, options, result)
     if index >= len(server.packages):
         raise invalid(
             f"{server.name} has {len(server.packages)} packages; there is no package {index}",
