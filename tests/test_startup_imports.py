@@ -11,9 +11,13 @@ imports, in any thread, when it imports it. The tests read those lines after hos
 from __future__ import annotations
 
 import sys
+import threading
+import types
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from hostd.wire import lazy
@@ -160,3 +164,49 @@ async def test_a_module_that_cannot_load_is_a_structured_error(
         )
     assert (failed_async.value.kind, failed_async.value.message) == (ErrorKind.PLUGIN_START_FAILED, message)
     assert "hostd_lazy_probe" not in sys.modules
+
+
+async def test_a_module_another_thread_is_still_importing_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The class: a module taken from ``sys.modules`` while another thread still runs its body. Python puts a
+    module there before its body runs, so a second caller that only looks it up gets a module without the
+    names defined further down ("partially initialized module"): two remote plugins enabled at once, or the host
+    module imported in a worker at start while a request imports what it imports. The second caller must wait
+    for the import to finish, as the import statement itself does.
+    """
+    (tmp_path / "hostd_lazy_slow.py").write_text(
+        "import sys\n"
+        "sys.modules['hostd_lazy_slow_gate'].started.set()\n"
+        "sys.modules['hostd_lazy_slow_gate'].release.wait(30)\n"
+        "DEFINED_LAST = 'complete'\n"
+    )
+
+    class Gate(types.ModuleType):
+        started = threading.Event()
+        release = threading.Event()
+
+    gate = Gate("hostd_lazy_slow_gate")
+    monkeypatch.setitem(sys.modules, "hostd_lazy_slow_gate", gate)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "hostd_lazy_slow", raising=False)
+    first = threading.Thread(target=lazy.load, args=("hostd_lazy_slow", "the first caller"))
+    first.start()
+    try:
+        assert await trio.to_thread.run_sync(gate.started.wait, 30)
+        results: list[str] = []
+
+        async def second() -> None:
+            module = await lazy.load_async("hostd_lazy_slow", "the second caller")
+            results.append(getattr(module, "DEFINED_LAST", "<partial>"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(second)
+            await trio.testing.wait_all_tasks_blocked()
+            assert results == []  # still importing in the first thread: the second caller waits
+            gate.release.set()
+        assert results == ["complete"]
+    finally:
+        gate.release.set()
+        await trio.to_thread.run_sync(first.join, 30)
+    assert lazy.load("hostd_lazy_slow", "a later caller").DEFINED_LAST == "complete"

@@ -31,8 +31,23 @@ def _internal_error(message: str, **data: Any) -> HostError:
     return HostError(ErrorKind.INTERNAL_ERROR, message, **data)
 
 
+def _loaded(module: str) -> ModuleType | None:
+    """``module`` if it is imported *and its body has finished*, else ``None``.
+
+    The class of defect this guards: a module taken from ``sys.modules`` while another thread still runs its
+    body. The import system puts a module there before running it (``__spec__._initializing`` is true until
+    the body ends), so a lookup alone can return a module without the names defined further down. Such a
+    module goes through ``__import__``, which waits on the module's import lock for the other thread.
+    """
+    loaded = sys.modules.get(module)
+    if loaded is None or getattr(getattr(loaded, "__spec__", None), "_initializing", False):
+        return None
+    return loaded
+
+
 def load(module: str, needed_for: str, error: ErrorFactory = _internal_error) -> ModuleType:
-    """Import ``module`` (as ``import module`` does) or return the loaded one.
+    """Import ``module`` (as ``import module`` does) or return the loaded one; a module another thread is still
+    importing is waited for (:func:`_loaded`).
 
     ``needed_for`` says what needs it, for the message ("the remote plugin
     notes"). Runs the import in the calling thread: a handler on the event
@@ -48,7 +63,7 @@ def load(module: str, needed_for: str, error: ErrorFactory = _internal_error) ->
             (``PLUGIN_START_FAILED`` naming the plugin, the message as
             ``data.reason``).
     """
-    loaded = sys.modules.get(module)
+    loaded = _loaded(module)
     if loaded is not None:
         return loaded
     try:
@@ -69,7 +84,7 @@ async def load_async(module: str, needed_for: str, error: ErrorFactory = _intern
     Raises what :func:`load` raises. Cancellation while the worker imports abandons the wait; the
     import finishes in its thread and the next call finds the module loaded.
     """
-    loaded = sys.modules.get(module)
+    loaded = _loaded(module)
     if loaded is not None:
         return loaded
     result: ModuleType = await trio.to_thread.run_sync(lambda: load(module, needed_for, error), abandon_on_cancel=True)
