@@ -20,7 +20,7 @@ import termios
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import pytest
@@ -499,6 +499,8 @@ async def test_the_in_flight_bound_counts_bytes_too(tmp_path: Path) -> None:
     from hostd.control.server import ControlServer  # noqa: PLC0415
 
     class Stuck:
+        METHODS: ClassVar[dict[str, object]] = {"x/y": None}
+
         async def handle(self, method: str, params: Any, ctx: Any) -> Any:
             await trio.sleep_forever()
 

@@ -13,15 +13,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.cli.hostctl import (
-    COMMANDS,
-    Trace,
-    content_text,
-    demo_real,
-    example_arguments,
-    format_table,
-    open_hostd,
-)
+from hostd.cli.connection import open_hostd
+from hostd.cli.demo import Trace, demo_real, example_arguments
+from hostd.cli.hostctl import COMMANDS
+from hostd.cli.render import content_text, format_table
 from tests.conftest import ECHO, ROOT, MakePlugin
 
 

@@ -17,7 +17,7 @@ import trio
 import yaml
 
 from hostd.cli.client import plugin_environment
-from hostd.cli.hostctl import next_command
+from hostd.cli.render import next_command
 from tests.conftest import ECHO, ROOT, MakePlugin, run_hostctl, run_quietly
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hostd.cli.client import plugin_environment
-from hostd.cli.hostctl import describe_launch
+from hostd.cli.render import describe_launch
 from tests.conftest import ROOT, run_hostctl
 
 MEMORY = ROOT / "manifests" / "server-memory"

@@ -167,9 +167,9 @@ def test_initialize_params_model_matches_what_control_reads() -> None:
     import inspect  # noqa: PLC0415
     import re  # noqa: PLC0415
 
-    from hostd.control import server as control  # noqa: PLC0415
+    from hostd.control import core as control  # noqa: PLC0415
 
-    read = set(re.findall(r'params\.get\("(\w+)"', inspect.getsource(control._parse_initialize)))
+    read = set(re.findall(r'params\.get\("(\w+)"', inspect.getsource(control.parse_initialize)))
     documented = {info.alias or name for name, info in p.InitializeParams.model_fields.items()}
     assert read == documented, "add the field to hostd.control.models.InitializeParams (or stop reading it)"
 

@@ -1,4 +1,9 @@
-"""The control channel: JSON-RPC 2.0 between the parent application and hostd.
+"""The control channel: JSON-RPC 2.0 between the parent application and hostd; this module is its stdio driver.
+
+The driver owns the streams, the tasks and the cancel scopes. What a message is and what a request may do is
+decided by the sans-IO core (:mod:`hostd.control.core`); which method is served by whom, by the explicit
+method table (:mod:`hostd.control.router`); what waits to be written, by the :class:`Outbox`
+(:mod:`hostd.control.outbox`). Their public names are re-exported here.
 
 Theory of operation
 -------------------
@@ -55,18 +60,56 @@ import signal
 import socket
 import sys
 import traceback
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol
 
 import trio
 
-from hostd import __version__
+from hostd.control.core import (
+    CLIENT_FEATURES,
+    EXIT_CONFIG,
+    EXIT_NO_SHUTDOWN,
+    EXIT_OK,
+    EXIT_SOFTWARE,
+    EXIT_TEMPFAIL,
+    EXIT_USAGE,
+    MAX_INFLIGHT_BYTES,
+    MAX_INFLIGHT_REQUESTS,
+    MAX_PARENT_REQUESTS,
+    PROTOCOL_VERSION,
+    IncomingNotification,
+    InitializeOptions,
+    Notify,
+    ParentAnswer,
+    ParentRequest,
+    Refusal,
+    RequestContext,
+    RequestId,
+    bound_parent_answer,
+    classify,
+    cut_utf8,
+    error_response,
+    initialize_result,
+    overload,
+    parse_client_capabilities,
+    parse_initialize,
+    state_key,
+    valid_id,
+)
+from hostd.control.outbox import (
+    OUTBOX_BYTES,
+    PROGRESS_BURST,
+    PROGRESS_MESSAGE_BYTES,
+    PROGRESS_RATE,
+    Outbox,
+    current_outbox,
+    set_current_outbox,
+)
+from hostd.control.router import CONTROL_ROUTES, MethodRouter, Route
 from hostd.storage.state import StateError, StateStore, default_state_dir
 from hostd.wire import pipes
-from hostd.wire.content import ContentLimits
 from hostd.wire.errors import ErrorKind, HostError
 from hostd.wire.framing import (
     PARENT_FRAME_LIMIT,
@@ -77,431 +120,25 @@ from hostd.wire.framing import (
     describe_head,
     encode,
 )
-from hostd.wire.jsonlimits import MAX_JSON_DEPTH, check_json
 
 log = logging.getLogger("hostd.control.server")
 
-#: The control protocol version hostd speaks (``docs/protocol.md``).
-PROTOCOL_VERSION = "0"
-#: Exit codes (sysexits, ``docs/protocol.md`` "Process contract").
-EXIT_OK, EXIT_NO_SHUTDOWN, EXIT_USAGE, EXIT_SOFTWARE, EXIT_TEMPFAIL, EXIT_CONFIG = 0, 1, 2, 70, 75, 78
-
 _READ_BYTES = 65536
 _WRITE_BATCH_BYTES = 256 * 1024
-
-RequestId = int | str
-Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
-#: ``(method, params, timeout seconds) -> result``; see :meth:`ControlServer.request_parent`.
-ParentRequest = Callable[[str, dict[str, Any], float], Awaitable[Any]]
-
-# -- the outgoing side: one writer, a byte budget ------------------------------------
-#
-# The class of bug this guards against: *anything that reaches the parent is
-# produced faster than the parent reads it*. A plugin's progress, its logs, its
-# answers, hostd's own replies to a parent that writes without reading: each is
-# a producer, the parent's reading is the one consumer. Every producer gets a
-# bounded policy (docs/protocol.md "Flow control"), and no producer's policy may
-# make the stdin reader wait, so $/cancelRequest, exit and shutdown always get
-# through:
-#
-# - responses from request tasks, and state notifications: always admitted,
-#   never dropped. Their number is bounded by the in-flight limit (responses)
-#   and by coalescing (a state notification waiting in the queue while the
-#   queue is over budget is replaced by a newer one with the same key). When
-#   the queue is over budget the *sources* wait: every plugin link stops
-#   reading its plugin's stdout (:meth:`Outbox.wait_room`), so the plugin
-#   blocks on its own full pipe instead of hostd's memory growing;
-# - $/progress: one slot per request, latest value wins, at most
-#   ``PROGRESS_RATE`` a second per request (bursts of ``PROGRESS_BURST``), the
-#   message cut to ``PROGRESS_MESSAGE_BYTES``; what the slot holds when the
-#   response is admitted is written just before the response;
-# - plugins/log: admitted while the log share (``budget // 16``) has room, else
-#   dropped and counted per plugin; the count is reported as one plugins/log
-#   warning once there is room again;
-# - replies the stdin reader makes itself (ping, protocol errors,
-#   HOST_OVERLOADED): admitted, but while more than ``budget // 16`` bytes of
-#   them are unread the reader stops reading stdin. Only a parent that keeps
-#   writing requests without reading a byte of their answers gets there; it
-#   then blocks on its own full pipe (ordinary stdio flow control) and resumes
-#   when it reads. The alternative, dropping answers, would break the one
-#   promise a request has (exactly one response).
-
-#: Default byte budget of everything waiting to be written to the parent.
-OUTBOX_BYTES = 16 * 1024 * 1024
-#: $/progress notifications written per request and second (token bucket), and the burst.
-PROGRESS_RATE = 10.0
-PROGRESS_BURST = 10.0
-#: Bound of a $/progress ``message``, in UTF-8 bytes (longer ones are cut and end with "…").
-PROGRESS_MESSAGE_BYTES = 1024
-#: Requests (other than ping, initialize, shutdown) in flight at once, and their frames' total bytes.
-MAX_INFLIGHT_REQUESTS = 256
-MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
-#: hostd->parent requests (sampling, elicitation, roots) waiting for an answer at once.
-MAX_PARENT_REQUESTS = 64
-#: Bound of one answer from the parent to a hostd->parent request (its frame), in bytes.
-PARENT_ANSWER_BYTES = 8 * 1024 * 1024
-
-_REPLY, _READER, _STATE, _PROGRESS, _LOG = range(5)
 #: Request workers left parked for the next requests; a worker that finds this many parked ends.
 _IDLE_WORKERS = 16
-
-
-@dataclass(eq=False, slots=True)
-class _Entry:
-    data: bytes
-    kind: int
-    key: Any = None
-
-
-@dataclass(eq=False, slots=True)
-class _Slot:
-    tokens: float
-    stamp: float
-    queued: _Entry | None = None  # in the queue, not taken yet: a newer value replaces its data
-    held: bytes | None = None  # over the rate: waits for a token
-
-
-class Outbox:
-    """What waits to be written to the parent, bounded in bytes (one writer takes from it).
-
-    ``budget`` bounds the bytes waiting (queued, being written, held); logs
-    may use ``budget // 16`` of it, the reader's own replies ``budget // 16``
-    before the reader pauses. Nothing here awaits except :meth:`wait_room`,
-    :meth:`wait_reader_room` and :meth:`wait_work`; every ``put_*`` returns at
-    once. Times are ``trio.current_time()`` seconds.
-
-    ``write_now(data) -> bytes written`` (:func:`hostd.wire.pipes.write_now` on the
-    parent's stdout) enables the inline path: a message put while the queue
-    is empty and the writer holds no batch is written at once by the task
-    that puts it; what the pipe does not take waits in the queue, first.
-    """
-
-    def __init__(
-        self,
-        budget: int = OUTBOX_BYTES,
-        *,
-        progress_rate: float = PROGRESS_RATE,
-        progress_burst: float = PROGRESS_BURST,
-        write_now: Callable[[bytes], int | None] | None = None,
-    ) -> None:
-        if budget < 1024:
-            raise ValueError("the outbox budget must be at least 1024 bytes")
-        self.budget = budget
-        self.log_budget = budget // 16
-        self.reader_budget = budget // 16
-        self._rate, self._burst = progress_rate, progress_burst
-        self._queue: collections.deque[_Entry] = collections.deque()
-        #: Bytes waiting: queued, taken by the writer and not yet written, held progress.
-        self.bytes = 0
-        self.log_bytes = 0
-        self.reader_bytes = 0
-        #: plugins/log notifications dropped since the last report, by plugin id (None: hostd's own).
-        self.dropped_logs: dict[str | None, int] = {}
-        self.dropped_logs_total = 0
-        self._slots: dict[RequestId, _Slot] = {}
-        self._held: dict[RequestId, _Slot] = {}
-        self._state_keys: dict[Any, _Entry] = {}
-        self._work = trio.Event()
-        self._room = trio.Event()
-        self._room.set()
-        self._reader_room = trio.Event()
-        self._reader_room.set()
-        self.closed = False
-        #: The inline path (:func:`hostd.wire.pipes.write_now` on stdout), None without one.
-        self._write_now = write_now
-        #: True from the writer's take() to its written(): its batch is not out yet.
-        self._writing = False
-
-    def close(self) -> None:
-        """The parent is gone: drop what waits and everything put from now on; release every waiter."""
-        self.closed = True
-        self._queue.clear()
-        self._slots.clear()
-        self._held.clear()
-        self._state_keys.clear()
-        self.bytes = self.log_bytes = self.reader_bytes = 0
-        self._changed()
-        self._room.set()
-        self._work.set()
-
-    # -- producers ------------------------------------------------------------------
-
-    @property
-    def over_budget(self) -> bool:
-        """True while more than ``budget`` bytes wait: sources should stop producing."""
-        return self.bytes > self.budget
-
-    def put_reply(self, data: bytes, *, from_reader: bool = False) -> None:
-        """Admit a response (never dropped). ``from_reader``: the stdin reader made it itself."""
-        self._append(_Entry(data, _READER if from_reader else _REPLY))
-
-    def put_state(self, key: Any, data: bytes) -> None:
-        """Admit a state notification; over budget, a queued one with the same ``key`` is replaced."""
-        if self.closed:
-            return
-        entry = self._state_keys.get(key)
-        if entry is not None and self.over_budget:
-            self._resize(entry, data)
-            return
-        entry = _Entry(data, _STATE, key)
-        if self._append(entry):
-            self._state_keys[key] = entry
-
-    def put_log(self, plugin: str | None, data: bytes, *, force: bool = False) -> bool:
-        """Admit a plugins/log notification if the log share has room; else count it dropped.
-
-        ``force`` admits it anyway (the report of a drop count). Returns whether it was admitted.
-        """
-        if not force and (self.log_bytes + len(data) > self.log_budget or self.bytes + len(data) > self.budget):
-            self.dropped_logs[plugin] = self.dropped_logs.get(plugin, 0) + 1
-            self.dropped_logs_total += 1
-            return False
-        self._append(_Entry(data, _LOG, plugin))
-        return True
-
-    def put_progress(self, rid: RequestId, data: bytes, now: float) -> None:
-        """Set request ``rid``'s progress (latest value wins; written at most at the rate)."""
-        if self.closed:
-            return
-        slot = self._slots.get(rid)
-        if slot is None:
-            slot = self._slots[rid] = _Slot(tokens=self._burst, stamp=now)
-        if slot.queued is not None:
-            self._resize(slot.queued, data)
-            return
-        self._refill(slot, now)
-        if slot.tokens >= 1 and slot.held is None:
-            slot.tokens -= 1
-            entry = _Entry(data, _PROGRESS, rid)
-            if self._append(entry):
-                slot.queued = entry
-            return
-        self.bytes += len(data) - (len(slot.held) if slot.held is not None else 0)
-        slot.held = data
-        self._held[rid] = slot
-        self._changed()
-        self._work.set()  # the writer re-arms its timer
-
-    def end_progress(self, rid: RequestId) -> None:
-        """Request ``rid`` is about to be answered: queue its held progress now, forget the slot."""
-        slot = self._slots.pop(rid, None)
-        if slot is None:
-            return
-        self._held.pop(rid, None)
-        if slot.held is not None:
-            data, slot.held = slot.held, None
-            self.bytes -= len(data)
-            self._append(_Entry(data, _PROGRESS, None))
-
-    def take_drop_counts(self) -> dict[str | None, int]:
-        """The plugins/log drop counts to report now (once the log share is half free), reset."""
-        if not self.dropped_logs or self.log_bytes > self.log_budget // 2:
-            return {}
-        counts, self.dropped_logs = self.dropped_logs, {}
-        return counts
-
-    # -- the writer -----------------------------------------------------------------
-
-    def wake(self) -> None:
-        """Wake the writer (to notice that it should stop)."""
-        self._work.set()
-
-    def take(self, max_bytes: int, now: float) -> list[_Entry]:
-        """Remove and return the next entries (at least one if any, about ``max_bytes``)."""
-        self._release_due(now)
-        taken: list[_Entry] = []
-        size = 0
-        queue = self._queue
-        self._writing = True  # until written(): no inline write may pass the writer's batch
-        while queue and (not taken or size + len(queue[0].data) <= max_bytes):
-            entry = queue.popleft()
-            if entry.kind == _PROGRESS:
-                slot = self._slots.get(entry.key)
-                if slot is not None and slot.queued is entry:
-                    slot.queued = None
-            elif entry.kind == _STATE and self._state_keys.get(entry.key) is entry:
-                del self._state_keys[entry.key]
-            taken.append(entry)
-            size += len(entry.data)
-        if not taken:
-            self._writing = False
-            self._work = trio.Event()
-        return taken
-
-    def written(self, entries: list[_Entry]) -> None:
-        """The writer wrote (or gave up on) ``entries``: their bytes no longer count."""
-        self._writing = False
-        if self.closed:
-            return
-        for entry in entries:
-            size = len(entry.data)
-            self.bytes -= size
-            if entry.kind == _LOG:
-                self.log_bytes -= size
-            elif entry.kind == _READER:
-                self.reader_bytes -= size
-        self._changed()
-
-    def next_due(self) -> float | None:
-        """When the first held progress gets a token (``None``: nothing held)."""
-        if not self._held:
-            return None
-        return min(slot.stamp + (1 - slot.tokens) / self._rate for slot in self._held.values())
-
-    async def wait_work(self, deadline: float) -> None:
-        """Wait until something is put (or ``deadline``, for held progress)."""
-        with trio.move_on_at(deadline):
-            await self._work.wait()
-
-    # -- back-pressure ----------------------------------------------------------------
-
-    async def wait_room(self) -> None:
-        """Wait while the outbox is over budget (plugin links call this before reading stdout).
-
-        Once over budget, it waits until the bytes are down to three quarters
-        of it, so that a parent reading slowly pauses a plugin in episodes,
-        not at every read.
-        """
-        while self.bytes > self.budget or not self._room.is_set():
-            await self._room.wait()
-
-    async def wait_reader_room(self) -> None:
-        """Wait while more than ``budget // 16`` bytes of the reader's own replies are unread."""
-        while self.reader_bytes > self.reader_budget:
-            await self._reader_room.wait()
-
-    # -- internals ----------------------------------------------------------------------
-
-    def _append(self, entry: _Entry) -> bool:
-        """Admit ``entry``: written at once if the writer is idle and nothing waits, else queued.
-
-        Returns True when ``entry`` itself waits in the queue (a caller may then
-        coalesce into it); False when it was written whole, or only its rest
-        waits (a new entry that is never coalesced: its first bytes are out).
-        """
-        if self.closed:
-            return False
-        if self._write_now is not None and not self._queue and not self._writing:
-            sent = self._write_inline(entry.data)
-            if sent == len(entry.data):
-                return False
-            if sent:
-                self._enqueue(_Entry(entry.data[sent:], entry.kind))
-                return False
-        self._enqueue(entry)
-        return True
-
-    def _write_inline(self, data: bytes) -> int:
-        """The inline path's write: what the pipe took (0 when full, or when it failed: the
-        writer then meets the same failure and ends the channel)."""
-        assert self._write_now is not None
-        try:
-            return self._write_now(data) or 0
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._write_now = None  # from now on everything goes through the writer, which sees the error
-            return 0
-
-    def _enqueue(self, entry: _Entry) -> None:
-        size = len(entry.data)
-        self.bytes += size
-        if entry.kind == _LOG:
-            self.log_bytes += size
-        elif entry.kind == _READER:
-            self.reader_bytes += size
-        self._queue.append(entry)
-        self._changed()
-        self._work.set()
-
-    def _resize(self, entry: _Entry, data: bytes) -> None:
-        self.bytes += len(data) - len(entry.data)
-        entry.data = data
-        self._changed()
-
-    def _refill(self, slot: _Slot, now: float) -> None:
-        slot.tokens = min(self._burst, slot.tokens + (now - slot.stamp) * self._rate)
-        slot.stamp = now
-
-    def _release_due(self, now: float) -> None:
-        for rid, slot in list(self._held.items()):
-            self._refill(slot, now)
-            if slot.tokens >= 1 and slot.held is not None:
-                slot.tokens -= 1
-                data, slot.held = slot.held, None
-                self.bytes -= len(data)
-                del self._held[rid]
-                entry = _Entry(data, _PROGRESS, rid)
-                if self._append(entry):
-                    slot.queued = entry
-
-    def _changed(self) -> None:
-        if self.bytes > self.budget:
-            if self._room.is_set():
-                self._room = trio.Event()
-        elif not self._room.is_set() and self.bytes <= self.budget - self.budget // 4:
-            self._room.set()
-        if self.reader_bytes > self.reader_budget:
-            if self._reader_room.is_set():
-                self._reader_room = trio.Event()
-        elif not self._reader_room.is_set():
-            self._reader_room.set()
-
-
-_current_outbox: ContextVar[Outbox | None] = ContextVar("hostd_outbox", default=None)
-
-
-def current_outbox() -> Outbox | None:
-    """The outbox of the control channel this task runs under (``None`` outside one).
-
-    Plugin links use it to stop reading a plugin's stdout while the parent is
-    behind (:meth:`Outbox.wait_room`).
-    """
-    return _current_outbox.get()
-
-
-def cut_utf8(text: str, limit: int) -> str:
-    """``text`` if its UTF-8 form fits ``limit`` bytes, else its longest prefix that fits with "…" added."""
-    data = text.encode("utf-8", errors="surrogatepass")
-    if len(data) <= limit:
-        return text
-    return data[: limit - 3].decode("utf-8", errors="ignore") + "…"
-
-
-@dataclass
-class InitializeOptions:
-    """What the parent said in ``initialize`` (``docs/protocol.md``)."""
-
-    client_name: str
-    client_version: str
-    protocol_version: str
-    known_permissions: list[str] | None
-    state_dir: str | None
-    #: The locked state store for ``state_dir`` (set by the control channel).
-    state_store: StateStore | None = None
-    #: ``contentLimits``: aggregate bounds on each tool result's images, audio and blobs.
-    content_limits: ContentLimits = field(default_factory=ContentLimits)
-    #: ``capabilities``: the client features the parent answers (:func:`parse_client_capabilities`).
-    client_capabilities: dict[str, Any] = field(default_factory=dict)
-    #: Sends a hostd->parent request (set by the control channel; see :meth:`ControlServer.request_parent`).
-    request_parent: ParentRequest | None = None
-
-
-@dataclass
-class RequestContext:
-    """One parent request in flight: its id and a way to notify the parent."""
-
-    id: RequestId
-    method: str
-    notify: Notify
 
 
 class HostApi(Protocol):
     """What the control channel needs from the host behind it."""
 
-    async def handle(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        """Serve one request; raise :class:`HostError` to answer with an error.
+    @property
+    def METHODS(self) -> Mapping[str, object]:
+        """The methods the host serves, by name (:class:`hostd.control.router.MethodRouter` routes them)."""
+        ...
 
-        Raises ``KeyError`` when ``method`` is not one the host serves.
-        """
+    async def handle(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        """Serve one request of a method in :attr:`METHODS`; raise :class:`HostError` to answer with an error."""
         ...
 
     async def shutdown(self, *, fast: bool) -> None:
@@ -537,10 +174,6 @@ class _State:
 
 #: One request for a worker: ``(id, method, params, its in-flight entry)``.
 _Job = tuple[RequestId, str, Any, _Inflight]
-
-
-def _valid_id(value: Any) -> TypeGuard[RequestId]:
-    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
 
 class ControlServer:
@@ -585,6 +218,8 @@ class ControlServer:
         self._draining = False
         self._writer_done = trio.Event()
         self._host: HostApi | None = None
+        #: The method table: the channel's own methods until the host is built, then the host's too.
+        self._router = MethodRouter()
         self._host_ready = trio.Event()
         self._host_error: HostError | None = None
         self._stop = trio.Event()
@@ -601,7 +236,7 @@ class ControlServer:
 
     async def serve(self) -> int:
         """Run until stdin EOF, ``exit``, a signal or a broken stdout; return the exit code."""
-        _current_outbox.set(self._outbox)  # inherited by every task started below (plugin links)
+        set_current_outbox(self._outbox)  # inherited by every task started below (plugin links)
         async with trio.open_nursery() as outer:
             outer.start_soon(self._writer)
             if self._handle_signals:
@@ -636,7 +271,7 @@ class ControlServer:
         outbox = self._outbox
         if method == "$/progress":
             rid = params.get("requestId")
-            if not _valid_id(rid) or rid not in self._state.inflight:
+            if not valid_id(rid) or rid not in self._state.inflight:
                 return
             message = params.get("message")
             if isinstance(message, str):
@@ -652,9 +287,7 @@ class ControlServer:
             plugin = params.get("plugin")
             outbox.put_log(plugin if isinstance(plugin, str) else None, data)
         else:
-            # One key per method and plugin (statusChanged carries plugin_id, others plugin), and per
-            # resource for resources/updated: coalescing must never merge two things that changed.
-            outbox.put_state((method, params.get("plugin_id", params.get("plugin")), params.get("uri")), data)
+            outbox.put_state(state_key(method, params), data)
 
     async def request_parent(self, method: str, params: dict[str, Any], timeout: float) -> Any:
         """Send the parent a JSON-RPC request of hostd's own and return its ``result`` (any JSON value).
@@ -717,12 +350,7 @@ class ControlServer:
         if call is None:
             log.warning("dropping a response from the parent to id %r: no request of hostd waits for it", rid)
             return
-        exceeded = check_json(message, max_depth=MAX_JSON_DEPTH + 2)  # the envelope and "result" add two
-        if size > PARENT_ANSWER_BYTES:
-            message = {"error": {"code": -32600, "message": f"the answer of {size} bytes is over the bound"}}
-        elif exceeded is not None:
-            message = {"error": {"code": -32600, "message": f"the answer is {exceeded.message}"}}
-        call.reply = message
+        call.reply = bound_parent_answer(message, size)
         call.done.set()
 
     # -- tasks ------------------------------------------------------------------
@@ -835,59 +463,15 @@ class ControlServer:
     # -- dispatch ---------------------------------------------------------------
 
     def _dispatch(self, message: Any, size: int) -> None:
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            rid = message.get("id") if isinstance(message, dict) else None
-            self._reply_error(
-                rid if _valid_id(rid) else None,
-                HostError(
-                    ErrorKind.INVALID_REQUEST, 'not a JSON-RPC 2.0 message (expected an object with "jsonrpc": "2.0")'
-                ),
-            )
-            return
-        method = message.get("method")
-        has_id = "id" in message
-        rid = message.get("id")
-        if not isinstance(method, str):
-            if has_id and "method" not in message and ("result" in message or "error" in message):
-                self._parent_answer(message, size)
-                return
-            self._reply_error(
-                rid if _valid_id(rid) else None, HostError(ErrorKind.INVALID_REQUEST, '"method" must be a string')
-            )
-            return
-        params = message.get("params", {})
-        if params is None:
-            params = {}
-        if not has_id:
-            self._notification(method, params)
-            return
-        if not _valid_id(rid):
-            self._reply_error(None, HostError(ErrorKind.INVALID_REQUEST, '"id" must be an integer or a string'))
-            return
-        if not isinstance(params, dict | list):
-            self._reply_error(rid, HostError(ErrorKind.INVALID_REQUEST, '"params" must be an object or an array'))
-            return
-        # The control request's boundary (issue 31, class 2): the frame parser accepts 1024 levels; every
-        # handler, pydantic and error rendering may recurse, so params are held to the one depth bound first.
-        # tools/call's arguments are the tool's document: held to the same bound by the call path, with
-        # its own error (INVALID_ARGUMENTS and the pointer into the arguments), before anything reads them.
-        checked = params
-        if method == "tools/call" and isinstance(params, dict):
-            checked = {key: value for key, value in params.items() if key != "arguments"}
-        exceeded = check_json(checked)
-        if exceeded is not None:
-            field = ".".join(part.replace("~1", "/").replace("~0", "~") for part in exceeded.pointer.split("/")[1:])
-            self._reply_error(
-                rid,
-                HostError(
-                    ErrorKind.INVALID_PARAMS,
-                    f"invalid params: {exceeded.message}",
-                    pointer=exceeded.pointer,
-                    errors=[{"field": field or "params", "message": exceeded.message}],
-                ),
-            )
-            return
-        self._request(rid, method, params, size)
+        incoming = classify(message, size)
+        if isinstance(incoming, Refusal):
+            self._reply_error(incoming.rid, incoming.error)
+        elif isinstance(incoming, ParentAnswer):
+            self._parent_answer(incoming.message, incoming.size)
+        elif isinstance(incoming, IncomingNotification):
+            self._notification(incoming.method, incoming.params)
+        else:
+            self._request(incoming.rid, incoming.method, incoming.params, incoming.size)
 
     def _notification(self, method: str, params: Any) -> None:
         if method == "exit":
@@ -895,7 +479,7 @@ class ControlServer:
             self._stop.set()
         elif method == "$/cancelRequest":
             rid = params.get("id") if isinstance(params, dict) else None
-            entry = self._state.inflight.get(rid) if _valid_id(rid) else None
+            entry = self._state.inflight.get(rid) if valid_id(rid) else None
             if entry is not None:
                 entry.cancelled_by_parent = True
                 entry.scope.cancel()
@@ -906,7 +490,8 @@ class ControlServer:
 
     def _request(self, rid: RequestId, method: str, params: Any, size: int) -> None:
         state = self._state
-        if method == "initialize":
+        route = CONTROL_ROUTES.get(method)
+        if route is Route.INITIALIZE:
             self._initialize(rid, params)
             return
         if not state.initialized:
@@ -918,29 +503,18 @@ class ControlServer:
         if rid in state.inflight:
             self._reply_error(rid, HostError(ErrorKind.INVALID_REQUEST, f"id {rid!r} is already in flight"))
             return
-        if method == "ping":
+        if route is Route.PING:
             self._reply({"jsonrpc": "2.0", "id": rid, "result": {}})
             return
-        if method == "shutdown":
+        if route is Route.SHUTDOWN:
             state.shutdown_requested = True
             self._requests.start_soon(self._shutdown_request, rid)
             return
-        if state.inflight and (
-            len(state.inflight) >= self._max_inflight or state.inflight_bytes + size > self._max_inflight_bytes
-        ):
-            self._reply_error(
-                rid,
-                HostError(
-                    ErrorKind.HOST_OVERLOADED,
-                    f"{len(state.inflight)} requests ({state.inflight_bytes} bytes) are in flight; "
-                    f"the bound is {self._max_inflight} requests and {self._max_inflight_bytes} bytes: "
-                    "retry once some are answered",
-                    inFlight=len(state.inflight),
-                    inFlightBytes=state.inflight_bytes,
-                    maxInFlight=self._max_inflight,
-                    maxInFlightBytes=self._max_inflight_bytes,
-                ),
-            )
+        refused = overload(
+            len(state.inflight), state.inflight_bytes, size, self._max_inflight, self._max_inflight_bytes
+        )
+        if refused is not None:
+            self._reply_error(rid, refused)
             return
         entry = _Inflight(scope=trio.CancelScope(), size=size)
         state.inflight[rid] = entry
@@ -983,7 +557,7 @@ class ControlServer:
             self._reply_error(rid, HostError(ErrorKind.INVALID_REQUEST, "initialize was already answered"))
             return
         try:
-            options = _parse_initialize(params, self._default_state_dir)
+            options = parse_initialize(params, self._default_state_dir)
             options.state_store = self._lock_state(options)
         except HostError as error:
             self._reply_error(rid, error)
@@ -997,16 +571,7 @@ class ControlServer:
             {
                 "jsonrpc": "2.0",
                 "id": rid,
-                "result": {
-                    "serverInfo": {"name": "hostd", "version": __version__},
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "capabilities": {
-                        "plugins": {"install": True, "trustGate": True},
-                        "tools": {"listChanged": True, "progress": True},
-                        "cancelRequest": True,
-                    },
-                    "contentLimits": options.content_limits.to_wire(),
-                },
+                "result": initialize_result(options),
             }
         )
         self._plugins_nursery.start_soon(self._build_host, options)
@@ -1030,7 +595,9 @@ class ControlServer:
 
     async def _build_host(self, options: InitializeOptions) -> None:
         try:
-            self._host = await self._host_factory(options, self.notify, self._plugins_nursery)
+            host = await self._host_factory(options, self.notify, self._plugins_nursery)
+            self._router = MethodRouter(host.METHODS)
+            self._host = host
         except HostError as error:
             self._host_error = error
             if error.kind is ErrorKind.STATE_UNUSABLE:
@@ -1058,23 +625,20 @@ class ControlServer:
                 # params._meta (trace context) belongs to the channel, not to the method's params model.
                 meta = params.pop("_meta", None) if isinstance(params, dict) and "_meta" in params else None
                 with tracing.request_span(method, rid, meta):
-                    if method == "rpc.discover":
+                    route = self._router.route(method)
+                    if route is Route.DISCOVER:
                         result: Any = openrpc.discover()
-                    else:
+                    elif route is Route.HOST:
                         ctx = RequestContext(id=rid, method=method, notify=self.notify)
                         result = await self._host.handle(method, params, ctx)
+                    else:
+                        raise HostError(ErrorKind.METHOD_NOT_FOUND, f"no method {method!r}")
                 response = {"jsonrpc": "2.0", "id": rid, "result": result}
         except HostError as error:
-            response = _error_response(rid, error)
-        except KeyError as exc:
-            if exc.args != (method,):
-                log.error("request %r (%s) failed:\n%s", rid, method, traceback.format_exc())
-                response = _error_response(rid, HostError(ErrorKind.INTERNAL_ERROR, f"internal error: {exc!r}"))
-            else:
-                response = _error_response(rid, HostError(ErrorKind.METHOD_NOT_FOUND, f"no method {method!r}"))
+            response = error_response(rid, error)
         except Exception as exc:
             log.error("request %r (%s) failed:\n%s", rid, method, traceback.format_exc())
-            response = _error_response(rid, HostError(ErrorKind.INTERNAL_ERROR, f"internal error: {exc!r}"))
+            response = error_response(rid, HostError(ErrorKind.INTERNAL_ERROR, f"internal error: {exc!r}"))
         finally:
             if self._state.inflight.pop(rid, None) is not None:
                 self._state.inflight_bytes -= entry.size
@@ -1084,7 +648,7 @@ class ControlServer:
                     if entry.cancelled_by_parent
                     else HostError(ErrorKind.SHUTTING_DOWN, "hostd is shutting down")
                 )
-                response = _error_response(rid, ended)
+                response = error_response(rid, ended)
             self._outbox.end_progress(rid)
             self._respond(response)
 
@@ -1111,7 +675,7 @@ class ControlServer:
         except TypeError as exc:
             log.error("unserialisable result replaced by an error: %r", exc)
             error = HostError(ErrorKind.INTERNAL_ERROR, f"unserialisable result: {exc}")
-            return encode(_error_response(message.get("id"), error))
+            return encode(error_response(message.get("id"), error))
 
     def _encode_notification(self, method: str, params: dict[str, Any]) -> bytes | None:
         try:
@@ -1129,7 +693,7 @@ class ControlServer:
         self._outbox.put_reply(self._encode_response(message), from_reader=True)
 
     def _reply_error(self, rid: RequestId | None, error: HostError) -> None:
-        self._reply(_error_response(rid, error))
+        self._reply(error_response(rid, error))
 
     async def _flush_outbox(self) -> None:
         """Let the writer write what is queued (at most 5 s), then stop it."""
@@ -1150,87 +714,6 @@ def _notify_systemd(message: bytes) -> None:
             sock.sendto(message, target)
     except OSError as exc:
         log.warning("could not notify %s: %s", address, exc)
-
-
-def _error_response(rid: RequestId | None, error: HostError) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": error.to_error_object()}
-
-
-def _parse_initialize(params: Any, default_state_dir: str | None) -> InitializeOptions:
-    """Check ``initialize`` params by hand (pydantic is not loaded yet)."""
-
-    def bad(message: str, field_name: str) -> HostError:
-        return HostError(ErrorKind.INVALID_PARAMS, message, field=field_name)
-
-    if not isinstance(params, dict):
-        raise bad("initialize params must be an object", "params")
-    client = params.get("clientInfo", {})
-    if not isinstance(client, dict):
-        raise bad("clientInfo must be an object", "clientInfo")
-    name = client.get("name", "unknown")
-    version = client.get("version", "")
-    if not isinstance(name, str) or not isinstance(version, str):
-        raise bad("clientInfo.name and clientInfo.version must be strings", "clientInfo")
-    protocol = params.get("protocolVersion", PROTOCOL_VERSION)
-    if not isinstance(protocol, str):
-        raise bad("protocolVersion must be a string", "protocolVersion")
-    known = params.get("knownPermissions")
-    if known is not None and (not isinstance(known, list) or not all(isinstance(p, str) for p in known)):
-        raise bad("knownPermissions must be an array of strings", "knownPermissions")
-    state_dir = params.get("stateDir", default_state_dir)
-    if state_dir is not None:
-        if not isinstance(state_dir, str) or not state_dir:
-            raise bad("stateDir must be a non-empty string", "stateDir")
-        if os.path.exists(state_dir) and not os.path.isdir(state_dir):
-            raise bad(f"stateDir {state_dir!r} exists and is not a folder", "stateDir")
-    try:
-        content_limits = ContentLimits.from_wire(params.get("contentLimits"))
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise bad(f"contentLimits: {exc}", "contentLimits") from None
-    try:
-        client_capabilities = parse_client_capabilities(params.get("capabilities"))
-    except ValueError as exc:
-        raise bad(f"capabilities: {exc}", "capabilities") from None
-    return InitializeOptions(
-        client_name=name,
-        client_version=version,
-        protocol_version=protocol,
-        known_permissions=known,
-        state_dir=state_dir,
-        content_limits=content_limits,
-        client_capabilities=client_capabilities,
-    )
-
-
-#: The client features a parent may serve, and the members each may have (``initialize.params.capabilities``).
-CLIENT_FEATURES: dict[str, tuple[str, ...]] = {"sampling": ("tools",), "elicitation": ("form", "url"), "roots": ()}
-
-
-def parse_client_capabilities(value: Any) -> dict[str, Any]:
-    """The parent's ``capabilities`` cut to what hostd knows: ``{sampling?: {tools?: {}}, elicitation?: {form?:
-    {}, url?: {}}, roots?: {}}``; unknown keys are ignored. ``elicitation: {}`` means form only (MCP's rule).
-    Raises ``ValueError`` when a known member is not an object."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError("must be an object")
-    out: dict[str, Any] = {}
-    for feature, members in CLIENT_FEATURES.items():
-        given = value.get(feature)
-        if given is None:
-            continue
-        if not isinstance(given, dict):
-            raise ValueError(f"{feature} must be an object")
-        kept: dict[str, Any] = {}
-        for member in members:
-            if given.get(member) is not None:
-                if not isinstance(given[member], dict):
-                    raise ValueError(f"{feature}.{member} must be an object")
-                kept[member] = {}
-        if feature == "elicitation" and not kept:
-            kept = {"form": {}}
-        out[feature] = kept
-    return out
 
 
 async def serve_stdio(
@@ -1269,6 +752,7 @@ async def serve_stdio(
 
 
 __all__ = [
+    "CLIENT_FEATURES",
     "EXIT_CONFIG",
     "EXIT_NO_SHUTDOWN",
     "EXIT_OK",
@@ -1277,6 +761,7 @@ __all__ = [
     "EXIT_USAGE",
     "MAX_INFLIGHT_BYTES",
     "MAX_INFLIGHT_REQUESTS",
+    "MAX_PARENT_REQUESTS",
     "OUTBOX_BYTES",
     "PROGRESS_BURST",
     "PROGRESS_MESSAGE_BYTES",
@@ -1284,10 +769,15 @@ __all__ = [
     "PROTOCOL_VERSION",
     "ControlServer",
     "HostApi",
+    "HostFactory",
     "InitializeOptions",
+    "Notify",
     "Outbox",
+    "ParentRequest",
     "RequestContext",
+    "RequestId",
     "current_outbox",
     "cut_utf8",
+    "parse_client_capabilities",
     "serve_stdio",
 ]

@@ -1,0 +1,315 @@
+"""hostctl's lifecycle verbs: ``list``, ``install``, ``import``, ``grant``, ``approve``, ``enable``,
+``disable``, ``restart``, ``uninstall``. Each is ``async (client, opts, args) -> exit code``
+(:data:`hostd.cli.hostctl.COMMANDS`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+from rich.console import Console
+
+from hostd.cli.client import HostdClient, RpcError
+from hostd.cli.connection import (
+    ENABLE_TIMEOUT,
+    EXIT_OK,
+    Failure,
+    Options,
+    check_not_foreign,
+    disabled_tools,
+    enable_plugin,
+    find_plugin,
+    prepare_if_needed,
+    settle,
+    show,
+    with_progress,
+)
+from hostd.cli.render import (
+    STATUS_HEADER,
+    as_typed,
+    error_details,
+    launch_details,
+    make_console,
+    next_action,
+    next_command,
+    next_step,
+    print_info,
+    print_json,
+    print_next_for,
+    print_table,
+    say,
+    status_row,
+)
+from hostd.storage.secrets import SecretStore
+
+
+async def cmd_list(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl list``: every installed plugin (after restore settled)."""
+    plugins = await settle(client)
+    if opts.as_json:
+        print_json({"plugins": plugins})
+        return EXIT_OK
+    out = make_console()
+    if not plugins:
+        say(out, f"no plugins installed in {opts.state_dir}")
+        next_step(out, "install one", "hostctl install PLUGIN_DIR  (or hostctl import CONFIG)")
+        return EXIT_OK
+    rows = []
+    for info in plugins:
+        launch = info.get("launch") or {}
+        approved = "yes" if launch.get("approved") else ("unresolved" if "error" in launch else "no")
+        rows.append(
+            [
+                info["id"],
+                info["version"],
+                info["status"],
+                "yes" if info["enabled"] else "no",
+                approved,
+                f"{len(info['granted'])}/{len(info['permissions'])}",
+                info["path"],
+            ]
+        )
+    print_table(out, ["PLUGIN", "VERSION", "STATUS", "ENABLED", "APPROVED", "GRANTED", "FOLDER"], rows)
+    return EXIT_OK
+
+
+async def cmd_install(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl install PLUGIN_DIR``: install (nothing runs); show what would run and what is next."""
+    check_not_foreign(args.plugin_dir, opts.state_dir)
+    await settle(client)
+    folder = os.path.abspath(os.path.expanduser(args.plugin_dir))
+
+    async def install() -> dict[str, Any]:
+        info: dict[str, Any] = await client.request("plugins/install", {"path": folder}, timeout=ENABLE_TIMEOUT)
+        return info
+
+    info = await with_progress(client, f"installing {folder}", install)
+    info = await prepare_if_needed(client, info)
+
+    def human(out: Console) -> None:
+        print_info(out, info)
+        print_next_for(out, info)
+
+    return show(opts, info, human)
+
+
+async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl import CONFIG``: install every server of an mcpServers config; say what to run next."""
+    try:
+        text = Path(args.config).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise Failure("CANNOT_READ", f"cannot read {args.config}: {exc.strerror}") from None
+    await settle(client)
+    try:
+        result = await client.request("plugins/import", {"config": text}, timeout=ENABLE_TIMEOUT)
+    except RpcError as exc:
+        entries = exc.data.get("entries") or []
+        if entries and not opts.as_json:
+            _import_table(make_console(stderr=True), entries)
+        raise
+    for entry in result["entries"]:  # npx/uvx servers: install their packages now, never at their start
+        if entry.get("outcome") in ("installed", "updated") and "plugin" in entry:
+            entry["plugin"] = await prepare_if_needed(client, entry["plugin"])
+    if opts.as_json:
+        print_json(result)
+        return EXIT_OK
+    ids = [e["id"] for e in result["entries"] if e.get("id")]
+    kept_secrets = any("in the secret store" in n for e in result["entries"] for n in e.get("notes") or [])
+    out = make_console()
+    _import_table(out, result["entries"])
+    installed = [e["id"] for e in result["entries"] if e.get("outcome") in ("installed", "updated")]
+    say(out, f"state folder: {opts.state_dir}")
+    if kept_secrets:
+        say(out, f"secret store: {_secret_store_place(opts.state_dir)}")
+    if not installed:
+        say(out, "nothing new was installed")
+    # Every entry not yet running gets its next step, installed now or earlier (a second import
+    # of the same config leaves them "unchanged", and still unapproved).
+    plugins = {p["id"]: p for p in (await client.request("plugins/list", {}))["plugins"]}
+    pending = [
+        plugins[i] for i in ids if i in plugins and not (plugins[i]["enabled"] and plugins[i]["status"] == "ready")
+    ]
+    for info in pending:
+        what, command = next_action(info)
+        next_step(out, f"{info['id']}: {what}", command)
+    if any(next_action(info)[1].startswith("hostctl approve") for info in pending):
+        say(
+            out,
+            "then start each with hostctl enable ID (an imported plugin's tools are pinned at that first start: "
+            "a later change to them is withheld until you approve again)",
+        )
+    return EXIT_OK
+
+
+def _secret_store_place(state_dir: str) -> str:
+    """Where hostd keeps this state folder's secret values: the OS keyring, or the 0600 file."""
+    try:
+        store = SecretStore(Path(state_dir))
+    except Exception:
+        return "unknown (the secret store cannot be opened)"
+    if store.backend == "keyring":
+        return f"the OS keyring (the names only in {store.path})"
+    return f"{store.path} (mode 0600, readable by you only)"
+
+
+def _import_table(console: Console, entries: Sequence[Mapping[str, Any]]) -> None:
+    rows = [
+        [
+            e.get("name"),
+            e.get("outcome"),
+            e.get("id") or "-",
+            "; ".join([*([e["message"]] if e.get("message") else []), *(e.get("notes") or [])]),
+        ]
+        for e in entries
+    ]
+    print_table(console, ["NAME", "OUTCOME", "PLUGIN", "NOTES"], rows)
+
+
+async def cmd_grant(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl grant ID [PERMISSION ...] [--all]``: replace the granted permissions."""
+    info = find_plugin(await settle(client), args.id)
+    permissions = list(info["permissions"]) if args.all else list(args.permissions)
+    if not args.all and not permissions:
+        raise Failure(
+            "USAGE",
+            f"name the permissions to grant, or --all (it declares: {', '.join(info['permissions']) or 'none'})",
+        )
+    info = await client.request("plugins/grant", {"id": args.id, "permissions": permissions})
+
+    def human(out: Console) -> None:
+        say(out, f"{args.id}: granted {', '.join(info['granted']) or 'nothing'}")
+        print_next_for(out, info)
+
+    return show(opts, info, human)
+
+
+async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl approve ID [--yes]``: show the whole launch, ask, approve its digest."""
+    info = find_plugin(await settle(client), args.id)
+    launch = info.get("launch") or {}
+    err = make_console(stderr=True)
+    if "digest" not in launch:
+        raise Failure(
+            str(launch.get("kind") or "LAUNCH_UNRESOLVED"),
+            f"the launch of {args.id} cannot be resolved: {launch.get('error', 'unknown')}",
+            [f"next: {as_typed(str(next_command('LAUNCH_UNRESOLVED', {'plugin': args.id}, str(info['path']))))}"],
+        )
+    say(err, f"{args.id} would run:", style="bold")
+    print_table(err, ["", ""], launch_details(info))
+    if not opts.yes:
+        if not sys.stdin.isatty():
+            raise Failure("NOT_APPROVED", "approving needs a yes: run it in a terminal, or pass --yes")
+        answer = await trio.to_thread.run_sync(_ask, f"Approve this launch of {args.id}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            raise Failure("NOT_APPROVED", f"the launch of {args.id} was not approved")
+    info = await client.request("plugins/approve", {"id": args.id, "digest": launch["digest"]})
+
+    def human(out: Console) -> None:
+        say(out, f"{args.id}: approved {launch['digest']}")
+        print_next_for(out, info)
+
+    return show(opts, info, human)
+
+
+def _ask(prompt: str) -> str:
+    print(prompt, end="", file=sys.stderr, flush=True)
+    try:
+        return sys.stdin.readline()
+    except OSError:
+        return ""
+
+
+async def _set_tool(client: HostdClient, opts: Options, name: str, enabled: bool) -> int:
+    await settle(client, [name.partition(".")[0]])
+    result = await client.request("tools/setEnabled", {"name": name, "enabled": enabled})
+    if opts.as_json:
+        print_json(result)
+    else:
+        say(make_console(), f"tool {result['name']}: {'enabled' if enabled else 'disabled'} (the plugin keeps running)")
+    return EXIT_OK
+
+
+async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl enable ID`` (start it, and at every later hostctl command) or ``enable ID.TOOL``."""
+    if "." in args.id:
+        return await _set_tool(client, opts, args.id, True)
+    plugins = await settle(client, [args.id])
+    info = await prepare_if_needed(client, find_plugin(plugins, args.id))  # npx, uvx: the packages first
+    if info["status"] == "ready" and info["enabled"]:
+        status = await client.request("plugins/status", {"id": args.id})
+    elif info["status"] == "error" and info["enabled"]:
+        # This command's hostd has just started it (restore) and it failed: starting it again
+        # now would only print the same lines twice. Report that start's error.
+        status = await client.request("plugins/status", {"id": args.id})
+        error = status.get("error") if isinstance(status.get("error"), Mapping) else {}
+        kind = str(error.get("kind") or "PLUGIN_START_FAILED")
+        details = error_details(error, str(error.get("message", "")))
+        fix = next_command(kind, error, str(info["path"]))
+        raise Failure(
+            kind,
+            str(error.get("message") or f"{args.id} failed to start"),
+            [*details, *([f"next: {as_typed(fix)}"] if fix else [])],
+        )
+    else:
+        status = await enable_plugin(client, args.id)
+    if opts.as_json:
+        print_json(status)
+        return EXIT_OK
+    out = make_console()
+    hidden = (await disabled_tools(client, args.id)).get(args.id, 0)
+    print_table(out, STATUS_HEADER, [status_row(status, True, hidden)])
+    next_step(out, "see its tools", f"hostctl tools {args.id}")
+    return EXIT_OK
+
+
+async def cmd_disable(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl disable ID`` (stop it; not started again) or ``disable ID.TOOL``."""
+    if "." in args.id:
+        return await _set_tool(client, opts, args.id, False)
+    await settle(client, [args.id])
+    status = await client.request("plugins/disable", {"id": args.id}, timeout=ENABLE_TIMEOUT)
+    if opts.as_json:
+        print_json(status)
+    else:
+        say(make_console(), f"{args.id}: {status['status']}, disabled")
+    return EXIT_OK
+
+
+async def cmd_restart(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl restart ID``: stop and start an enabled plugin."""
+    info = find_plugin(await settle(client, [args.id]), args.id)
+    if not info["enabled"]:  # hostd's answer says "enable it instead": name the command
+        raise Failure(
+            "PLUGIN_STATE_CONFLICT",
+            f"{args.id} is not enabled: there is nothing to restart",
+            [f"next: {as_typed(f'hostctl enable {args.id}')}"],
+        )
+
+    async def restart() -> dict[str, Any]:
+        status: dict[str, Any] = await client.request("plugins/restart", {"id": args.id}, timeout=ENABLE_TIMEOUT)
+        return status
+
+    status = await with_progress(client, f"restarting {args.id}", restart, plugins=[args.id])
+    if opts.as_json:
+        print_json(status)
+    else:
+        hidden = (await disabled_tools(client, args.id)).get(args.id, 0)
+        print_table(make_console(), STATUS_HEADER, [status_row(status, True, hidden)])
+    return EXIT_OK
+
+
+async def cmd_uninstall(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl uninstall ID``: stop it and forget it (its data folder is kept)."""
+    await settle(client, [args.id])
+    await client.request("plugins/uninstall", {"id": args.id}, timeout=ENABLE_TIMEOUT)
+    if opts.as_json:
+        print_json(None)
+    else:
+        say(make_console(), f"{args.id}: uninstalled")
+    return EXIT_OK

@@ -1,0 +1,181 @@
+"""hostctl's verbs that look at and use running plugins: ``status``, ``tools``, ``call``, ``logs``.
+Each is ``async (client, opts, args) -> exit code`` (:data:`hostd.cli.hostctl.COMMANDS`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from hostd.cli.client import HostdClient
+from hostd.cli.connection import (
+    CALL_TIMEOUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    Options,
+    check_not_foreign,
+    disabled_tools,
+    enable_plugin,
+    find_plugin,
+    is_folder_argument,
+    prepare,
+    prepare_if_needed,
+    resolve_tool,
+    settle,
+)
+from hostd.cli.render import (
+    STATUS_HEADER,
+    as_typed,
+    content_text,
+    make_console,
+    next_command,
+    next_step,
+    print_json,
+    print_table,
+    say,
+    shorten,
+    status_row,
+    terminal_safe,
+)
+
+
+async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl status [ID ...]``: each plugin's status once restore settled.
+
+    Exit 1 when an enabled plugin is not ``ready`` (each one's reason on stderr).
+    """
+    plugins = await settle(client, args.ids or None)
+    chosen = [find_plugin(plugins, i) for i in args.ids] if args.ids else plugins
+    statuses = [await client.request("plugins/status", {"id": info["id"]}) for info in chosen]
+    enabled = {info["id"]: bool(info["enabled"]) for info in chosen}
+    infos = {info["id"]: info for info in chosen}
+    broken = [s for s in statuses if enabled[s["plugin_id"]] and s["status"] != "ready"]
+    if opts.as_json:
+        print_json({"plugins": statuses})
+    else:
+        out = make_console()
+        hidden = await disabled_tools(client) if statuses else {}
+        if not statuses:
+            say(out, f"no plugins installed in {opts.state_dir}")
+        else:
+            print_table(
+                out,
+                STATUS_HEADER,
+                [status_row(s, enabled[s["plugin_id"]], hidden.get(s["plugin_id"], 0)) for s in statuses],
+            )
+    err = make_console(stderr=True)
+    for status in broken:
+        row = status_row(status)
+        say(err, f"error: {row[0]} is enabled but {row[1]}{': ' + row[-1] if row[-1] else ''}")
+        error = status.get("error")
+        if isinstance(error, Mapping):
+            fix = next_command(str(error.get("kind")), error, str(infos[status["plugin_id"]]["path"]))
+            if fix is not None:
+                say(err, f"  next: {as_typed(fix)}")
+    return EXIT_FAILED if broken else EXIT_OK
+
+
+async def cmd_tools(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl tools [ID]``: the tools of the running plugins, disabled ones included."""
+    await settle(client, [args.id] if args.id else None)
+    params: dict[str, Any] = {"includeDisabled": True}
+    if args.id:
+        params["plugin"] = args.id
+    listing = await client.request("tools/list", params)
+    if opts.as_json:
+        print_json(listing)
+        return EXIT_OK
+    out = make_console()
+    tools = listing["tools"]
+    if not tools:
+        say(out, "no tools: only running plugins have tools")
+        next_step(out, "start a plugin", "hostctl enable ID")
+        return EXIT_OK
+    rows = [
+        [
+            t["name"],
+            "yes" if t.get("enabled", True) else "no",
+            t.get("permission") or "-",
+            shorten((t.get("description") or "").split("\n")[0], 70),
+        ]
+        for t in tools
+    ]
+    print_table(out, ["TOOL", "ENABLED", "PERMISSION", "DESCRIPTION"], rows)
+    return EXIT_OK
+
+
+async def ensure_ready(client: HostdClient, target: str, opts: Options) -> str:
+    """The id of a ready plugin for ``target`` (a plugin id, or a plugin folder).
+
+    Waits for hostd's restore first and never reinstalls an installed plugin (a
+    restored plugin raced the reinstall: ``PLUGIN_STATE_CONFLICT``). A folder not yet
+    installed is installed, every declared permission granted and the shown launch
+    approved (printed on stderr: the person running ``call`` on a folder approves it),
+    then enabled. An installed plugin that is not ready is enabled as it is: a missing
+    grant or approval is reported with the command that gives it.
+    """
+    plugins = await settle(client)
+    if is_folder_argument(target):
+        check_not_foreign(target, opts.state_dir)
+        folder = os.path.abspath(os.path.expanduser(target))
+        found = [p for p in plugins if p["path"] in (folder, os.path.realpath(folder))]
+        if not found:
+            info, _ = await prepare(client, folder)
+            return str(info["id"])
+        info = found[0]
+    else:
+        info = find_plugin(plugins, target)
+    plugin_id = str(info["id"])
+    if info["status"] == "ready":
+        return plugin_id
+    await prepare_if_needed(client, info)  # npx, uvx: the packages first (its approval then names them)
+    await enable_plugin(client, plugin_id)
+    return plugin_id
+
+
+async def cmd_call(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl call PLUGIN TOOL [JSON_ARGS]``: print the tool's text (``--json``: the whole result)."""
+    plugin_id = await ensure_ready(client, args.plugin, opts)
+    name = await resolve_tool(client, plugin_id, args.tool)
+    params: dict[str, Any] = {"name": name, "arguments": args.arguments}
+    if args.timeout is not None:
+        params["timeoutMs"] = max(1, math.ceil(args.timeout * 1000))
+    bound = args.timeout + 10 if args.timeout is not None else CALL_TIMEOUT
+    result: dict[str, Any] = await client.request("tools/call", params, timeout=bound)
+    if opts.as_json:
+        print_json(result)
+    else:
+        print(terminal_safe(content_text(result)))
+    return EXIT_OK
+
+
+async def cmd_logs(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl logs ID``: the plugin's recent log lines (those of this hostd: its restore included)."""
+    info = find_plugin(await settle(client, [args.id]), args.id)
+    result = await client.request("plugins/logs", {"id": args.id, "limit": args.limit})
+    if opts.as_json:
+        print_json(result)
+        return EXIT_OK
+    out = make_console()
+    if not result["lines"]:
+        # True in every state: the lines are kept in the state folder across hostd processes (one per hostctl
+        # command), bounded, from the plugin's install on; an empty answer means it never wrote one.
+        if info["enabled"]:
+            say(
+                out,
+                f"{args.id}: no log lines: it has written nothing to stderr and sent no MCP log message since it "
+                f"was installed ({info['status']})",
+            )
+        else:
+            say(out, f"{args.id}: no log lines: it has not written any since it was installed (it is not enabled)")
+            next_step(out, "see its start-up lines", f"hostctl enable {args.id}")
+        return EXIT_OK
+    for line in result["lines"]:
+        text = f"{line['time']} {line['source']:<6} {line['level']:<7} {line['message']}"
+        say(out, terminal_safe(text, one_line=True))  # one line each: a message cannot forge the next
+    if result["dropped"]:
+        say(out, f"({result['dropped']} older lines dropped)")
+    return EXIT_OK

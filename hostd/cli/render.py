@@ -1,0 +1,357 @@
+"""What hostctl prints for people: terminal-safe text, tables, the launch shown for approval, the ``next:`` hints.
+
+Everything printed that a plugin or a manifest controls goes through :func:`terminal_safe` first (issue 10).
+:data:`NEXT_COMMANDS` maps an error kind to the hostctl command that fixes it; :func:`as_typed` writes each
+hint as the user typed hostctl (``--state-dir``). Nothing here talks to hostd.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from hostd.mcp.client_features import RESERVED_PERMISSIONS
+
+# Format characters that reorder or hide text on a terminal (bidi embeddings, overrides
+# and isolates, zero-width marks); control characters (Cc: C0, DEL, C1) are found by category.
+_HIDING_FORMATS = frozenset(
+    "\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff"
+)
+
+
+def terminal_safe(text: str, *, one_line: bool = False) -> str:
+    """``text`` with every control character and bidi/zero-width format character escaped.
+
+    Each becomes ``\\uXXXX`` (a valid JSON escape too, so ``--json`` output stays
+    JSON). ``\\n`` and ``\\t`` are kept unless ``one_line``: then a value cannot
+    start a line of its own (a forged "approving the launch" line, say).
+    """
+    kept = "" if one_line else "\n\t"
+    if text.isprintable() and not any(c in _HIDING_FORMATS for c in text):
+        return text
+    return "".join(
+        f"\\u{ord(c):04x}" if c not in kept and (c in _HIDING_FORMATS or unicodedata.category(c) == "Cc") else c
+        for c in text
+    )
+
+
+#: The hostctl command that fixes an error kind, filled from the error's ``data`` (``{plugin}``, ``{tool}``)
+#: and the plugin's ``{folder}``. The class: hostd's messages name the protocol method that fixes them
+#: ("enable it with tools/setEnabled", "prepare it first (plugins/prepare)", "plugins/approve"), which a
+#: hostctl user cannot run; every kind whose fix hostctl has a verb for is in this one table, and a failure
+#: of that kind ends with ``next: <command>`` (:func:`next_command`). ``PLUGIN_START_FAILED`` is here only
+#: when the launch cannot be resolved (``data.launchError``: the manifest is fixed, then installed again)
+#: or the restart policy gave up ("use plugins/restart").
+NEXT_COMMANDS: dict[str, str] = {
+    "GAVE_UP": "hostctl restart {plugin}",
+    "TOOL_DISABLED": "hostctl enable {tool}",
+    "PERMISSION_NOT_GRANTED": "hostctl grant {plugin} --all, then hostctl enable {plugin}",
+    "MCP_TRUST_APPROVAL_REQUIRED": "hostctl approve {plugin}, then hostctl enable {plugin}",
+    "MANIFEST_CHANGED": "hostctl approve {plugin}, then hostctl enable {plugin}",
+    "TOOL_DEFINITION_CHANGED": "hostctl approve {plugin}",
+    "PLUGIN_NOT_PREPARED": "hostctl enable {plugin} (it installs the packages), then hostctl approve {plugin}",
+    "LAUNCH_UNRESOLVED": "fix the command in the manifest in {folder}, then hostctl install {folder}",
+}
+
+
+def next_command(kind: str, data: Mapping[str, Any], folder: str | None = None) -> str | None:
+    """The hostctl command (from :data:`NEXT_COMMANDS`) that fixes an error of ``kind`` with ``data``,
+    or ``None`` when hostctl has no verb for it or the data does not name what it needs."""
+    if kind == "PLUGIN_START_FAILED" and data.get("launchError"):
+        kind = "LAUNCH_UNRESOLVED"
+    elif kind == "PLUGIN_START_FAILED" and "plugins/restart" in f"{data.get('message', '')} {data.get('reason', '')}":
+        kind = "GAVE_UP"
+    template = NEXT_COMMANDS.get(kind)
+    if template is None:
+        return None
+    values = {"plugin": data.get("plugin"), "tool": data.get("tool"), "folder": folder}
+    if any(values[name] is None for name in ("plugin", "tool", "folder") if "{" + name + "}" in template):
+        return None
+    return template.format(**{k: shlex.quote(str(v)) for k, v in values.items() if v is not None})
+
+
+def error_details(data: Mapping[str, Any], message: str = "") -> list[str]:
+    """Extra lines for an error's ``data``: manifest field errors (those not
+    already in ``message``), the upstream error, then the stderr tail."""
+    lines: list[str] = []
+    for item in data.get("errors") or []:
+        if isinstance(item, Mapping):
+            text = f"{item['field']}: {item.get('message', '')}" if item.get("field") else str(item.get("message", ""))
+            if text and text not in message:
+                lines.append(text)
+    upstream = data.get("upstream")
+    if isinstance(upstream, Mapping):
+        lines.append(f"upstream error {upstream.get('code')}: {upstream.get('message')}")
+    # Each line once: a stderr line the progress display already showed live is not repeated here.
+    tail = [line for line in data.get("stderrTail") or [] if str(line) not in SHOWN_LIVE]
+    if tail:
+        lines.append("stderr tail:")
+        lines.extend(f"  {line}" for line in tail)
+    return lines
+
+
+#: The plugin log lines this hostctl process has already printed live (:func:`with_progress`).
+#: The class: one plugin line reaching the user twice (live while starting, then again in an
+#: error's ``stderr tail:``); every printer of plugin lines checks here first.
+SHOWN_LIVE: set[str] = set()
+
+
+def describe_launch(info: Mapping[str, Any]) -> list[str]:
+    """Human lines for ``PluginInfo.launch``: the command line, where and how it runs."""
+    return [terminal_safe(line, one_line=True) for line in _launch_lines(info)]
+
+
+def _launch_lines(info: Mapping[str, Any]) -> list[str]:
+    launch = info.get("launch")
+    if not isinstance(launch, Mapping):
+        return ["launch: unknown"]
+    if "digest" not in launch:
+        return [f"launch: cannot be resolved: {launch.get('error', '?')}"]
+    command = shlex.join([str(launch.get("command", "?")), *map(str, launch.get("args") or [])])
+    lines = [f"launch: {command}"]
+    executable = launch.get("executable")
+    if executable and executable != launch.get("command"):
+        lines[0] += f"   ({launch.get('command')} = {executable})"
+    isolation = ", ".join(launch.get("isolation") or []) or "none"
+    lines.append(f"in {launch.get('cwd')}")
+    lines.append(f"isolation {isolation}; environment {', '.join(launch.get('envKeys') or []) or 'empty'}")
+    lines += _preparation_lines(launch.get("prepare"))
+    return lines
+
+
+def _preparation_lines(prepare: object) -> list[str]:
+    """What preparation installs (``launch.prepare``): every package, its exact version, the registry,
+    which versions were resolved because the config pinned none, and whether a build may run."""
+    if not isinstance(prepare, Mapping):
+        return []
+    manager = prepare.get("manager", "?")
+    unpinned = [str(name) for name in prepare.get("unpinned") or []]
+    if prepare.get("state") != "prepared":
+        lines = [f"installs ({manager}, not yet prepared): {' '.join(map(str, prepare.get('packages') or []))}"]
+    else:
+        resolved = prepare.get("resolved") or {}
+        exact = " ".join(
+            f"{name}@{version}" if manager != "uv" else f"{name}=={version}" for name, version in resolved.items()
+        )
+        lines = [f"installed ({manager}, from {prepare.get('registry') or 'its default registry'}): {exact}"]
+        lines.append(f"source builds: {'allowed' if prepare.get('build') else 'refused (wheels only)'}")
+    if unpinned:
+        lines.append(f"resolved by the registry (the config pinned no version): {', '.join(unpinned)}")
+    return lines
+
+
+def content_text(result: Mapping[str, Any]) -> str:
+    """A tool result's content as text: text items verbatim, others as a short tag."""
+    parts: list[str] = []
+    for item in result.get("content") or []:
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "text":
+            parts.append(str(item.get("text", "")))
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} {item.get('mimeType', '?')}, {len(str(item.get('data', '')))} base64 chars]")
+        elif kind == "resource":
+            resource = item.get("resource") or {}
+            parts.append(f"[resource {resource.get('uri', '?')}]")
+        elif kind == "resource_link":
+            parts.append(f"[link {item.get('uri', '?')}]")
+        else:
+            parts.append(f"[{kind}]")
+    if not parts and "structuredContent" in result:
+        return json.dumps(result["structuredContent"], ensure_ascii=False)
+    return "\n".join(parts)
+
+
+def format_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces; trailing blanks trimmed; cells made
+    terminal-safe (:func:`terminal_safe`, one line each). Used by the demo's transcript."""
+    table = [list(header), *([terminal_safe(cell, one_line=True) for cell in row] for row in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
+
+
+# -- output for people --------------------------------------------------------------
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr) that never interprets markup in what it prints.
+
+    Not a terminal: no colours, no animation, and a wide line so that tables are not
+    folded into a pipe or a log file.
+    """
+    stream = sys.stderr if stderr else sys.stdout
+    terminal = stream.isatty()
+    return Console(
+        file=stream,
+        width=None if terminal else 200,
+        markup=False,
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
+    )
+
+
+def _safe(value: Any) -> Text:
+    """A table cell: ``value`` as text, every control or hiding character escaped (one line)."""
+    return Text(terminal_safe("" if value is None else str(value), one_line=True))
+
+
+def print_table(console: Console, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A readable table: ``header`` (none when every name is empty) then one row per item,
+    every cell terminal-safe. Not on a terminal: plain text without trailing blanks."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold", show_header=any(header))
+    for name in header:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(_safe(cell) for cell in row))
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as captured:
+        console.print(table)
+    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    console.file.flush()
+
+
+def say(console: Console, text: str, *, style: str | None = None) -> None:
+    """One line for people (terminal-safe; ``\\n`` keeps separate lines)."""
+    console.print(Text(terminal_safe(text), style=style or ""))
+
+
+def print_json(value: Any) -> None:
+    """``--json``: the protocol's JSON, indented; control characters escaped (still valid JSON)."""
+    print(terminal_safe(json.dumps(value, indent=2, ensure_ascii=False)))
+
+
+#: How the user reached this state folder: ``hostctl``, or ``hostctl --state-dir DIR`` when they named one
+#: (set once by :func:`hostd.cli.hostctl.main`, :func:`set_typed`). Every printed ``next:`` command goes through
+#: :func:`as_typed`: a hint run word for word must act on the same plugins (without it, the hint went to the
+#: default folder: PLUGIN_NOT_FOUND).
+_TYPED = "hostctl"
+
+
+def set_typed(prefix: str) -> None:
+    """Name this run's hostctl as the user typed it (``hostctl --state-dir DIR``); once, before any output."""
+    global _TYPED  # noqa: PLW0603 - one value per process, set before any output
+    _TYPED = prefix
+
+
+def as_typed(command: str) -> str:
+    """``command`` (one or more ``hostctl VERB ...`` joined by prose) with each ``hostctl`` as the user typed
+    it: ``hostctl --state-dir DIR VERB ...`` when this run was given ``--state-dir``."""
+    return re.sub(r"(?<![\w-])hostctl(?= [a-z])", lambda _: _TYPED, command)
+
+
+def next_step(console: Console, text: str, command: str) -> None:
+    """``next: <what>: <command>`` on its own line, for the user to run (``command`` :func:`as_typed`)."""
+    console.print(
+        Text.assemble(("next: ", "bold"), terminal_safe(text, one_line=True) + ": ", (as_typed(command), "bold"))
+    )
+
+
+def launch_details(info: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The whole launch, as (label, value) rows for the approval prompt."""
+    launch = info.get("launch")
+    if not isinstance(launch, Mapping):
+        return [("launch", "unknown")]
+    if "digest" not in launch:
+        return [("launch", f"cannot be resolved ({launch.get('kind')}): {launch.get('error')}")]
+    rows = [
+        ("command", shlex.join([str(launch.get("command")), *map(str, launch.get("args") or [])])),
+        ("executable", str(launch.get("executable"))),
+    ]
+    for index, arg in enumerate(launch.get("args") or []):
+        rows.append((f"argument {index + 1}", str(arg)))
+    chain = launch.get("runtime") or []
+    if chain:
+        rows.append(("runs", " -> ".join(map(str, chain))))
+    rows.append(("in folder", str(launch.get("cwd"))))
+    for path, digest in (launch.get("files") or {}).items():
+        rows.append(("file", f"{path}  {digest}"))
+    for arg, target in (launch.get("folders") or {}).items():
+        rows.append(("folder", f"{arg} -> {target}"))
+    for key, value in (launch.get("env") or {}).items():
+        rows.append(("env", f"{key}={value}" if value is not None else f"{key}=(secret, not shown)"))
+    rows.append(("environment", ", ".join(launch.get("envKeys") or []) or "empty"))
+    rows.append(("isolation", ", ".join(launch.get("isolation") or []) or "none"))
+    rows.append(("permissions", ", ".join(info.get("permissions") or []) or "none"))
+    rows.append(("tools", ", ".join(info.get("tools") or []) or "recorded at the first start"))
+    rows.append(("digest", str(launch.get("digest"))))
+    return rows
+
+
+def print_info(console: Console, info: Mapping[str, Any]) -> None:
+    """A ``PluginInfo`` for people: id, version, folder, status, grants, approval and the whole launch."""
+    say(console, f"{info['id']} {info['version']} ({info['name']})", style="bold")
+    rows = [("folder", info["path"]), ("status", f"{info['status']}{', enabled' if info.get('enabled') else ''}")]
+    rows.append(("granted", ", ".join(info.get("granted") or []) or "nothing"))
+    launch = info.get("launch") or {}
+    if isinstance(launch, Mapping) and "digest" in launch:
+        rows.append(("approved", "yes" if launch.get("approved") else "no"))
+    print_table(console, ["", ""], [*rows, *launch_details(info)])
+
+
+def next_action(info: Mapping[str, Any]) -> tuple[str, str]:
+    """``(what, command)``: the step that brings the plugin ``info`` (a ``PluginInfo``) closer to
+    running, and the hostctl command for it. A launch that cannot be resolved comes first."""
+    plugin_id = info["id"]
+    launch = info.get("launch") or {}
+    # The reserved permissions (mcp.sampling...) are optional: granting one lets the plugin ask the person or
+    # the model something, a choice of its own, never a step to start it.
+    missing = sorted(set(info.get("permissions") or []) - set(info.get("granted") or []) - RESERVED_PERMISSIONS)
+    if isinstance(launch, Mapping) and "error" in launch:
+        # First: nothing granted or approved can start a launch that cannot be resolved.
+        fix = next_command("LAUNCH_UNRESOLVED", {"plugin": plugin_id}, str(info["path"])) or ""
+        what, _, command = fix.partition(", then ")
+        return f"its launch cannot run ({launch.get('kind', '?')}): {what}", command
+    if isinstance(launch, Mapping) and "digest" in launch and not launch.get("approved"):
+        return "review and approve its launch", f"hostctl approve {plugin_id}"
+    if missing:
+        return f"grant {', '.join(missing)}", f"hostctl grant {plugin_id} --all"
+    if not info.get("enabled"):
+        return "start it", f"hostctl enable {plugin_id}"
+    return "see its tools", f"hostctl tools {plugin_id}"
+
+
+def print_next_for(console: Console, info: Mapping[str, Any]) -> None:
+    """Print :func:`next_action` for ``info`` as a ``next:`` line."""
+    next_step(console, *next_action(info))
+
+
+def status_row(status: Mapping[str, Any], enabled: bool | None = None, disabled: int = 0) -> list[str]:
+    """One STATUS_HEADER row; TOOLS is ``enabled/total``: ``disabled`` of its ``tools_count`` are tools
+    the user disabled (:func:`disabled_tools`)."""
+    server = " ".join(str(status[k]) for k in ("server_name", "server_version") if status.get(k))
+    error = status.get("error")
+    reason = (error.get("reason") or error.get("message")) if isinstance(error, Mapping) else error
+    return [
+        str(status["plugin_id"]),
+        str(status.get("status", "?")),
+        "-" if enabled is None else ("yes" if enabled else "no"),
+        f"{max(int(status.get('tools_count') or 0) - disabled, 0)}/{int(status.get('tools_count') or 0)}",
+        server or "-",
+        str(status.get("protocol_version") or "-"),
+        str(reason or ""),
+    ]
+
+
+STATUS_HEADER = ["PLUGIN", "STATUS", "ENABLED", "TOOLS", "SERVER", "PROTOCOL", "ERROR"]
+
+
+def shorten(value: Any, limit: int = 100) -> str:
+    """``value`` (a string, else its JSON) on one line, whitespace runs folded, at most ``limit`` characters
+    (a longer one cut, ending with "…")."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
