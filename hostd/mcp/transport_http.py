@@ -415,7 +415,7 @@ class RemoteLink(PluginLink):
         character), on a type other than string / integer / boolean (object, array, null, number),
         duplicated case-insensitively, or off the plain ``properties`` chain (under ``items``, ``anyOf``,
         ``$defs``...). The spec makes the client exclude just that tool, so one bad definition neither
-        fails the listing (the atomic rule of :func:`hostd.mcp.tools.convert_tools` is for the rest) nor
+        fails the listing (the atomic rule of :func:`hostd.mcp.convert.convert_tools` is for the rest) nor
         hides the valid tools. The legacy era has no such headers: its tools pass through untouched.
         Raises like :meth:`PluginLink.list_tools`.
         """

@@ -53,8 +53,9 @@ import trio
 from hostd.control.models import PluginStatus
 from hostd.install.manifest import Manifest
 from hostd.mcp.client_features import offered_features
+from hostd.mcp.convert import convert_tools
 from hostd.mcp.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
-from hostd.mcp.tools import HostTool, convert_tools, structured_content_problem
+from hostd.mcp.tools import HostTool, structured_content_problem
 from hostd.plugins import lifecycle, trust
 from hostd.plugins.lifecycle import Action, Event, transition
 from hostd.plugins.registry import ToolRegistry
