@@ -35,6 +35,7 @@ from hostd.mcp.client_features import offered_features
 from hostd.mcp.convert import convert_tools
 from hostd.mcp.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
 from hostd.mcp.tools import HostTool
+from hostd.mcp.transport.stdio import StdioLink
 from hostd.plugins import lifecycle, trust
 from hostd.plugins.events import Notify, OnEvent, ToolsPinned
 from hostd.plugins.lifecycle import Event
@@ -161,7 +162,7 @@ class InstanceRunner:
             process = await spawn(launch)
         except LaunchError as exc:
             raise launch_failed(self.plugin_id, exc) from None
-        link = PluginLink(
+        link = StdioLink(
             self.plugin_id,
             process,
             # The launch's values too: a ${secret:NAME} of the manifest is the secret itself there.
@@ -178,11 +179,11 @@ class InstanceRunner:
         await self._run_link(link, process, tmpdir, task_status)
 
     async def _run_remote(self, launch: RemoteLaunch, task_status: trio.TaskStatus[None]) -> None:
-        """One connection to a remote server (hostd/mcp/transport_http.py), run like a process tree."""
+        """One connection to a remote server (hostd/mcp/transport/http.py), run like a process tree."""
         backend = self.manifest.backend
         # Loaded here, not with the host: httpx2 and the OAuth client are only for remote plugins (hostd/wire/lazy.py).
         failed = functools.partial(start_failed, self.plugin_id)  # no process, no stderr: stderrTail []
-        http = await lazy.load_async("hostd.mcp.transport_http", "a remote server", failed)
+        http = await lazy.load_async("hostd.mcp.transport.http", "a remote server", failed)
         resolved, secrets = http.open_secrets(self.plugin_id, launch, dict(backend.headers), self.secret_lookup)
         headers, client_secret = http.split_client_secret(resolved)
         link = http.RemoteLink(
@@ -471,9 +472,9 @@ def _link_failure_event(reason: str) -> Event:
 
 
 def _is_remote(link: PluginLink) -> bool:
-    """Whether ``link`` is a remote server's connection (``hostd.mcp.transport_http.RemoteLink``); none
+    """Whether ``link`` is a remote server's connection (``hostd.mcp.transport.http.RemoteLink``); none
     exists before that module is loaded (:mod:`hostd.wire.lazy`), so it is not imported to ask."""
-    http = sys.modules.get("hostd.mcp.transport_http")
+    http = sys.modules.get("hostd.mcp.transport.http")
     return http is not None and isinstance(link, http.RemoteLink)
 
 

@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 A remote plugin (hostd/remote/endpoint.py) has no process. :class:`RemoteLink` stands
-where :class:`~hostd.mcp.link.PluginLink` stands for a stdio plugin (it is one, so
-the supervisor drives both alike, and a connection stands for the process
-tree). Everything MCP is the stdio link's, on the same sans-IO
+where :class:`~hostd.mcp.transport.stdio.StdioLink` stands for a stdio plugin (both are
+:class:`~hostd.mcp.link.PluginLink`, so the supervisor drives both alike, and a connection
+stands for the process tree). Everything MCP is the link driver's, on the same sans-IO
 :class:`hostd.mcp.session.ClientSession`: one id space, progress, cancellation,
 the era choice (``backend.protocol``: ``auto`` probes ``server/discover`` and
 falls back to ``initialize``), ``subscriptions/listen``, liveness, results
@@ -65,7 +65,7 @@ from hostd.remote.oauth import AUTHORIZE_SECONDS, Authorizer, provider
 from hostd.wire.errors import ErrorKind, HostError, start_failed
 from sandbox.process import SandboxedProcess, StopReport
 
-log = logging.getLogger("hostd.mcp.transport_http")
+log = logging.getLogger("hostd.mcp.transport.http")
 
 #: Statuses of the first Streamable HTTP request that mean "no such endpoint for POST": a legacy
 #: HTTP+SSE server (MCP 2025-03-26 "Backwards Compatibility"). Nothing else triggers the fallback.
@@ -231,7 +231,6 @@ class RemoteLink(PluginLink):
         super().__init__(
             plugin_id,
             process,
-            max_frame_bytes=max_frame_bytes,
             launch_digest=launch.digest,
             capabilities=capabilities,
             **options,
