@@ -72,7 +72,6 @@ from hostd.wire.errors import HostError, start_failed
 from hostd.wire.framing import describe_head, encode
 from hostd.wire.jsonlimits import check_json
 from hostd.wire.redact import Redactor
-from sandbox.process import SandboxedProcess
 
 log = logging.getLogger("hostd.mcp.link")
 
@@ -252,7 +251,6 @@ class PluginLink(EraNegotiation):
     def __init__(
         self,
         plugin_id: str,
-        process: SandboxedProcess,
         *,
         redact: Redactor,
         on_log: LogSink,
@@ -264,7 +262,6 @@ class PluginLink(EraNegotiation):
         capabilities: dict[str, Any] | None = None,
     ) -> None:
         self.plugin_id = plugin_id
-        self.process = process
         self.failure: str | None = None
         self.done = trio.Event()
         #: Set by the supervisor once it has reacted to ``failure`` (state, tools).

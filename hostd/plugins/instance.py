@@ -1,15 +1,15 @@
 """The running instance of a plugin: one process tree (or remote connection) and its link, from spawn to reap.
 
-:class:`InstanceRunner` is the half of :class:`~hostd.plugins.supervisor.PluginSupervisor` that runs an
-instance; the supervisor (the lifecycle table's driver) derives from it and performs the table's
-``spawn`` action with :meth:`InstanceRunner._run_instance` (in the host's plugin nursery) and
-``stop_instance`` with :meth:`InstanceRunner._stop_instance`. Here: the spawn (or the connection, for a
-remote server), discovery and the tool screening of each discovery (:mod:`hostd.plugins.trust`), the
-instance's tasks (re-discovery on ``list_changed``, the liveness ``ping``, the resource watchdog),
-the plugin's log lines and notifications, and the one ``finally`` every instance ends through:
-unregister the tools, close stdin, wait, terminate the tree, kill it, then empty the plugin's
-``TMPDIR`` (also before each spawn). An instance tells the driver how it went only by feeding the
-table (``STARTED``, a failure's event) through :meth:`InstanceRunner._feed`.
+:class:`InstanceRunner` is the half of :class:`~hostd.plugins.supervisor.PluginSupervisor` that runs an instance;
+the supervisor (the lifecycle table's driver) derives from it and performs the table's ``spawn`` action with
+:meth:`InstanceRunner._run_instance` (in the host's plugin nursery) and ``stop_instance`` with
+:meth:`InstanceRunner._stop_instance`. Here: the spawn (or the connection, for a remote server; either is driven
+through :class:`hostd.plugins.backends.Instance`), discovery and the tool screening of each discovery
+(:mod:`hostd.plugins.trust`), the instance's tasks (re-discovery on ``list_changed``, the liveness ``ping``, the
+resource watchdog), the plugin's log lines and notifications, and the one ``finally`` every instance ends through:
+unregister the tools, close stdin, wait, terminate the tree, kill it, then empty the plugin's ``TMPDIR`` (also
+before each spawn). An instance tells the driver how it went only by feeding the table (``STARTED``, a failure's
+event) through :meth:`InstanceRunner._feed`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import stat
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +36,7 @@ from hostd.mcp.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooL
 from hostd.mcp.tools import HostTool
 from hostd.mcp.transport.stdio import StdioLink
 from hostd.plugins import lifecycle, trust
+from hostd.plugins.backends import Instance, ProcessInstance, RemoteInstance
 from hostd.plugins.events import Notify, OnEvent, ToolsPinned
 from hostd.plugins.lifecycle import Event
 from hostd.plugins.registry import ToolRegistry
@@ -48,8 +48,7 @@ from hostd.wire.errors import ErrorKind, HostError, start_failed, unwrap_host_er
 from hostd.wire.redact import Redactor
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
-from sandbox.process import SandboxedProcess, spawn
-from sandbox.watchdog import watch
+from sandbox.process import spawn
 
 log = logging.getLogger("hostd.plugins.supervisor")
 
@@ -69,6 +68,11 @@ def launch_failed(plugin_id: str, exc: LaunchError) -> HostError:
     """``PLUGIN_START_FAILED`` for a launch that does not resolve or spawn (``exc``, sandbox/launch.py):
     ``data.reason`` is its text and ``data.launchError`` its kind; no stderr, the server never ran."""
     return start_failed(plugin_id, str(exc), launchError=exc.kind)
+
+
+#: Opens the running instance of a launch: the supervisor's own (:meth:`InstanceRunner._open`) spawns
+#: the process tree or connects; a unit test hands the supervisor one of its own (``open_instance``).
+Opener = Callable[[Launch], Awaitable[Instance]]
 
 
 class InstanceRunner:
@@ -102,6 +106,8 @@ class InstanceRunner:
     _notify: Notify
     _frame_limit: int
     _link: PluginLink | None
+    _instance: Instance | None
+    _opener: Opener | None
     _instance_done: trio.Event | None
     _last_seen_fallback: float | None
     _disk_limit: int | None
@@ -148,16 +154,19 @@ class InstanceRunner:
             await done.wait()
 
     async def _run_instance(self, launch: Launch, *, task_status: trio.TaskStatus[None]) -> None:
-        """One process tree from spawn to reap; reports ``started`` once ready."""
-        manifest = self.manifest
-        backend = manifest.backend
+        """One instance (a process tree, or a connection) from its start to its reap; reports ``started`` once ready."""
         tmpdir = launch.plan.tmpdir if launch.plan is not None else None
         data_dir = launch.plan.data_dir if launch.plan is not None else None
         self._disk_paths = tuple(p for p in (data_dir, tmpdir) if p)
         await _empty_tmpdir(tmpdir)
+        opener = self._opener if self._opener is not None else self._open
+        await self._run_link(await opener(launch), tmpdir, task_status)
+
+    async def _open(self, launch: Launch) -> Instance:
+        """The default :data:`Opener`: spawn the process tree and its stdio link, or connect to a remote server."""
         if isinstance(launch, RemoteLaunch):  # a remote server: a connection stands for the process tree
-            await self._run_remote(launch, task_status)
-            return
+            return await self._connect(launch)
+        backend = self.manifest.backend
         try:
             process = await spawn(launch)
         except LaunchError as exc:
@@ -176,9 +185,9 @@ class InstanceRunner:
             on_request=self.features.on_request if self.features is not None else None,
             capabilities=self.features.client_capabilities() if self.features is not None else None,
         )
-        await self._run_link(link, process, tmpdir, task_status)
+        return ProcessInstance(process, link)
 
-    async def _run_remote(self, launch: RemoteLaunch, task_status: trio.TaskStatus[None]) -> None:
+    async def _connect(self, launch: RemoteLaunch) -> RemoteInstance:
         """One connection to a remote server (hostd/mcp/transport/http.py), run like a process tree."""
         backend = self.manifest.backend
         # Loaded here, not with the host: httpx2 and the OAuth client are only for remote plugins (hostd/wire/lazy.py).
@@ -188,7 +197,6 @@ class InstanceRunner:
         headers, client_secret = http.split_client_secret(resolved)
         link = http.RemoteLink(
             self.plugin_id,
-            http.connection(),
             launch,
             headers,
             redact=Redactor([*secrets, *resolved.values()]),
@@ -204,7 +212,7 @@ class InstanceRunner:
             on_authorizing=self._authorizing,
             client_secret=client_secret,
         )
-        await self._run_link(link, link.process, None, task_status)
+        return RemoteInstance(link)
 
     async def _authorizing(self, waiting: bool) -> None:
         """A remote start waits (or no longer waits) for the browser step: status ``authorizing`` / ``starting``."""
@@ -212,14 +220,13 @@ class InstanceRunner:
             self.authorizing = waiting
             await self._notify("plugins/statusChanged", self.status())
 
-    async def _run_link(
-        self, link: PluginLink, process: SandboxedProcess, tmpdir: str | None, task_status: trio.TaskStatus[None]
-    ) -> None:
-        """Serve ``link`` until it ends; always ends through the same ``finally`` (module header)."""
+    async def _run_link(self, instance: Instance, tmpdir: str | None, task_status: trio.TaskStatus[None]) -> None:
+        """Serve ``instance`` until its link ends; always ends through the same ``finally`` (module header)."""
+        link = instance.link
         self._stop_grace = STOP_GRACE
-        self.isolation = list(process.isolation)
+        self.isolation = list(instance.isolation)
         done = trio.Event()
-        self._link, self._instance_done = link, done
+        self._link, self._instance, self._instance_done = link, instance, done
         # Before the handshake: a list_changed during the first walk must not be lost.
         self._pacer = RefreshPacer()
         self._refresh_wanted = trio.Event()
@@ -227,14 +234,14 @@ class InstanceRunner:
         self._failure_event = None
         try:
             with unwrap_host_error():
-                await self._serve_instance(link, process, done, task_status)
+                await self._serve_instance(instance, task_status)
             if link.failure is not None:
-                await self._failed(link, process, done, tmpdir)
+                await self._failed(instance, done, tmpdir)
         except HostError as error:
             if "stderrTail" not in error.data:
                 error.data.update(link.stderr.excerpt())
                 error.data.setdefault("plugin", self.plugin_id)
-            if "landlock-fs" in process.isolation:
+            if "landlock-fs" in instance.isolation:
                 lines = [*error.data.get("stderrHead", []), *error.data.get("stderrTail", [])]
                 hint = sandbox_hint(lines, self.plugin_id)
                 if hint is not None:
@@ -246,17 +253,16 @@ class InstanceRunner:
                     await self._unregister()
                     # A plugin that never became ready has nothing worth flushing.
                     grace = self._stop_grace if self._instance_ready else min(self._stop_grace, 0.5)
-                    report = await process.stop(grace=grace)
+                    report = await instance.stop(grace=grace)
                     self.last_exit = f"{report.step}, code {report.returncode}"
                     await _empty_tmpdir(tmpdir)  # the tree is gone: nothing writes there any more
                     self._last_seen_fallback = link.last_seen_at
-                    self._link = None
+                    self._link = self._instance = None
                     done.set()
 
-    async def _serve_instance(
-        self, link: PluginLink, process: SandboxedProcess, done: trio.Event, task_status: trio.TaskStatus[None]
-    ) -> None:
+    async def _serve_instance(self, instance: Instance, task_status: trio.TaskStatus[None]) -> None:
         """Discovery, registration, ``ready`` (``STARTED``); then serve until the link ends."""
+        link = instance.link
         manifest = self.manifest
         backend = manifest.backend
         async with trio.open_nursery() as nursery:
@@ -276,14 +282,15 @@ class InstanceRunner:
                 nursery.start_soon(self.features.on_ready, link)
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
-            limits = None if _is_remote(link) else self._watch_limits()  # no local process to watch
+            limits = self._watch_limits()
             if limits is not None:
-                nursery.start_soon(self._watchdog, link, limits)
+                nursery.start_soon(self._watchdog, instance, limits)
             await link.done.wait()
             nursery.cancel_scope.cancel()
 
-    async def _failed(self, link: PluginLink, process: SandboxedProcess, done: trio.Event, tmpdir: str | None) -> None:
+    async def _failed(self, instance: Instance, done: trio.Event, tmpdir: str | None) -> None:
         """The running instance's link ended with a failure: feed the failure's event."""
+        link = instance.link
         assert link.failure is not None
         error = HostError(
             ErrorKind.PLUGIN_HOST_UNAVAILABLE,
@@ -298,7 +305,7 @@ class InstanceRunner:
 
         async def stop_failed() -> None:
             link.failure_handled.set()  # calls in flight answer now: the parent has been told
-            await self._stop_after_failure(process, link, done, tmpdir)
+            await self._stop_after_failure(instance, done, tmpdir)
 
         try:
             await self._feed(event, error=error, stop=stop_failed)
@@ -352,17 +359,15 @@ class InstanceRunner:
 
         return await trio.to_thread.run_sync(convert, raw)
 
-    async def _stop_after_failure(
-        self, process: SandboxedProcess, link: PluginLink, done: trio.Event, tmpdir: str | None
-    ) -> None:
+    async def _stop_after_failure(self, instance: Instance, done: trio.Event, tmpdir: str | None) -> None:
         """End the tree of a failed instance (and empty its TMPDIR) before the restart policy looks at it."""
         with trio.CancelScope(shield=True):
             await self._unregister()
-            report = await process.stop(grace=0.5)
+            report = await instance.stop(grace=0.5)
             self.last_exit = f"{report.step}, code {report.returncode}"
             await _empty_tmpdir(tmpdir)
-            self._last_seen_fallback = link.last_seen_at
-            self._link = None
+            self._last_seen_fallback = instance.link.last_seen_at
+            self._link = self._instance = None
             done.set()
 
     async def _refresher(self, link: PluginLink, current: list[HostTool]) -> None:
@@ -418,11 +423,12 @@ class InstanceRunner:
             return None
         return limits
 
-    async def _watchdog(self, link: PluginLink, limits: IsolationPolicy) -> None:
-        """Resource limits (host policy): a plugin over its RSS, CPU or disk limit is ended."""
-        hit = await watch(link.process, limits, disk_paths=self._disk_paths)
+    async def _watchdog(self, instance: Instance, limits: IsolationPolicy) -> None:
+        """Resource limits (host policy): a plugin over its RSS, CPU or disk limit is ended (a remote
+        instance has no local process: its watch never returns)."""
+        hit = await instance.watch(limits, self._disk_paths)
         self.limit_hit = {"limit": hit.limit, "value": hit.value, "threshold": hit.threshold}
-        self._fail(link, Event.LIMIT_EXCEEDED, f"was stopped for exceeding a limit: {hit.message}")
+        self._fail(instance.link, Event.LIMIT_EXCEEDED, f"was stopped for exceeding a limit: {hit.message}")
 
     async def _heartbeat(self, link: PluginLink) -> None:
         """Liveness: a plugin that stops answering ``ping`` (modern era: ``server/discover``) is ended
@@ -469,13 +475,6 @@ def _link_failure_event(reason: str) -> Event:
     names which it was.
     """
     return Event.STDOUT_VIOLATION if " on stdout " in reason else Event.CRASH
-
-
-def _is_remote(link: PluginLink) -> bool:
-    """Whether ``link`` is a remote server's connection (``hostd.mcp.transport.http.RemoteLink``); none
-    exists before that module is loaded (:mod:`hostd.wire.lazy`), so it is not imported to ask."""
-    http = sys.modules.get("hostd.mcp.transport.http")
-    return http is not None and isinstance(link, http.RemoteLink)
 
 
 #: A path the kernel refused, as runtimes word it: Python "[Errno 13] Permission denied: '/x'", Node

@@ -25,13 +25,12 @@ Where the rest lives: the running instance (spawn, discovery, the instance's tas
 ``finally``) is :class:`hostd.plugins.instance.InstanceRunner`, the supervisor's base class; the
 shaping of a ``tools/call`` response into the parent's result or error is :mod:`hostd.plugins.results`.
 
-An instance (one spawned process tree and its :class:`~hostd.mcp.link.PluginLink`)
-runs as a task in the host's plugin nursery, not in the request that enabled
-it, so it outlives that request; it always ends through the same ``finally``:
-unregister the tools, close stdin, wait, terminate the tree, kill it, then
-empty the plugin's ``TMPDIR`` (also before each spawn, for what a killed
-hostd left behind): whatever stops an instance (disable, restart, crash,
-a limit, hostd's shutdown), its temporary files do not outlive it.
+An instance (a :class:`~hostd.plugins.backends.Instance`: a spawned process tree or a remote connection,
+and its :class:`~hostd.mcp.link.PluginLink`) runs as a task in the host's plugin nursery, not in the
+request that enabled it, so it outlives that request; it always ends through the same ``finally``:
+unregister the tools, close stdin, wait, terminate the tree, kill it, then empty the plugin's ``TMPDIR``
+(also before each spawn, for what a killed hostd left behind): whatever stops an instance (disable,
+restart, crash, a limit, hostd's shutdown), its temporary files do not outlive it.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ from hostd.install.manifest import Manifest
 from hostd.mcp.link import LinkClosed, PluginLink, ReplyTooLarge
 from hostd.mcp.tools import HostTool
 from hostd.plugins import lifecycle, trust
+from hostd.plugins.backends import Instance
 from hostd.plugins.events import (
     Notify,
     OnEvent,
@@ -60,7 +60,7 @@ from hostd.plugins.events import (
     SupervisorEvent,
     ToolsPinned,
 )
-from hostd.plugins.instance import STOP_GRACE, InstanceRunner, Liveness, empty_folder, launch_failed
+from hostd.plugins.instance import STOP_GRACE, InstanceRunner, Liveness, Opener, empty_folder, launch_failed
 from hostd.plugins.lifecycle import Action, Event, transition
 from hostd.plugins.registry import ToolRegistry
 from hostd.plugins.restart import RefreshPacer, RestartPolicy
@@ -124,7 +124,9 @@ class PluginSupervisor(InstanceRunner):
     """Runs and watches one installed plugin.
 
     ``launch`` is resolved by the host (sandbox policy); ``registry`` is the
-    host's; ``notify`` sends control-protocol notifications to the parent.
+    host's; ``notify`` sends control-protocol notifications to the parent;
+    ``open_instance`` opens an instance in place of the spawn or connection
+    (unit tests: tests/test_supervisor_driver.py).
     Each public coroutine raises :class:`HostError` with the reason.
     """
 
@@ -141,6 +143,7 @@ class PluginSupervisor(InstanceRunner):
         result_limit: int = RESULT_LIMIT,
         frame_limit: int = PLUGIN_FRAME_LIMIT,
         restarts: int = 0,
+        open_instance: Opener | None = None,
     ) -> None:
         self.manifest = manifest
         self.policy = restart_policy if restart_policy is not None else RestartPolicy()
@@ -172,6 +175,10 @@ class PluginSupervisor(InstanceRunner):
         self._result_limit = result_limit
         self._frame_limit = frame_limit
         self._link: PluginLink | None = None
+        #: The running instance (a process tree or a connection), from its start to its stop.
+        self._instance: Instance | None = None
+        #: How an instance is opened (None: spawn the process tree or connect, :meth:`InstanceRunner._open`).
+        self._opener = open_instance
         self._instance_done: trio.Event | None = None
         self._op_lock = trio.Lock()
         self._last_seen_fallback: float | None = None
@@ -406,9 +413,9 @@ class PluginSupervisor(InstanceRunner):
     def expedite(self) -> None:
         """Make a stop in progress skip its remaining grace (a second SIGTERM)."""
         self._stop_grace = 0.0
-        link = self._link
-        if link is not None:
-            link.process.kill_now()
+        instance = self._instance
+        if instance is not None:
+            instance.kill_now()
 
     def _cancel_retry(self) -> None:
         if self._retry_scope is not None:

@@ -97,12 +97,12 @@ class StdioLink(PluginLink):
     ) -> None:
         super().__init__(
             plugin_id,
-            process,
             stdout_noise=stdout_noise,
             launch_digest=launch_digest,
             capabilities=capabilities,
             **options,
         )
+        self.process = process
         self._decoder = LineDecoder(max_frame_bytes)
         self._write_lock = trio.Lock()
 
