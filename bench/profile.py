@@ -72,8 +72,8 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("hostd: supervisor.call (result re-dump, size check)", ("PluginSupervisor.call",)),
     ("hostd: host.tools_call (params model, registry)", ("Host.tools_call",)),
     ("hostd: control channel (read, decode, task per request, queue, write)", ("ControlServer.",)),
-    ("hostd: link stdout pump (decode, envelope models)", ("PluginLink._pump_stdout",)),
-    ("hostd: link stdin pump (model_dump, encode, write)", ("PluginLink._pump_stdin", "PluginLink._write")),
+    ("hostd: link stdout pump (decode, envelope models)", ("StdioLink._pump_stdout",)),
+    ("hostd: link stdin pump (model_dump, encode, write)", ("StdioLink._pump_stdin", "StdioLink._write")),
     ("trio: scheduler and I/O with no task frame", ("",)),
 )
 

@@ -167,7 +167,7 @@ def test_modules_loaded_by_name_exist() -> None:
             if called in LOADERS and isinstance(target, str) and target.startswith("hostd") and target not in modules:
                 missing.append(f"{name}:{node.lineno} loads {target}")
     assert missing == []
-    assert {"hostd.mcp.transport_http", "hostd.mcp.handshake", "hostd.host.service"} <= set(modules)
+    assert {"hostd.mcp.transport.http", "hostd.mcp.handshake", "hostd.host.service"} <= set(modules)
 
 
 def test_sandbox_stands_alone() -> None:
@@ -215,7 +215,7 @@ def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
         "def f():\n"
         "    from hostd.mcp import link\n"
         "    from . import lifecycle\n"
-        "    return lazy.load('hostd.mcp.transport_http', 'x')\n",
+        "    return lazy.load('hostd.mcp.transport.http', 'x')\n",
         encoding="utf-8",
     )
     known = {"hostd.storage.state", "hostd.mcp.link", "hostd.plugins.lifecycle"}
@@ -227,5 +227,5 @@ def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
         "hostd.host.service",
         "hostd.mcp.link",
         "hostd.plugins.lifecycle",
-        "hostd.mcp.transport_http",
+        "hostd.mcp.transport.http",
     }

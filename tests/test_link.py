@@ -20,6 +20,7 @@ import pytest
 import trio
 
 from hostd.mcp.link import PluginLink, PluginRequestError, RequestHandler
+from hostd.mcp.transport.stdio import StdioLink
 from hostd.wire.redact import Redactor
 from sandbox.environment import EnvPolicy
 from sandbox.launch import resolve_launch
@@ -38,7 +39,7 @@ async def open_link(*args: str, on_request: RequestHandler | None = None) -> Asy
     """The echo fixture running ``args``, linked and started (direct spawn: no shim)."""
     launch = resolve_launch("python3", ["server.py", *args], ECHO, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir="/tmp")
     process = await spawn(launch)
-    link = PluginLink(
+    link = StdioLink(
         "echo", process, redact=Redactor([]), on_log=_ignore, on_notification=_ignore, on_request=on_request
     )
     try:

@@ -1,6 +1,6 @@
 """The address hostd checks is the address it connects to (hostd/remote/connect.py, issue 15's security item).
 
-hostd's own HTTP client (hostd.mcp.transport_http.http_client) runs in the test process against real TLS and
+hostd's own HTTP client (hostd.mcp.transport.http.http_client) runs in the test process against real TLS and
 HTTP servers on 127.0.0.1. Names resolve through :class:`Dns`, which stands in for ``socket.getaddrinfo``
 (hostd's lookup and trio's dialling both call it): it answers the names a test gives, differently per
 lookup when a test rebinds one, resolves numeric hosts as the system does, and lets only 127.0.0.1 be
@@ -32,7 +32,7 @@ from cryptography.x509.oid import NameOID
 from mcp.client.sse import sse_client
 from mcp.shared._httpx_utils import request_within_origin
 
-from hostd.mcp.transport_http import HttpWatch, http_client
+from hostd.mcp.transport.http import HttpWatch, http_client
 from hostd.remote.endpoint import RemoteLaunch, RemoteTarget, address_problem, url_problem
 
 #: A public address a rebinding name first answers (never dialled: :class:`Dns` lets only 127.0.0.1 through).

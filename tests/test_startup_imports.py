@@ -1,7 +1,7 @@
 """What ``hostd serve`` loads before a request needs it, and what a module loaded late does when it cannot load.
 
 The class of fault: a module that only some plugins or requests need (the remote stack: httpx2, the
-mcp SDK, ``hostd.mcp.transport_http``; bundles, config import, the full ``mcp_types`` models) imported on
+mcp SDK, ``hostd.mcp.transport.http``; bundles, config import, the full ``mcp_types`` models) imported on
 the start path or by every stdio plugin's start, so every hostd pays its import time and resident
 memory (``docs/performance.md``). A real ``hostd serve`` runs with ``-X importtime``
 (``PYTHONPROFILEIMPORTTIME=1``): the interpreter writes one line to stderr for every module it
@@ -32,7 +32,7 @@ REMOTE_AND_PACKAGES = frozenset(
         "httpx2",
         "mcp",
         "mcp_types",
-        "hostd.mcp.transport_http",
+        "hostd.mcp.transport.http",
         "hostd.install.bundle",
         "hostd.install.importer",
         "hostd.install.serverjson",
@@ -109,14 +109,14 @@ async def test_a_remote_stack_that_cannot_load_fails_only_the_remote_start(
         with pytest.raises(RpcError) as failed:
             await ready(client, folder)
         reason = (
-            "hostd could not load hostd.mcp.transport_http (needed for a remote server): "
+            "hostd could not load hostd.mcp.transport.http (needed for a remote server): "
             "ImportError: httpx2 is broken in this test"
         )
         assert failed.value.kind == ErrorKind.PLUGIN_START_FAILED.name
         assert failed.value.message == f"plugin remote failed to start: {reason}"
         assert (failed.value.data["plugin"], failed.value.data["module"], failed.value.data["reason"]) == (
             "remote",
-            "hostd.mcp.transport_http",
+            "hostd.mcp.transport.http",
             reason,
         )
         status = await client.request("plugins/status", {"id": "remote"})

@@ -1,6 +1,6 @@
 """The fast path of tools/call results: a frame the number check lets through re-encodes byte-exact.
 
-``hostd.plugins.supervisor._as_sent`` forwards the parsed result (orjson writes it back) unless the frame
+``hostd.plugins.results._as_sent`` forwards the parsed result (orjson writes it back) unless the frame
 holds a number orjson might write differently; then it slices the plugin's own bytes. Property:
 for any number the check lets through, orjson's round trip gives the same bytes.
 """
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostd.plugins.supervisor import _REWRITTEN_NUMBER
+from hostd.plugins.results import _REWRITTEN_NUMBER
 
 NUMBERS = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70).map(lambda n: str(n).encode()),
@@ -31,7 +31,7 @@ def test_a_number_let_through_round_trips_byte_exact(number: bytes) -> None:
 
 def test_an_ordinary_response_takes_the_fast_path() -> None:
     """The envelope's "jsonrpc":"2.0" is not a number (the search skips it); a plain result passes."""
-    from hostd.plugins.supervisor import _as_sent  # noqa: PLC0415
+    from hostd.plugins.results import _as_sent  # noqa: PLC0415
     from hostd.wire.content import ContentLimits  # noqa: PLC0415
 
     out = {"content": [{"type": "text", "text": "hi"}], "structuredContent": {"text": "hi", "length": 2}}
@@ -64,6 +64,6 @@ def test_forms_that_change_take_the_exact_path() -> None:
 def test_the_jsonrpc_version_is_skipped_in_place(frame: bytes) -> None:
     # The class: a "2.0" string is never a number that orjson rewrites, wherever it is; every
     # other match still sends the frame down the exact path (as searching without the "2.0"s did).
-    from hostd.plugins.supervisor import _may_be_rewritten  # noqa: PLC0415
+    from hostd.plugins.results import _may_be_rewritten  # noqa: PLC0415
 
     assert _may_be_rewritten(frame) == (_REWRITTEN_NUMBER.search(frame.replace(b'"2.0"', b"")) is not None)

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from hostd.mcp import tools as tools_module
-from hostd.mcp.tools import RegisteredTool, ToolProblem, convert_tools, function_name_for, validate_arguments
+from hostd.mcp.convert import ToolProblem, convert_tools, function_name_for
+from hostd.mcp.tools import RegisteredTool, validate_arguments
 from hostd.plugins.registry import ToolRegistry
 from hostd.wire.errors import ErrorKind, HostError
 

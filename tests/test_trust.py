@@ -22,7 +22,8 @@ import pytest
 from hostd.cli.client import RpcError
 from hostd.install.importer import IMPORTED_PERMISSIONS
 from hostd.install.manifest import Manifest
-from hostd.mcp.tools import RegisteredTool, convert_tools
+from hostd.mcp.convert import convert_tools
+from hostd.mcp.tools import RegisteredTool
 from hostd.plugins import trust
 from hostd.wire.errors import ErrorKind
 from tests.conftest import ECHO, ECHO_TOOLS, MakePlugin, ready, spawn_hostd

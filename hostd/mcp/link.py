@@ -1,4 +1,4 @@
-"""The plugin link: one MCP client to one running plugin process, over its stdio.
+"""The plugin link: one MCP client to one running plugin, over any transport (the link's driver).
 
 Theory of operation
 -------------------
@@ -6,46 +6,26 @@ Theory of operation
 All MCP state lives in one sans-IO :class:`hostd.mcp.session.ClientSession`:
 request ids, the routing of every response, progress notification and
 cancellation, server-to-client requests, the protocol era and its ``_meta``
-envelope. This module is the stdio transport around it plus a small driver
-that turns the session's events into woken callers. The transport is four
-small tasks:
-
-- **stdout**: bytes -> :class:`~hostd.wire.framing.LineDecoder` (bounded, 16 MiB by
-  default) -> :meth:`ClientSession.receive` (the strict envelope check) ->
-  an event. A line that is not JSON, not a JSON-RPC 2.0 envelope, or over the
-  bound is a protocol violation that ends the link (``stdout_noise: drop`` in
-  the manifest drops non-JSON-RPC lines instead, with a rate-limited warning
-  and a running count). An over-long line that answered a request
-  (:func:`answered_id`) fails only that request (:class:`ReplyTooLarge`).
-  Requests from the server are answered here: ``ping`` with ``{}``, others by
-  ``on_request`` (legacy era) or with -32601.
-- **stdin**: every message is one compact JSON line. The task that sends it
-  writes it (no writer task in between): at once while no other write is
-  under way (:func:`hostd.wire.pipes.write_now`, what the pipe takes), the rest
-  under one lock, so lines never interleave.
-
-The stdout task reads when the pipe is readable (:func:`hostd.wire.pipes.receive_ready`)
-and wakes the caller waiting for a response directly (its event): a
-``tools/call`` costs the link two scheduler rounds, the read and the caller's
-wake-up.
-- **stderr**: read in bounded chunks so a flood can never block the plugin on
-  a full pipe; kept as a bounded ring of redacted lines; relayed as
-  ``plugins/log`` at a bounded rate.
-- **exit**: waits on the plugin's main process, separately from stdout EOF,
-  since a grandchild can keep the pipe open after the server died.
+envelope. :class:`PluginLink` is the small driver that turns the session's
+events into woken callers; the transports around it live in
+:mod:`hostd.mcp.transport` (``stdio``: a sandboxed process's pipes,
+:class:`~hostd.mcp.transport.stdio.StdioLink`; ``http``: Streamable HTTP / SSE,
+``RemoteLink``). Requests from the server are answered here: ``ping`` with
+``{}``, others by ``on_request`` (legacy era) or with -32601; log messages
+become ``plugins/log`` at a bounded rate.
 
 The transport and the driver meet at two points: inbound, each parsed
 message goes to :meth:`PluginLink.deliver`; outbound, every message leaves
-through ``_send`` (a dict; stdio encodes it as one line). A transport other
-than stdio (Streamable HTTP, fed by the SDK's HTTP client) provides those two
-and reuses the rest: routing, ``request``, ``call_tool``, ``listen``, the era.
+through ``_send`` (a dict; stdio encodes it as one line). Each transport
+provides those two and reuses the rest: routing, ``request``, ``call_tool``,
+``listen``, the era.
 
 Start (:meth:`PluginLink.run`) chooses the era (manifest ``backend.protocol``,
 MCP "Versioning", dual-era guidance): ``auto`` probes ``server/discover``; a
 discover result naming a modern version, or a -32022 naming one, means
 modern; any other error or a timeout means legacy and ``initialize`` follows
 (never keyed to one error code). ``legacy`` skips the probe; an exact pin
-fails the start naming the versions the server offered. The modern era opens
+fails the start naming the versions the server offered (:mod:`hostd.mcp.negotiate`). The modern era opens
 ``subscriptions/listen`` for list changes and uses ``server/discover`` for
 liveness (it has no ``ping``).
 
@@ -63,23 +43,17 @@ from __future__ import annotations
 
 import collections
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Required, TypedDict
 
-import orjson
 import trio
 
 from hostd import __version__
-from hostd.control.server import current_outbox
+from hostd.mcp.negotiate import EraNegotiation, ProgressSink, ProtocolChoice, _result_of, _Waiter
 from hostd.mcp.session import (
-    INTERNAL_ERROR,
-    LEGACY_VERSIONS,
     METHOD_NOT_FOUND,
-    MODERN_VERSIONS,
-    UNSUPPORTED_PROTOCOL_VERSION,
     ClientSession,
     Invalid,
     LinkClosed,
@@ -93,20 +67,11 @@ from hostd.mcp.session import (
     ServerNotification,
     ServerRequest,
 )
-from hostd.wire import lazy, pipes, tracing
+from hostd.wire import lazy, tracing
 from hostd.wire.errors import HostError, start_failed
-from hostd.wire.framing import (
-    PLUGIN_FRAME_LIMIT,
-    FrameDiscarded,
-    FrameTooLarge,
-    InvalidJSON,
-    LineDecoder,
-    describe_head,
-    encode,
-)
+from hostd.wire.framing import describe_head, encode
 from hostd.wire.jsonlimits import check_json
 from hostd.wire.redact import Redactor
-from sandbox.process import SandboxedProcess
 
 log = logging.getLogger("hostd.mcp.link")
 
@@ -121,80 +86,34 @@ __all__ = [
     "ReplyTooLarge",
     "RequestHandler",
     "StderrTail",
-    "answered_id",
 ]
 
 #: Upper bound of ``tools/list`` pages in one walk (cases C5, D3).
 MAX_LIST_PAGES = 100
-#: Seconds the ``server/discover`` probe may take before ``auto`` decides "legacy" (the SDK's is 10 s;
-#: a stdio server that has not answered within this while it answers ``initialize`` is not modern).
-DISCOVER_TIMEOUT = 10.0
 _STDERR_LINES = 200
 _STDERR_HEAD_LINES = 5
 _STDERR_BYTES = 64 * 1024
 _STDERR_LINE_BYTES = 4096
 _LOG_RATE_PER_SECOND = 20.0
 _LOG_BURST = 50.0
-_READ_BYTES = 65536
 
 LogSink = Callable[[str, str, str], Awaitable[None]]  # (level, source, message)
 #: A notification from the server, raw: ``(method, params)``.
 NotificationSink = Callable[[str, dict[str, Any] | None], Awaitable[None]]
 #: A server-to-client request, raw: ``(method, params) -> result``; raise PluginRequestError or HostError to refuse.
 RequestHandler = Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]]
-ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
-#: Manifest ``backend.protocol``: ``"legacy"``, ``"auto"`` or one exact revision.
-ProtocolChoice = str
 
 
 class LinkOptions(TypedDict, total=False):
-    """The keyword arguments of :class:`PluginLink` that a link over another transport
-    (hostd/mcp/transport_http.py's ``RemoteLink``) takes and hands on unchanged; see PluginLink."""
+    """The keyword arguments of :class:`PluginLink` that a transport's link (``StdioLink`` in
+    hostd/mcp/transport/stdio.py, ``RemoteLink`` in hostd/mcp/transport/http.py) takes and hands on
+    unchanged; see PluginLink."""
 
     redact: Required[Redactor]
     on_log: Required[LogSink]
     on_notification: Required[NotificationSink]
     on_request: RequestHandler | None
     protocol: ProtocolChoice
-
-
-#: Era per launch digest, learned by ``auto`` (in memory, per hostd process): a restart of the same
-#: launch skips the probe that already said "legacy"; a changed launch is probed again.
-ERA_CACHE: dict[str, Literal["legacy", "modern"]] = {}
-
-
-#: Where a JSON-RPC response names its id: first (after "jsonrpc"), or last. Every encoder
-#: seen puts it at one end (Python SDK: first; TypeScript SDK: last), never inside "result".
-_ID_TOKEN = rb'("(?:[^"\\]|\\.){0,64}"|-?[0-9]{1,19})'
-_ID_AT_HEAD = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID_TOKEN + rb"\s*,")
-_ID_AT_TAIL = re.compile(rb',\s*"id"\s*:\s*' + _ID_TOKEN + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
-
-
-def answered_id(head: bytes, tail: bytes) -> Any:
-    """The id a discarded response line answered, read from its first or last bytes; ``None`` if unsure."""
-    for pattern, part in ((_ID_AT_HEAD, head), (_ID_AT_TAIL, tail)):
-        found = pattern.search(part)
-        if found is not None:
-            try:
-                return orjson.loads(found.group(1))
-            except orjson.JSONDecodeError:
-                return None
-    return None
-
-
-@dataclass(eq=False, slots=True)
-class _Waiter:
-    """The link's side of one request in flight (hung on the session's entry as its context)."""
-
-    on_progress: ProgressSink | None = None
-    #: An answer over the frame bound fails this request alone (else it ends the link).
-    bounded: bool = True
-    done: trio.Event = field(default_factory=trio.Event)
-    reply: dict[str, Any] | None = None
-    size: int = 0
-    raw: bytes = b""
-    #: Set instead of ``reply`` when the answer was over the frame bound: ``(size, limit)``.
-    too_large: tuple[int, int] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -305,8 +224,12 @@ class Discovery:
     capabilities: dict[str, Any] = field(default_factory=dict)
 
 
-class PluginLink:
-    """The stdio transport and MCP client of one plugin instance.
+class PluginLink(EraNegotiation):
+    """The MCP client of one plugin instance, over the transport of a subclass.
+
+    A transport (hostd/mcp/transport/) provides :meth:`_start_transport` (its
+    receive tasks, which call :meth:`deliver`) and :meth:`_send`, or its own
+    :meth:`run` around :meth:`_start_serving`.
 
     Use :meth:`run` with ``nursery.start``: it returns the :class:`Discovery`
     once the era is chosen, the handshake (or discovery) and the ``tools/list``
@@ -328,20 +251,17 @@ class PluginLink:
     def __init__(
         self,
         plugin_id: str,
-        process: SandboxedProcess,
         *,
         redact: Redactor,
         on_log: LogSink,
         on_notification: NotificationSink,
         on_request: RequestHandler | None = None,
-        max_frame_bytes: int = PLUGIN_FRAME_LIMIT,
         stdout_noise: str = "strict",
         protocol: ProtocolChoice = "auto",
         launch_digest: str | None = None,
         capabilities: dict[str, Any] | None = None,
     ) -> None:
         self.plugin_id = plugin_id
-        self.process = process
         self.failure: str | None = None
         self.done = trio.Event()
         #: Set by the supervisor once it has reacted to ``failure`` (state, tools).
@@ -357,13 +277,11 @@ class PluginLink:
         self._on_request = on_request
         self._protocol = protocol
         self._launch_digest = launch_digest
-        self._decoder = LineDecoder(max_frame_bytes)
         self._stdout_noise = stdout_noise
         self._log_limit = _RateLimit(_LOG_RATE_PER_SECOND, _LOG_BURST)
         self._dropped_reported = 0
         self._orphan_limit = _RateLimit(5.0, 10.0)
         self._noise_limit = _RateLimit(1.0, 3.0)
-        self._write_lock = trio.Lock()
         self._closing = False
         self._nursery: trio.Nursery | None = None
         #: Server-to-client requests being answered: id -> the handler's cancel scope.
@@ -528,14 +446,17 @@ class PluginLink:
             raise error
 
     def _start_transport(self, nursery: trio.Nursery) -> None:
-        """Start the transport's tasks in the link's nursery (stdio: stdout, stderr, the exit watch).
+        """Start the transport's tasks in the link's nursery (the transport's: stdio's pumps)."""
+        raise NotImplementedError
 
-        A transport other than stdio overrides this with its own receive loop
-        (which calls :meth:`deliver`) and ``_send``.
-        """
-        nursery.start_soon(self._pump_stdout)
-        nursery.start_soon(self._pump_stderr)
-        nursery.start_soon(self._watch_exit)
+    async def _send(self, message: dict[str, Any]) -> bool:
+        """The transport's outbound hook: one JSON-RPC message; False when the link is gone."""
+        raise NotImplementedError
+
+    @property
+    def pending_frame_bytes(self) -> int:
+        """Bytes of an unfinished inbound message held right now (0 for a transport without frames)."""
+        return 0
 
     async def _start_serving(
         self, nursery: trio.Nursery, startup_timeout: float, task_status: trio.TaskStatus[Discovery]
@@ -582,172 +503,6 @@ class PluginLink:
             era=self.era,
             capabilities=self.server_capabilities,
         )
-
-    _stage = "initialize"
-
-    async def _negotiate(self, startup_timeout: float) -> None:
-        """Settle the era (manifest ``backend.protocol``) and adopt it in the session.
-
-        The ``server/discover`` probe waits at most 10 s (and half the start
-        timeout); a modern server that was too slow for it still answers the
-        ``initialize`` that follows with -32022 naming its versions, and is
-        probed once more (the SDK's ``negotiate_auto`` does the same).
-        """
-        choice = self._protocol
-        if choice not in ("auto", "legacy", *LEGACY_VERSIONS, *MODERN_VERSIONS):
-            raise self._start_error(
-                f"backend.protocol {choice!r} is not a revision hostd speaks "
-                f"({', '.join((*LEGACY_VERSIONS, *MODERN_VERSIONS))})"
-            )
-        probe_timeout = min(DISCOVER_TIMEOUT, startup_timeout / 2)
-        if choice == "legacy" or choice in LEGACY_VERSIONS:
-            pin = choice if choice in LEGACY_VERSIONS else None
-            offered = await self._initialize(pin)
-            if offered is not None:
-                wanted = f"pins {pin}" if pin is not None else "is 'legacy'"
-                raise self._start_error(
-                    f"backend.protocol {wanted} but the server offers {', '.join(offered)}", offered=offered
-                )
-            return
-        if choice == "auto" and self._cached() == "legacy":
-            if await self._initialize(None) is None:
-                return
-            ERA_CACHE.pop(self._launch_digest or "", None)  # the same launch refuses the handshake now: probe
-        pin = choice if choice in MODERN_VERSIONS else None
-        offered = await self._probe(pin or MODERN_VERSIONS[-1], probe_timeout)
-        if self._modern():
-            self._remember("modern")
-            return
-        if pin is not None:
-            if offered is None:  # not modern at all: ask the legacy handshake which version it speaks
-                offered = await self._legacy_offer()
-            raise self._start_error(
-                f"backend.protocol pins {pin} but the server offers {', '.join(offered) or 'no version'}",
-                offered=offered,
-            )
-        offered = await self._initialize(None)
-        if offered is None:
-            self._remember("legacy")
-            return
-        mutual = [v for v in MODERN_VERSIONS if v in offered]
-        if mutual:
-            await self._probe(mutual[-1], startup_timeout)
-            if self._modern():
-                self._remember("modern")
-                return
-        raise self._start_error(
-            f"backend.protocol is 'auto' but the server offers {', '.join(offered)}", offered=offered
-        )
-
-    def _modern(self) -> bool:
-        """Whether the session adopted the modern era (a call, so checks after awaits are not narrowed away)."""
-        return self.session.era == "modern"
-
-    def _cached(self) -> str | None:
-        return ERA_CACHE.get(self._launch_digest) if self._launch_digest else None
-
-    def _remember(self, era: Literal["legacy", "modern"]) -> None:
-        if self._launch_digest and self._protocol == "auto":
-            ERA_CACHE[self._launch_digest] = era
-
-    async def _probe(self, version: str, timeout: float) -> list[str] | None:
-        """``server/discover`` at ``version``; adopt the modern era on positive evidence.
-
-        Returns the versions the server named when it is modern-capable but
-        shares no modern version (or ``None`` when it gave no modern evidence:
-        then the caller falls back to ``initialize``).
-        """
-        self._stage = "server/discover"
-        for _attempt in range(2):
-            waiter = _Waiter(None, bounded=False)
-            rid, message = self.session.discover_request(version, context=waiter)
-            if not await self._send(message):
-                raise LinkClosed(self.failure or "the plugin is stopping")
-            with trio.move_on_after(timeout):
-                await waiter.done.wait()
-            if waiter.reply is None:
-                if self.done.is_set():
-                    raise LinkClosed(self.failure or "the plugin stopped")
-                cancel = self.session.cancel(rid, "no answer to server/discover: trying initialize")
-                if cancel is not None:
-                    await self._send(cancel)
-                return None  # a timeout is legacy evidence
-            error = waiter.reply.get("error")
-            if error is not None:
-                if not isinstance(error, dict) or error.get("code") != UNSUPPORTED_PROTOCOL_VERSION:
-                    return None
-                supported = _supported(error.get("data"))
-                mutual = [v for v in MODERN_VERSIONS if v in supported]
-                if mutual and _attempt == 0:
-                    version = mutual[-1]
-                    continue
-                if supported and not any(v in LEGACY_VERSIONS for v in supported):
-                    return supported  # modern-only and disjoint
-                return None
-            result = waiter.reply.get("result")
-            adopted = _validate_discover(result)
-            if adopted is None:
-                return None  # an unusable result is not modern evidence
-            supported, capabilities, server_info = adopted
-            mutual = [v for v in MODERN_VERSIONS if v in supported]
-            if not mutual:
-                return None if any(v in LEGACY_VERSIONS for v in supported) else supported
-            self.session.adopt_modern(mutual[-1], capabilities, server_info)
-            return None
-        return None
-
-    async def _initialize(self, version: str | None) -> list[str] | None:
-        """The legacy handshake offering ``version`` (default the newest); adopt what the server answers.
-
-        Returns None once adopted, or the versions a -32022 answer named (the
-        server refuses the handshake). Raises ``PLUGIN_START_FAILED`` for an
-        invalid answer or a version it did not ask for, :class:`PluginRequestError`
-        for any other error.
-        """
-        self._stage = "initialize"
-        offer = version or LEGACY_VERSIONS[-1]
-        try:
-            result = await self._call_raw(offer)
-        except PluginRequestError as exc:
-            offered = _supported(exc.data) if exc.code == UNSUPPORTED_PROTOCOL_VERSION else []
-            if not offered:
-                raise
-            return offered
-        answered, capabilities, server_info = _validate_initialize(result, self._start_error)
-        if answered not in LEGACY_VERSIONS:
-            raise self._start_error(f"Unsupported protocol version from the server: {answered}", offered=[answered])
-        if version is not None and answered != version:
-            raise self._start_error(
-                f"backend.protocol pins {version} but the server offers {answered}", offered=[answered]
-            )
-        self.session.adopt_legacy(answered, capabilities, server_info)
-        await self._send(self.session.initialized_notification())
-        self._stage = "tools/list"
-        return None
-
-    async def _legacy_offer(self) -> list[str]:
-        """What version a server that is not modern answers ``initialize`` with (for a failed pin's message)."""
-        try:
-            result = await self._call_raw(LEGACY_VERSIONS[-1])
-        except PluginRequestError:
-            return []
-        version = result.get("protocolVersion")
-        return [version] if isinstance(version, str) else []
-
-    async def _call_raw(self, version: str) -> dict[str, Any]:
-        """``initialize`` offering ``version``; its raw result."""
-        waiter = _Waiter(None, bounded=False)
-        rid, message = self.session.initialize_request(version, context=waiter)
-        try:
-            if not await self._send(message):
-                raise LinkClosed(self.failure or "the plugin is stopping")
-            await waiter.done.wait()
-        finally:
-            if not waiter.done.is_set():
-                self.session.forget(rid)
-        if waiter.reply is None:
-            raise LinkClosed(self.failure or "the plugin stopped")
-        return _result_of(waiter.reply)
 
     async def _listen_for_changes(self) -> None:
         """Modern era: one ``subscriptions/listen`` for the list changes the server declares, for the
@@ -842,78 +597,6 @@ class PluginLink:
             self.session.forget(rid)
             _waiter_of(context).done.set()
 
-    def _discarded_reply(self, event: FrameDiscarded) -> bool:
-        """Fail only the request an over-long line answered; False when it answered none we can name.
-
-        The line's id is read from its first or last bytes (:func:`answered_id`);
-        if it names no request, and exactly one request that may absorb an
-        over-long answer (``tools/call``, :meth:`request`) and no other request
-        is in flight, it can only be that one's answer. Anything else (an
-        over-long listing, a notification) is a violation that ends the link.
-        """
-        rid = answered_id(event.head, event.tail)
-        if rid is None:
-            bounded = [r for r, c in self.session.pending() if _waiter_of(c).bounded]
-            others = [
-                r for r, c in self.session.pending() if not _waiter_of(c).bounded and not isinstance(c, _ListenWaiter)
-            ]
-            if len(bounded) == 1 and not others:
-                rid = bounded[0]
-        if not isinstance(rid, int | str) or not self.session.is_pending(rid):
-            return False
-        entry = self.session.take(rid)
-        assert entry is not None
-        waiter = _waiter_of(entry.context)
-        if not waiter.bounded:
-            return False
-        waiter.too_large = (event.size, event.limit)
-        self.last_seen_at = time.time()
-        waiter.done.set()
-        return True
-
-    def _absorbs_large(self) -> bool:
-        return any(_waiter_of(c).bounded for _r, c in self.session.pending())
-
-    # -- transport tasks --------------------------------------------------------
-
-    async def _pump_stdout(self) -> None:
-        outbox = current_outbox()
-        while True:
-            if outbox is not None and outbox.over_budget:
-                # The parent is behind: the plugin waits on its own full pipe, not hostd's memory.
-                self.paused = True
-                log.info("plugin %s: stdout paused: %d bytes wait for the parent", self.plugin_id, outbox.bytes)
-                await outbox.wait_room()
-                log.info("plugin %s: stdout resumed", self.plugin_id)
-                self.paused = False
-            data = await _receive(self.process.stdout)
-            if not data:
-                await self._stdout_closed()
-                return
-            for frame in self._decoder.feed(data):
-                if isinstance(frame, FrameTooLarge):
-                    if self._absorbs_large():
-                        continue  # being discarded; its end (FrameDiscarded) tells which request it answered
-                    self._fail(  # no request in flight it could answer: a violation, known at once
-                        f"a message on stdout exceeded the {frame.limit}-byte frame bound "
-                        f"(starts {self._redact(describe_head(frame.head))!r})"
-                    )
-                    return
-                if isinstance(frame, FrameDiscarded):
-                    if not self._discarded_reply(frame):
-                        self._fail(
-                            f"a message on stdout exceeded the {frame.limit}-byte frame bound and answered no "
-                            f"call in flight (starts {self._redact(describe_head(frame.head))!r})"
-                        )
-                        return
-                    continue
-                if isinstance(frame, InvalidJSON):
-                    if not await self._noise(frame.head, f"not JSON ({frame.reason})"):
-                        return
-                    continue
-                if not await self.deliver(frame.value, frame.size, frame.raw):
-                    return
-
     async def deliver(self, value: Any, size: int = 0, raw: bytes = b"") -> bool:
         """Hand one parsed inbound message to the session and act on its event.
 
@@ -996,17 +679,6 @@ class PluginLink:
         if reply is not None:  # withdrawn by the server: never answered (MCP "Cancellation")
             await self._send(reply)
 
-    async def _stdout_closed(self) -> None:
-        if self._closing:
-            return
-        with trio.move_on_after(1.0):
-            await self.process.wait()
-        code = self.process.returncode
-        if code is None:
-            self._fail("closed its stdout")
-        else:
-            self._fail(_exit_reason(code))
-
     async def _orphan(self, event: Orphan) -> None:
         """A response to no request in flight (unknown id, a duplicate, a late answer): dropped."""
         if self._orphan_limit.allow():
@@ -1014,11 +686,6 @@ class PluginLink:
             await self._on_log(
                 "warning", "stdout", f"dropped {kind} for id {event.request_id!r}: no request in flight has that id"
             )
-
-    @property
-    def pending_frame_bytes(self) -> int:
-        """Bytes of an unfinished stdout line held right now (a half-written message)."""
-        return self._decoder.pending_bytes
 
     async def _noise(self, head: bytes, why: str) -> bool:
         """Handle a non-JSON-RPC line; return False when it ended the link."""
@@ -1032,53 +699,6 @@ class PluginLink:
                 "warning", "stdout", f"dropped a stdout line that is {why} ({self.noise_dropped} so far): {shown!r}"
             )
         return True
-
-    async def _send(self, message: dict[str, Any]) -> bool:
-        """The transport's outbound hook: one JSON-RPC message; False when the link is gone.
-
-        stdio: one compact JSON line on the plugin's stdin. Another transport
-        overrides this (and runs its own receive loop calling :meth:`deliver`).
-        """
-        return await self._write(encode(message))
-
-    async def _write(self, data: bytes) -> bool:
-        """One framed message to the plugin's stdin; False when the pipe is gone (the link failed).
-
-        The inline path: while no writer holds the lock, the calling task writes
-        what the pipe takes at once (:func:`hostd.wire.pipes.write_now`) without
-        yielding, so nothing can come between; only a rest that did not fit is
-        written under the lock (taken before any yield, so it stays next).
-        """
-        try:
-            if not self._write_lock.locked():
-                sent = pipes.write_now(self.process.stdin, data)
-                if sent == len(data):
-                    return True
-                if sent:
-                    data = data[sent:]
-            async with self._write_lock:
-                await self.process.stdin.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            if not self._closing:
-                self._fail("closed its stdin")
-            return False
-        return True
-
-    async def _pump_stderr(self) -> None:
-        while True:
-            data = await _receive(self.process.stderr)
-            lines = self.stderr.feed(data) if data else self.stderr.flush()
-            for line in lines:
-                await self._relay("info", "stderr", line)
-            if not data:
-                return
-
-    async def _watch_exit(self) -> None:
-        code = await self.process.wait()
-        if not self._closing:
-            # Give stdout a moment to deliver what the process wrote last.
-            await trio.sleep(0.05)
-            self._fail(_exit_reason(code))
 
     # -- log messages -----------------------------------------------------------
 
@@ -1116,96 +736,3 @@ class _ListenWaiter:
 
 def _waiter_of(context: Any) -> _Waiter:
     return context.waiter if isinstance(context, _ListenWaiter) else context
-
-
-def _result_of(reply: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``result`` object of a response; raises :class:`PluginRequestError` for an error or a non-object."""
-    assert reply is not None
-    if "error" in reply:
-        error = reply["error"]
-        if not isinstance(error, dict):
-            raise PluginRequestError(INTERNAL_ERROR, f"the plugin sent an error that is {type(error).__name__}")
-        code, message = error.get("code"), error.get("message")
-        raise PluginRequestError(
-            code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
-            message if isinstance(message, str) else "(no message)",
-            error.get("data"),
-        )
-    result = reply.get("result")
-    if not isinstance(result, dict):
-        raise PluginRequestError(INTERNAL_ERROR, f"the result is {type(result).__name__}, not an object")
-    return result
-
-
-def _supported(data: Any) -> list[str]:
-    """``data.supported`` of a -32022 error: the versions the server speaks (strings only)."""
-    supported = data.get("supported") if isinstance(data, dict) else None
-    return [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else []
-
-
-def _validate_discover(result: Any) -> tuple[list[str], dict[str, Any], dict[str, Any]] | None:
-    """A ``server/discover`` result checked with ``hostd.mcp.handshake.DiscoverResult`` (off the hot path, loaded
-    here): ``(supportedVersions, capabilities, serverInfo)`` as sent, or None when it does not validate."""
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    from hostd.mcp import handshake  # noqa: PLC0415 (loaded by _discover in a worker thread)
-
-    if check_json(result) is not None:
-        return None
-    try:
-        model = handshake.DiscoverResult.model_validate(result)
-    except (ValidationError, ValueError):
-        return None
-    meta = result.get("_meta") if isinstance(result, dict) else None
-    info = meta.get(handshake.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
-    if not isinstance(info, dict):
-        info = result.get("serverInfo") if isinstance(result.get("serverInfo"), dict) else {}
-    caps = result.get("capabilities")
-    return list(model.supported_versions), caps if isinstance(caps, dict) else {}, info
-
-
-def _validate_initialize(
-    result: dict[str, Any], start_error: Callable[..., HostError]
-) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """An ``initialize`` result checked with ``hostd.mcp.handshake.McpInitializeResult``: ``(protocolVersion,
-    capabilities, serverInfo)`` as sent; raises ``PLUGIN_START_FAILED`` naming the invalid fields."""
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    from hostd.mcp import handshake  # noqa: PLC0415
-
-    exceeded = check_json(result)  # before the model: pydantic would recurse as deep as the server nests
-    if exceeded is not None:
-        raise start_error(
-            f"invalid answer from the server: the initialize result is nested deeper than {exceeded.limit} levels"
-        )
-    try:
-        handshake.McpInitializeResult.model_validate(result)
-    except ValidationError as exc:
-        raise start_error(f"invalid answer from the server: {_pydantic_summary(exc)}") from None
-    except ValueError as exc:  # pydantic's "Maximum serialization depth exceeded" (issue 10)
-        raise start_error(f"invalid answer from the server: {exc}") from None
-    return result["protocolVersion"], result["capabilities"], result["serverInfo"]
-
-
-async def _receive(stream: trio.abc.ReceiveStream) -> bytes | bytearray:
-    """One read of at most 64 KiB (not copied); ``b""`` at EOF or when the pipe is gone."""
-    try:
-        return await pipes.receive_ready(stream, _READ_BYTES)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        return b""
-
-
-def _exit_reason(code: int) -> str:
-    if code < 0:
-        return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-def _pydantic_summary(exc: Any) -> str:
-    """The first five problems of a pydantic ``ValidationError``, one line."""
-    parts = []
-    for item in exc.errors()[:5]:
-        where = ".".join(str(p) for p in item["loc"])
-        parts.append(f"{where}: {item['msg']}")
-    more = len(exc.errors()) - 5
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")

@@ -59,7 +59,7 @@ __all__ = ["CheckedBackend", "ProxiedTransport", "check_host", "checked_client_t
 #: httpx's default connection limits (``httpx2.AsyncClient`` uses them for the transports it builds itself).
 LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
 
-#: What a refusal is reported to (the link's :class:`~hostd.mcp.transport_http.HttpWatch` keeps the reason).
+#: What a refusal is reported to (the link's :class:`~hostd.mcp.transport.http.HttpWatch` keeps the reason).
 RefusalSink = Callable[[str], None]
 
 

@@ -19,7 +19,7 @@ hostd makes on a manifest's behalf must not reach what the user did not name*):
   ``http`` to a loopback address written literally (``127.0.0.1``, ``[::1]``,
   ``localhost``); no user name or password in the URL (it would be a secret
   outside the secret store); no fragment.
-- :func:`address_problem`, at every connection (hostd/mcp/transport_http.py): every
+- :func:`address_problem`, at every connection (hostd/mcp/transport/http.py): every
   address the host name resolves to must be public, or loopback when the URL
   names loopback literally, or the host must be listed in
   ``backend.allow_private``. A public name that resolves to ``10.0.0.5``,

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A remote server that answers 401 (or 403 ``insufficient_scope``) is authorized
 by the MCP SDK's :class:`mcp.client.auth.OAuthClientProvider`, set as the
-``auth`` of hostd's HTTP client (hostd/mcp/transport_http.py). The SDK does the
+``auth`` of hostd's HTTP client (hostd/mcp/transport/http.py). The SDK does the
 protocol: protected resource metadata (RFC 9728), authorization server
 metadata (RFC 8414) with ``iss`` checks (RFC 9207), client ID metadata
 documents or dynamic client registration, authorization code with PKCE

@@ -126,7 +126,7 @@ def references(words: Iterable[str]) -> set[str]:
 def remote_references(headers: Mapping[str, str], client_secret: str | None) -> set[str]:
     """The secret NAMEs a remote backend refers to: in header values and ``backend.oauth.client_secret``.
 
-    These are resolved when hostd connects (hostd/mcp/transport_http.py), not at spawn, but they are the
+    These are resolved when hostd connects (hostd/mcp/transport/http.py), not at spawn, but they are the
     plugin's secrets like those in ``args``/``env``: settable with ``plugins/configure`` and listed
     as missing until set. (Bug class: a place that may hold ``${secret:NAME}`` left out of the list
     of referenced names, so ``plugins/configure`` refused the name as "not a setting".)

@@ -2,7 +2,7 @@
 
 The class of module loaded here: one that a plugin of some kind, or a request other
 than the start and ``plugins/list``, needs, and that costs start-up time or resident
-memory every hostd would pay (``hostd.mcp.transport_http`` pulls httpx2 and the OAuth
+memory every hostd would pay (``hostd.mcp.transport.http`` pulls httpx2 and the OAuth
 client for remote plugins only). ``tests/test_startup_imports.py`` keeps the start
 path free of them.
 
@@ -78,7 +78,7 @@ def load(module: str, needed_for: str, error: ErrorFactory = _internal_error) ->
 
 async def load_async(module: str, needed_for: str, error: ErrorFactory = _internal_error) -> ModuleType:
     """:func:`load` from the event loop: a module not loaded yet is imported in a worker thread, so
-    its import time (``hostd.mcp.transport_http`` with httpx2: ~20 ms) stalls neither the parent's
+    its import time (``hostd.mcp.transport.http`` with httpx2: ~20 ms) stalls neither the parent's
     requests nor other plugins.
 
     Raises what :func:`load` raises. Cancellation while the worker imports abandons the wait; the

@@ -17,7 +17,7 @@ per call was spent in trio's run loop, not in hostd.
   reading task from yielding).
 - :func:`write_now` writes what the pipe takes right now, without awaiting:
   the caller keeps what did not fit and hands it to a task that may wait
-  (:meth:`hostd.control.server.Outbox`, :meth:`hostd.mcp.link.PluginLink._write`). It
+  (:meth:`hostd.control.server.Outbox`, :meth:`hostd.mcp.transport.stdio.StdioLink._write`). It
   is only correct while no other writer is between its own writes to the
   same fd; each caller keeps that invariant with its own lock or queue.
 

@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 A remote plugin (hostd/remote/endpoint.py) has no process. :class:`RemoteLink` stands
-where :class:`~hostd.mcp.link.PluginLink` stands for a stdio plugin (it is one, so
-the supervisor drives both alike, and a connection stands for the process
-tree). Everything MCP is the stdio link's, on the same sans-IO
+where :class:`~hostd.mcp.transport.stdio.StdioLink` stands for a stdio plugin (both are
+:class:`~hostd.mcp.link.PluginLink`, so the supervisor drives both alike; its connection
+stands where a process tree stands). Everything MCP is the link driver's, on the same sans-IO
 :class:`hostd.mcp.session.ClientSession`: one id space, progress, cancellation,
 the era choice (``backend.protocol``: ``auto`` probes ``server/discover`` and
 falls back to ``initialize``), ``subscriptions/listen``, liveness, results
@@ -63,9 +63,8 @@ from hostd.mcp.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, Client
 from hostd.remote.endpoint import RemoteLaunch, SecretLookup, resolve_headers, url_problem
 from hostd.remote.oauth import AUTHORIZE_SECONDS, Authorizer, provider
 from hostd.wire.errors import ErrorKind, HostError, start_failed
-from sandbox.process import SandboxedProcess, StopReport
 
-log = logging.getLogger("hostd.mcp.transport_http")
+log = logging.getLogger("hostd.mcp.transport.http")
 
 #: Statuses of the first Streamable HTTP request that mean "no such endpoint for POST": a legacy
 #: HTTP+SSE server (MCP 2025-03-26 "Backwards Compatibility"). Nothing else triggers the fallback.
@@ -167,39 +166,6 @@ def http_client(
     )
 
 
-class _Connection(SandboxedProcess):
-    """Stands where a stdio plugin's process tree stands: nothing to stop but the connection."""
-
-    def __init__(self) -> None:  # no process: SandboxedProcess.__init__ is not called on purpose
-        self.pid = 0
-        self.token = ""
-        self.shim_pid = None
-        self.isolation = ()
-        self._closed = trio.Event()
-
-    @property
-    def returncode(self) -> int | None:
-        return 0 if self._closed.is_set() else None
-
-    async def wait(self) -> int:
-        await self._closed.wait()
-        return 0
-
-    async def stop(self, grace: float = 2.0) -> StopReport:
-        """Mark the connection closed (the link closes the HTTP client itself); ``step`` is ``disconnected``."""
-        del grace
-        self._closed.set()
-        return StopReport("disconnected", 0, 0.0)
-
-    def kill_now(self) -> None:
-        self._closed.set()
-
-
-def connection() -> SandboxedProcess:
-    """The stand-in process of a remote instance (:meth:`SandboxedProcess.stop` reports ``disconnected``)."""
-    return _Connection()
-
-
 class RemoteLink(PluginLink):
     """The MCP client of one remote plugin instance (see the module header).
 
@@ -216,7 +182,6 @@ class RemoteLink(PluginLink):
     def __init__(
         self,
         plugin_id: str,
-        process: SandboxedProcess,
         launch: RemoteLaunch,
         headers: dict[str, str],
         *,
@@ -230,8 +195,6 @@ class RemoteLink(PluginLink):
     ) -> None:
         super().__init__(
             plugin_id,
-            process,
-            max_frame_bytes=max_frame_bytes,
             launch_digest=launch.digest,
             capabilities=capabilities,
             **options,
@@ -415,7 +378,7 @@ class RemoteLink(PluginLink):
         character), on a type other than string / integer / boolean (object, array, null, number),
         duplicated case-insensitively, or off the plain ``properties`` chain (under ``items``, ``anyOf``,
         ``$defs``...). The spec makes the client exclude just that tool, so one bad definition neither
-        fails the listing (the atomic rule of :func:`hostd.mcp.tools.convert_tools` is for the rest) nor
+        fails the listing (the atomic rule of :func:`hostd.mcp.convert.convert_tools` is for the rest) nor
         hides the valid tools. The legacy era has no such headers: its tools pass through untouched.
         Raises like :meth:`PluginLink.list_tools`.
         """
