@@ -24,6 +24,7 @@ import trio
 import trio.testing
 
 import hostd.host.install_methods
+import hostd.host.launch
 import hostd.host.service
 from hostd.control.server import ControlServer, InitializeOptions, Notify
 from hostd.host.service import Host, HostSettings
@@ -83,7 +84,7 @@ def _held(
 @pytest.mark.parametrize(
     ("module", "name", "method"),
     [
-        (hostd.host.service, "resolve_launch", "plugins/install"),
+        (hostd.host.launch, "resolve_launch", "plugins/install"),
         (hostd.host.install_methods, "load_manifest", "plugins/install"),
         (hostd.host.install_methods, "_read_imported", "plugins/import"),
         (hostd.host.install_methods, "_write_manifest", "plugins/import"),

@@ -321,16 +321,24 @@ async def import_config(host: InstallHost, params: Any, ctx: RequestContext) -> 
         # Any failure, cancellation included, leaves nothing: no plugin (undone above), no
         # folder, and an updated plugin's manifest as it was.
         with trio.CancelScope(shield=True):
-            for folder in written:
-                await trio.to_thread.run_sync(shutil.rmtree, folder, True)
-            for folder, document in replaced.items():
-                with contextlib.suppress(OSError):
-                    await trio.to_thread.run_sync(_restore_manifest, folder, document)
-            if host.secret_store is not None:
-                for plugin_id in stored:
-                    await trio.to_thread.run_sync(host.secret_store.drop, plugin_id)
+            await _remove_written(host, written, replaced, stored)
         raise
     return p.ImportResult.model_validate({"entries": results}).wire()
+
+
+async def _remove_written(
+    host: InstallHost, written: list[Path], replaced: dict[Path, bytes], stored: list[str]
+) -> None:
+    """After a failed ``plugins/import``: remove the folders it created, put back the manifests it replaced,
+    drop the secrets it stored for new plugins. Call it shielded."""
+    for folder in written:
+        await trio.to_thread.run_sync(shutil.rmtree, folder, True)
+    for folder, document in replaced.items():
+        with contextlib.suppress(OSError):
+            await trio.to_thread.run_sync(_restore_manifest, folder, document)
+    if host.secret_store is not None:
+        for plugin_id in stored:
+            await trio.to_thread.run_sync(host.secret_store.drop, plugin_id)
 
 
 async def store_secrets(host: InstallHost, entry: ImportEntry, wire: dict[str, Any], stored: list[str]) -> None:

@@ -23,7 +23,8 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.server import InitializeOptions, Notify, RequestContext
-from hostd.host import feature_methods, install_methods
+from hostd.host import feature_methods, install_methods, plugin_info
+from hostd.host import launch as resolver
 from hostd.host.records import (
     BrokenPlugin,
     HostSettings,
@@ -31,11 +32,10 @@ from hostd.host.records import (
     LogRing,
     broken_error,
     load_stored_manifest,
-    plugin_cache_env,
     write_failed,
 )
 from hostd.install.manifest import Manifest
-from hostd.install.prepare import Prepared, PrepareError, Registries, find_prepared, parse_package_launch
+from hostd.install.prepare import PrepareError, Registries, parse_package_launch
 from hostd.install.prepare import prepare as prepare_packages
 from hostd.mcp import client_features as features
 from hostd.mcp.tools import validate_arguments
@@ -51,7 +51,6 @@ from hostd.plugins.supervisor import (
     ToolsPinned,
     launch_failed,
 )
-from hostd.remote.endpoint import resolve_remote
 from hostd.remote.oauth import Authorizer
 from hostd.storage import secrets as secrets_
 from hostd.storage.logstore import LogFiles
@@ -65,8 +64,7 @@ from hostd.storage.state import (
 )
 from hostd.wire.errors import ErrorKind, HostError
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
-from sandbox.launch import Launch, LaunchError, resolve_launch
-from sandbox.policy import IsolationPolicy
+from sandbox.launch import Launch, LaunchError
 from sandbox.process import sweep_orphans
 
 if TYPE_CHECKING:
@@ -135,7 +133,7 @@ class Host:
         self._login_path_known: trio.Event | None = None
         #: Secret values of plugins (hostd/storage/secrets.py); none without a state folder.
         self.secret_store = (
-            secrets_.SecretStore(self.store.directory, report=self._report_from_thread)
+            secrets_.SecretStore(self.store.directory, report=self.report_from_thread)
             if self.store is not None
             else None
         )
@@ -212,7 +210,7 @@ class Host:
             await self._login_path_known.wait()
         return merge_paths(os.environ.get("PATH", ""), self.login_path)
 
-    def _report_from_thread(self, plugin_id: str | None, message: str) -> None:
+    def report_from_thread(self, plugin_id: str | None, message: str) -> None:
         """Tell the parent (``plugins/log``, level ``error``) about a damaged file; callable from any thread."""
         log.error("%s", message)
 
@@ -523,289 +521,15 @@ class Host:
         return self.broken.get(plugin_id) if plugin_id not in self.plugins else None
 
     async def resolve(self, plugin: InstalledPlugin) -> Launch:
-        """Resolve ``plugin``'s launch (:func:`sandbox.launch.resolve_launch`) in a worker thread.
+        """Resolve ``plugin``'s launch and record it on ``plugin`` (:func:`hostd.host.launch.resolve`).
 
-        The class of work kept off the event loop here: everything that touches
-        the file system or runs a process. What the policy needs from the other
-        plugins is read here, on the loop (memory only); the policy's paths
-        (``realpath``, ``isdir``) and the resolution (the first ``probe()`` runs
-        a process, ~50-300 ms; the approval hashes files; every rule path is
-        walked with ``lstat``) run in one worker thread, so ``ping`` and other
-        plugins' calls go on meanwhile (tests/test_trust_offloop.py). Records
-        the result (or the :class:`LaunchError`, re-raised) and the policy on
-        ``plugin``. Cancellation waits for the thread (it is short and has no
-        side effect but folders created).
+        Raises :class:`sandbox.launch.LaunchError`; cancellation waits for the worker thread.
         """
-        backend = plugin.manifest.backend
-        if backend.url is not None:  # a remote server: its endpoint is the launch (hostd/remote/endpoint.py)
-            remote = resolve_remote(backend, str(plugin.path))
-            plugin.config_problem = None
-            if self.secret_store is not None:  # which of its secrets are set (PluginInfo.userConfig)
-                try:
-                    names = await trio.to_thread.run_sync(self.secret_store.names, plugin.manifest.id)
-                    plugin.secret_names = set(names)
-                except HostError as error:  # an unreadable secrets file: its enable fails with this
-                    plugin.config_problem = error
-            plugin.launch, plugin.launch_error = remote, None
-            return remote
-        assert backend.command is not None  # the manifest requires it for stdio
-        plugin.unpreparable = None
-        try:
-            package = parse_package_launch(backend.command, list(backend.args))
-        except PrepareError as exc:
-            # npx/uvx with an option that would change what is installed: shown as written, never started.
-            package, plugin.unpreparable = None, str(exc)
-        state_dir = self.store.directory if self.store is not None else None
-        prepared: Prepared | None = None
-        try:
-            data_dir = tmpdir = None
-            host_vars: dict[str, str] = {}
-            if self.store is not None:
-                # Each plugin's writable folders are siblings under the state folder, never nested in one
-                # another: a plugin cannot swap its TMPDIR for a link through its data folder.
-                data_dir = self.store.directory / "data" / plugin.manifest.id
-                tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
-                host_vars = plugin_cache_env(data_dir)
-            build_policy = self._policy(plugin, data_dir)
-            command_path = await self.command_path()
-            package_args = list(package.args) if package is not None else []
-            seen: list[Prepared | None] = [None]  # the environment found, also when the launch then fails
-
-            def resolve() -> tuple[IsolationPolicy, Prepared | None, Launch]:
-                # All of the file-system work in one worker thread: the prepared environment's marker,
-                # the policy's paths, the settings and secrets' names, the launch.
-                found_env = None
-                if package is not None and state_dir is not None:
-                    found_env = seen[0] = find_prepared(state_dir, plugin.manifest.id, package)
-                policy = build_policy()
-                # user_config values and host variables (${HOME}...) are substituted first; secrets stay
-                # ${secret:NAME} references until spawn (_gate), so the launch shown never holds one.
-                applied = self._applied_settings(plugin)
-                command, args = applied.command, list(applied.args)
-                if found_env is not None:
-                    # Run the prepared environment's program: no package tool, no registry, no shared cache.
-                    try:
-                        found = parse_package_launch(command, args)
-                    except PrepareError:
-                        found = None
-                    rest = list(found.args) if found is not None else package_args
-                    command, args = found_env.entry[0], [*found_env.entry[1:], *rest]
-                return (
-                    policy,
-                    found_env,
-                    resolve_launch(
-                        command,
-                        args,
-                        plugin.path,
-                        applied.env,
-                        self.env_policy,
-                        host_env={**os.environ, "PATH": command_path},
-                        tmpdir=tmpdir,
-                        isolation_policy=policy,
-                        # The prepared entry's own variables (deno: DENO_DIR in the environment) come last.
-                        host_vars={**host_vars, **found_env.env} if found_env is not None else host_vars,
-                        needs=(
-                            [*plugin.manifest.sandbox.read, *applied.read],
-                            [*plugin.manifest.sandbox.write, *applied.write],
-                        ),
-                        grants=(plugin.folders.get("read", []), plugin.folders.get("write", [])),
-                        prepared=found_env.record() if found_env is not None else None,
-                    ),
-                )
-
-            policy, prepared, launch = await trio.to_thread.run_sync(resolve)
-        except LaunchError as exc:
-            plugin.launch, plugin.launch_error = None, exc
-            plugin.package, plugin.prepared = package, seen[0]
-            raise
-        plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
-        plugin.package, plugin.prepared = package, prepared
-        return launch
-
-    def _applied_settings(self, plugin: InstalledPlugin) -> secrets_.Applied:
-        """Read ``plugin``'s settings and stored secret names, and substitute them into its backend (blocking)."""
-        backend, plugin_id = plugin.manifest.backend, plugin.manifest.id
-        assert backend.command is not None  # called for stdio plugins only (resolve)
-        plugin.config_problem = None
-        if self.store is not None and self.secret_store is not None:
-            # Only what the plugin uses is read: an unreadable secrets file fails only the plugins that
-            # refer to secrets (STATE_FILE_UNREADABLE at their enable), never the others.
-            options = plugin.manifest.user_config.values()
-            try:
-                if any(not option.sensitive for option in options):
-                    plugin.settings = secrets_.load_settings(self.store.directory, plugin_id, self._report_from_thread)
-                if any(option.sensitive for option in options) or secrets_.references(
-                    [*backend.args, *backend.env.values()]
-                ):
-                    plugin.secret_names = set(self.secret_store.names(plugin_id))
-            except HostError as error:
-                plugin.config_problem = error
-        applied = secrets_.apply_settings(
-            backend.command,
-            args=backend.args,
-            env=backend.env,
-            options=plugin.manifest.user_config,
-            settings=plugin.settings,
-            secret_names=plugin.secret_names,
-            home=str(Path.home()),
-            expand_host_variables=plugin.manifest.origin is not None,
-        )
-        declared = set(plugin.manifest.user_config)
-        unset = secrets_.references([*applied.args, *applied.env.values()]) - plugin.secret_names - declared
-        plugin.config_missing = sorted({*applied.missing, *unset})
-        return applied
-
-    def _with_secrets(self, plugin: InstalledPlugin, launch: Launch) -> Launch:
-        """``launch`` with its ``${secret:NAME}`` references filled in, for spawning only (blocking)."""
-        store = self.secret_store
-        options = plugin.manifest.user_config
-
-        def lookup(name: str) -> str | None:
-            value = store.get(plugin.manifest.id, name) if store is not None else None
-            if value is None and name in options and not options[name].required:
-                return ""  # an optional secret left unset
-            return value
-
-        return secrets_.inject(launch, lookup, plugin.manifest.id)
-
-    def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> Callable[[], IsolationPolicy]:
-        """The plugin's isolation policy: host policy plus what the parent granted it.
-
-        What no rule may reach comes from the host's own layout: the state
-        folder and the user's home are never covered, other plugins'
-        writable folders hold no link a rule may follow, and no plugin
-        writes any plugin's folder. The plugins are read now (memory only);
-        the returned function does the file-system part (every path
-        resolved, ``isdir``): blocking, for a worker thread.
-        """
-        others = [p for p in self.plugins.values() if p is not plugin]
-        settings = self.settings
-        state_dir = self.store.directory if self.store is not None else None
-        other_folders = [p.path for p in others]
-        every_folder = [p.path for p in self.plugins.values()]
-        granted: list[str] = []  # what each other plugin may write: its grants, as last resolved
-        maybe_folders: list[str] = []  # or, unresolved, the absolute arguments that are folders
-        for other in others:
-            if other.launch is not None and other.launch.plan is not None:
-                granted += other.launch.plan.extra_write
-            else:
-                maybe_folders += [a for a in other.manifest.backend.args if os.path.isabs(a)]
-        ports = sorted(plugin.network_ports)
-        limits = dict(plugin.limits)
-
-        def build() -> IsolationPolicy:
-            protected = [os.path.realpath(Path.home()), *(os.path.realpath(f) for f in other_folders)]
-            writable: list[str] = [*settings.allow_write]
-            if state_dir is not None:
-                state = os.path.realpath(state_dir)
-                protected.append(state)
-                writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
-            writable += [*granted, *filter(os.path.isdir, maybe_folders)]
-            return settings.isolation_policy(
-                data_dir,
-                tcp_ports=ports,
-                max_rss_bytes=limits.get("max_rss_bytes"),
-                max_cpu_percent=limits.get("max_cpu_percent"),
-                protected=protected,
-                writable=[os.path.realpath(w) for w in writable],
-                code=[os.path.realpath(f) for f in every_folder],
-            )
-
-        return build
-
-    @staticmethod
-    def _launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
-        """``PluginInfo.launch``: what the user approves (``Launch.describe()``), with the approval digest."""
-        info = dict(launch.describe())
-        info.pop("prepared", None)  # shown as launch.prepare, with the state
-        digest = plugin.approval_digest(launch)
-        info.update(digest=digest, launchDigest=info["digest"], approved=plugin.approved_digest == digest)
-        info["prepare"] = _preparation(plugin)
-        return p.Launch.model_validate(info)
-
-    @classmethod
-    def _launch_info(cls, plugin: InstalledPlugin, launch: Launch) -> dict[str, Any]:
-        """:meth:`_launch_model` as sent on the wire (``data.launch`` of errors too)."""
-        return cls._launch_model(plugin, launch).wire()
+        return await resolver.resolve(self, plugin)
 
     def info(self, plugin: InstalledPlugin) -> dict[str, Any]:
         """:class:`hostd.control.models.PluginInfo` as sent on the wire."""
-        return self._info_model(plugin).wire()
-
-    def _info_model(self, plugin: InstalledPlugin) -> p.PluginInfo:
-        manifest = plugin.manifest
-        launch: p.Launch | p.LaunchUnresolved | None = None
-        if plugin.launch is not None:
-            launch = self._launch_model(plugin, plugin.launch)
-        elif plugin.launch_error is not None:
-            launch = p.LaunchUnresolved(error=str(plugin.launch_error), kind=plugin.launch_error.kind)
-        limits = plugin.limits
-        return p.PluginInfo(
-            id=manifest.id,
-            name=manifest.name,
-            version=manifest.version,
-            path=str(plugin.path),
-            permissions=list(manifest.permissions),
-            granted=sorted(plugin.granted),
-            enabled=plugin.enabled,
-            status=plugin.supervisor.state.value,
-            tools=manifest.contributes.tool_names,
-            networkPorts=sorted(plugin.network_ports),
-            limits=p.GrantedLimits(
-                maxRssMb=limits["max_rss_bytes"] / (1024 * 1024) if "max_rss_bytes" in limits else None,
-                maxCpuPercent=limits.get("max_cpu_percent"),
-                maxDiskMb=limits["max_disk_bytes"] / (1024 * 1024) if "max_disk_bytes" in limits else None,
-            ),
-            launch=launch,
-            userConfig=self._config_items(plugin) or None,
-            origin=(
-                {
-                    **manifest.origin.model_dump(exclude_none=True),
-                    **({"runtimeVersions": plugin.runtime_versions} if plugin.runtime_versions else {}),
-                }
-                if manifest.origin is not None
-                else None
-            ),
-        )
-
-    @staticmethod
-    def _config_items(plugin: InstalledPlugin) -> list[p.ConfigItem]:
-        """``PluginInfo.userConfig``: the declared options, then the secrets referenced but not declared."""
-        manifest = plugin.manifest
-        values = secrets_.effective_values(manifest.user_config, plugin.settings, str(Path.home()))
-        items = [
-            p.ConfigItem(
-                name=name,
-                type=option.type,
-                title=option.title or name,
-                description=option.description,
-                required=option.required,
-                sensitive=option.sensitive,
-                multiple=option.multiple,
-                set=name in plugin.secret_names if option.sensitive else values.get(name) is not None,
-                value=None if option.sensitive else values.get(name),
-            )
-            for name, option in manifest.user_config.items()
-        ]
-        backend = manifest.backend
-        referenced = secrets_.references([*backend.args, *backend.env.values()]) | secrets_.remote_references(
-            backend.headers, backend.oauth.client_secret if backend.oauth else None
-        )
-        for name in sorted(referenced - set(manifest.user_config)):
-            items.append(
-                p.ConfigItem(
-                    name=name,
-                    type="string",
-                    title=name,
-                    description="a secret the manifest refers to as ${secret:" + name + "}",
-                    required=True,
-                    sensitive=True,
-                    multiple=False,
-                    set=name in plugin.secret_names,
-                    value=None,
-                )
-            )
-        return items
+        return plugin_info.info_model(plugin).wire()
 
     # -- plugins/* --------------------------------------------------------------
 
@@ -911,7 +635,7 @@ class Host:
         p.parse_params(p.Empty, params)
         broken = {k: b for k, b in self.broken.items() if k not in self.plugins}
         plugins = [
-            self._info_model(self.plugins[k]) if k in self.plugins else broken[k].info()
+            plugin_info.info_model(self.plugins[k]) if k in self.plugins else broken[k].info()
             for k in sorted({*self.plugins, *broken})
         ]
         return p.PluginsListResult(plugins=plugins).wire()
@@ -1077,7 +801,7 @@ class Host:
                     store.set(args.id, name, None if value is None else str(value))
                 else:
                     plain[name] = value
-            secrets_.update_settings(directory, args.id, plain, self._report_from_thread)
+            secrets_.update_settings(directory, args.id, plain, self.report_from_thread)
 
         try:
             await trio.to_thread.run_sync(save)
@@ -1103,7 +827,7 @@ class Host:
                 ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
                 f"digest {args.digest} does not match the current launch of {args.id}",
                 plugin=args.id,
-                launch=self._launch_info(plugin, launch),
+                launch=plugin_info.launch_info(plugin, launch),
             )
         repin = plugin.approved_digest != digest or bool(plugin.supervisor.withheld)
         async with self.change():
@@ -1189,11 +913,11 @@ class Host:
                     ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
                     f"plugin {plugin_id}: approve this exact launch first (plugins/approve with its digest)",
                     plugin=plugin_id,
-                    launch=self._launch_info(plugin, launch),
+                    launch=plugin_info.launch_info(plugin, launch),
                     approvedDigest=plugin.approved_digest,
                 )
         return Start(
-            launch=await trio.to_thread.run_sync(self._with_secrets, plugin, launch),
+            launch=await trio.to_thread.run_sync(resolver.with_secrets, self, plugin, launch),
             manifest=plugin.manifest,
             pins=plugin.pins,
             limits=plugin.policy,
@@ -1403,29 +1127,6 @@ class Host:
             report_progress=progress,
             content_limits=self.options.content_limits,
         )
-
-
-def _preparation(plugin: InstalledPlugin) -> p.Preparation | None:
-    """``launch.prepare``: ``None`` when the launch names no package."""
-    package, prepared = plugin.package, plugin.prepared
-    if package is None:
-        return None
-    if prepared is None:
-        unpinned = list(package.unpinned)
-        return p.Preparation(
-            state="needed", manager=package.manager, packages=list(package.packages), unpinned=unpinned or None
-        )
-    return p.Preparation(
-        state="prepared",
-        manager=prepared.manager,
-        packages=list(prepared.packages),
-        resolved=dict(prepared.resolved),
-        lockfile=prepared.lockfile,
-        root=prepared.root,
-        registry=prepared.registry,
-        unpinned=list(prepared.unpinned),
-        build=prepared.build,
-    )
 
 
 def _prepare_failed(plugin_id: str, exc: PrepareError, packages: Sequence[str]) -> HostError:
