@@ -15,6 +15,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import orjson
@@ -22,6 +23,8 @@ import pytest
 import trio
 import trio.testing
 
+import hostd.host.install_methods
+import hostd.host.launch
 import hostd.host.service
 from hostd.control.server import ControlServer, InitializeOptions, Notify
 from hostd.host.service import Host, HostSettings
@@ -58,35 +61,42 @@ class Parent:
         return self.responses[rid]
 
 
-def _held(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[threading.Event, threading.Event, list[bool]]:
-    """Replace ``hostd.host.service.<name>`` by the same function that first waits for ``release``
+def _held(
+    monkeypatch: pytest.MonkeyPatch, module: ModuleType, name: str
+) -> tuple[threading.Event, threading.Event, list[bool]]:
+    """Replace ``<module>.<name>`` by the same function that first waits for ``release``
     (in whatever thread it runs). Also returns whether each call was released by the test (True)
     or gave up waiting (False): on the event loop nothing else runs, so the test never gets to
     answer ``ping`` and release it."""
     entered, release = threading.Event(), threading.Event()
     released: list[bool] = []
-    real: Callable[..., Any] = getattr(hostd.host.service, name)
+    real: Callable[..., Any] = getattr(module, name)
 
     def held(*args: Any, **kwargs: Any) -> Any:
         entered.set()
         released.append(release.wait(20))  # bounded: on the event loop it would hang the test itself
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(hostd.host.service, name, held)
+    monkeypatch.setattr(module, name, held)
     return entered, release, released
 
 
 @pytest.mark.parametrize(
-    ("name", "method"),
+    ("module", "name", "method"),
     [
-        ("resolve_launch", "plugins/install"),
-        ("load_manifest", "plugins/install"),
-        ("_read_imported", "plugins/import"),
-        ("_write_manifest", "plugins/import"),
+        (hostd.host.launch, "resolve_launch", "plugins/install"),
+        (hostd.host.install_methods, "load_manifest", "plugins/install"),
+        (hostd.host.install_methods, "_read_imported", "plugins/import"),
+        (hostd.host.install_methods, "_write_manifest", "plugins/import"),
     ],
 )
 async def test_ping_is_answered_while_blocking_work_runs(
-    tmp_path: Path, make_plugin: MakePlugin, monkeypatch: pytest.MonkeyPatch, name: str, method: str
+    tmp_path: Path,
+    make_plugin: MakePlugin,
+    monkeypatch: pytest.MonkeyPatch,
+    module: ModuleType,
+    name: str,
+    method: str,
 ) -> None:
     if method == "plugins/install":
         params: dict[str, Any] = {"path": str(make_plugin())}
@@ -109,7 +119,7 @@ async def test_ping_is_answered_while_blocking_work_runs(
             await parent.request(2, "plugins/list", {})  # the host is built: restore and probe are done
             assert (await parent.response(2))["result"] == {"plugins": []}
 
-            entered, release, released = _held(monkeypatch, name)
+            entered, release, released = _held(monkeypatch, module, name)
             await parent.request(3, method, params)
             assert await trio.to_thread.run_sync(entered.wait, 30)  # the work is held in the middle
             await parent.request(4, "ping", {})

@@ -34,7 +34,7 @@ log = logging.getLogger("hostd.host.feature_methods")
 
 
 class FeaturePlugin(Protocol):
-    """One installed plugin as the feature methods see it (:class:`hostd.host.service.InstalledPlugin` is one)."""
+    """One installed plugin as the feature methods see it (:class:`hostd.host.records.InstalledPlugin` is one)."""
 
     @property
     def manifest(self) -> Manifest: ...

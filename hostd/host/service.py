@@ -9,33 +9,38 @@ models in :mod:`hostd.control.models`.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import copy
-import errno
 import logging
 import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import orjson
 import trio
 
 from hostd.control import models as p
 from hostd.control.server import InitializeOptions, Notify, RequestContext
-from hostd.host import feature_methods
-from hostd.install.manifest import BUNDLE_SUFFIXES, Manifest, load_manifest
-from hostd.install.prepare import PackageLaunch, Prepared, PrepareError, Registries, find_prepared, parse_package_launch
+from hostd.host import feature_methods, install_methods, plugin_info
+from hostd.host import launch as resolver
+from hostd.host.records import (
+    BrokenPlugin,
+    HostSettings,
+    InstalledPlugin,
+    LogRing,
+    broken_error,
+    load_stored_manifest,
+    write_failed,
+)
+from hostd.install.manifest import Manifest
+from hostd.install.prepare import PrepareError, Registries, parse_package_launch
 from hostd.install.prepare import prepare as prepare_packages
 from hostd.mcp import client_features as features
 from hostd.mcp.tools import validate_arguments
-from hostd.plugins import trust
 from hostd.plugins.registry import ToolRegistry
-from hostd.plugins.restart import RestartMode, RestartPolicy
+from hostd.plugins.restart import RestartPolicy
 from hostd.plugins.supervisor import (
     Liveness,
     PluginSupervisor,
@@ -46,12 +51,10 @@ from hostd.plugins.supervisor import (
     ToolsPinned,
     launch_failed,
 )
-from hostd.remote.endpoint import resolve_remote
 from hostd.remote.oauth import Authorizer
 from hostd.storage import secrets as secrets_
 from hostd.storage.logstore import LogFiles
 from hostd.storage.state import (
-    MANIFEST_TEMPORARY,
     PLUGIN_ID,
     PluginRecord,
     StateError,
@@ -60,332 +63,24 @@ from hostd.storage.state import (
     UnreadableRecord,
 )
 from hostd.wire.errors import ErrorKind, HostError
-from hostd.wire.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
-from sandbox.launch import Launch, LaunchError, resolve_launch
-from sandbox.policy import IsolationPolicy
+from sandbox.launch import Launch, LaunchError
 from sandbox.process import sweep_orphans
-from sandbox.watchdog import DEFAULT_MAX_DISK_BYTES
 
 if TYPE_CHECKING:
-    from hostd.install.importer import Imported, ImportedServer
+    pass
 
 # Start-up cost: hostd imports this module after ``initialize`` and answers no host request
 # before it is loaded. The class of module imported lazily here: one that only a request
 # other than the start and ``plugins/list`` needs (bundles, config import: pydantic models,
 # zipfile, the JSON5 parser). Each is imported in the handler that needs it, ~15 ms saved.
 
+#: What other code reads of this module: ``hostd serve`` (hostd/cli/hostd.py) builds the host from these, by name.
+__all__ = ["Host", "HostSettings", "InstalledPlugin", "LogRing", "Registries"]
+
 log = logging.getLogger("hostd.host.service")
 
 Handler = Callable[["Host", Any, RequestContext], Awaitable[Any]]
-
-
-SandboxLevel = Literal["basic", "standard", "strict"]
-
-
-@dataclass(frozen=True)
-class HostSettings:
-    """Host policy from the command line (``hostd serve --help``).
-
-    ``trust_development``: the trust gate only logs. ``pass_proxy``: proxy and
-    CA variables reach plugins. ``restart``: the restart policy after a crash.
-    ``ping_interval`` / ``ping_timeout``: liveness checks, in seconds.
-    ``max_result_bytes``: the bound of one tool result sent to the parent.
-    ``max_plugin_frame_bytes``: the bound of one message from a plugin (a
-    manifest's ``backend.max_message_bytes`` overrides it).
-    """
-
-    trust_development: bool = False
-    pass_proxy: bool = False
-    restart: RestartMode = "on-failure"
-    ping_interval: float = 30.0
-    ping_timeout: float = 10.0
-    max_result_bytes: int = RESULT_LIMIT
-    max_plugin_frame_bytes: int = PLUGIN_FRAME_LIMIT
-    sandbox: SandboxLevel = "standard"
-    max_rss_bytes: int | None = None
-    max_cpu_percent: float | None = None
-    allow_write: tuple[str, ...] = ()
-    allow_read: tuple[str, ...] = ()
-    login_path: bool = True
-    #: Bound of each plugin's data folder and TMPDIR together, in bytes (``--max-disk-mb``; None: no bound).
-    max_disk_bytes: int | None = DEFAULT_MAX_DISK_BYTES
-    #: Package registry mirrors for every ``plugins/prepare`` (``--npm-registry``, ``--python-index``).
-    registries: Registries = field(default_factory=Registries)
-    #: PEM files of the certificates a signed bundle's chain must lead to (``--bundle-trust-root``).
-    bundle_trust_roots: tuple[str, ...] = ()
-    #: Hosts a registry entry's bundle URL may name though they resolve to a private or loopback address
-    #: (``--allow-private-download``: the user's own mirror; hostd/install/serverjson.py).
-    download_allow_private: tuple[str, ...] = ()
-
-    def isolation_policy(
-        self,
-        data_dir: Path | None,
-        *,
-        tcp_ports: Sequence[int] = (),
-        max_rss_bytes: int | None = None,
-        max_cpu_percent: float | None = None,
-        protected: Sequence[str] = (),
-        writable: Sequence[str] = (),
-        code: Sequence[str] = (),
-    ) -> IsolationPolicy:
-        """The per-plugin :class:`IsolationPolicy` for this host policy.
-
-        ``basic``: the shim, rlimits and no-new-privileges only. ``standard``
-        (default): plus Landlock (read the plugin folder, its runtime and
-        system paths; write its data folder, its TMPDIR and ``allow_write``),
-        signal scoping and seccomp, where the kernel offers them; network
-        allowed. ``strict``: as standard, and no network. No level lets a
-        plugin write a folder another plugin or the user runs code from: the
-        npm, uv and pip caches a plugin's runtime needs are its own, inside
-        its data folder (:func:`plugin_cache_env`).
-
-        Paths in the approved ``args`` and the manifest's ``env`` values
-        (absolute or ``~``) are part of what the user approved and become
-        grants (:func:`sandbox.launch.named_grants`). ``tcp_ports`` (declared by the
-        manifest and granted by the parent) stay reachable under ``strict``;
-        the per-plugin limits override the host's. ``protected``,
-        ``writable``, ``code``: what no rule may cover, the folders other
-        plugins may write, every plugin's folder (see
-        :func:`sandbox.policy.landlock_rules`).
-        """
-        rss = max_rss_bytes if max_rss_bytes is not None else self.max_rss_bytes
-        cpu = max_cpu_percent if max_cpu_percent is not None else self.max_cpu_percent
-        if self.sandbox == "basic":
-            return IsolationPolicy(landlock=False, seccomp=False, max_rss_bytes=rss, max_cpu_percent=cpu)
-        return IsolationPolicy(
-            landlock=True,
-            network="deny" if self.sandbox == "strict" else "allow",
-            allowed_tcp_ports=tuple(tcp_ports) if self.sandbox == "strict" else (),
-            seccomp=True,
-            max_rss_bytes=rss,
-            max_cpu_percent=cpu,
-            data_dir=str(data_dir) if data_dir is not None else None,
-            extra_read_paths=tuple(self.allow_read),
-            extra_write_paths=tuple(self.allow_write),
-            grant_named_paths=True,
-            protected_paths=tuple(protected),
-            writable_paths=tuple(writable),
-            code_paths=tuple(code),
-        )
-
-
-def plugin_cache_env(data_dir: Path) -> dict[str, str]:
-    """Where a plugin's package tools keep their caches: inside its own data folder.
-
-    A cache shared between plugins (``~/.npm``, ``~/.cache/uv``,
-    ``~/.local/share/uv``) is a place where one plugin can plant code that
-    another plugin, or the user, later runs; so each plugin's ``npx``,
-    ``uvx``, ``pip`` and XDG-aware tools get caches of their own (created on
-    first use). The user's own caches stay readable where a runtime needs
-    them (a uv-managed Python), never writable.
-    """
-    cache = data_dir / "cache"
-    return {
-        "npm_config_cache": str(cache / "npm"),
-        "UV_CACHE_DIR": str(cache / "uv"),
-        "UV_TOOL_DIR": str(data_dir / "uv-tools"),
-        "UV_TOOL_BIN_DIR": str(data_dir / "uv-tools" / "bin"),
-        "PIP_CACHE_DIR": str(cache / "pip"),
-        "XDG_CACHE_HOME": str(cache),
-    }
-
-
-@dataclass
-class InstalledPlugin:
-    """One installed plugin: where it lives, what the user granted and approved."""
-
-    path: Path
-    manifest: Manifest
-    manifest_digest: str
-    supervisor: PluginSupervisor
-    granted: set[str] = field(default_factory=set)
-    approved_digest: str | None = None
-    enabled: bool = False
-    launch: Launch | None = None
-    launch_error: LaunchError | None = None
-    #: TCP ports the parent granted (each declared in backend.tcp_ports).
-    network_ports: set[int] = field(default_factory=set)
-    #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes.
-    limits: dict[str, Any] = field(default_factory=dict)
-    #: Tool pins recorded for the approval (:mod:`hostd.plugins.trust`); None: the next discovery pins.
-    pins: trust.Pins | None = None
-    #: The isolation policy of the last resolution (what a start hands the watchdog).
-    policy: IsolationPolicy | None = None
-    #: user_config values set (non-secret), secret names stored, required settings not set; read at resolution.
-    settings: dict[str, Any] = field(default_factory=dict)
-    secret_names: set[str] = field(default_factory=set)
-    config_missing: list[str] = field(default_factory=list)
-    #: MCP names of the tools the user disabled (``tools/setEnabled``): not listed, not called.
-    disabled_tools: set[str] = field(default_factory=set)
-    #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
-    folders: dict[str, list[str]] = field(default_factory=dict)
-    #: The package the manifest's launch fetches (npx, uvx, uv run --with, deno npm:/jsr:), as last resolved;
-    #: ``None``: none.
-    package: PackageLaunch | None = None
-    #: Its finished preparation, as last resolved; ``None``: not prepared (or no package).
-    prepared: Prepared | None = None
-    #: Why the package launch cannot be prepared (an unsupported npx/uvx option); ``None``: it can, or names none.
-    unpreparable: str | None = None
-    #: A bundle's runtimes as found at its install by this hostd (``origin.runtimeVersions``): name -> version.
-    runtime_versions: dict[str, str] = field(default_factory=dict)
-    #: Why its settings or secrets could not be read at the last resolution (``STATE_FILE_UNREADABLE``); enable
-    #: fails with it. ``None``: read, or not needed.
-    config_problem: HostError | None = None
-
-    def approval_digest(self, launch: Launch) -> str:
-        """The digest the user approves now (:func:`hostd.plugins.trust.approval_digest`)."""
-        return trust.approval_digest(launch.digest, self.manifest_digest)
-
-    def record(self) -> PluginRecord:
-        """What the state store keeps of this plugin."""
-        return PluginRecord(
-            path=str(self.path),
-            manifest_digest=self.manifest_digest,
-            granted=sorted(self.granted),
-            approved_digest=self.approved_digest,
-            enabled=self.enabled,
-            restarts=self.supervisor.restarts,
-            pinned_tools=self.pins,
-            network_ports=sorted(self.network_ports),
-            limits=dict(self.limits),
-            disabled_tools=sorted(self.disabled_tools),
-            folders={k: list(v) for k, v in self.folders.items()},
-        )
-
-
-@dataclass
-class BrokenPlugin:
-    """An installed plugin whose stored files no longer load: listed as ``broken`` with ``error``, never started.
-
-    The class (issue 31): a plugin's own file (its manifest) or its record in ``state.json`` that hostd
-    cannot use must not take the host down nor vanish. Its record stays in the document as it was
-    (``record``); ``error`` is ``PLUGIN_BROKEN`` (``data.source``: ``"manifest"`` or ``"state"``,
-    ``data.reason``, ``data.errors``), the answer to every request about it but ``plugins/list``,
-    ``plugins/status``, ``plugins/logs`` and ``plugins/uninstall``. Fixed, it is loaded again by SIGHUP
-    or the next hostd; installed again, the new plugin replaces it.
-    """
-
-    plugin_id: str
-    path: str | None
-    record: StoredRecord
-    error: HostError
-
-    def info(self) -> p.PluginInfo:
-        """:class:`hostd.control.models.PluginInfo` of what is known: the id, the path, what the record holds."""
-        record = self.record if isinstance(self.record, PluginRecord) else None
-        return p.PluginInfo(
-            id=self.plugin_id,
-            name=self.plugin_id,
-            version="",
-            path=self.path or "",
-            permissions=[],
-            granted=sorted(record.granted) if record is not None else [],
-            enabled=record.enabled if record is not None else False,
-            status="broken",
-            tools=[],
-            networkPorts=sorted(record.network_ports) if record is not None else [],
-            limits=p.GrantedLimits(maxRssMb=None, maxCpuPercent=None, maxDiskMb=None),
-            launch=None,
-            error=self.error.to_error_object()["data"] | {"message": self.error.message},
-        )
-
-    def status(self) -> dict[str, Any]:
-        """:class:`hostd.control.models.PluginStatus` as sent on the wire: ``broken``, ``error`` says why."""
-        return p.PluginStatus(
-            plugin_id=self.plugin_id,
-            backend_type="mcp",
-            transport="unknown",
-            status="broken",
-            tools_count=0,
-            started_at=None,
-            last_seen_at=None,
-            protocol_version=None,
-            server_name=None,
-            server_version=None,
-            error=self.error.to_error_object()["data"] | {"message": self.error.message},
-            restarts=self.record.restarts if isinstance(self.record, PluginRecord) else 0,
-            last_exit=None,
-            next_retry_at=None,
-            withheld=[],
-            isolation=[],
-        ).wire()
-
-
-def broken_error(plugin_id: str, path: str | None, source: str, reason: str, errors: list[Any]) -> HostError:
-    """``PLUGIN_BROKEN`` for ``plugin_id``: ``source`` ``"manifest"`` or ``"state"``, ``reason`` one sentence,
-    ``errors`` ``[{field, message, ...}]`` (the manifest's, or the record's field in state.json)."""
-    fix = (
-        "fix its manifest, then send hostd SIGHUP or restart it"
-        if source == "manifest"
-        else "stop hostd and fix its record in state.json"
-    )
-    return HostError(
-        ErrorKind.PLUGIN_BROKEN,
-        f"plugin {plugin_id} is broken: {reason}; {fix}, or uninstall the plugin",
-        plugin=plugin_id,
-        path=path,
-        source=source,
-        reason=reason,
-        errors=errors,
-    )
-
-
-def load_stored_manifest(folder: Path) -> tuple[Manifest, str]:
-    """:func:`hostd.install.manifest.load_manifest` of an installed plugin's folder, for restore and SIGHUP (blocking).
-
-    Raises ``MANIFEST_INVALID`` for every failure, whatever raised it: hostd never ends because of a
-    plugin's file (an exception of another kind is a defect of the loader, logged with its traceback).
-    """
-    try:
-        return load_manifest(folder)
-    except HostError:
-        raise
-    except Exception as exc:
-        log.error("loading the manifest in %s failed unexpectedly", folder, exc_info=True)
-        message = f"the manifest cannot be loaded ({type(exc).__name__})"
-        raise HostError(
-            ErrorKind.MANIFEST_INVALID,
-            f"{folder}: {message}",
-            path=str(folder),
-            errors=[{"field": "", "message": message}],
-        ) from None
-
-
-#: Bounds of each plugin's log ring (``plugins/logs``): lines, and characters of their messages.
-LOG_RING_LINES = 500
-LOG_RING_CHARS = 256 * 1024
-
-
-class LogRing:
-    """A plugin's recent ``plugins/log`` lines, bounded by :data:`LOG_RING_LINES` and
-    :data:`LOG_RING_CHARS`; the oldest lines leave first (counted in ``dropped``).
-
-    Kept by the host per plugin id, so it outlives restarts and crashes of the plugin: a
-    parent that opens its log view later still sees what the last instance wrote.
-    """
-
-    def __init__(self, max_lines: int = LOG_RING_LINES, max_chars: int = LOG_RING_CHARS) -> None:
-        self._lines: collections.deque[p.LogLine] = collections.deque()
-        self._chars = 0
-        self.max_lines = max_lines
-        self.max_chars = max_chars
-        self.dropped = 0
-
-    def add(self, level: str, source: Any, message: str) -> p.LogLine:
-        """Keep one line (already redacted by whoever sent it), stamped now; return it."""
-        stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        line = p.LogLine(time=stamp, level=level, source=source, message=message)
-        self._lines.append(line)
-        self._chars += len(message)
-        while len(self._lines) > self.max_lines or self._chars > self.max_chars:
-            self._chars -= len(self._lines.popleft().message)
-            self.dropped += 1
-        return line
-
-    def recent(self, limit: int) -> list[p.LogLine]:
-        """The last ``limit`` lines, oldest first."""
-        return list(self._lines)[-limit:] if limit > 0 else []
 
 
 class Host:
@@ -429,16 +124,16 @@ class Host:
         #: To send notifications from worker threads (a damaged file found while reading it).
         self._trio_token = trio.lowlevel.current_trio_token()
         self._save_lock = trio.Lock()
-        #: Held by every request that changes what the state document records (see :meth:`_change`).
+        #: Held by every request that changes what the state document records (see :meth:`change`).
         self._change_lock = trio.Lock()
         #: The PATH of the user's login shell, appended to hostd's own for command lookup; read it
-        #: through :meth:`_command_path`, which waits for a lookup :meth:`create` started (set at its
+        #: through :meth:`command_path`, which waits for a lookup :meth:`create` started (set at its
         #: end); ``None``: no lookup pending (a host built without :meth:`create` uses none).
         self.login_path: str | None = None
         self._login_path_known: trio.Event | None = None
         #: Secret values of plugins (hostd/storage/secrets.py); none without a state folder.
         self.secret_store = (
-            secrets_.SecretStore(self.store.directory, report=self._report_from_thread)
+            secrets_.SecretStore(self.store.directory, report=self.report_from_thread)
             if self.store is not None
             else None
         )
@@ -466,7 +161,7 @@ class Host:
         host = cls(options, notify, nursery, settings if settings is not None else HostSettings())
         if host.settings.login_path:
             # Off the start path: the login shell takes ~0.25 s (a profile may take seconds), and no
-            # request needs it before the first launch resolution, which waits for it (_command_path).
+            # request needs it before the first launch resolution, which waits for it (command_path).
             host._login_path_known = known = trio.Event()
             nursery.start_soon(host._find_login_path, known)
         swept = await trio.to_thread.run_sync(sweep_orphans)
@@ -505,7 +200,7 @@ class Host:
         finally:
             known.set()
 
-    async def _command_path(self) -> str:
+    async def command_path(self) -> str:
         """hostd's ``PATH`` followed by the login shell's entries it lacks (``PATH`` syntax).
 
         Waits for :meth:`_find_login_path` the first time (at most its 3 s
@@ -515,7 +210,7 @@ class Host:
             await self._login_path_known.wait()
         return merge_paths(os.environ.get("PATH", ""), self.login_path)
 
-    def _report_from_thread(self, plugin_id: str | None, message: str) -> None:
+    def report_from_thread(self, plugin_id: str | None, message: str) -> None:
         """Tell the parent (``plugins/log``, level ``error``) about a damaged file; callable from any thread."""
         log.error("%s", message)
 
@@ -580,7 +275,7 @@ class Host:
             await self._mark_broken(plugin_id, record, error)
             return None
         self.broken.pop(plugin_id, None)
-        plugin = self._add_plugin(Path(record.path), manifest, digest, restarts=record.restarts)
+        plugin = self.add_plugin(Path(record.path), manifest, digest, restarts=record.restarts)
         plugin.granted = set(record.granted) & set(manifest.permissions)
         plugin.approved_digest = record.approved_digest
         plugin.enabled = record.enabled
@@ -590,7 +285,7 @@ class Host:
         plugin.disabled_tools = set(record.disabled_tools)
         plugin.folders = {k: list(v) for k, v in record.folders.items()}
         with contextlib.suppress(LaunchError):
-            await self._resolve(plugin)
+            await self.resolve(plugin)
         return plugin
 
     async def _mark_broken(self, plugin_id: str, record: StoredRecord, error: HostError) -> None:
@@ -662,7 +357,7 @@ class Host:
         the state document cannot be written, nothing is reloaded (logged).
         """
         try:
-            async with self._change():
+            async with self.change():
                 await self._reload_manifests()
         except HostError as error:
             log.error("re-reading manifests: %s", error.message)
@@ -692,7 +387,7 @@ class Host:
                 continue
             plugin.manifest, plugin.manifest_digest = manifest, digest  # a running plugin keeps its own
             with contextlib.suppress(LaunchError):
-                await self._resolve(plugin)
+                await self.resolve(plugin)
             await self.notify(
                 "plugins/log",
                 {
@@ -721,7 +416,7 @@ class Host:
             try:
                 await trio.to_thread.run_sync(store.save, records)
             except OSError as exc:
-                raise _write_failed(exc, store.path) from None
+                raise write_failed(exc, store.path) from None
             self._records = records
 
     # State changes. The class: a request (install, import, uninstall, grant, approve,
@@ -729,7 +424,7 @@ class Host:
     # pins after an approval) changes what the state document records, in memory, and
     # then writes the document. If the write fails (ENOSPC, EFBIG, EIO...), memory must
     # not keep what disk does not have (lost at the next restart, or half there): each
-    # such change runs in ``async with self._change():``, which undoes the change in
+    # such change runs in ``async with self.change():``, which undoes the change in
     # memory when the write (or the change itself) fails, and the request answers
     # STATE_WRITE_FAILED (ToolsPinned: the start fails, nothing pinned). Side effects
     # that cannot be undone (stopping a plugin, releasing withheld tools) come after the
@@ -738,7 +433,7 @@ class Host:
     # none on the supervisor.
 
     @contextlib.asynccontextmanager
-    async def _change(self) -> AsyncIterator[None]:
+    async def change(self) -> AsyncIterator[None]:
         """Apply the body's changes to memory and the state document together, or to neither.
 
         Runs the body under :attr:`_change_lock`, then :meth:`persist`. If
@@ -825,572 +520,20 @@ class Host:
         """The broken plugin ``plugin_id`` when no installed plugin has that id."""
         return self.broken.get(plugin_id) if plugin_id not in self.plugins else None
 
-    async def _resolve(self, plugin: InstalledPlugin) -> Launch:
-        """Resolve ``plugin``'s launch (:func:`sandbox.launch.resolve_launch`) in a worker thread.
+    async def resolve(self, plugin: InstalledPlugin) -> Launch:
+        """Resolve ``plugin``'s launch and record it on ``plugin`` (:func:`hostd.host.launch.resolve`).
 
-        The class of work kept off the event loop here: everything that touches
-        the file system or runs a process. What the policy needs from the other
-        plugins is read here, on the loop (memory only); the policy's paths
-        (``realpath``, ``isdir``) and the resolution (the first ``probe()`` runs
-        a process, ~50-300 ms; the approval hashes files; every rule path is
-        walked with ``lstat``) run in one worker thread, so ``ping`` and other
-        plugins' calls go on meanwhile (tests/test_trust_offloop.py). Records
-        the result (or the :class:`LaunchError`, re-raised) and the policy on
-        ``plugin``. Cancellation waits for the thread (it is short and has no
-        side effect but folders created).
+        Raises :class:`sandbox.launch.LaunchError`; cancellation waits for the worker thread.
         """
-        backend = plugin.manifest.backend
-        if backend.url is not None:  # a remote server: its endpoint is the launch (hostd/remote/endpoint.py)
-            remote = resolve_remote(backend, str(plugin.path))
-            plugin.config_problem = None
-            if self.secret_store is not None:  # which of its secrets are set (PluginInfo.userConfig)
-                try:
-                    names = await trio.to_thread.run_sync(self.secret_store.names, plugin.manifest.id)
-                    plugin.secret_names = set(names)
-                except HostError as error:  # an unreadable secrets file: its enable fails with this
-                    plugin.config_problem = error
-            plugin.launch, plugin.launch_error = remote, None
-            return remote
-        assert backend.command is not None  # the manifest requires it for stdio
-        plugin.unpreparable = None
-        try:
-            package = parse_package_launch(backend.command, list(backend.args))
-        except PrepareError as exc:
-            # npx/uvx with an option that would change what is installed: shown as written, never started.
-            package, plugin.unpreparable = None, str(exc)
-        state_dir = self.store.directory if self.store is not None else None
-        prepared: Prepared | None = None
-        try:
-            data_dir = tmpdir = None
-            host_vars: dict[str, str] = {}
-            if self.store is not None:
-                # Each plugin's writable folders are siblings under the state folder, never nested in one
-                # another: a plugin cannot swap its TMPDIR for a link through its data folder.
-                data_dir = self.store.directory / "data" / plugin.manifest.id
-                tmpdir = str(self.store.directory / "tmp" / plugin.manifest.id)
-                host_vars = plugin_cache_env(data_dir)
-            build_policy = self._policy(plugin, data_dir)
-            command_path = await self._command_path()
-            package_args = list(package.args) if package is not None else []
-            seen: list[Prepared | None] = [None]  # the environment found, also when the launch then fails
-
-            def resolve() -> tuple[IsolationPolicy, Prepared | None, Launch]:
-                # All of the file-system work in one worker thread: the prepared environment's marker,
-                # the policy's paths, the settings and secrets' names, the launch.
-                found_env = None
-                if package is not None and state_dir is not None:
-                    found_env = seen[0] = find_prepared(state_dir, plugin.manifest.id, package)
-                policy = build_policy()
-                # user_config values and host variables (${HOME}...) are substituted first; secrets stay
-                # ${secret:NAME} references until spawn (_gate), so the launch shown never holds one.
-                applied = self._applied_settings(plugin)
-                command, args = applied.command, list(applied.args)
-                if found_env is not None:
-                    # Run the prepared environment's program: no package tool, no registry, no shared cache.
-                    try:
-                        found = parse_package_launch(command, args)
-                    except PrepareError:
-                        found = None
-                    rest = list(found.args) if found is not None else package_args
-                    command, args = found_env.entry[0], [*found_env.entry[1:], *rest]
-                return (
-                    policy,
-                    found_env,
-                    resolve_launch(
-                        command,
-                        args,
-                        plugin.path,
-                        applied.env,
-                        self.env_policy,
-                        host_env={**os.environ, "PATH": command_path},
-                        tmpdir=tmpdir,
-                        isolation_policy=policy,
-                        # The prepared entry's own variables (deno: DENO_DIR in the environment) come last.
-                        host_vars={**host_vars, **found_env.env} if found_env is not None else host_vars,
-                        needs=(
-                            [*plugin.manifest.sandbox.read, *applied.read],
-                            [*plugin.manifest.sandbox.write, *applied.write],
-                        ),
-                        grants=(plugin.folders.get("read", []), plugin.folders.get("write", [])),
-                        prepared=found_env.record() if found_env is not None else None,
-                    ),
-                )
-
-            policy, prepared, launch = await trio.to_thread.run_sync(resolve)
-        except LaunchError as exc:
-            plugin.launch, plugin.launch_error = None, exc
-            plugin.package, plugin.prepared = package, seen[0]
-            raise
-        plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
-        plugin.package, plugin.prepared = package, prepared
-        return launch
-
-    def _applied_settings(self, plugin: InstalledPlugin) -> secrets_.Applied:
-        """Read ``plugin``'s settings and stored secret names, and substitute them into its backend (blocking)."""
-        backend, plugin_id = plugin.manifest.backend, plugin.manifest.id
-        assert backend.command is not None  # called for stdio plugins only (_resolve)
-        plugin.config_problem = None
-        if self.store is not None and self.secret_store is not None:
-            # Only what the plugin uses is read: an unreadable secrets file fails only the plugins that
-            # refer to secrets (STATE_FILE_UNREADABLE at their enable), never the others.
-            options = plugin.manifest.user_config.values()
-            try:
-                if any(not option.sensitive for option in options):
-                    plugin.settings = secrets_.load_settings(self.store.directory, plugin_id, self._report_from_thread)
-                if any(option.sensitive for option in options) or secrets_.references(
-                    [*backend.args, *backend.env.values()]
-                ):
-                    plugin.secret_names = set(self.secret_store.names(plugin_id))
-            except HostError as error:
-                plugin.config_problem = error
-        applied = secrets_.apply_settings(
-            backend.command,
-            args=backend.args,
-            env=backend.env,
-            options=plugin.manifest.user_config,
-            settings=plugin.settings,
-            secret_names=plugin.secret_names,
-            home=str(Path.home()),
-            expand_host_variables=plugin.manifest.origin is not None,
-        )
-        declared = set(plugin.manifest.user_config)
-        unset = secrets_.references([*applied.args, *applied.env.values()]) - plugin.secret_names - declared
-        plugin.config_missing = sorted({*applied.missing, *unset})
-        return applied
-
-    def _with_secrets(self, plugin: InstalledPlugin, launch: Launch) -> Launch:
-        """``launch`` with its ``${secret:NAME}`` references filled in, for spawning only (blocking)."""
-        store = self.secret_store
-        options = plugin.manifest.user_config
-
-        def lookup(name: str) -> str | None:
-            value = store.get(plugin.manifest.id, name) if store is not None else None
-            if value is None and name in options and not options[name].required:
-                return ""  # an optional secret left unset
-            return value
-
-        return secrets_.inject(launch, lookup, plugin.manifest.id)
-
-    def _policy(self, plugin: InstalledPlugin, data_dir: Path | None) -> Callable[[], IsolationPolicy]:
-        """The plugin's isolation policy: host policy plus what the parent granted it.
-
-        What no rule may reach comes from the host's own layout: the state
-        folder and the user's home are never covered, other plugins'
-        writable folders hold no link a rule may follow, and no plugin
-        writes any plugin's folder. The plugins are read now (memory only);
-        the returned function does the file-system part (every path
-        resolved, ``isdir``): blocking, for a worker thread.
-        """
-        others = [p for p in self.plugins.values() if p is not plugin]
-        settings = self.settings
-        state_dir = self.store.directory if self.store is not None else None
-        other_folders = [p.path for p in others]
-        every_folder = [p.path for p in self.plugins.values()]
-        granted: list[str] = []  # what each other plugin may write: its grants, as last resolved
-        maybe_folders: list[str] = []  # or, unresolved, the absolute arguments that are folders
-        for other in others:
-            if other.launch is not None and other.launch.plan is not None:
-                granted += other.launch.plan.extra_write
-            else:
-                maybe_folders += [a for a in other.manifest.backend.args if os.path.isabs(a)]
-        ports = sorted(plugin.network_ports)
-        limits = dict(plugin.limits)
-
-        def build() -> IsolationPolicy:
-            protected = [os.path.realpath(Path.home()), *(os.path.realpath(f) for f in other_folders)]
-            writable: list[str] = [*settings.allow_write]
-            if state_dir is not None:
-                state = os.path.realpath(state_dir)
-                protected.append(state)
-                writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
-            writable += [*granted, *filter(os.path.isdir, maybe_folders)]
-            return settings.isolation_policy(
-                data_dir,
-                tcp_ports=ports,
-                max_rss_bytes=limits.get("max_rss_bytes"),
-                max_cpu_percent=limits.get("max_cpu_percent"),
-                protected=protected,
-                writable=[os.path.realpath(w) for w in writable],
-                code=[os.path.realpath(f) for f in every_folder],
-            )
-
-        return build
-
-    @staticmethod
-    def _launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
-        """``PluginInfo.launch``: what the user approves (``Launch.describe()``), with the approval digest."""
-        info = dict(launch.describe())
-        info.pop("prepared", None)  # shown as launch.prepare, with the state
-        digest = plugin.approval_digest(launch)
-        info.update(digest=digest, launchDigest=info["digest"], approved=plugin.approved_digest == digest)
-        info["prepare"] = _preparation(plugin)
-        return p.Launch.model_validate(info)
-
-    @classmethod
-    def _launch_info(cls, plugin: InstalledPlugin, launch: Launch) -> dict[str, Any]:
-        """:meth:`_launch_model` as sent on the wire (``data.launch`` of errors too)."""
-        return cls._launch_model(plugin, launch).wire()
+        return await resolver.resolve(self, plugin)
 
     def info(self, plugin: InstalledPlugin) -> dict[str, Any]:
         """:class:`hostd.control.models.PluginInfo` as sent on the wire."""
-        return self._info_model(plugin).wire()
-
-    def _info_model(self, plugin: InstalledPlugin) -> p.PluginInfo:
-        manifest = plugin.manifest
-        launch: p.Launch | p.LaunchUnresolved | None = None
-        if plugin.launch is not None:
-            launch = self._launch_model(plugin, plugin.launch)
-        elif plugin.launch_error is not None:
-            launch = p.LaunchUnresolved(error=str(plugin.launch_error), kind=plugin.launch_error.kind)
-        limits = plugin.limits
-        return p.PluginInfo(
-            id=manifest.id,
-            name=manifest.name,
-            version=manifest.version,
-            path=str(plugin.path),
-            permissions=list(manifest.permissions),
-            granted=sorted(plugin.granted),
-            enabled=plugin.enabled,
-            status=plugin.supervisor.state.value,
-            tools=manifest.contributes.tool_names,
-            networkPorts=sorted(plugin.network_ports),
-            limits=p.GrantedLimits(
-                maxRssMb=limits["max_rss_bytes"] / (1024 * 1024) if "max_rss_bytes" in limits else None,
-                maxCpuPercent=limits.get("max_cpu_percent"),
-                maxDiskMb=limits["max_disk_bytes"] / (1024 * 1024) if "max_disk_bytes" in limits else None,
-            ),
-            launch=launch,
-            userConfig=self._config_items(plugin) or None,
-            origin=(
-                {
-                    **manifest.origin.model_dump(exclude_none=True),
-                    **({"runtimeVersions": plugin.runtime_versions} if plugin.runtime_versions else {}),
-                }
-                if manifest.origin is not None
-                else None
-            ),
-        )
-
-    @staticmethod
-    def _config_items(plugin: InstalledPlugin) -> list[p.ConfigItem]:
-        """``PluginInfo.userConfig``: the declared options, then the secrets referenced but not declared."""
-        manifest = plugin.manifest
-        values = secrets_.effective_values(manifest.user_config, plugin.settings, str(Path.home()))
-        items = [
-            p.ConfigItem(
-                name=name,
-                type=option.type,
-                title=option.title or name,
-                description=option.description,
-                required=option.required,
-                sensitive=option.sensitive,
-                multiple=option.multiple,
-                set=name in plugin.secret_names if option.sensitive else values.get(name) is not None,
-                value=None if option.sensitive else values.get(name),
-            )
-            for name, option in manifest.user_config.items()
-        ]
-        backend = manifest.backend
-        referenced = secrets_.references([*backend.args, *backend.env.values()]) | secrets_.remote_references(
-            backend.headers, backend.oauth.client_secret if backend.oauth else None
-        )
-        for name in sorted(referenced - set(manifest.user_config)):
-            items.append(
-                p.ConfigItem(
-                    name=name,
-                    type="string",
-                    title=name,
-                    description="a secret the manifest refers to as ${secret:" + name + "}",
-                    required=True,
-                    sensitive=True,
-                    multiple=False,
-                    set=name in plugin.secret_names,
-                    value=None,
-                )
-            )
-        return items
+        return plugin_info.info_model(plugin).wire()
 
     # -- plugins/* --------------------------------------------------------------
 
-    async def install(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/install {path} | {serverJson, package?}``: read and validate; start nothing.
-
-        ``path``: a plugin folder, or an MCPB bundle file (``.mcpb`` / ``.dxt``, extracted into
-        ``<stateDir>/bundles/<id>``, hostd/install/bundle.py). ``serverJson``: an MCP Registry entry
-        (hostd/install/serverjson.py; its manifest is written to ``<stateDir>/registry/<id>``).
-        ``PACKAGE_INVALID`` for a bundle or entry that cannot be installed (``data.errors``).
-        """
-        args = p.parse_params(p.InstallParams, params)
-        if (args.path is None) == (args.server_json is None):
-            raise HostError(ErrorKind.INVALID_PARAMS, "give exactly one of 'path' and 'serverJson'")
-        if args.server_json is not None:
-            folder = await self._unpack_server_json(args.server_json, args.package or 0)
-        else:
-            assert args.path is not None
-            folder = Path(os.path.abspath(os.path.expanduser(args.path)))
-            if folder.suffix.lower() in BUNDLE_SUFFIXES:
-                folder = await self._unpack_bundle(folder)
-        async with self._change():
-            bundles_root = self.store.directory / "bundles" if self.store is not None else None
-            fresh = folder.parent == bundles_root and folder.name not in self.plugins
-            try:
-                plugin = await self._install(folder)
-                await self._check_runtimes(plugin)
-            except HostError as exc:
-                if fresh and exc.data.get("reason") == "runtime-unsupported":  # nothing of it is kept
-                    await trio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
-                raise
-        return self.info(plugin)
-
-    async def _check_runtimes(self, plugin: InstalledPlugin) -> None:
-        """Check a bundle's ``compatibility.runtimes`` against the runtime its resolved launch runs (at install).
-
-        hostd/install/runtimes.py: the launch's runtime chain (``Launch.runtime``) is
-        searched for each required runtime, which is asked its version. Records
-        the versions found (``PluginInfo.origin.runtimeVersions``). Raises
-        ``PACKAGE_INVALID`` with ``data.reason: runtime-unsupported`` and
-        ``runtime``, ``required``, ``found`` (the version, ``null`` when it
-        could not be read), ``executable``; a launch that does not resolve is
-        not checked (its error is in ``launch.error``). Runs each runtime once,
-        in a worker thread; cancellation waits for it (at most 15 s each).
-        """
-        origin, launch = plugin.manifest.origin, plugin.launch
-        if origin is None or not origin.runtimes or not isinstance(launch, Launch):
-            return
-        from hostd.install import runtimes  # noqa: PLC0415 - only bundles that name runtimes pay for it
-
-        env = {"PATH": await self._command_path(), "HOME": os.path.expanduser("~")}
-        untrusted = [str(plugin.path), *([str(self.store.directory)] if self.store is not None else [])]
-        try:
-            found = await trio.to_thread.run_sync(runtimes.check, origin.runtimes, launch.runtime, env, untrusted)
-        except runtimes.RuntimeMismatch as exc:
-            what = exc.found
-            raise HostError(
-                ErrorKind.PACKAGE_INVALID,
-                str(exc),
-                reason="runtime-unsupported",
-                runtime=what.runtime,
-                required=what.required,
-                found=what.version,
-                executable=what.executable,
-                errors=[{"field": f"compatibility.runtimes.{what.runtime}", "message": str(exc)}],
-            ) from None
-        plugin.runtime_versions = {f.runtime: f.version for f in found if f.version is not None}
-
-    def _generated_root(self, kind: str) -> Path:
-        if self.store is None:
-            raise HostError(ErrorKind.STATE_UNUSABLE, f"installing {kind} needs a state directory")
-        return self.store.directory / kind
-
-    def _check_replace(self, plugin_id: str, folder: Path) -> None:
-        """Refuse to (re)install ``plugin_id`` from ``folder``: another folder has it, or it is not stopped."""
-        existing = self.plugins.get(plugin_id)
-        if existing is None:
-            return
-        if existing.path != folder:
-            raise HostError(
-                ErrorKind.PLUGIN_ALREADY_INSTALLED,
-                f"plugin {plugin_id!r} is already installed from {existing.path}",
-                plugin=plugin_id,
-                path=str(existing.path),
-            )
-        if existing.supervisor.state is not State.STOPPED:
-            raise HostError(
-                ErrorKind.PLUGIN_STATE_CONFLICT,
-                f"plugin {plugin_id!r} is {existing.supervisor.state.value}; disable it before reinstalling",
-                plugin=plugin_id,
-            )
-
-    async def _unpack_bundle(self, path: Path, *, origin: dict[str, Any] | None = None) -> Path:
-        """Extract the bundle file at ``path`` and write its ``plugin.json``; return the plugin folder."""
-        root = self._generated_root("bundles")
-        from hostd.install import bundle as bundles  # noqa: PLC0415 - lazy (see the imports)
-
-        def unpack() -> Path:
-            bundle = bundles.read_bundle(path, trust_roots=self.settings.bundle_trust_roots)
-            folder: Path
-            folder, document = bundles.install_bundle(bundle, root, check=self._check_replace)
-            if origin is not None:
-                document["origin"] = {**document["origin"], **origin}
-            _write_manifest(folder, document)
-            return folder
-
-        return await trio.to_thread.run_sync(unpack)
-
-    async def _unpack_server_json(self, entry: dict[str, Any] | str, index: int) -> Path:
-        """Turn a registry ``server.json`` into a plugin folder (an mcpb package: a bundle); return it."""
-        from hostd.install import serverjson  # noqa: PLC0415 - only installs from the registry pay for it
-
-        plan = await trio.to_thread.run_sync(serverjson.plan, entry, index)
-        if plan.bundle_url is not None:
-            root = self._generated_root("bundles")
-            path = await serverjson.download_bundle(plan, root, allow_private=self.settings.download_allow_private)
-            try:
-                return await self._unpack_bundle(path, origin={"kind": "registry", "source": plan.name})
-            finally:
-                path.unlink(missing_ok=True)
-        assert plan.manifest is not None
-        plugin_id = str(plan.manifest["id"])
-        folder: Path = self._generated_root("registry") / plugin_id
-        self._check_replace(plugin_id, folder)
-        try:
-            await trio.to_thread.run_sync(_write_manifest, folder, plan.manifest)
-        except OSError as exc:
-            raise _write_failed(exc, folder / "plugin.json") from None
-        if plan.remote is not None:
-            raise HostError(
-                ErrorKind.PACKAGE_INVALID,
-                f"{plan.name}: a remote server ({plan.remote.get('type')} at {plan.remote.get('url')}); its manifest "
-                f"is recorded in {folder}, but this hostd runs only stdio servers",
-                errors=[{"field": "remotes", "message": "remote transports are not supported yet"}],
-                path=str(folder),
-            )
-        return folder
-
-    async def _install(self, folder: Path) -> InstalledPlugin:
-        """Read and validate ``folder``'s manifest and add the plugin (stopped)."""
-        manifest, digest = await trio.to_thread.run_sync(load_manifest, folder)
-        if self.known_permissions is not None:
-            unknown = sorted(set(manifest.permissions) - self.known_permissions - features.RESERVED_PERMISSIONS)
-            if unknown:
-                raise HostError(
-                    ErrorKind.PERMISSION_UNKNOWN,
-                    f"permissions not among the parent's knownPermissions: {', '.join(unknown)}",
-                    path=str(folder),
-                    plugin=manifest.id,
-                    permissions=unknown,
-                )
-        existing = self.plugins.get(manifest.id)
-        self._check_replace(manifest.id, folder)
-        plugin = self._add_plugin(folder, manifest, digest)
-        if existing is not None:
-            plugin.granted = existing.granted & set(manifest.permissions)
-            plugin.approved_digest = existing.approved_digest
-            plugin.pins = existing.pins
-            plugin.disabled_tools = set(existing.disabled_tools)
-        with contextlib.suppress(LaunchError):
-            await self._resolve(plugin)  # a failure is shown in launch.error; enable fails with it
-        return plugin
-
-    async def import_config(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
-        """``plugins/import {config}``: install every server of an ``mcpServers`` config.
-
-        All-or-nothing: any invalid entry fails the whole import
-        (``IMPORT_INVALID``, each entry's outcome in ``data.entries``) and
-        nothing is written; a failure or cancellation while installing removes
-        what was written. Remote (``url``) entries are reported, not installed.
-        At most ``MAX_IMPORT_ENTRIES`` servers and ``MAX_IMPORT_BYTES`` of text
-        (``IMPORT_INVALID`` otherwise). Generated manifests live in
-        ``<stateDir>/imported/<id>/plugin.json``; uninstall removes that folder.
-        """
-        from hostd.install.importer import ConfigError, plan_import  # noqa: PLC0415 - lazy (see the imports)
-
-        args = p.parse_params(p.ImportParams, params)
-        root = self.store.directory / "imported" if self.store is not None else None
-        taken = set(self.plugins)
-        earlier = {pid: plugin.path for pid, plugin in self.plugins.items() if plugin.path.parent == root}
-        try:
-            # Off the event loop: reading the installed manifests is file I/O, parsing and
-            # planning are CPU work on parent-sized input.
-            entries = await trio.to_thread.run_sync(
-                lambda: plan_import(
-                    args.config, taken=taken, imported=_read_imported(earlier), secret_env=args.secret_env
-                )
-            )
-        except ConfigError as exc:
-            where = {"errors": [{"field": exc.field, "message": str(exc)}]} if exc.field is not None else {}
-            raise HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", entries=[], **where) from None
-        invalid = [e for e in entries if e.outcome == "invalid"]
-        if invalid:
-            raise HostError(
-                ErrorKind.IMPORT_INVALID,
-                f"nothing imported: {len(invalid)} invalid entr{'y' if len(invalid) == 1 else 'ies'} "
-                f"({', '.join(repr(e.name) for e in invalid)})",
-                entries=[e.to_wire() for e in entries],
-            )
-        if self.store is None or root is None:
-            raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/import needs a state directory")
-        written: list[Path] = []
-        replaced: dict[Path, bytes] = {}  # updated entries: the manifest bytes to put back on failure
-        stored: list[str] = []  # plugin ids whose secrets this import stored
-        results: list[dict[str, Any]] = []
-        try:
-            async with self._change():  # a failure undoes every install of this import
-                for entry in entries:
-                    wire = entry.to_wire()
-                    results.append(wire)
-                    if entry.manifest is None or entry.plugin_id is None:
-                        continue
-                    folder = root / entry.plugin_id
-                    await self._store_secrets(entry, wire, stored)
-                    if entry.outcome == "unchanged":
-                        wire["plugin"] = self.info(self.plugins[entry.plugin_id])
-                        continue
-                    if entry.outcome == "updated":
-                        replaced[folder] = await trio.to_thread.run_sync((folder / "plugin.json").read_bytes)
-                    else:
-                        for made in (  # install creates them (data folder, TMPDIR)
-                            self.store.directory / "data" / entry.plugin_id,
-                            self.store.directory / "tmp" / entry.plugin_id,
-                        ):
-                            if not await trio.to_thread.run_sync(made.exists):
-                                written.append(made)
-                        written.append(folder)
-                    try:
-                        await trio.to_thread.run_sync(_write_manifest, folder, entry.manifest)
-                    except OSError as exc:
-                        raise _write_failed(exc, folder / "plugin.json") from None
-                    plugin = await self._install(folder)
-                    if entry.outcome == "updated":
-                        plugin.approved_digest = None  # a changed entry is a new launch to approve
-                    else:
-                        wire["outcome"] = "installed"
-                    wire["plugin"] = self.info(plugin)
-        except BaseException:
-            # Any failure, cancellation included, leaves nothing: no plugin (undone above), no
-            # folder, and an updated plugin's manifest as it was.
-            with trio.CancelScope(shield=True):
-                for folder in written:
-                    await trio.to_thread.run_sync(shutil.rmtree, folder, True)
-                for folder, document in replaced.items():
-                    with contextlib.suppress(OSError):
-                        await trio.to_thread.run_sync(_restore_manifest, folder, document)
-                if self.secret_store is not None:
-                    for plugin_id in stored:
-                        await trio.to_thread.run_sync(self.secret_store.drop, plugin_id)
-            raise
-        return p.ImportResult.model_validate({"entries": results}).wire()
-
-    async def _store_secrets(self, entry: ImportedServer, wire: dict[str, Any], stored: list[str]) -> None:
-        """Put the secret values the importer took out of ``entry`` (``secret_values``) in the secret store.
-
-        Its manifest already holds ``${secret:NAME}`` in their place (:func:`hostd.install.importer.plan_import`).
-        An ``unchanged`` entry's values are stored too: a new key in the config replaces the old one
-        without voiding the approval (the digest covers the reference, not the value).
-        """
-        values, plugin_id = entry.secret_values, entry.plugin_id
-        if not values or self.secret_store is None or plugin_id is None:
-            return
-        store = self.secret_store
-        if entry.outcome == "ready-to-install":
-            stored.append(plugin_id)  # a failed import drops a new plugin's secrets, never an installed one's
-
-        def save() -> list[str]:
-            changed = []
-            for name, value in values.items():
-                if store.get(plugin_id, name) != value:
-                    store.set(plugin_id, name, value)
-                    changed.append(name)
-            return changed
-
-        try:
-            changed = await trio.to_thread.run_sync(save)
-        except OSError as exc:
-            raise _write_failed(exc, store.path) from None
-        if changed and entry.outcome != "ready-to-install":
-            wire.setdefault("notes", []).append(f"secret {', '.join(sorted(changed))} updated in the secret store")
-
-    def _add_plugin(self, folder: Path, manifest: Manifest, digest: str, *, restarts: int = 0) -> InstalledPlugin:
+    def add_plugin(self, folder: Path, manifest: Manifest, digest: str, *, restarts: int = 0) -> InstalledPlugin:
         """Add a stopped plugin (replacing one of the same id) with a supervisor of its own."""
         bound: list[InstalledPlugin] = []  # the supervisor's events go to this plugin, not to its id's successor
 
@@ -1431,7 +574,7 @@ class Host:
         if isinstance(event, RestartCounted):
             await self._persist_quietly()
         elif isinstance(event, ToolsPinned):
-            async with self._change():
+            async with self.change():
                 plugin.pins = dict(event.pins)
         else:
             try:
@@ -1454,14 +597,14 @@ class Host:
         plugin_id = p.parse_params(p.PluginRef, params).id
         broken = self._broken(plugin_id)
         if broken is not None:  # its record goes; what hostd generated for it too (when its id is one)
-            async with self._change():
+            async with self.change():
                 self._records.pop(plugin_id, None)
             self.broken.pop(plugin_id, None)
             folder = Path(broken.path) if broken.path and os.path.isabs(broken.path) else None
             await self._forget(plugin_id, folder if PLUGIN_ID.fullmatch(plugin_id) else None)
             return
         plugin = self._plugin(plugin_id)
-        async with self._change():
+        async with self.change():
             self.plugins.pop(plugin.manifest.id, None)
             self._records.pop(plugin.manifest.id, None)
         self.broken.pop(plugin_id, None)
@@ -1492,7 +635,7 @@ class Host:
         p.parse_params(p.Empty, params)
         broken = {k: b for k, b in self.broken.items() if k not in self.plugins}
         plugins = [
-            self._info_model(self.plugins[k]) if k in self.plugins else broken[k].info()
+            plugin_info.info_model(self.plugins[k]) if k in self.plugins else broken[k].info()
             for k in sorted({*self.plugins, *broken})
         ]
         return p.PluginsListResult(plugins=plugins).wire()
@@ -1519,7 +662,7 @@ class Host:
                 networkPorts=undeclared_ports,
             )
         folders = _granted_folders(args.id, args.folders) if args.folders is not None else None
-        async with self._change():
+        async with self.change():
             plugin.granted = set(args.permissions)
             if folders is not None:
                 plugin.folders = folders
@@ -1536,7 +679,7 @@ class Host:
                     if v is not None
                 }
             try:
-                await self._resolve(plugin)  # ports, limits and folders are part of the launch
+                await self.resolve(plugin)  # ports, limits and folders are part of the launch
             except LaunchError as exc:
                 # A granted folder the sandbox refuses (covers the home or the state folder, reached through
                 # a link a plugin can write...) is refused here, and the grant undone; other launch errors
@@ -1593,7 +736,7 @@ class Host:
                     plugin_id,
                     package,
                     registries=self.settings.registries,
-                    path=await self._command_path(),
+                    path=await self.command_path(),
                     progress=progress,
                     # A running instance keeps its environment until it stops (the next prepare prunes it).
                     prune=plugin.supervisor.state is State.STOPPED,
@@ -1601,9 +744,9 @@ class Host:
                 )
             except PrepareError as exc:
                 raise _prepare_failed(plugin_id, exc, package.packages) from None
-        async with self._change():
+        async with self.change():
             with contextlib.suppress(LaunchError):
-                await self._resolve(plugin)
+                await self.resolve(plugin)
         return self.info(plugin)
 
     async def configure(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -1658,14 +801,14 @@ class Host:
                     store.set(args.id, name, None if value is None else str(value))
                 else:
                     plain[name] = value
-            secrets_.update_settings(directory, args.id, plain, self._report_from_thread)
+            secrets_.update_settings(directory, args.id, plain, self.report_from_thread)
 
         try:
             await trio.to_thread.run_sync(save)
         except OSError as exc:
-            raise _write_failed(exc, directory / "settings") from None
+            raise write_failed(exc, directory / "settings") from None
         with contextlib.suppress(LaunchError):
-            await self._resolve(plugin)  # the values are part of the launch
+            await self.resolve(plugin)  # the values are part of the launch
         return self.info(plugin)
 
     async def approve(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -1673,7 +816,7 @@ class Host:
         args = p.parse_params(p.ApproveParams, params)
         plugin = self._plugin(args.id)
         try:
-            launch = await self._resolve(plugin)
+            launch = await self.resolve(plugin)
         except LaunchError as exc:
             raise HostError(
                 ErrorKind.PLUGIN_START_FAILED, f"plugin {args.id}: {exc}", plugin=args.id, launchError=exc.kind
@@ -1684,10 +827,10 @@ class Host:
                 ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
                 f"digest {args.digest} does not match the current launch of {args.id}",
                 plugin=args.id,
-                launch=self._launch_info(plugin, launch),
+                launch=plugin_info.launch_info(plugin, launch),
             )
         repin = plugin.approved_digest != digest or bool(plugin.supervisor.withheld)
-        async with self._change():
+        async with self.change():
             if repin:
                 plugin.approved_digest = digest
                 plugin.pins = plugin.supervisor.approval_pins()
@@ -1702,7 +845,7 @@ class Host:
         """
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         start = await self._gate(plugin)
-        async with self._change():
+        async with self.change():
             plugin.enabled = True
         try:
             return await plugin.supervisor.enable(start)
@@ -1720,7 +863,7 @@ class Host:
         """
         plugin_id = plugin.manifest.id
         try:
-            launch = await self._resolve(plugin)
+            launch = await self.resolve(plugin)
         except LaunchError as exc:
             raise launch_failed(plugin_id, exc) from None
         if plugin.config_problem is not None:  # its settings or secrets cannot be read: say which file
@@ -1770,11 +913,11 @@ class Host:
                     ErrorKind.MCP_TRUST_APPROVAL_REQUIRED,
                     f"plugin {plugin_id}: approve this exact launch first (plugins/approve with its digest)",
                     plugin=plugin_id,
-                    launch=self._launch_info(plugin, launch),
+                    launch=plugin_info.launch_info(plugin, launch),
                     approvedDigest=plugin.approved_digest,
                 )
         return Start(
-            launch=await trio.to_thread.run_sync(self._with_secrets, plugin, launch),
+            launch=await trio.to_thread.run_sync(resolver.with_secrets, self, plugin, launch),
             manifest=plugin.manifest,
             pins=plugin.pins,
             limits=plugin.policy,
@@ -1794,7 +937,7 @@ class Host:
         plugin = self._plugin(p.parse_params(p.PluginRef, params).id)
         status = await plugin.supervisor.disable()
         try:
-            async with self._change():
+            async with self.change():
                 plugin.enabled = False
         except HostError as error:
             if error.kind is ErrorKind.STATE_WRITE_FAILED:
@@ -1918,7 +1061,7 @@ class Host:
         host_name = f"{plugin.manifest.id}.{remote}"
         changed = (remote in plugin.disabled_tools) == args.enabled
         if changed:
-            async with self._change():
+            async with self.change():
                 if args.enabled:
                     plugin.disabled_tools = plugin.disabled_tools - {remote}
                 else:
@@ -1986,29 +1129,6 @@ class Host:
         )
 
 
-def _preparation(plugin: InstalledPlugin) -> p.Preparation | None:
-    """``launch.prepare``: ``None`` when the launch names no package."""
-    package, prepared = plugin.package, plugin.prepared
-    if package is None:
-        return None
-    if prepared is None:
-        unpinned = list(package.unpinned)
-        return p.Preparation(
-            state="needed", manager=package.manager, packages=list(package.packages), unpinned=unpinned or None
-        )
-    return p.Preparation(
-        state="prepared",
-        manager=prepared.manager,
-        packages=list(prepared.packages),
-        resolved=dict(prepared.resolved),
-        lockfile=prepared.lockfile,
-        root=prepared.root,
-        registry=prepared.registry,
-        unpinned=list(prepared.unpinned),
-        build=prepared.build,
-    )
-
-
 def _prepare_failed(plugin_id: str, exc: PrepareError, packages: Sequence[str]) -> HostError:
     return HostError(
         ErrorKind.PREPARE_FAILED,
@@ -2050,61 +1170,6 @@ def _granted_folders(plugin_id: str, grants: p.FolderGrants) -> dict[str, list[s
     return result
 
 
-def _write_manifest(folder: Path, document: dict[str, Any]) -> None:
-    """Write ``plugin.json`` into ``folder`` (created 0700) atomically.
-
-    Raises ``OSError``; the temporary file is then removed and any previous
-    ``plugin.json`` left as it was.
-    """
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    target = folder / "plugin.json"
-    temporary = folder / MANIFEST_TEMPORARY
-    try:
-        temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
-
-
-def _restore_manifest(folder: Path, document: bytes) -> None:
-    """Put ``plugin.json`` back as ``document`` (an updated import that failed). Raises ``OSError``."""
-    temporary = folder / MANIFEST_TEMPORARY
-    temporary.write_bytes(document)
-    os.chmod(temporary, 0o600)
-    os.replace(temporary, folder / "plugin.json")
-
-
-def _read_imported(folders: dict[str, Path]) -> dict[str, Imported]:
-    """The plugins earlier imports installed, by the config entry name each came from (its
-    manifest's ``name``): ``plugins/import`` compares a new entry with them. Blocking (reads
-    each ``plugin.json``); one that cannot be read is left out (then it is installed anew)."""
-    from hostd.install.importer import Imported  # noqa: PLC0415 - lazy (see the imports)
-
-    found: dict[str, Imported] = {}
-    for plugin_id, folder in sorted(folders.items()):
-        try:
-            document = orjson.loads((folder / "plugin.json").read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            continue
-        if isinstance(document, dict) and isinstance(document.get("name"), str):
-            found[document["name"]] = Imported(plugin_id, document)
-    return found
-
-
-def _write_failed(exc: OSError, path: Path) -> HostError:
-    """``STATE_WRITE_FAILED`` for a failed write of ``path``, with the errno name and text."""
-    name = errno.errorcode.get(exc.errno or 0, "EIO")
-    return HostError(
-        ErrorKind.STATE_WRITE_FAILED,
-        f"{path} could not be written ({name}: {exc.strerror or exc}); nothing of the request was applied",
-        errno=name,
-        path=str(path),
-    )
-
-
 def _mib(value: float | None) -> int | None:
     """MiB from the wire to bytes (None stays None)."""
     return int(value * 1024 * 1024) if value else None
@@ -2129,7 +1194,7 @@ def _undo_table(table: dict[str, Any], old: dict[str, Any], new: dict[str, Any])
 
 @dataclass
 class _Snapshot:
-    """What :meth:`Host._change` can undo: the plugin and record tables and each plugin's recorded fields."""
+    """What :meth:`Host.change` can undo: the plugin and record tables and each plugin's recorded fields."""
 
     plugins: dict[str, InstalledPlugin]
     records: dict[str, StoredRecord]
@@ -2192,9 +1257,9 @@ async def _disable_quietly(supervisor: PluginSupervisor, grace: float) -> None:
 
 
 Host.METHODS = {
-    "plugins/install": Host.install,
+    "plugins/install": install_methods.install,
     "plugins/configure": Host.configure,
-    "plugins/import": Host.import_config,
+    "plugins/import": install_methods.import_config,
     "plugins/uninstall": Host.uninstall,
     "plugins/list": Host.list,
     "plugins/grant": Host.grant,

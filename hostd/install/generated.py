@@ -27,7 +27,7 @@ from hostd.wire.jsonlimits import DocumentRefused, check_document
 
 __all__ = ["WRITE_OPTIONS", "manifest_errors", "source_field"]
 
-#: The orjson options hostd writes a generated ``plugin.json`` with (hostd/host/service.py ``_write_manifest``).
+#: The orjson options hostd writes a generated ``plugin.json`` with (hostd/host/install_methods.py ``_write_manifest``).
 WRITE_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 
 

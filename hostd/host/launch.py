@@ -1,0 +1,268 @@
+"""The launch resolver: from an installed plugin's manifest, settings, secrets' names, grants and prepared
+environment to the exact :class:`sandbox.launch.Launch` the user approves, with its isolation policy.
+
+:func:`resolve` does the work (in one worker thread: everything that touches the file system or runs a
+process); :func:`applied_settings` substitutes the plugin's settings into its backend; :func:`isolation_policy`
+builds its policy from the host's and what the parent granted; :func:`with_secrets` fills in the secrets for
+spawning only. Written against :class:`LaunchHost`, the small interface they need of the host (its settings,
+state folder, secret store and plugins), so this module does not import the host.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+import trio
+
+from hostd.host.records import HostSettings, InstalledPlugin, plugin_cache_env
+from hostd.install.prepare import Prepared, PrepareError, find_prepared, parse_package_launch
+from hostd.remote.endpoint import resolve_remote
+from hostd.storage import secrets as secrets_
+from hostd.storage.state import StateStore
+from hostd.wire.errors import HostError
+from sandbox.environment import EnvPolicy
+from sandbox.launch import Launch, LaunchError, resolve_launch
+from sandbox.policy import IsolationPolicy
+
+
+class LaunchHost(Protocol):
+    """What the launch resolver needs of the host (:class:`hostd.host.service.Host` is one)."""
+
+    @property
+    def settings(self) -> HostSettings: ...
+
+    @property
+    def env_policy(self) -> EnvPolicy: ...
+
+    @property
+    def store(self) -> StateStore | None: ...
+
+    @property
+    def secret_store(self) -> secrets_.SecretStore | None: ...
+
+    @property
+    def plugins(self) -> Mapping[str, InstalledPlugin]: ...
+
+    def report_from_thread(self, plugin_id: str | None, message: str) -> None:
+        """Tell the parent about a damaged file; callable from any thread."""
+        ...
+
+    async def command_path(self) -> str:
+        """hostd's ``PATH`` followed by the login shell's entries it lacks."""
+        ...
+
+
+async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
+    """Resolve ``plugin``'s launch (:func:`sandbox.launch.resolve_launch`) in a worker thread.
+
+    The class of work kept off the event loop here: everything that touches
+    the file system or runs a process. What the policy needs from the other
+    plugins is read here, on the loop (memory only); the policy's paths
+    (``realpath``, ``isdir``) and the resolution (the first ``probe()`` runs
+    a process, ~50-300 ms; the approval hashes files; every rule path is
+    walked with ``lstat``) run in one worker thread, so ``ping`` and other
+    plugins' calls go on meanwhile (tests/test_trust_offloop.py). Records
+    the result (or the :class:`LaunchError`, re-raised) and the policy on
+    ``plugin``. Cancellation waits for the thread (it is short and has no
+    side effect but folders created).
+    """
+    backend = plugin.manifest.backend
+    if backend.url is not None:  # a remote server: its endpoint is the launch (hostd/remote/endpoint.py)
+        return await _resolve_remote(host, plugin)
+    assert backend.command is not None  # the manifest requires it for stdio
+    plugin.unpreparable = None
+    try:
+        package = parse_package_launch(backend.command, list(backend.args))
+    except PrepareError as exc:
+        # npx/uvx with an option that would change what is installed: shown as written, never started.
+        package, plugin.unpreparable = None, str(exc)
+    state_dir = host.store.directory if host.store is not None else None
+    prepared: Prepared | None = None
+    try:
+        data_dir, tmpdir, host_vars = _writable_folders(host, plugin)
+        build_policy = isolation_policy(host, plugin, data_dir)
+        command_path = await host.command_path()
+        package_args = list(package.args) if package is not None else []
+        seen: list[Prepared | None] = [None]  # the environment found, also when the launch then fails
+
+        def resolve() -> tuple[IsolationPolicy, Prepared | None, Launch]:
+            # All of the file-system work in one worker thread: the prepared environment's marker,
+            # the policy's paths, the settings and secrets' names, the launch.
+            found_env = None
+            if package is not None and state_dir is not None:
+                found_env = seen[0] = find_prepared(state_dir, plugin.manifest.id, package)
+            policy = build_policy()
+            # user_config values and host variables (${HOME}...) are substituted first; secrets stay
+            # ${secret:NAME} references until spawn (_gate), so the launch shown never holds one.
+            applied = applied_settings(host, plugin)
+            command, args = applied.command, list(applied.args)
+            if found_env is not None:
+                command, args = _prepared_command(command, args, found_env, package_args)
+            return (
+                policy,
+                found_env,
+                resolve_launch(
+                    command,
+                    args,
+                    plugin.path,
+                    applied.env,
+                    host.env_policy,
+                    host_env={**os.environ, "PATH": command_path},
+                    tmpdir=tmpdir,
+                    isolation_policy=policy,
+                    # The prepared entry's own variables (deno: DENO_DIR in the environment) come last.
+                    host_vars={**host_vars, **found_env.env} if found_env is not None else host_vars,
+                    needs=(
+                        [*plugin.manifest.sandbox.read, *applied.read],
+                        [*plugin.manifest.sandbox.write, *applied.write],
+                    ),
+                    grants=(plugin.folders.get("read", []), plugin.folders.get("write", [])),
+                    prepared=found_env.record() if found_env is not None else None,
+                ),
+            )
+
+        policy, prepared, launch = await trio.to_thread.run_sync(resolve)
+    except LaunchError as exc:
+        plugin.launch, plugin.launch_error = None, exc
+        plugin.package, plugin.prepared = package, seen[0]
+        raise
+    plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
+    plugin.package, plugin.prepared = package, prepared
+    return launch
+
+
+def _writable_folders(host: LaunchHost, plugin: InstalledPlugin) -> tuple[Path | None, str | None, dict[str, str]]:
+    """``(data folder, TMPDIR, host variables)`` of ``plugin``: ``(None, None, {})`` without a state folder."""
+    data_dir = tmpdir = None
+    host_vars: dict[str, str] = {}
+    if host.store is not None:
+        # Each plugin's writable folders are siblings under the state folder, never nested in one
+        # another: a plugin cannot swap its TMPDIR for a link through its data folder.
+        data_dir = host.store.directory / "data" / plugin.manifest.id
+        tmpdir = str(host.store.directory / "tmp" / plugin.manifest.id)
+        host_vars = plugin_cache_env(data_dir)
+    return data_dir, tmpdir, host_vars
+
+
+def _prepared_command(
+    command: str, args: list[str], found_env: Prepared, package_args: list[str]
+) -> tuple[str, list[str]]:
+    """The prepared environment's program with the launch's own arguments (those after the package's)."""
+    # Run the prepared environment's program: no package tool, no registry, no shared cache.
+    try:
+        found = parse_package_launch(command, args)
+    except PrepareError:
+        found = None
+    rest = list(found.args) if found is not None else package_args
+    return found_env.entry[0], [*found_env.entry[1:], *rest]
+
+
+async def _resolve_remote(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
+    """:func:`resolve` of a remote plugin: its endpoint is the launch; reads which of its secrets are set."""
+    remote = resolve_remote(plugin.manifest.backend, str(plugin.path))
+    plugin.config_problem = None
+    if host.secret_store is not None:  # which of its secrets are set (PluginInfo.userConfig)
+        try:
+            names = await trio.to_thread.run_sync(host.secret_store.names, plugin.manifest.id)
+            plugin.secret_names = set(names)
+        except HostError as error:  # an unreadable secrets file: its enable fails with this
+            plugin.config_problem = error
+    plugin.launch, plugin.launch_error = remote, None
+    return remote
+
+
+def applied_settings(host: LaunchHost, plugin: InstalledPlugin) -> secrets_.Applied:
+    """Read ``plugin``'s settings and stored secret names, and substitute them into its backend (blocking)."""
+    backend, plugin_id = plugin.manifest.backend, plugin.manifest.id
+    assert backend.command is not None  # called for stdio plugins only (resolve)
+    plugin.config_problem = None
+    if host.store is not None and host.secret_store is not None:
+        # Only what the plugin uses is read: an unreadable secrets file fails only the plugins that
+        # refer to secrets (STATE_FILE_UNREADABLE at their enable), never the others.
+        options = plugin.manifest.user_config.values()
+        try:
+            if any(not option.sensitive for option in options):
+                plugin.settings = secrets_.load_settings(host.store.directory, plugin_id, host.report_from_thread)
+            if any(option.sensitive for option in options) or secrets_.references(
+                [*backend.args, *backend.env.values()]
+            ):
+                plugin.secret_names = set(host.secret_store.names(plugin_id))
+        except HostError as error:
+            plugin.config_problem = error
+    applied = secrets_.apply_settings(
+        backend.command,
+        args=backend.args,
+        env=backend.env,
+        options=plugin.manifest.user_config,
+        settings=plugin.settings,
+        secret_names=plugin.secret_names,
+        home=str(Path.home()),
+        expand_host_variables=plugin.manifest.origin is not None,
+    )
+    declared = set(plugin.manifest.user_config)
+    unset = secrets_.references([*applied.args, *applied.env.values()]) - plugin.secret_names - declared
+    plugin.config_missing = sorted({*applied.missing, *unset})
+    return applied
+
+
+def with_secrets(host: LaunchHost, plugin: InstalledPlugin, launch: Launch) -> Launch:
+    """``launch`` with its ``${secret:NAME}`` references filled in, for spawning only (blocking)."""
+    store = host.secret_store
+    options = plugin.manifest.user_config
+
+    def lookup(name: str) -> str | None:
+        value = store.get(plugin.manifest.id, name) if store is not None else None
+        if value is None and name in options and not options[name].required:
+            return ""  # an optional secret left unset
+        return value
+
+    return secrets_.inject(launch, lookup, plugin.manifest.id)
+
+
+def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path | None) -> Callable[[], IsolationPolicy]:
+    """The plugin's isolation policy: host policy plus what the parent granted it.
+
+    What no rule may reach comes from the host's own layout: the state
+    folder and the user's home are never covered, other plugins'
+    writable folders hold no link a rule may follow, and no plugin
+    writes any plugin's folder. The plugins are read now (memory only);
+    the returned function does the file-system part (every path
+    resolved, ``isdir``): blocking, for a worker thread.
+    """
+    others = [p for p in host.plugins.values() if p is not plugin]
+    settings = host.settings
+    state_dir = host.store.directory if host.store is not None else None
+    other_folders = [p.path for p in others]
+    every_folder = [p.path for p in host.plugins.values()]
+    granted: list[str] = []  # what each other plugin may write: its grants, as last resolved
+    maybe_folders: list[str] = []  # or, unresolved, the absolute arguments that are folders
+    for other in others:
+        if other.launch is not None and other.launch.plan is not None:
+            granted += other.launch.plan.extra_write
+        else:
+            maybe_folders += [a for a in other.manifest.backend.args if os.path.isabs(a)]
+    ports = sorted(plugin.network_ports)
+    limits = dict(plugin.limits)
+
+    def build() -> IsolationPolicy:
+        protected = [os.path.realpath(Path.home()), *(os.path.realpath(f) for f in other_folders)]
+        writable: list[str] = [*settings.allow_write]
+        if state_dir is not None:
+            state = os.path.realpath(state_dir)
+            protected.append(state)
+            writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
+        writable += [*granted, *filter(os.path.isdir, maybe_folders)]
+        return settings.isolation_policy(
+            data_dir,
+            tcp_ports=ports,
+            max_rss_bytes=limits.get("max_rss_bytes"),
+            max_cpu_percent=limits.get("max_cpu_percent"),
+            protected=protected,
+            writable=[os.path.realpath(w) for w in writable],
+            code=[os.path.realpath(f) for f in every_folder],
+        )
+
+    return build
