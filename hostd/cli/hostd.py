@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Literal
 import trio
 
 from hostd import __version__
-from hostd.control.server import EXIT_SOFTWARE, EXIT_USAGE, OUTBOX_BYTES, InitializeOptions, Notify, serve_stdio
+from hostd.control.core import EXIT_SOFTWARE, EXIT_USAGE, InitializeOptions, Notify
+from hostd.control.outbox import OUTBOX_BYTES
+from hostd.control.server import serve_stdio
 from hostd.storage.state import StateError, StateStore
 from hostd.wire.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 
