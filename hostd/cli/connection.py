@@ -30,7 +30,7 @@ from hostd.cli.render import (
     say,
     terminal_safe,
 )
-from hostd.control.server import PROTOCOL_VERSION
+from hostd.control.core import PROTOCOL_VERSION
 
 EXIT_OK = 0
 EXIT_FAILED = 1

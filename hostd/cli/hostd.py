@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Literal
 import trio
 
 from hostd import __version__
-from hostd.control.server import EXIT_SOFTWARE, EXIT_USAGE, OUTBOX_BYTES, InitializeOptions, Notify, serve_stdio
+from hostd.control.core import EXIT_SOFTWARE, EXIT_USAGE, InitializeOptions, Notify
+from hostd.control.outbox import OUTBOX_BYTES
+from hostd.control.server import serve_stdio
 from hostd.storage.state import StateError, StateStore
 from hostd.wire.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 
@@ -31,7 +33,7 @@ from hostd.wire.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, RESULT_LI
 DEFAULT_MAX_DISK_MB = 1024
 
 if TYPE_CHECKING:
-    from hostd.control.server import HostApi
+    from hostd.control.server import HostApi, HostFactory
 
 
 def _outbox_bytes(text: str) -> int:
@@ -53,6 +55,14 @@ def _parser() -> argparse.ArgumentParser:
         help="also check this state folder: broken plugins, damaged or unreadable files, files kept aside",
     )
     serve = commands.add_parser("serve", help="serve the control protocol on stdin/stdout")
+    _add_channel_arguments(serve)
+    _add_isolation_arguments(serve)
+    _add_plugin_arguments(serve)
+    return parser
+
+
+def _add_channel_arguments(serve: argparse.ArgumentParser) -> None:
+    """``hostd serve``'s state folder, log level, trust mode and the bounds of the messages it carries."""
     serve.add_argument("--state-dir", help="state folder (default: the platform's user state dir for hostd)")
     serve.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="stderr log level"
@@ -89,6 +99,10 @@ def _parser() -> argparse.ArgumentParser:
         help=f"bound of one message from a plugin, in bytes (default {PLUGIN_FRAME_LIMIT}; a manifest's "
         "backend.max_message_bytes overrides it); an answer over it fails only its call",
     )
+
+
+def _add_isolation_arguments(serve: argparse.ArgumentParser) -> None:
+    """``hostd serve``'s isolation of plugins: the sandbox level, the folders Landlock opens, the resource bounds."""
     serve.add_argument(
         "--sandbox",
         default="standard",
@@ -129,6 +143,11 @@ def _parser() -> argparse.ArgumentParser:
         help="end a plugin whose data folder and TMPDIR together hold more, in MiB allocated "
         f"(default {DEFAULT_MAX_DISK_MB}; 0: no bound)",
     )
+
+
+def _add_plugin_arguments(serve: argparse.ArgumentParser) -> None:
+    """``hostd serve``'s restart policy and pings, the package registries, bundle trust roots, private
+    downloads and proxy variables."""
     serve.add_argument(
         "--restart",
         default="on-failure",
@@ -171,7 +190,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pass proxy variables (HTTPS_PROXY, ...) to plugins (CA settings such as SSL_CERT_FILE always pass)",
     )
-    return parser
 
 
 def _hostd_or_warning(record: logging.LogRecord) -> bool:
@@ -232,48 +250,25 @@ def installer_table(path: str | None = None) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``hostd`` console script; returns the exit code."""
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:
-        return EXIT_USAGE if exc.code not in (0, None) else 0
-    if args.command == "doctor":
-        from sandbox.probe import probe, render_table  # noqa: PLC0415  (only this command needs it)
+def _doctor(state_dir: str | None) -> int:
+    """``hostd doctor``: the isolation layers this machine offers, the installers, and what is wrong in
+    ``state_dir`` when given."""
+    from sandbox.probe import probe, render_table  # noqa: PLC0415  (only this command needs it)
 
-        print(render_table(probe()))
-        print(installer_table())
-        if args.state_dir is not None:
-            from hostd.cli.checkup import check_state_folder  # noqa: PLC0415  (only this command needs it)
+    print(render_table(probe()))
+    print(installer_table())
+    if state_dir is not None:
+        from hostd.cli.checkup import check_state_folder  # noqa: PLC0415  (only this command needs it)
 
-            print(f"\nstate folder {args.state_dir}:")
-            for line in check_state_folder(Path(args.state_dir)):
-                print(f"  {line}")
-        return 0
-    # pydantic looks for its plugins (entry points of every installed distribution: ~11 ms, before the
-    # first model is built, so before the first host answer); hostd installs none and configures none.
-    # A value the user set is kept.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, args.log_level.upper()),
-        format="hostd %(levelname)s %(name)s: %(message)s",
-    )
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_hostd_or_warning)
-    trust_roots = tuple(
-        os.path.abspath(p)
-        for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)
-        if p
-    )
-    if trust_roots:
-        from hostd.install.signing import load_trust_roots  # noqa: PLC0415  (only this flag pays for cryptography)
+        print(f"\nstate folder {state_dir}:")
+        for line in check_state_folder(Path(state_dir)):
+            print(f"  {line}")
+    return 0
 
-        try:
-            load_trust_roots(trust_roots)  # a wrong file fails now, not at the first signed bundle
-        except ValueError as exc:
-            logging.getLogger("hostd").error("--bundle-trust-root: %s", exc)
-            return EXIT_USAGE
+
+def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> HostFactory:
+    """What builds the host once ``initialize`` is answered: ``hostd.host.service`` imported in a worker thread,
+    its settings taken from ``serve``'s arguments."""
 
     async def host_factory(options: InitializeOptions, notify: Notify, nursery: trio.Nursery) -> HostApi:
         # Imported here, after initialize was answered: this is the heavy part.
@@ -299,6 +294,44 @@ def main(argv: list[str] | None = None) -> int:
         )
         host: HostApi = await module.Host.create(options, notify, nursery, settings)
         return host
+
+    return host_factory
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``hostd`` console script; returns the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code not in (0, None) else 0
+    if args.command == "doctor":
+        return _doctor(args.state_dir)
+    # pydantic looks for its plugins (entry points of every installed distribution: ~11 ms, before the
+    # first model is built, so before the first host answer); hostd installs none and configures none.
+    # A value the user set is kept.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, args.log_level.upper()),
+        format="hostd %(levelname)s %(name)s: %(message)s",
+    )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_hostd_or_warning)
+    trust_roots = tuple(
+        os.path.abspath(p)
+        for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)
+        if p
+    )
+    if trust_roots:
+        from hostd.install.signing import load_trust_roots  # noqa: PLC0415  (only this flag pays for cryptography)
+
+        try:
+            load_trust_roots(trust_roots)  # a wrong file fails now, not at the first signed bundle
+        except ValueError as exc:
+            logging.getLogger("hostd").error("--bundle-trust-root: %s", exc)
+            return EXIT_USAGE
+
+    host_factory = _host_factory(args, trust_roots)
 
     store: StateStore | None = None
     if args.state_dir is not None:
