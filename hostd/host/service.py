@@ -28,8 +28,10 @@ import trio
 from hostd.control import models as p
 from hostd.control.server import InitializeOptions, Notify, RequestContext
 from hostd.host import feature_methods
+from hostd.install.ecosystems import Prepared, Registries
 from hostd.install.manifest import BUNDLE_SUFFIXES, Manifest, load_manifest
-from hostd.install.prepare import PackageLaunch, Prepared, PrepareError, Registries, find_prepared, parse_package_launch
+from hostd.install.packages import PackageLaunch, PrepareError, parse_package_launch
+from hostd.install.prepare import find_prepared
 from hostd.install.prepare import prepare as prepare_packages
 from hostd.mcp import client_features as features
 from hostd.mcp.tools import validate_arguments
@@ -1560,8 +1562,8 @@ class Host:
         ``data.reason`` (``unreachable``: the registry cannot be reached,
         with its address and the installer's own words; ``not-found``;
         ``unsupported``; ``spec-unsupported``: a package, program or
-        ``--python`` word outside :func:`hostd.install.prepare.npm_spec` /
-        :func:`~hostd.install.prepare.python_spec`'s grammar, named with the supported
+        ``--python`` word outside :func:`hostd.install.packages.npm_spec` /
+        :func:`~hostd.install.packages.python_spec`'s grammar, named with the supported
         forms, no installer run...). A launch naming no package is answered as it is.
         Cancellation (``$/cancelRequest``) ends the installer and deletes the
         unfinished environment: the plugin stays not prepared.

@@ -19,7 +19,7 @@ way to run it:
 
 The version must be exact (``1.2.3``, not ``^1.2``, ``latest`` or a range):
 what the user approves is what runs. ``identifier`` and ``version`` go
-through the package spec grammar of :mod:`hostd.install.prepare` (``npm_spec`` /
+through the package spec grammar of :mod:`hostd.install.packages` (``npm_spec`` /
 ``python_spec``): a bare registry name, never a path, URL, ``git+``/``file:``
 source, alias, ``user/repo`` or option. ``runtimeArguments`` come before the
 package, where npx/uvx read them as their own options, so only flags that
@@ -71,7 +71,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hostd.install.bundle import MAX_BUNDLE_BYTES, invalid, validated
 from hostd.install.importer import known_needs, sanitize_id
-from hostd.install.prepare import (
+from hostd.install.packages import (
     NPM_FORMS,
     PYTHON_FORMS,
     PrepareError,
@@ -242,7 +242,8 @@ def _arguments(arguments: list[Argument], options: _Options, field: str, notes: 
 def _package_spec(package: Package, kind: str, where: str) -> str:
     """``identifier`` + ``version`` as the installer operand (``name@1.2.3`` / ``name==1.2.3``).
 
-    Both go through the grammar of :func:`hostd.install.prepare.npm_spec` / :func:`~hostd.install.prepare.python_spec`:
+    Both go through the grammar of :func:`hostd.install.packages.npm_spec` /
+    :func:`~hostd.install.packages.python_spec`:
     ``identifier`` must be a bare registry name (not a path, URL, alias, ``user/repo``, option or
     a name with a version), ``version`` one exact version. Raises ``PACKAGE_INVALID`` naming the field.
     """
