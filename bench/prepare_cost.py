@@ -25,17 +25,26 @@ from typing import Any
 import trio
 
 from hostd.cli.client import plugin_environment
-from hostd.install import prepare as current
+from hostd.install import ecosystems, packages, prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "server-memory (npm)": ("npx", ["-y", "@modelcontextprotocol/server-memory@2026.8.31"]),
     "mcp-server-time (uv)": ("uvx", ["mcp-server-time==2026.10.19"]),
 }
+#: Today's preparation as the three names a baseline's ``prepare.py`` has (split into modules by issue 24).
+CURRENT = types.SimpleNamespace(
+    parse_package_launch=packages.parse_package_launch, Registries=ecosystems.Registries, prepare=prepare.prepare
+)
 
 
 def _baseline(rev: str) -> types.ModuleType:
-    """prepare.py at ``rev`` (in hostd/install/ since issue 24, hostd/ before), as module ``prepare_baseline``."""
+    """prepare.py at ``rev`` (in hostd/install/ since issue 24, hostd/ before), as module ``prepare_baseline``.
+
+    Only that one file comes from ``rev``, so ``rev`` must predate issue 24's split of it (the default does):
+    after the split, prepare.py imports the working tree's ``packages``, ``installers`` and ``ecosystems``
+    and no longer has ``parse_package_launch`` or ``Registries`` (see :data:`CURRENT`).
+    """
     # hostd/install/prepare.py since issue 24's moves, hostd/prepare.py before them.
     for where in ("hostd/install/prepare.py", "hostd/prepare.py"):
         command = ["git", "show", f"{rev}:{where}"]
@@ -52,7 +61,7 @@ def _baseline(rev: str) -> types.ModuleType:
     return module
 
 
-async def _once(module: types.ModuleType, command: str, args: list[str]) -> float:
+async def _once(module: types.ModuleType | types.SimpleNamespace, command: str, args: list[str]) -> float:
     async def progress(step: int, total: int, message: str) -> None:
         pass
 
@@ -73,7 +82,7 @@ async def _once(module: types.ModuleType, command: str, args: list[str]) -> floa
 
 async def main(rounds: int, rev: str) -> dict[str, Any]:
     """Prepare each package ``rounds`` times per variant, alternating; the medians and the ratios."""
-    variants = {"sandboxed": current, "baseline": _baseline(rev)}
+    variants: dict[str, types.ModuleType | types.SimpleNamespace] = {"sandboxed": CURRENT, "baseline": _baseline(rev)}
     seconds: dict[str, dict[str, list[float]]] = {name: {v: [] for v in variants} for name in PACKAGES}
     for index in range(rounds):
         order = list(variants) if index % 2 == 0 else list(reversed(variants))

@@ -1,4 +1,4 @@
-"""The installers hostd needs come with it (hostd/install/prepare.py ``find_installer``, ``hostd doctor``).
+"""The installers hostd needs come with it (hostd/install/installers.py ``find_installer``, ``hostd doctor``).
 
 uv is a runtime dependency: the one next to hostd's interpreter is used before any on ``PATH``. npm is
 the one that came with the node found on ``PATH``. The npm layouts are built in the test (a node prefix
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from hostd.cli.client import HostdClient, RpcError
-from hostd.install.prepare import Installer, PackageLaunch, PrepareError, _tool, find_installer, parse_package_launch
+from hostd.install.installers import Installer, _tool, find_installer
+from hostd.install.packages import PackageLaunch, PrepareError, parse_package_launch
 from tests.conftest import ROOT
 
 #: The uv of hostd's environment: next to this interpreter (pyproject.toml's runtime dependency).

@@ -28,7 +28,8 @@ import pytest
 import trio
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
-from hostd.install.prepare import MARKER, parse_package_launch
+from hostd.install.packages import parse_package_launch
+from hostd.install.prepare import MARKER
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.real_server

@@ -30,7 +30,7 @@ import pytest
 import trio
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
-from hostd.install.prepare import PackageLaunch, PrepareError, parse_package_launch
+from hostd.install.packages import PackageLaunch, PrepareError, parse_package_launch
 
 MEMORY_SPEC = "npm:@modelcontextprotocol/server-memory@2026.8.31"
 MEMORY_NAME = "npm:@modelcontextprotocol/server-memory"

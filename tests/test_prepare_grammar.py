@@ -1,4 +1,4 @@
-"""The package spec grammar (:func:`hostd.install.prepare.npm_spec`, :func:`~hostd.install.prepare.python_spec`,
+"""The package spec grammar (:func:`hostd.install.packages.npm_spec`, :func:`~hostd.install.packages.python_spec`,
 issue 23).
 
 The class under test: *a word of package text reaching npm or uv as something other than a
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostd.install.prepare import (
+from hostd.install.packages import (
     NPM_FORMS,
     PYTHON_FORMS,
     PackageLaunch,

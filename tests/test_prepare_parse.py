@@ -1,4 +1,4 @@
-"""Which launches name a package (:func:`hostd.install.prepare.parse_package_launch`), and which do not.
+"""Which launches name a package (:func:`hostd.install.packages.parse_package_launch`), and which do not.
 
 Every form users write in their ``mcpServers`` configs that fetches a package at run time must be
 found (else it would start unprepared and fetch); an option that would change what is installed
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hostd.install.prepare import PackageLaunch, PrepareError, Registries, bundled_js_helpers, parse_package_launch
+from hostd.install.ecosystems import Registries, bundled_js_helpers
+from hostd.install.packages import PackageLaunch, PrepareError, parse_package_launch
 
 
 @pytest.mark.parametrize(

@@ -34,15 +34,9 @@ import pytest
 import trio
 
 from hostd.cli.client import plugin_environment
-from hostd.install.prepare import (
-    MARKER,
-    PackageLaunch,
-    Prepared,
-    PrepareError,
-    Registries,
-    parse_package_launch,
-    prepare,
-)
+from hostd.install.ecosystems import Prepared, Registries
+from hostd.install.packages import PackageLaunch, PrepareError, parse_package_launch
+from hostd.install.prepare import MARKER, prepare
 from sandbox.probe import probe
 
 #: Seconds one preparation of a local package may take.

@@ -10,7 +10,7 @@ import pytest
 
 from hostd.cli.client import HostdClient, RpcError
 from hostd.install import serverjson
-from hostd.install.prepare import parse_package_launch
+from hostd.install.packages import parse_package_launch
 from hostd.wire.errors import HostError
 from tests.conftest import hostd_with_home
 from tests.test_real_catalog import ENABLE_TIMEOUT, MEMORY, registry_answers_or_skip

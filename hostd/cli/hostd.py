@@ -207,11 +207,11 @@ def installer_table(path: str | None = None) -> str:
     version it reports; deno too when it is on ``PATH``.
 
     ``path`` (``PATH`` syntax; None: hostd's ``PATH`` followed by the login shell's, as ``hostd serve``
-    searches) is where :func:`hostd.install.prepare.find_installer` looks. Each version query runs with ``PATH``
+    searches) is where :func:`hostd.install.installers.find_installer` looks. Each version query runs with ``PATH``
     and ``HOME`` only, reads at most 256 bytes for at most 5 s (:func:`hostd.install.runtimes.answer_of`); the
     first line of the answer is shown. Blocking.
     """
-    from hostd.install.prepare import find_installer  # noqa: PLC0415  (only this command needs it)
+    from hostd.install.installers import find_installer  # noqa: PLC0415  (only this command needs it)
     from hostd.install.runtimes import answer_of  # noqa: PLC0415
     from sandbox.environment import login_shell_path, merge_paths  # noqa: PLC0415
 

@@ -18,7 +18,9 @@ from typing import Protocol
 import trio
 
 from hostd.host.records import HostSettings, InstalledPlugin, plugin_cache_env
-from hostd.install.prepare import Prepared, PrepareError, find_prepared, parse_package_launch
+from hostd.install.ecosystems import Prepared
+from hostd.install.packages import PrepareError, parse_package_launch
+from hostd.install.prepare import find_prepared
 from hostd.remote.endpoint import resolve_remote
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hostd.control import models as p
+from hostd.install.ecosystems import Prepared, Registries
 from hostd.install.manifest import Manifest, load_manifest
-from hostd.install.prepare import PackageLaunch, Prepared, Registries
+from hostd.install.packages import PackageLaunch
 from hostd.plugins import trust
 from hostd.plugins.restart import RestartMode
 from hostd.plugins.supervisor import PluginSupervisor

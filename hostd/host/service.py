@@ -34,8 +34,9 @@ from hostd.host.records import (
     load_stored_manifest,
     write_failed,
 )
+from hostd.install.ecosystems import Registries
 from hostd.install.manifest import Manifest
-from hostd.install.prepare import PrepareError, Registries, parse_package_launch
+from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import prepare as prepare_packages
 from hostd.mcp import client_features as features
 from hostd.mcp.tools import validate_arguments
@@ -703,8 +704,8 @@ class Host:
         ``data.reason`` (``unreachable``: the registry cannot be reached,
         with its address and the installer's own words; ``not-found``;
         ``unsupported``; ``spec-unsupported``: a package, program or
-        ``--python`` word outside :func:`hostd.install.prepare.npm_spec` /
-        :func:`~hostd.install.prepare.python_spec`'s grammar, named with the supported
+        ``--python`` word outside :func:`hostd.install.packages.npm_spec` /
+        :func:`~hostd.install.packages.python_spec`'s grammar, named with the supported
         forms, no installer run...). A launch naming no package is answered as it is.
         Cancellation (``$/cancelRequest``) ends the installer and deletes the
         unfinished environment: the plugin stays not prepared.

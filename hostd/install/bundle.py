@@ -591,26 +591,7 @@ def plugin_manifest(
     options = mcpb.user_config or {}
     plugin_id = sanitize_id(mcpb.name)
     errors: list[dict[str, Any]] = []
-
-    def convert(word: str, field: str) -> str:
-        def replace(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name == "__dirname":
-                return str(folder)
-            if name in HOST_VARIABLES:
-                return match.group(0)
-            if name.startswith("user_config."):
-                key = name.removeprefix("user_config.")
-                if key not in options:
-                    errors.append({"field": field, "message": f"${{{name}}}: no user_config option {key!r}"})
-                elif options[key].sensitive:
-                    return "${secret:" + key + "}"
-                return match.group(0)
-            errors.append({"field": field, "message": f"unknown variable ${{{name}}}"})
-            return match.group(0)
-
-        return _SUBST.sub(replace, word)
-
+    convert = _substitution(folder, options, errors)
     command = convert(command, "server.mcp_config.command")
     args = [convert(a, f"server.mcp_config.args.{i}") for i, a in enumerate(args)]
     env = {k: convert(v, f"server.mcp_config.env.{k}") for k, v in env.items()}
@@ -662,6 +643,38 @@ def plugin_manifest(
             **({"runtimes": required_runtimes} if required_runtimes else {}),
         },
     }
+
+
+def _substitution(
+    folder: Path, options: dict[str, UserConfig], errors: list[dict[str, Any]]
+) -> Callable[[str, str], str]:
+    """:func:`plugin_manifest`'s ``convert(word, field)``: a bundle's ``${...}`` variables in ``word`` substituted.
+
+    ``${__dirname}`` becomes ``folder``; host variables and ``${user_config.X}`` stay (a sensitive option's
+    becomes ``${secret:X}``); an undeclared option or an unknown variable is appended to ``errors`` (with
+    ``field``) and left as written.
+    """
+
+    def convert(word: str, field: str) -> str:
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name == "__dirname":
+                return str(folder)
+            if name in HOST_VARIABLES:
+                return match.group(0)
+            if name.startswith("user_config."):
+                key = name.removeprefix("user_config.")
+                if key not in options:
+                    errors.append({"field": field, "message": f"${{{name}}}: no user_config option {key!r}"})
+                elif options[key].sensitive:
+                    return "${secret:" + key + "}"
+                return match.group(0)
+            errors.append({"field": field, "message": f"unknown variable ${{{name}}}"})
+            return match.group(0)
+
+        return _SUBST.sub(replace, word)
+
+    return convert
 
 
 def _check_entry_point(mcpb: McpbManifest, folder: Path) -> None:

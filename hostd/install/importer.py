@@ -249,63 +249,80 @@ def plan_import(
         url = server.get("url") or server.get("serverUrl")
         kind = server.get("type")
         earlier = imported.get(entry.name)
+        earlier_id = earlier.plugin_id if earlier is not None else None
         if url is not None or kind in ("http", "sse", "streamable-http"):
-            _plan_remote(entry, server, used, counters, earlier.plugin_id if earlier is not None else None)
-            _check_generated(entry, server)
-            if earlier is not None and entry.manifest is not None:
-                _compare(entry, earlier)
+            _plan_remote(entry, server, used, counters, earlier_id)
+        elif not _plan_stdio(entry, server, used, counters, earlier_id, secret_env=secret_env):
             continue
-        command = server.get("command")
-        if not isinstance(command, str) or not command.strip():
-            entry.message = '"command" must be a non-empty string'
-            continue
-        args = server.get("args", [])
-        env = server.get("env", {})
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            entry.message = '"args" must be an array of strings'
-            continue
-        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-            entry.message = '"env" must map names to strings'
-            continue
-        if "cwd" in server:
-            entry.notes.append(f"cwd {server['cwd']!r} ignored: a plugin runs in its own folder")
-        plugin_id = earlier.plugin_id if earlier is not None else _unique(sanitize_id(entry.name), used, counters)
-        entry.plugin_id = plugin_id
-        entry.outcome = "ready-to-install"
-        env, entry.secret_values = split_secrets(env, secret_env)
-        entry.manifest = {
-            "id": plugin_id,
-            "name": entry.name,
-            "version": "0.0.0",
-            "description": f"Imported from an mcpServers config entry {entry.name!r}.",
-            "permissions": list(IMPORTED_PERMISSIONS),
-            "contributes": {"tools": [], "discover": True},
-            "backend": {
-                "type": "mcp",
-                "transport": "stdio",
-                "command": _command(command, entry.notes),
-                "args": list(args),
-                "env": dict(env),
-                "startup_timeout_seconds": 120,
-                "tool_timeout_seconds": 60,
-                "stdout_noise": "drop",
-            },
-        }
-        if entry.secret_values:
-            entry.notes.append(f"kept {', '.join(sorted(entry.secret_values))} in the secret store")
-        defaults = known_data_env([command, *args], entry.manifest["backend"]["env"])
-        if defaults:
-            entry.manifest["backend"]["env"].update(defaults)
-            entry.notes.append(f"set {', '.join(f'{k}={v}' for k, v in defaults.items())}: its data in its own folder")
-        needs = known_needs([command, *args])
-        if needs:
-            entry.manifest["sandbox"] = needs
-            entry.notes.append(f"declared the well-known needs of {needs['for']}: read {', '.join(needs['read'])}")
-            del needs["for"]
         _check_generated(entry, server)
         if earlier is not None and entry.manifest is not None:
             _compare(entry, earlier)
     return entries
+
+
+def _plan_stdio(
+    entry: ImportedServer,
+    server: dict[str, Any],
+    used: set[str],
+    counters: dict[str, int],
+    plugin_id: str | None,
+    *,
+    secret_env: Collection[str],
+) -> bool:
+    """Fill ``entry`` for a local server (``command``, ``args``, ``env``); False when it is invalid (``message``).
+
+    ``plugin_id``: the id this entry was imported as before (kept), else a new unique one (``used``,
+    ``counters``). Secret-looking ``env`` values go to ``entry.secret_values`` (:func:`split_secrets`);
+    well-known data variables and read needs are added, each with a note.
+    """
+    command = server.get("command")
+    if not isinstance(command, str) or not command.strip():
+        entry.message = '"command" must be a non-empty string'
+        return False
+    args = server.get("args", [])
+    env = server.get("env", {})
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        entry.message = '"args" must be an array of strings'
+        return False
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        entry.message = '"env" must map names to strings'
+        return False
+    if "cwd" in server:
+        entry.notes.append(f"cwd {server['cwd']!r} ignored: a plugin runs in its own folder")
+    plugin_id = plugin_id if plugin_id is not None else _unique(sanitize_id(entry.name), used, counters)
+    entry.plugin_id = plugin_id
+    entry.outcome = "ready-to-install"
+    env, entry.secret_values = split_secrets(env, secret_env)
+    entry.manifest = {
+        "id": plugin_id,
+        "name": entry.name,
+        "version": "0.0.0",
+        "description": f"Imported from an mcpServers config entry {entry.name!r}.",
+        "permissions": list(IMPORTED_PERMISSIONS),
+        "contributes": {"tools": [], "discover": True},
+        "backend": {
+            "type": "mcp",
+            "transport": "stdio",
+            "command": _command(command, entry.notes),
+            "args": list(args),
+            "env": dict(env),
+            "startup_timeout_seconds": 120,
+            "tool_timeout_seconds": 60,
+            "stdout_noise": "drop",
+        },
+    }
+    if entry.secret_values:
+        entry.notes.append(f"kept {', '.join(sorted(entry.secret_values))} in the secret store")
+    defaults = known_data_env([command, *args], entry.manifest["backend"]["env"])
+    if defaults:
+        entry.manifest["backend"]["env"].update(defaults)
+        entry.notes.append(f"set {', '.join(f'{k}={v}' for k, v in defaults.items())}: its data in its own folder")
+    needs = known_needs([command, *args])
+    if needs:
+        entry.manifest["sandbox"] = needs
+        entry.notes.append(f"declared the well-known needs of {needs['for']}: read {', '.join(needs['read'])}")
+        del needs["for"]
+    return True
 
 
 def _check_generated(entry: ImportedServer, server: Mapping[str, Any]) -> None:

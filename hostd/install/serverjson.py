@@ -19,7 +19,7 @@ way to run it:
 
 The version must be exact (``1.2.3``, not ``^1.2``, ``latest`` or a range):
 what the user approves is what runs. ``identifier`` and ``version`` go
-through the package spec grammar of :mod:`hostd.install.prepare` (``npm_spec`` /
+through the package spec grammar of :mod:`hostd.install.packages` (``npm_spec`` /
 ``python_spec``): a bare registry name, never a path, URL, ``git+``/``file:``
 source, alias, ``user/repo`` or option. ``runtimeArguments`` come before the
 package, where npx/uvx read them as their own options, so only flags that
@@ -64,14 +64,14 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import trio
 from pydantic import BaseModel, ConfigDict, Field
 
 from hostd.install.bundle import MAX_BUNDLE_BYTES, invalid, validated
 from hostd.install.importer import known_needs, sanitize_id
-from hostd.install.prepare import (
+from hostd.install.packages import (
     NPM_FORMS,
     PYTHON_FORMS,
     PrepareError,
@@ -82,6 +82,11 @@ from hostd.install.prepare import (
 )
 from hostd.storage.secrets import secret_ref
 from hostd.wire.errors import HostError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import httpx2
 
 __all__ = ["DOWNLOAD_SECONDS", "MAX_REDIRECTS", "Plan", "ServerJson", "download_bundle", "plan", "resource_problem"]
 
@@ -242,7 +247,8 @@ def _arguments(arguments: list[Argument], options: _Options, field: str, notes: 
 def _package_spec(package: Package, kind: str, where: str) -> str:
     """``identifier`` + ``version`` as the installer operand (``name@1.2.3`` / ``name==1.2.3``).
 
-    Both go through the grammar of :func:`hostd.install.prepare.npm_spec` / :func:`~hostd.install.prepare.python_spec`:
+    Both go through the grammar of :func:`hostd.install.packages.npm_spec` /
+    :func:`~hostd.install.packages.python_spec`:
     ``identifier`` must be a bare registry name (not a path, URL, alias, ``user/repo``, option or
     a name with a version), ``version`` one exact version. Raises ``PACKAGE_INVALID`` naming the field.
     """
@@ -310,27 +316,6 @@ def _runtime(arguments: list[Argument], kind: str, field: str) -> list[str]:
     return words
 
 
-def _plan_remote(server: ServerJson, document: dict[str, Any], options: _Options, result: Plan) -> Plan:
-    """:func:`plan` for a ``server.json`` with no packages: its first remote, or ``PACKAGE_INVALID`` when it has none.
-
-    ``document`` is the manifest so far (what every plan shares), ``options`` and ``result`` the plan's own; both are
-    filled in and ``result`` is returned.
-    """
-    if not server.remotes:
-        raise invalid(f"{server.name}: no packages and no remotes", [{"field": "packages", "message": "empty"}])
-    remote = server.remotes[0]
-    headers = {h.name: h.value if h.value and not h.is_secret else options.add(h.name, h) for h in remote.headers}
-    result.remote = {"type": remote.type, "url": remote.url, "headers": sorted(headers)}
-    document["backend"] = {"type": "mcp", "transport": remote.type, "url": remote.url, "headers": headers}
-    document["origin"]["remote"] = result.remote
-    document["user_config"] = options.options
-    table = {"backend.url": "remotes.0.url", "backend.transport": "remotes.0.type", **_entry_fields(server)}
-    table.update({f"backend.headers.{h.name}": f"remotes.0.headers.{i}" for i, h in enumerate(remote.headers)})
-    _check_generated(server.name, document, table)
-    result.manifest = document
-    return result
-
-
 def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
     """Decide how to install ``entry`` (a ``server.json`` object or its text), using ``packages[index]``.
 
@@ -354,7 +339,7 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
     options = _Options()
     result = Plan(name=server.name)
     if not server.packages:
-        return _plan_remote(server, document, options, result)
+        return _remote_plan(server, document, options, result)
     if index >= len(server.packages):
         raise invalid(
             f"{server.name} has {len(server.packages)} packages; there is no package {index}",
@@ -383,6 +368,35 @@ def plan(entry: dict[str, Any] | str, index: int = 0) -> Plan:
             f"{where}: registryType {kind!r} is not supported (npm, pypi, mcpb)",
             [{"field": f"{where}.registryType", "message": "not supported"}],
         )
+    return _package_plan(server, package, where, document, options=options, result=result)
+
+
+def _remote_plan(server: ServerJson, document: dict[str, Any], options: _Options, result: Plan) -> Plan:
+    """:func:`plan` of an entry without packages: its first remote (``PACKAGE_INVALID`` when it has none)."""
+    if not server.remotes:
+        raise invalid(f"{server.name}: no packages and no remotes", [{"field": "packages", "message": "empty"}])
+    remote = server.remotes[0]
+    headers = {h.name: h.value if h.value and not h.is_secret else options.add(h.name, h) for h in remote.headers}
+    result.remote = {"type": remote.type, "url": remote.url, "headers": sorted(headers)}
+    document["backend"] = {"type": "mcp", "transport": remote.type, "url": remote.url, "headers": headers}
+    document["origin"]["remote"] = result.remote
+    document["user_config"] = options.options
+    table = {"backend.url": "remotes.0.url", "backend.transport": "remotes.0.type", **_entry_fields(server)}
+    table.update({f"backend.headers.{h.name}": f"remotes.0.headers.{i}" for i, h in enumerate(remote.headers)})
+    _check_generated(server.name, document, table)
+    result.manifest = document
+    return result
+
+
+def _package_plan(
+    server: ServerJson, package: Package, where: str, document: dict[str, Any], *, options: _Options, result: Plan
+) -> Plan:
+    """:func:`plan` of an npm or pypi ``package`` (at ``where``): an npx / uvx launch of its exact version.
+
+    Raises ``PACKAGE_INVALID``: a spec outside the grammar, a ``registryBaseUrl`` other than the default,
+    a runtime argument that is not allowed, a launch that does not name exactly the package.
+    """
+    kind = package.registry_type
     spec = _package_spec(package, kind, where)
     default_base = {"npm": "https://registry.npmjs.org", "pypi": "https://pypi.org"}[kind]
     if package.registry_base_url is not None and package.registry_base_url.rstrip("/") != default_base:
@@ -539,7 +553,6 @@ async def download_bundle(
     import httpx2  # noqa: PLC0415 - only an mcpb install pays for httpx and httpcore
 
     from hostd.remote.connect import checked_client_transports  # noqa: PLC0415 - likewise
-    from hostd.remote.endpoint import _host_is_loopback_literal  # noqa: PLC0415 - likewise
 
     assert plan.bundle_url is not None and plan.sha256 is not None
     where = plan.bundle_field
@@ -567,33 +580,12 @@ async def download_bundle(
                 headers={"Accept-Encoding": "identity"},
             ) as client:
                 for hop in range(max_redirects + 1):
-                    host = httpx2.URL(url).host
-                    if _host_is_loopback_literal(host) and host.lower().rstrip(".") not in allowed:
-                        # hostd/remote/connect.py lets a loopback literal through (a manifest the user approved
-                        # wrote it); a stranger's registry entry may not point hostd at this machine.
-                        raise failed(
-                            f"cannot be fetched: {host} is this machine; hostd downloads from a loopback or "
-                            "private address only from a host the user names with --allow-private-download"
-                        )
+                    _refuse_loopback(httpx2.URL(url).host, allowed, failed)
                     async with client.stream("GET", url) as response:
                         if response.is_redirect:
-                            location = response.headers.get("location", "")
-                            target = str(response.url.join(location))
-                            problem = resource_problem(target)
-                            if problem is not None:
-                                raise failed(f"redirected to a URL that {problem[1]}")
-                            if hop == max_redirects:
-                                raise failed(f"more than {max_redirects} redirects")
-                            url = target
+                            url = _redirect_target(response, hop, max_redirects, failed)
                             continue
-                        if response.status_code != 200:
-                            raise failed(f"HTTP status {response.status_code} from {url}")
-                        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-                        if encoding not in ("", "identity"):
-                            raise failed(f"Content-Encoding {encoding!r} (hostd asked for identity)")
-                        declared = response.headers.get("content-length", "")
-                        if declared.isdigit() and int(declared) > max_bytes:
-                            raise failed(f"larger than {max_bytes} bytes (Content-Length {declared})")
+                        _check_answer(response, url, max_bytes, failed)
                         async for chunk in response.aiter_raw():
                             size += len(chunk)
                             if size > max_bytes:
@@ -617,3 +609,42 @@ async def download_bundle(
             [{"field": "fileSha256", "message": "does not match the downloaded file"}],
         )
     return Path(name)
+
+
+def _refuse_loopback(host: str, allowed: set[str], failed: Callable[[str], HostError]) -> None:
+    """:func:`download_bundle` goes to a loopback literal ``host`` only when the user allowed it (``allowed``)."""
+    from hostd.remote.endpoint import _host_is_loopback_literal  # noqa: PLC0415 - only an mcpb install pays for it
+
+    if _host_is_loopback_literal(host) and host.lower().rstrip(".") not in allowed:
+        # hostd/remote/connect.py lets a loopback literal through (a manifest the user approved
+        # wrote it); a stranger's registry entry may not point hostd at this machine.
+        raise failed(
+            f"cannot be fetched: {host} is this machine; hostd downloads from a loopback or "
+            "private address only from a host the user names with --allow-private-download"
+        )
+
+
+def _redirect_target(
+    response: httpx2.Response, hop: int, max_redirects: int, failed: Callable[[str], HostError]
+) -> str:
+    """Where the redirect ``response`` (the ``hop``-th) points: a URL hostd fetches, within ``max_redirects``."""
+    location = response.headers.get("location", "")
+    target = str(response.url.join(location))
+    problem = resource_problem(target)
+    if problem is not None:
+        raise failed(f"redirected to a URL that {problem[1]}")
+    if hop == max_redirects:
+        raise failed(f"more than {max_redirects} redirects")
+    return target
+
+
+def _check_answer(response: httpx2.Response, url: str, max_bytes: int, failed: Callable[[str], HostError]) -> None:
+    """The answer from ``url`` is a 200 in identity encoding, not declared larger than ``max_bytes``."""
+    if response.status_code != 200:
+        raise failed(f"HTTP status {response.status_code} from {url}")
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise failed(f"Content-Encoding {encoding!r} (hostd asked for identity)")
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise failed(f"larger than {max_bytes} bytes (Content-Length {declared})")

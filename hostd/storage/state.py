@@ -58,8 +58,8 @@ LOCK_FILE = "state.lock"
 #: any ``*.tmp`` in the folders of the secrets file and of the settings (hostd's own: nothing else lives there).
 STATE_TEMPORARY = (f".{STATE_FILE}.", ".tmp")
 TEMPORARY_FOLDERS = ("secrets", "settings")
-#: A plugin id: :data:`hostd.install.manifest.ID_PATTERN` (not imported: this module loads before pydantic). A key of
-#: another shape is an unreadable record (uninstall then touches no file named after it).
+#: A plugin id: :data:`hostd.install.manifest_fields.ID_PATTERN` (not imported: this module loads before pydantic).
+#: A key of another shape is an unreadable record (uninstall then touches no file named after it).
 PLUGIN_ID: re.Pattern[str] = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 MANIFEST_TEMPORARY = ".plugin.json.tmp"
 

@@ -1,0 +1,355 @@
+"""The installer sandbox and its bounded runner: how every installer run of a preparation is started.
+
+What lives here: :class:`InstallerSandbox` (where one preparation's installer runs may write and read, its
+:class:`~sandbox.policy.IsolationPolicy`), :func:`installer_environment` (the trimmed environment), ``_run``
+(one installer as a sandboxed process tree, bounded in time, disk and output: ``_BoundedOutput``),
+``_failure`` (a precise :class:`~hostd.install.packages.PrepareError` from an installer's exit and output)
+and :func:`find_installer` / :class:`Installer` (which uv, npm, node or deno hostd runs). The per-ecosystem
+installers (:mod:`hostd.install.ecosystems`) and the orchestration (:mod:`hostd.install.prepare`) use it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import trio
+
+from hostd.install.packages import PackageLaunch, PrepareError
+from sandbox.environment import EnvPolicy
+from sandbox.launch import LaunchError, resolve_launch
+from sandbox.policy import IsolationPolicy, runtime_read_paths
+from sandbox.process import SandboxedProcess, spawn
+from sandbox.watchdog import watch
+
+__all__ = [
+    "INSTALL_DISK_BYTES",
+    "INSTALL_TIMEOUT",
+    "OUTPUT_BOUND",
+    "Installer",
+    "InstallerName",
+    "InstallerSandbox",
+    "find_installer",
+    "installer_environment",
+]
+
+#: Bytes of an installer's output kept (the first and last parts); the rest is dropped.
+OUTPUT_BOUND = 64 * 1024
+#: Seconds one installer may run before it is ended (a stuck registry connection).
+INSTALL_TIMEOUT = 600.0
+#: Bytes an installer may allocate beneath the folders it may write (environment, caches, HOME, TMPDIR).
+INSTALL_DISK_BYTES = 4 * 1024**3
+
+
+#: What an installer keeps of hostd's environment: finding programs, locale, and what a real network
+#: needs (proxy, CA). Nothing else passes; ``HOME`` is replaced by an empty folder of the plugin's own
+#: (:func:`installer_home`), so no ``~/.npmrc``, ``pip.conf``, ``uv.toml`` or ``.gitconfig`` of the user
+#: is read: registry mirrors and CA settings come from hostd's own options.
+_INSTALLER_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+)
+
+
+def installer_environment(base: Mapping[str, str], **extra: str) -> dict[str, str]:
+    """The trimmed environment of an installer: :data:`_INSTALLER_ENV` of ``base``, plus ``extra``."""
+    env = {k: base[k] for k in _INSTALLER_ENV if k in base}
+    env.update(extra)
+    return env
+
+
+@dataclass(frozen=True)
+class InstallerSandbox:
+    """Where one preparation's installer runs may write, and what else they may read.
+
+    The fault class this closes: *package text that makes an installer run code of the package's
+    choice on the host* (an install script turned back on, a ``.pth`` file started by the new
+    environment's interpreter, a build backend of a source distribution, an interpreter inside the
+    package's folder probed by ``uv venv``). Each member is also closed at its own root (no option
+    from package text, wheels only, no interpreter of the new environment started, ``--python`` a
+    version hostd resolves); this is the layer under all of them: every installer run (npm, uv, deno,
+    the bytecode compile) is a sandboxed process tree (:func:`sandbox.process.spawn`: the shim,
+    Landlock, seccomp, user and pid namespaces, rlimits, the tree kill) that may write only
+    ``writable`` (the environment folder being filled, the plugin's installer caches, its private
+    ``HOME`` and ``TMPDIR``), read the system and runtime folders plus ``readable``, and reach the
+    network (registries). ``state_dir``: hostd's state folder (no rule may cover it).
+    """
+
+    state_dir: Path
+    base: Path
+    writable: tuple[str, ...]
+    readable: tuple[str, ...] = ()
+
+    @property
+    def home(self) -> Path:
+        """The installer's ``HOME``: an empty folder of the plugin's own, made anew for each preparation."""
+        return self.base / "home"
+
+    @property
+    def tmpdir(self) -> Path:
+        """The installer's ``TMPDIR``."""
+        return self.base / "tmp"
+
+    @property
+    def cwd(self) -> Path:
+        """The working folder: empty, read-only (no installer finds a project file of anyone's there)."""
+        return self.base / "work"
+
+    def policy(self) -> IsolationPolicy:
+        """The installer's :class:`~sandbox.policy.IsolationPolicy` (network allowed: the registries)."""
+        state = os.path.realpath(self.state_dir)
+        return IsolationPolicy(
+            landlock=True,
+            network="allow",
+            seccomp=True,
+            max_disk_bytes=INSTALL_DISK_BYTES,
+            extra_read_paths=tuple(self.readable),
+            extra_write_paths=tuple(os.path.realpath(p) for p in self.writable),
+            protected_paths=(state, os.path.realpath(Path.home())),
+            # What plugins may write at run time: no link there may redirect an installer's rule.
+            writable_paths=(os.path.join(state, "data"), os.path.join(state, "tmp")),
+        )
+
+
+def _remove_installer_folders(sandbox: InstallerSandbox) -> None:
+    """Delete the installer's ``HOME``, ``TMPDIR`` and working folder (scratch of one preparation). Blocking."""
+    for folder in (sandbox.home, sandbox.tmpdir, sandbox.cwd):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _installer_folders(sandbox: InstallerSandbox) -> None:
+    """A fresh empty ``HOME``, ``TMPDIR`` and working folder (mode 0700) for one preparation. Blocking."""
+    for folder in (sandbox.home, sandbox.tmpdir, sandbox.cwd):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(mode=0o700, parents=True)
+
+
+async def _run(sandbox: InstallerSandbox, argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list[str]]:
+    """Run ``argv`` as a sandboxed process tree; return its exit code and its output's lines, bounded.
+
+    ``argv[0]`` is an absolute program hostd found itself (never package text); ``env``: the
+    variables the installer needs besides the allowlist (registry, cache folders); ``HOME`` and
+    ``TMPDIR`` are the sandbox's. No shell, stdin closed, the working folder empty. stdout and
+    stderr are read together; at most :data:`OUTPUT_BOUND` bytes are kept (the first 8 KiB and
+    the last rest). Bounded in time (:data:`INSTALL_TIMEOUT`, then :class:`trio.TooSlowError`)
+    and in disk (:data:`INSTALL_DISK_BYTES` beneath the folders it may write: a
+    :class:`PrepareError` ``"failed"``). Raises :class:`PrepareError` ``"sandbox"`` when the
+    sandbox cannot be set up (a layer the kernel offers fails, a rule path is refused): the
+    installer never runs outside it. Cancellation ends the whole tree (shielded) and propagates.
+    """
+    policy = sandbox.policy()
+    host_env = {**env, "HOME": str(sandbox.home)}
+    try:
+        launch = await trio.to_thread.run_sync(
+            lambda: resolve_launch(
+                argv[0],
+                list(argv[1:]),
+                sandbox.cwd,
+                {},
+                EnvPolicy(pass_proxy=True),
+                host_env=host_env,
+                tmpdir=str(sandbox.tmpdir),
+                isolation_policy=policy,
+                host_vars={k: v for k, v in env.items() if k not in _INSTALLER_ENV},
+            )
+        )
+        process = await spawn(launch)
+    except LaunchError as exc:
+        raise PrepareError("sandbox", f"cannot start {os.path.basename(argv[0])} in the sandbox: {exc}") from None
+    output = _BoundedOutput()
+    hit: list[str] = []
+    try:
+        with trio.fail_after(INSTALL_TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_watch_disk, process, policy, [*sandbox.writable, str(sandbox.tmpdir)], hit)
+                async with trio.open_nursery() as readers:
+                    readers.start_soon(output.drain, process.stdout)
+                    readers.start_soon(output.drain, process.stderr)
+                    await process.stdin.aclose()
+                code = await process.wait()
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await process.stop(grace=0.5)
+    if hit:
+        raise PrepareError("failed", f"{os.path.basename(argv[0])}: {hit[0]}", output=output.lines()[-20:])
+    return code, output.lines()
+
+
+async def _watch_disk(process: SandboxedProcess, policy: IsolationPolicy, paths: list[str], hit: list[str]) -> None:
+    """Kill ``process``'s tree when the folders it may write pass the policy's disk bound (``hit`` says why)."""
+    found = await watch(process, policy, disk_paths=paths)
+    hit.append(found.message)
+    process.kill_now()
+
+
+class _BoundedOutput:
+    """An installer's stdout and stderr, kept to :data:`OUTPUT_BOUND` bytes (the head and the tail)."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = False
+
+    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+        """Read ``stream`` to its end, keeping the first 8 KiB and the last bytes of it."""
+        async with stream:
+            while chunk := await stream.receive_some(65536):
+                if len(self.head) < 8192:
+                    take = 8192 - len(self.head)
+                    self.head += chunk[:take]
+                    chunk = chunk[take:]
+                self.tail += chunk
+                if len(self.tail) > OUTPUT_BOUND - 8192:
+                    del self.tail[: len(self.tail) - (OUTPUT_BOUND - 8192)]
+                    self.dropped = True
+
+    def lines(self) -> list[str]:
+        """The kept output as non-empty lines (``"..."`` where bytes were dropped)."""
+        lines = self.head.decode(errors="replace").splitlines()
+        if self.dropped:
+            lines.append("...")
+        lines += self.tail.decode(errors="replace").splitlines()
+        return [line.rstrip() for line in lines if line.strip()]
+
+
+#: Words of npm's and uv's output that say the registry was not reached.
+_UNREACHABLE = re.compile(
+    r"ECONNREFUSED|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|ECONNRESET|EHOSTUNREACH|ENETUNREACH|"
+    r"[Cc]onnection refused|dns error|[Ff]ailed to connect|timed out|[Nn]etwork is unreachable|"
+    r"tcp connect error|error sending request|certificate|_CERT_|UnknownIssuer"
+)
+_NOT_FOUND = re.compile(
+    r"E404|ETARGET|No matching version|not found in the package registry|No solution found|"
+    r"package '[^']*' does not exist|Could not find npm package|Could not find version|Could not find package"
+)
+
+
+def _failure(what: str, code: int, output: list[str], registry: str) -> PrepareError:
+    """A precise :class:`PrepareError` from an installer's exit and output."""
+    # The most telling line: npm's "request to URL failed, reason: ...", else uv's innermost cause (the last).
+    hits = [line for line in output if _UNREACHABLE.search(line)]
+    cause = next((line for line in hits if "reason:" in line), hits[-1] if hits else None)
+    if cause is not None:
+        said = cause.strip().removeprefix("npm error ").removeprefix("cause: ")
+        return PrepareError(
+            "unreachable", f"{what}: cannot reach {registry}: {said}", output=output[-20:], registry=registry
+        )
+    # npm says "npm error code ETARGET" first, then the sentence ("No matching version found for ...").
+    hits = [line for line in output if _NOT_FOUND.search(line)]
+    cause = next((line for line in hits if not re.search(r"error (?:code|errno) ", line)), hits[0] if hits else None)
+    if cause is not None:
+        return PrepareError(
+            "not-found",
+            f"{what}: {registry} does not serve it: {cause.strip().removeprefix('npm error ')}",
+            output=output[-20:],
+            registry=registry,
+        )
+    # npm ends with "A complete log of this run can be found in ...": the cause is an earlier line.
+    telling = [line for line in output if "error" in line.lower() and "complete log" not in line]
+    last = telling[-1] if telling else output[-1] if output else "no output"
+    return PrepareError(
+        "failed", f"{what}: the installer exited {code}: {last}", output=output[-20:], registry=registry
+    )
+
+
+InstallerName = Literal["uv", "npm", "node", "deno"]
+
+
+@dataclass(frozen=True)
+class Installer:
+    """A package tool :func:`find_installer` chose: its ``name``, absolute ``executable`` (not resolved: a
+    link stays the link, as its runtime finds itself through it) and ``source``, where it was found (words
+    for ``hostd doctor``)."""
+
+    name: InstallerName
+    executable: str
+    source: str
+
+
+def find_installer(name: InstallerName, path: str) -> Installer | str:
+    """The installer hostd runs for ``name``, or why there is none (a sentence naming every place looked at).
+
+    ``path`` is the ``PATH`` (``os.pathsep``-separated) the launch's commands are found on. The
+    installers come with hostd, so that a user without a uv of their own can prepare Python packages:
+
+    - ``uv``: the ``uv`` next to hostd's own interpreter (``Path(sys.executable).parent / "uv"``: the
+      runtime dependency's binary in hostd's environment), else the ``uv`` package's
+      ``uv.find_uv_bin()`` (its other install layouts), else the first on ``path``;
+    - ``npm``: the npm that came with the ``node`` found on ``path`` (``npm`` beside ``node``, beside
+      its real path, in its prefix's ``bin``, or the prefix's ``lib/node_modules/npm/bin/npm-cli.js``),
+      so the npm matches the node that will run the package; else the first ``npm`` on ``path``;
+    - ``node`` and ``deno``: the first on ``path``.
+
+    A candidate must be a regular file (after links) with execute permission. Blocking (a few
+    ``stat`` calls); runs nothing. Source: issue 23 ("the installers hostd needs come with it").
+    """
+    import sys  # noqa: PLC0415 - kept in this function's area of the module (issue 23 works in parallel)
+
+    looked: list[str] = []
+
+    def usable(candidate: str) -> bool:
+        looked.append(candidate)
+        return os.path.isfile(candidate) and os.access(candidate, os.X_OK)
+
+    if name == "uv":
+        own = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "uv")
+        if usable(own):
+            return Installer("uv", own, "next to hostd's Python")
+        try:
+            from uv import find_uv_bin  # noqa: PLC0415 - the uv wheel's own finder, when importable
+
+            packaged: str | None = os.path.abspath(find_uv_bin())
+        except (ImportError, FileNotFoundError):  # uv.UvNotFound is a FileNotFoundError
+            packaged = None
+        if packaged is not None and usable(packaged):
+            return Installer("uv", packaged, "the uv package of hostd's Python")
+    if name == "npm":
+        node = shutil.which("node", path=path)
+        if node is not None:
+            node = os.path.abspath(node)
+            real = os.path.realpath(node)
+            prefix = os.path.dirname(os.path.dirname(real))
+            beside = [
+                os.path.join(os.path.dirname(node), "npm"),
+                os.path.join(os.path.dirname(real), "npm"),
+                os.path.join(prefix, "bin", "npm"),
+                os.path.join(prefix, "lib", "node_modules", "npm", "bin", "npm-cli.js"),
+            ]
+            for candidate in dict.fromkeys(beside):
+                if usable(candidate):
+                    return Installer("npm", candidate, f"with node {node}")
+    found = shutil.which(name, path=path)
+    if found is not None:
+        return Installer(name, os.path.abspath(found), "PATH")
+    places = "".join(f"{place}, " for place in looked)
+    return f"{name} not found ({places}PATH={path})"
+
+
+def _tool(name: InstallerName, path: str, launch: PackageLaunch) -> str:
+    """The executable of installer ``name`` (:func:`find_installer`); ``PrepareError`` ``tool-missing`` when none."""
+    found = find_installer(name, path)
+    if isinstance(found, str):
+        raise PrepareError("tool-missing", f"cannot prepare {' '.join(launch.packages)}: {found}")
+    return found.executable
+
+
+def _runtime_paths(program: str, path: str) -> list[str]:
+    """The folders ``program``'s runtime needs to read (its prefix, its ``#!`` interpreters)."""
+    return runtime_read_paths(program, path, os.path.realpath(Path.home()))
