@@ -424,55 +424,18 @@ def resolve_launch(
     isolation = DEFAULT_ISOLATION
     plan: IsolationPlan | None = None
     if isolation_policy is not None:
-        try:
-            isolation = plan_layers(isolation_policy, probe())
-        except IsolationUnavailable as exc:
-            raise LaunchError("ISOLATION_UNAVAILABLE", command, f"command {command!r}: {exc}") from exc
-        data_dir = None
-        try:
-            ensure_private_dir(tmpdir)
-            if isolation_policy.data_dir is not None:
-                data_dir = ensure_private_dir(isolation_policy.data_dir)
-        except (OSError, PathRefused) as exc:
-            raise LaunchError("EXEC_FAILED", command, f"private folder of {command!r}: {exc}") from exc
-        named = [item for item in folders if not item[0].startswith(("sandbox.", "grant."))]
-        grant_read, grant_write = named_grants(named) if isolation_policy.grant_named_paths else ([], [])
-        if isolation_policy.grant_named_paths:
-            grant_read += [path for label, path, _ in declared if label.startswith(("sandbox.read", "grant.read"))]
-            grant_write += [path for label, path, _ in declared if label.startswith(("sandbox.write", "grant.write"))]
-        if prepared and prepared.get("root"):
-            # The prepared environment (the package and its dependencies): read and run, never written.
-            grant_read.append(prepared["root"])
-        # The user's CA files (passed from the host environment) must be readable to be of use.
-        trust = [env[n] for n in CA_VARS if n in env and os.path.isabs(env[n]) and n not in manifest_env]
-        plan = IsolationPlan(
+        isolation, plan = _isolation_plan(
+            isolation_policy,
+            command=command,
+            executable=executable,
+            root=root,
+            env=env,
+            manifest_env=manifest_env,
             tmpdir=tmpdir,
-            data_dir=data_dir,
-            tcp_ports=isolation_policy.allowed_tcp_ports if "landlock-net" in isolation else (),
-            deny_unix_sockets=isolation_policy.network == "deny",
-            extra_read=(*isolation_policy.extra_read_paths, *grant_read, *trust),
-            extra_write=(*isolation_policy.extra_write_paths, *grant_write),
+            found=(files, folders, declared),
+            prepared=prepared,
+            runtime=runtime,
         )
-        if "landlock-fs" in isolation:
-            try:
-                rules = landlock_rules(
-                    executable=executable,
-                    plugin_dir=root,
-                    path_env=env.get("PATH", ""),
-                    plan=plan,
-                    home=env.get("HOME"),
-                    protected=isolation_policy.protected_paths,
-                    writable=isolation_policy.writable_paths,
-                    code=isolation_policy.code_paths,
-                    chain=runtime,
-                )
-                _refuse_code_in_writable(
-                    [real for real, _ in files],
-                    [*isolation_policy.writable_paths, *rules["write"]],
-                )
-            except PathRefused as exc:
-                raise LaunchError("PATH_REFUSED", command, f"command {command!r}: {exc}") from exc
-            plan = dataclasses.replace(plan, rules=tuple((k, tuple(v)) for k, v in rules.items()))
 
     return Launch(
         command=command,
@@ -488,6 +451,78 @@ def resolve_launch(
         folders=tuple(dict.fromkeys((label, real) for label, _, real in folders)),
         prepared=tuple(sorted((prepared or {}).items())),
     )
+
+
+def _isolation_plan(
+    isolation_policy: IsolationPolicy,
+    *,
+    command: str,
+    executable: str,
+    root: str,
+    env: dict[str, str],
+    manifest_env: Mapping[str, str],
+    tmpdir: str,
+    found: tuple[list[tuple[str, str]], list[tuple[str, str, str]], list[tuple[str, str, str]]],
+    prepared: Mapping[str, str] | None,
+    runtime: list[tuple[str, str]],
+) -> tuple[tuple[str, ...], IsolationPlan]:
+    """:func:`resolve_launch`'s isolation step: the layers ``isolation_policy`` gets here and the plan they enforce.
+
+    ``found`` is ``(files, folders, declared)`` as :func:`resolve_launch` collected them. Creates the private
+    ``tmpdir`` and the policy's ``data_dir``. Raises :class:`LaunchError` ``ISOLATION_UNAVAILABLE``,
+    ``EXEC_FAILED`` (a private folder) or ``PATH_REFUSED``.
+    """
+    files, folders, declared = found
+    try:
+        isolation = plan_layers(isolation_policy, probe())
+    except IsolationUnavailable as exc:
+        raise LaunchError("ISOLATION_UNAVAILABLE", command, f"command {command!r}: {exc}") from exc
+    data_dir = None
+    try:
+        ensure_private_dir(tmpdir)
+        if isolation_policy.data_dir is not None:
+            data_dir = ensure_private_dir(isolation_policy.data_dir)
+    except (OSError, PathRefused) as exc:
+        raise LaunchError("EXEC_FAILED", command, f"private folder of {command!r}: {exc}") from exc
+    named = [item for item in folders if not item[0].startswith(("sandbox.", "grant."))]
+    grant_read, grant_write = named_grants(named) if isolation_policy.grant_named_paths else ([], [])
+    if isolation_policy.grant_named_paths:
+        grant_read += [path for label, path, _ in declared if label.startswith(("sandbox.read", "grant.read"))]
+        grant_write += [path for label, path, _ in declared if label.startswith(("sandbox.write", "grant.write"))]
+    if prepared and prepared.get("root"):
+        # The prepared environment (the package and its dependencies): read and run, never written.
+        grant_read.append(prepared["root"])
+    # The user's CA files (passed from the host environment) must be readable to be of use.
+    trust = [env[n] for n in CA_VARS if n in env and os.path.isabs(env[n]) and n not in manifest_env]
+    plan = IsolationPlan(
+        tmpdir=tmpdir,
+        data_dir=data_dir,
+        tcp_ports=isolation_policy.allowed_tcp_ports if "landlock-net" in isolation else (),
+        deny_unix_sockets=isolation_policy.network == "deny",
+        extra_read=(*isolation_policy.extra_read_paths, *grant_read, *trust),
+        extra_write=(*isolation_policy.extra_write_paths, *grant_write),
+    )
+    if "landlock-fs" in isolation:
+        try:
+            rules = landlock_rules(
+                executable=executable,
+                plugin_dir=root,
+                path_env=env.get("PATH", ""),
+                plan=plan,
+                home=env.get("HOME"),
+                protected=isolation_policy.protected_paths,
+                writable=isolation_policy.writable_paths,
+                code=isolation_policy.code_paths,
+                chain=runtime,
+            )
+            _refuse_code_in_writable(
+                [real for real, _ in files],
+                [*isolation_policy.writable_paths, *rules["write"]],
+            )
+        except PathRefused as exc:
+            raise LaunchError("PATH_REFUSED", command, f"command {command!r}: {exc}") from exc
+        plan = dataclasses.replace(plan, rules=tuple((k, tuple(v)) for k, v in rules.items()))
+    return isolation, plan
 
 
 def _refuse_code_in_writable(programs: Sequence[str], writable: Sequence[str]) -> None:
