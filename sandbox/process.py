@@ -66,6 +66,7 @@ import psutil
 import trio
 
 from sandbox.launch import Launch, LaunchError
+from sandbox.limits import plugin_nofile_soft
 from sandbox.paths import PathRefused, ensure_private_dir
 from sandbox.policy import IsolationPlan, order_layers
 
@@ -859,6 +860,9 @@ def _spec(launch: Launch, env: dict[str, str]) -> bytes:
         "nofile": NOFILE_LIMIT,
         "grace": 2.0,
     }
+    plugin_soft = plugin_nofile_soft()
+    if plugin_soft is not None:
+        spec["nofile_soft"] = plugin_soft
     plan = launch.plan or IsolationPlan(tmpdir="")
     if any(layer.startswith("landlock-") for layer in layers):
         if launch.plan is None:

@@ -338,6 +338,8 @@ def _apply_rlimits(spec: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     cap = int(spec.get("nofile", 65536))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # The soft limit hostd had before it raised its own (sandbox.process.raise_nofile_limit): the plugin's.
+    soft = int(spec.get("nofile_soft", soft))
     hard = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
     soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -27,6 +27,7 @@ from hostd.control.outbox import OUTBOX_BYTES
 from hostd.control.server import serve_stdio
 from hostd.storage.state import StateError, StateStore
 from hostd.wire.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, RESULT_LIMIT
+from sandbox.limits import raise_nofile_limit
 
 #: ``--max-disk-mb``'s default: ``sandbox.watchdog.DEFAULT_MAX_DISK_BYTES`` in MiB (not imported:
 #: the CLI stays light until ``initialize`` is answered).
@@ -317,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     for handler in logging.getLogger().handlers:
         handler.addFilter(_hostd_or_warning)
+    # Descriptors: hostd's soft limit up to the hard one; its plugins get the old one back (sandbox/limits.py).
+    before, after = raise_nofile_limit()
+    logging.getLogger("hostd").debug("descriptor limit: soft %d -> %d", before, after)
     trust_roots = tuple(
         os.path.abspath(p)
         for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)

@@ -110,7 +110,7 @@ from hostd.control.outbox import (
 from hostd.control.router import CONTROL_ROUTES, MethodRouter, Route
 from hostd.storage.state import StateError, StateStore, default_state_dir
 from hostd.wire import pipes
-from hostd.wire.errors import ErrorKind, HostError
+from hostd.wire.errors import ErrorKind, HostError, exhausted
 from hostd.wire.framing import (
     PARENT_FRAME_LIMIT,
     FrameTooLarge,
@@ -637,8 +637,14 @@ class ControlServer:
         except HostError as error:
             response = error_response(rid, error)
         except Exception as exc:
-            log.error("request %r (%s) failed:\n%s", rid, method, traceback.format_exc())
-            response = error_response(rid, HostError(ErrorKind.INTERNAL_ERROR, f"internal error: {exc!r}"))
+            # A resource that ran out is the machine's state, not a defect: named and transient (issue 31).
+            failure = exhausted(exc, f"answering {method}")
+            if failure is None:
+                log.error("request %r (%s) failed:\n%s", rid, method, traceback.format_exc())
+                failure = HostError(ErrorKind.INTERNAL_ERROR, f"internal error: {exc!r}")
+            else:
+                log.warning("request %r (%s): %s", rid, method, failure.message)
+            response = error_response(rid, failure)
         finally:
             if self._state.inflight.pop(rid, None) is not None:
                 self._state.inflight_bytes -= entry.size

@@ -64,7 +64,7 @@ from hostd.install.manifest_model import (
     manifest_json_schema,
     manifest_schema_text,
 )
-from hostd.wire.errors import ErrorKind, HostError
+from hostd.wire.errors import ErrorKind, HostError, exhausted
 
 if TYPE_CHECKING:
     import yaml
@@ -166,7 +166,7 @@ def load_manifest(folder: Path) -> tuple[Manifest, str]:
     except NotADirectoryError:
         raise _whole_file_error(folder, "not a directory (give the plugin's folder, not a file)") from None
     except OSError as exc:
-        raise _whole_file_error(folder, f"cannot open the plugin folder: {exc.strerror or exc}") from None
+        raise _unreadable(folder, exc, "cannot open the plugin folder") from None
     try:
         present = [name for name in MANIFEST_FILES if _lexists(name, dir_fd)]
         if not present:
@@ -189,6 +189,13 @@ def load_manifest(folder: Path) -> tuple[Manifest, str]:
         raise _whole_file_error(path, f"the top level must be a mapping, not {_kind_of(data)}")
     _check_values(path, data)
     return _validated(path, data), digest
+
+
+def _unreadable(path: Path, exc: OSError, what: str) -> HostError:
+    """The error of a file or folder that could not be opened or read: ``RESOURCE_EXHAUSTED`` when the machine
+    ran out of something (descriptors, memory: not the manifest's fault, and transient), else ``MANIFEST_INVALID``
+    saying ``what`` failed and why."""
+    return exhausted(exc, f"reading {path}") or _whole_file_error(path, f"{what}: {exc.strerror or exc}")
 
 
 def _validated(path: Path, data: dict[str, Any]) -> Manifest:
@@ -302,7 +309,7 @@ def _read_bounded(path: Path, name: str, dir_fd: int) -> bytes:
         if stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode):
             raise _whole_file_error(path, symlink)
     except OSError as exc:
-        raise _whole_file_error(path, f"cannot read: {exc.strerror or exc}") from None
+        raise _unreadable(path, exc, "cannot read") from None
     # O_NOFOLLOW: a symlink swapped in after the lstat fails with ELOOP instead of being
     # followed. O_NONBLOCK: opening a FIFO planted under the manifest's name must not hang
     # install; the regular-file check then rejects it (and directories, devices, sockets).
@@ -313,7 +320,7 @@ def _read_bounded(path: Path, name: str, dir_fd: int) -> bytes:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _whole_file_error(path, symlink) from None
-        raise _whole_file_error(path, f"cannot read: {exc.strerror or exc}") from None
+        raise _unreadable(path, exc, "cannot read") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -335,7 +342,7 @@ def _read_bounded(path: Path, name: str, dir_fd: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
     except OSError as exc:
-        raise _whole_file_error(path, f"cannot read: {exc.strerror or exc}") from None
+        raise _unreadable(path, exc, "cannot read") from None
     finally:
         os.close(fd)
     if size > MANIFEST_MAX_BYTES:

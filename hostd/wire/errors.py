@@ -9,6 +9,8 @@ a test keeps the two in step.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -105,6 +107,11 @@ class ErrorKind(Enum):
         "The plugin's stored files (its manifest, its record in state.json) no longer load; data.source,"
         " data.reason and data.errors say which and why: fix them and send SIGHUP or restart hostd, or uninstall it.",
     )
+    RESOURCE_EXHAUSTED = (
+        -32044,
+        "The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno);"
+        " transient (data.transient: true): the request may work once some is freed, retry it then.",
+    )
 
     @property
     def code(self) -> int:
@@ -133,6 +140,63 @@ class HostError(Exception):
     def to_error_object(self) -> dict[str, Any]:
         """The JSON-RPC error object: ``{code, message, data: {kind, ...}}``."""
         return {"code": self.kind.code, "message": self.message, "data": {"kind": self.kind.name, **self.data}}
+
+
+#: errno -> the resource it says ran out. EAGAIN is here as fork's and clone's "no more processes": an EAGAIN
+#: of non-blocking I/O never leaves trio, so one that reaches a request is a process or thread not started.
+_EXHAUSTED_ERRNO: dict[int, str] = {
+    errno.EMFILE: "descriptors",
+    errno.ENFILE: "descriptors",
+    errno.ENOMEM: "memory",
+    errno.ENOSPC: "disk",
+    errno.EDQUOT: "disk",
+    errno.EAGAIN: "processes",
+}
+
+
+def exhausted(exc: BaseException, doing: str) -> HostError | None:
+    """``RESOURCE_EXHAUSTED`` when ``exc`` (or what caused it, or an exception group's member) says a resource
+    ran out; ``None`` otherwise.
+
+    The class: a failure of the machine, not of hostd nor of the document being read, answered as if it were
+    one of those (``INTERNAL_ERROR: OSError(24, 'Too many open files')`` from an enable under a low descriptor
+    limit; ``MANIFEST_INVALID`` for a folder that could not be opened for the same reason). Recognised: an
+    ``OSError`` whose errno is in :data:`_EXHAUSTED_ERRNO` (EMFILE, ENFILE, ENOMEM, ENOSPC, EDQUOT, EAGAIN),
+    ``MemoryError``, and the ``RuntimeError`` "can't start new thread". ``doing`` says what hostd was doing,
+    for the message. ``data``: ``{resource, errno (its name, or null), transient: true}``.
+    """
+    found = _exhausted_cause(exc, set())
+    if found is None:
+        return None
+    resource, code, text = found
+    return HostError(
+        ErrorKind.RESOURCE_EXHAUSTED,
+        f"hostd ran out of {resource} while {doing} ({text}); retry once some are freed",
+        resource=resource,
+        errno=errno.errorcode.get(code) if code is not None else None,
+        transient=True,
+    )
+
+
+def _exhausted_cause(exc: BaseException, seen: set[int]) -> tuple[str, int | None, str] | None:
+    if id(exc) in seen:
+        return None
+    seen.add(id(exc))
+    if isinstance(exc, OSError) and exc.errno in _EXHAUSTED_ERRNO:
+        return _EXHAUSTED_ERRNO[exc.errno], exc.errno, exc.strerror or os.strerror(exc.errno)
+    if isinstance(exc, MemoryError):
+        return "memory", None, "MemoryError"
+    if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+        return "processes", None, str(exc)
+    inner: list[BaseException] = []
+    if isinstance(exc, BaseExceptionGroup):
+        inner.extend(exc.exceptions)
+    inner.extend(e for e in (exc.__cause__, exc.__context__) if e is not None)
+    for candidate in inner:
+        found = _exhausted_cause(candidate, seen)
+        if found is not None:
+            return found
+    return None
 
 
 def start_failed(plugin_id: str, reason: str, message: str | None = None, /, **data: Any) -> HostError:

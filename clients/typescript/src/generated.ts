@@ -952,6 +952,8 @@ export const ErrorCodes = {
   PREPARE_FAILED: -32042,
   /** The plugin's launch names a package that is not prepared yet: call plugins/prepare first. */
   PLUGIN_NOT_PREPARED: -32043,
+  /** The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno); transient (data.transient: true): the request may work once some is freed, retry it then. */
+  RESOURCE_EXHAUSTED: -32044,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */
