@@ -230,3 +230,21 @@ async def test_a_handwritten_manifest_refers_to_a_secret(tmp_path: Path, make_pl
     await hostd.request("plugins/disable", {"id": "ref"})
     assert TOKEN not in (folder / "plugin.yaml").read_text()
     assert TOKEN not in (tmp_path / "state" / "state.json").read_text()
+
+
+async def test_a_secret_with_a_nul_is_refused_where_it_enters(make_plugin: Any, hostd: HostdClient) -> None:
+    """The class (issue 31): text that cannot reach a process (a NUL ends a C string: execve refuses an
+    argument or variable holding one) is refused where it enters, naming the field, not when a plugin starts.
+    A secret the manifest refers to and a ``user_config`` option go through the same check."""
+    folder = make_plugin("nul", backend={"env": {"SERVICE_TOKEN": "${secret:SERVICE_TOKEN}"}})
+    info = await hostd.request("plugins/install", {"path": str(folder)})
+    with pytest.raises(RpcError) as refused:
+        await hostd.request("plugins/configure", {"id": "nul", "values": {"SERVICE_TOKEN": "abc\u0000def"}})
+    assert (refused.value.kind, refused.value.data["errors"]) == (
+        "INVALID_PARAMS",
+        [{"field": "SERVICE_TOKEN", "message": "SERVICE_TOKEN: must not contain a NUL character"}],
+    )
+    assert [(c["name"], c["set"]) for c in (await hostd.request("plugins/list", {}))["plugins"][0]["userConfig"]] == [
+        ("SERVICE_TOKEN", False)
+    ]
+    assert info["id"] == "nul"
