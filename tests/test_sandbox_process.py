@@ -514,7 +514,10 @@ async def test_cancelled_spawn_leaves_nothing(delay: float) -> None:
             result = await spawn(fixture_launch("tree.py", "stubborn"))
         if result is not None:
             await result.stop(grace=0.1)
-        # no_leftovers (autouse) checks the rest
+            assert result.shim_pid is not None
+            assert not alive(result.shim_pid)
+    # Cancelled before, during or after the spawn: no process of it is left (no_leftovers checks it again).
+    assert _ours() == []
 
 
 async def test_sweep_orphans_spares_live_hosts_and_ends_a_dead_hosts_leftovers() -> None:
