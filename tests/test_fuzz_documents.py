@@ -15,6 +15,7 @@ examples every run, so CI is stable); a long campaign by hand:
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -130,9 +131,11 @@ def test_the_manifest_loader_answers_manifest_invalid_or_loads(case: tuple[str, 
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / name).write_bytes(data)
         try:
-            load_manifest(Path(folder))
+            _manifest, digest = load_manifest(Path(folder))
         except HostError as exc:
             assert exc.kind is ErrorKind.MANIFEST_INVALID, exc
+        else:  # loaded: the digest is over the very bytes written
+            assert digest == "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 # -- the import converter ----------------------------------------------------------------------
@@ -170,13 +173,19 @@ def configs(draw: st.DrawFn) -> Any:
 def test_the_import_converter_answers_config_error_or_manifests_hostd_loads(config: Any) -> None:
     try:
         entries = plan_import(config)
-    except ConfigError:
+    except ConfigError as exc:
+        assert str(exc), "a ConfigError says what is wrong"
         return
-    for entry in entries:
-        assert (entry.outcome == "invalid") == (entry.manifest is None), entry
-        if entry.manifest is not None:
-            assert manifest_errors(entry.manifest) == [], (entry.name, entry.manifest)
-        json.dumps(entry.to_wire())  # the wire form can be written
+    if isinstance(config, dict):  # one entry per server, whatever the servers hold
+        assert len(entries) == len(next(iter(config.values()))), entries
+    wrong = [
+        (entry.name, entry.outcome, entry.manifest and manifest_errors(entry.manifest))
+        for entry in entries
+        if (entry.outcome == "invalid") != (entry.manifest is None)
+        or (entry.manifest is not None and manifest_errors(entry.manifest))
+    ]
+    assert wrong == []
+    assert [json.loads(json.dumps(entry.to_wire()))["name"] for entry in entries] == [e.name for e in entries]
 
 
 # -- the registry converter --------------------------------------------------------------------
@@ -228,6 +237,8 @@ def test_the_registry_converter_answers_package_invalid_or_manifests_hostd_loads
         assert exc.kind is ErrorKind.PACKAGE_INVALID, exc
         assert isinstance(exc.data["errors"][0]["field"], str)
         return
+    # A plan is a manifest or a bundle to fetch and check, never both, never neither.
+    assert (planned.manifest is None) == (planned.bundle_url is not None and planned.sha256 is not None), planned
     if planned.manifest is not None:
         assert manifest_errors(planned.manifest) == [], planned.manifest
 

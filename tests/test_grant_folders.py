@@ -22,15 +22,13 @@ import yaml
 
 from hostd.cli.client import HostdClient, RpcError
 from tests.conftest import ROOT, hostd_with_home
+from tests.platform_facts import need_layers
 
 PROBE = ROOT / "fixtures" / "mcp-probe"
 
 
 def _need_landlock() -> None:
-    from sandbox.probe import probe  # noqa: PLC0415
-
-    if not next(cap for cap in probe() if cap.name == "landlock-fs").available:
-        pytest.skip("this kernel offers no Landlock")
+    need_layers("landlock-fs")  # skips where the kernel has no Landlock, fails where the sandbox lost it
 
 
 @pytest.fixture

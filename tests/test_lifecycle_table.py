@@ -87,52 +87,92 @@ def test_a_request_never_meets_starting() -> None:
 
 
 def test_every_state_change_is_told_to_the_parent() -> None:
-    for (state, event), (next_state, actions) in TABLE.items():
-        if next_state is not state:
-            assert Action.NOTIFY_STATUS in actions, (state, event)
+    changes_state = {pair for pair, (next_state, _) in TABLE.items() if next_state is not pair[0]}
+    assert len(changes_state) == 25  # the rule below is checked on every one (a shrunken table fails here)
+    assert {pair for pair in changes_state if Action.NOTIFY_STATUS not in TABLE[pair][1]} == set()
 
 
 def test_the_error_is_set_before_the_parent_is_told() -> None:
     """``error`` is recorded entering error/unhealthy and cleared entering the others, before notify."""
+    checked = []
     for (state, event), (next_state, actions) in TABLE.items():
         if Action.NOTIFY_STATUS not in actions or next_state is state:
             continue
         told = actions.index(Action.NOTIFY_STATUS)
         expected = Action.RECORD_ERROR if next_state in (State.ERROR, State.UNHEALTHY) else Action.CLEAR_ERROR
-        assert expected in actions[:told], (state, event)
+        checked.append((state, event, expected in actions[:told]))
+    assert len(checked) == 25  # every state change notifies (the test above): all 25 are checked
+    assert [(state, event) for state, event, ok in checked if not ok] == []
 
 
 def test_no_tool_outlives_ready() -> None:
     """Leaving ready removes the tools (stop or unregister) before the parent hears of the new state."""
+    leaving = {}
     for event in Event:
         next_state, actions = TABLE.get((State.READY, event), (State.READY, ()))
-        if next_state is State.READY:
-            continue
-        told = actions.index(Action.NOTIFY_STATUS)
-        assert {Action.STOP_INSTANCE, Action.UNREGISTER_TOOLS} & set(actions[:told]), event
+        if next_state is not State.READY:
+            told = actions.index(Action.NOTIFY_STATUS)
+            leaving[event] = bool({Action.STOP_INSTANCE, Action.UNREGISTER_TOOLS} & set(actions[:told]))
+    assert leaving == dict.fromkeys(
+        [
+            Event.CANCEL,
+            Event.CRASH,
+            Event.DISABLE,
+            Event.LIMIT_EXCEEDED,
+            Event.LIST_REFUSED,
+            Event.LIVENESS_FAILED,
+            Event.RESTART,
+            Event.STDOUT_VIOLATION,
+        ],
+        True,
+    )
 
 
 def test_a_start_is_entered_only_with_a_spawn_and_the_spawn_comes_last() -> None:
+    entered = set()
     for (state, event), (next_state, actions) in TABLE.items():
         entering = next_state is State.STARTING and state is not State.STARTING
         assert entering == (Action.SPAWN in actions), (state, event)
         if entering:
+            entered.add((state, event))
             assert actions[-1] is Action.SPAWN
             # The old instance is gone before the new one spawns (same TMPDIR, same tools).
             assert state in (State.UNHEALTHY, State.ERROR) or Action.STOP_INSTANCE in actions
+    assert len(TABLE) == 70  # every pair's entry was checked above
+    assert entered == {
+        (State.STOPPED, Event.ENABLE),
+        (State.STOPPED, Event.RESTART),
+        (State.READY, Event.RESTART),
+        (State.UNHEALTHY, Event.ENABLE),
+        (State.UNHEALTHY, Event.RESTART),
+        (State.UNHEALTHY, Event.TIMER),
+        (State.ERROR, Event.ENABLE),
+        (State.ERROR, Event.RESTART),
+        (State.ERROR, Event.TIMER),
+    }
 
 
 def test_the_requests_disarm_the_restart_timer() -> None:
-    for (state, event), (_, actions) in TABLE.items():
-        if event in REQUESTS and actions:
-            assert actions[0] is Action.CANCEL_RETRY, (state, event)
+    first = {pair: actions[0] for pair, (_, actions) in TABLE.items() if pair[1] in REQUESTS and actions}
+    assert len(first) == 11  # the requests that do something: each is checked
+    assert {pair: action for pair, action in first.items() if action is not Action.CANCEL_RETRY} == {}
 
 
 def test_the_restart_policy_applies_only_where_its_timer_can_fire() -> None:
+    applied = set()
     for (state, event), (next_state, actions) in TABLE.items():
         if Action.APPLY_RESTART_POLICY in actions:
+            applied.add((state, event))
             assert next_state in (State.UNHEALTHY, State.ERROR), (state, event)
             assert actions[-1] is Action.APPLY_RESTART_POLICY
+    assert applied == {
+        (State.READY, Event.CRASH),
+        (State.READY, Event.LIMIT_EXCEEDED),
+        (State.READY, Event.LIST_REFUSED),
+        (State.READY, Event.LIVENESS_FAILED),
+        (State.READY, Event.STDOUT_VIOLATION),
+        (State.STARTING, Event.RETRY_FAILED),
+    }
     for state in State:
         fires = Action.SPAWN in TABLE[state, Event.TIMER][1]
         assert fires == (state in (State.UNHEALTHY, State.ERROR))

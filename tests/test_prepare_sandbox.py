@@ -37,7 +37,7 @@ from hostd.cli.client import plugin_environment
 from hostd.install.ecosystems import Prepared, Registries
 from hostd.install.packages import PackageLaunch, PrepareError, parse_package_launch
 from hostd.install.prepare import MARKER, prepare
-from sandbox.probe import probe
+from tests.platform_facts import need_layers
 
 #: Seconds one preparation of a local package may take.
 PREPARE_TIMEOUT = 120.0
@@ -48,10 +48,6 @@ def _path() -> str:
     if shutil.which("uv", path=path) is None:
         pytest.skip("uv is not on PATH")
     return path
-
-
-def _landlock() -> bool:
-    return any(cap.name == "landlock-fs" and cap.available for cap in probe())
 
 
 # -- the hostile code ---------------------------------------------------------------------------
@@ -213,12 +209,12 @@ async def test_a_source_build_is_refused_unless_allowed(tmp_path: Path, index: t
     assert not (tmp_path / "state" / "prepared" / "hostile" / launch.key).exists()
 
 
-@pytest.mark.skipif(not _landlock(), reason="needs Landlock: without it the sandbox has no file rules to show")
 async def test_package_code_that_runs_on_purpose_reaches_nothing_outside_its_folders(
     tmp_path: Path, index: tuple[str, Path]
 ) -> None:
     """With the build allowed, the backend's own code runs: inside the installer's sandbox it can
     neither write beside the state folder nor read a file there, and its HOME is hostd's empty one."""
+    need_layers("landlock-fs")  # without it the sandbox has no file rules to show
     url, files = index
     outside, secret = _canaries(tmp_path)
     backend = _probe_code(outside, secret) + (
@@ -254,8 +250,7 @@ async def test_package_code_run_on_purpose_is_confined_as_nobody(index: tuple[st
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    if not _landlock():
-        pytest.skip("needs Landlock: without it the sandbox has no file rules to show")
+    need_layers("landlock-fs")  # without it the sandbox has no file rules to show
     _path()
     url, files = index
     with nobody_folder() as work:

@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.probe import available, probe
 from tests.nobody import NOBODY, ROOT, SETPRIV, SYSTEM_PYTHON, skip_reason
+from tests.platform_facts import need_layers, platform_offers
 
 DRIVER = ROOT / "fixtures" / "sandbox" / "containment.py"
 #: Seconds a CPU hog lives at most (it is killed at the end of its test in any case).
@@ -41,8 +41,7 @@ HOG_LIFETIME = 300
 
 
 def _need_pidns() -> None:
-    if not available("pidns"):
-        pytest.skip("no pid namespace here: " + next(c.detail for c in probe() if c.name == "pidns"))
+    need_layers("pidns")  # skips where the kernel offers none, fails where the sandbox lost it
 
 
 @pytest.fixture
@@ -93,8 +92,9 @@ def test_a_tree_racing_the_stop_never_outlives_it_as_nobody(busy: None) -> None:
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
+    offered, why = platform_offers("pidns", as_nobody=True)
+    if not offered:
+        pytest.skip(f"as nobody, the kernel offers no pid namespace: {why}")
     result = run_driver("stop", rounds=15, budget=60, prefix=SETPRIV, python=SYSTEM_PYTHON)
     assert result["uid"] == NOBODY
-    if "pidns" not in result["isolation"]:
-        pytest.skip(f"as nobody the plan has no pidns: {result['isolation']}")
-    check(result, min_rounds=5)
+    check(result, min_rounds=5)  # pidns among the layers: nobody can have one here

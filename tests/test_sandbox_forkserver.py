@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 import psutil
 import pytest
@@ -19,14 +20,20 @@ import trio.testing
 
 from sandbox import process as sandbox_process
 from sandbox.launch import DEFAULT_ISOLATION, LaunchError
-from sandbox.probe import available
 from sandbox.process import SandboxedProcess, spawn
+from tests.platform_facts import need_layers
 from tests.test_sandbox_process import PIDNS, fixture_launch, no_leftovers, read_line
 from tests.waiting import alive, exited
 
 __all__ = ["no_leftovers"]  # the autouse fixture: no process with this test's tokens is left
 
-pytestmark = pytest.mark.skipif(sandbox_process.SHIM_START != "fork", reason="shims are exec'd here")
+#: Where shims can be forked (a fork server needs pidfds to watch its shims): a platform fact.
+FORKS = sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+pytestmark = pytest.mark.skipif(not FORKS, reason="shims are exec'd here (no Linux pidfds)")
+
+
+def test_shims_are_forked_where_the_platform_allows() -> None:
+    assert sandbox_process.SHIM_START == "fork"  # else every test below would test the exec'd shim's path
 
 
 def _server_pid() -> int:
@@ -123,8 +130,8 @@ def _socket_inodes(pid: int) -> set[str]:
 
 @pytest.mark.parametrize("layers", [DEFAULT_ISOLATION, PIDNS], ids=["shim", "pidns"])
 async def test_no_plugin_process_can_reach_the_server(layers: tuple[str, ...]) -> None:
-    if "pidns" in layers and not available("pidns"):
-        pytest.skip("no pid namespace here")
+    if "pidns" in layers:
+        need_layers("pidns")
     with trio.fail_after(15):
         proc = await _ready(layers)
         try:

@@ -1,8 +1,8 @@
 """Kernel isolation layers with real plugin processes: Landlock, network namespace, seccomp.
 
-Every test that needs a layer skips with the probe's reason when this machine
-(or this user) cannot apply it. The fixture poke.py tries operations from
-inside the sandbox and reports "ok" or the errno name.
+Every test that needs a layer skips when this machine's kernel lacks it (tests/platform_facts.py asks
+the kernel, not the probe) and fails when the kernel has it and the sandbox does not apply it. The
+fixture poke.py tries operations from inside the sandbox and reports "ok" or the errno name.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import trio
 
 from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
-from sandbox.policy import IsolationPolicy, IsolationUnavailable, plan_layers
+from sandbox.policy import IsolationPolicy, plan_layers
 from sandbox.probe import probe
 from sandbox.process import SandboxedProcess, spawn, sweep_leftovers
+from tests.platform_facts import need_layers, platform_offers
 from tests.waiting import alive, exited
 
 #: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
@@ -40,19 +41,25 @@ NO_ROUTE = {"ECONNREFUSED", "EACCES", "ENETUNREACH", "EPERM"}
 
 
 def need(*names: str) -> None:
-    """Skip unless every named capability is available; the reason is the probe's."""
-    for cap in probe():
-        if cap.name in names and not cap.available:
-            pytest.skip(f"{cap.name} unavailable: {cap.detail}")
+    """Skip unless the kernel offers every named layer; fail if it does and the probe finds one unavailable."""
+    need_layers(*names)
+
+
+def need_network_deny(*, landlock: bool = True) -> None:
+    """Skip where the kernel offers neither way to enforce network "deny" (a network namespace, or
+    Landlock TCP rules where the policy keeps Landlock)."""
+    ways = ("netns", "landlock-net") if landlock else ("netns",)
+    facts = [platform_offers(way) for way in ways]
+    if not any(offered for offered, _ in facts):
+        pytest.skip(f"network 'deny' needs one of {list(ways)}: {[why for _, why in facts]}")
 
 
 def strict(**kwargs: object) -> IsolationPolicy:
-    """``network="deny"`` plus ``kwargs``; skips where this machine cannot enforce it."""
+    """``network="deny"`` plus ``kwargs``; skips where the kernel cannot enforce it, fails where the
+    sandbox does not plan it though the kernel can (plan_layers raises IsolationUnavailable)."""
     policy = IsolationPolicy(network="deny", **kwargs)  # type: ignore[arg-type]
-    try:
-        plan_layers(policy, probe())
-    except IsolationUnavailable as exc:
-        pytest.skip(str(exc))
+    need_network_deny(landlock=bool(kwargs.get("landlock", True)))
+    plan_layers(policy, probe())
     return policy
 
 
@@ -182,8 +189,10 @@ async def test_landlock_confines_reads_and_writes(folders: dict[str, Path]) -> N
     assert results[0:4] == ["ok", "ok", "ok", "ok"]
     assert results[4] in DENIED and results[5] in DENIED and results[6] in DENIED and results[7] in DENIED
     assert results[8] in DENIED
-    if os.geteuid() != 0 or "userns" in proc.isolation:
-        # Landlock's ptrace scoping; root also needs its user namespace (else CAP_SYS_PTRACE lets it read).
+    if os.geteuid() != 0 or platform_offers("netns")[0]:
+        # Landlock's ptrace scoping; root also needs its user namespace (else CAP_SYS_PTRACE lets it read),
+        # which it gets wherever the kernel offers user + network namespaces.
+        assert os.geteuid() != 0 or "userns" in proc.isolation
         assert results[9] in DENIED
     assert results[10] in ("ok", "ENOENT")
     assert results[11] == "ok"
@@ -288,11 +297,8 @@ async def test_network_deny_blocks_a_host_listener_and_allow_reaches_it(
         assert allowed == ["ok"]
         assert not {"netns", "landlock-net"} & set(proc.isolation)
 
-        try:
-            denied, proc = await poke(ops, IsolationPolicy(network="deny"), tmp)
-        except LaunchError as exc:
-            assert exc.kind == "ISOLATION_UNAVAILABLE"
-            pytest.skip(str(exc))
+        need_network_deny()
+        denied, proc = await poke(ops, IsolationPolicy(network="deny"), tmp)
         assert {"netns", "landlock-net"} & set(proc.isolation)
         assert denied[0] in NO_ROUTE
 
@@ -351,7 +357,7 @@ async def test_signal_scoping_protects_the_host_and_the_shim(victim: trio.Proces
         assert json.loads(out) == ["EPERM", "EPERM", "EPERM"], err.decode()
         assert victim.poll() is None
         assert proc.returncode == 0  # its shim was not killed: the plugin exited normally
-        if "pidns" in launch.isolation:
+        if platform_offers("pidns")[0]:  # the kernel's word: a pidns layer the plan lost fails below
             # In its own pid namespace the host's processes do not even exist for it; its parent is
             # the namespace's pid 1 (outside its Landlock domain).
             proc, out, err = await run_to_end(launch)

@@ -25,6 +25,7 @@ from sandbox.policy import (
     runtime_read_paths,
 )
 from sandbox.probe import CAPABILITY_NAMES, Capability, landlock_abi, probe, render_table
+from tests.platform_facts import need_layers, platform_offers
 
 #: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
 PRIVATE_TMP = os.path.realpath(tempfile.mkdtemp(prefix="hostd-tests-"))
@@ -65,6 +66,18 @@ def test_probe_is_cached_and_agrees_with_the_kernel() -> None:
     assert landlock_abi() in (0, _landlock.abi_version())
     landlock_fs = next(cap for cap in probe() if cap.name == "landlock-fs")
     assert landlock_fs.available == (landlock_abi() > 0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the layers are Linux's")
+def test_the_probe_finds_every_layer_the_kernel_offers() -> None:
+    """A layer the kernel offers (tests/platform_facts.py asks it directly) and the probe misses would
+    silently leave every plugin without it: a regression, not a machine without the layer."""
+    layers = ("landlock-fs", "landlock-net", "landlock-scope", "netns", "pidns", "seccomp", "seccomp-net")
+    offered = {layer for layer in layers if platform_offers(layer)[0]}
+    probed = {cap.name: cap for cap in probe(refresh=True)}
+    assert {layer: probed[layer].detail for layer in offered if not probed[layer].available} == {}
+    # And the other way: no layer is claimed the kernel does not offer.
+    assert {layer for layer in layers if probed[layer].available} <= offered
 
 
 def test_plan_lists_exactly_the_enforceable_layers() -> None:
@@ -163,7 +176,8 @@ def test_resolve_launch_with_a_policy(tmp_path: Path) -> None:
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
     assert launch.plan is not None
     assert dataclasses.replace(launch.plan, rules=()) == IsolationPlan(tmpdir=PRIVATE_TMP, data_dir=str(data.resolve()))
-    if "landlock-fs" in launch.isolation:
+    if platform_offers("landlock-fs")[0]:  # the kernel's word: a plan that lost Landlock fails here
+        assert "landlock-fs" in launch.isolation
         rules = launch.plan.rule_lists()
         assert rules["write"] == [PRIVATE_TMP, str(data.resolve())]
         assert all(os.path.realpath(p) == p for p in rules["read"] + rules["write"])
@@ -186,8 +200,7 @@ def test_resolve_launch_with_a_policy(tmp_path: Path) -> None:
 
 
 def test_digest_covers_granted_tcp_ports() -> None:
-    if not any(cap.name == "landlock-net" and cap.available for cap in probe()):
-        pytest.skip("landlock-net unavailable: " + next(c.detail for c in probe() if c.name == "landlock-net"))
+    need_layers("landlock-net")
 
     def digest(ports: tuple[int, ...]) -> str:
         policy = IsolationPolicy(network="deny", allowed_tcp_ports=ports)

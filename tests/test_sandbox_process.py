@@ -22,8 +22,8 @@ from sandbox import process as sandbox_process
 from sandbox.environment import EnvPolicy
 from sandbox.launch import DEFAULT_ISOLATION, Launch, LaunchError, resolve_launch
 from sandbox.policy import order_layers
-from sandbox.probe import available, probe
 from sandbox.process import TOKEN_VAR, SandboxedProcess, _pids_with_token, spawn, sweep_leftovers, sweep_orphans
+from tests.platform_facts import need_layers
 from tests.waiting import alive, exited, until
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
@@ -73,8 +73,8 @@ PIDNS: tuple[str, ...] = order_layers((*DEFAULT_ISOLATION, "pidns"))
 @pytest.fixture(params=[DEFAULT_ISOLATION, PIDNS, DIRECT], ids=["shim", "pidns", "direct"])
 def isolation(request: pytest.FixtureRequest) -> tuple[str, ...]:
     layers: tuple[str, ...] = request.param
-    if "pidns" in layers and not available("pidns"):
-        pytest.skip("no pid namespace here: " + next(c.detail for c in probe() if c.name == "pidns"))
+    if "pidns" in layers:
+        need_layers("pidns")
     return layers
 
 
@@ -314,8 +314,8 @@ async def test_pid_is_the_plugin_under_the_shim() -> None:
 
 @pytest.mark.parametrize("layers", [DEFAULT_ISOLATION, PIDNS], ids=["shim", "pidns"])
 async def test_plugin_gets_rlimits_no_new_privs_and_default_signals(tmp_path: Path, layers: tuple[str, ...]) -> None:
-    if "pidns" in layers and not available("pidns"):
-        pytest.skip("no pid namespace here")
+    if "pidns" in layers:
+        need_layers("pidns")
     # cat (not python, which ignores SIGPIPE itself) reports its own state.
     launch = resolve_launch(
         "cat",
@@ -348,8 +348,7 @@ async def test_plugin_gets_rlimits_no_new_privs_and_default_signals(tmp_path: Pa
 
 
 async def test_pid_is_the_plugin_inside_its_pid_namespace() -> None:
-    if not available("pidns"):
-        pytest.skip("no pid namespace here")
+    need_layers("pidns")
     with trio.fail_after(10):
         proc = await spawn(fixture_launch("stubborn.py", isolation=PIDNS))
         try:
@@ -514,7 +513,10 @@ async def test_cancelled_spawn_leaves_nothing(delay: float) -> None:
             result = await spawn(fixture_launch("tree.py", "stubborn"))
         if result is not None:
             await result.stop(grace=0.1)
-        # no_leftovers (autouse) checks the rest
+            assert result.shim_pid is not None
+            assert not alive(result.shim_pid)
+    # Cancelled before, during or after the spawn: no process of it is left (no_leftovers checks it again).
+    assert _ours() == []
 
 
 async def test_sweep_orphans_spares_live_hosts_and_ends_a_dead_hosts_leftovers() -> None:
