@@ -192,9 +192,22 @@ def convert_tools(
             "problems": [ToolProblem.to_wire(), ...], "missing"?: [host names],
             "unexpected"?: [host names]}``; all problems are collected, not just the first.
     """
-    problems: list[ToolProblem] = []
     permitted = set(permissions)
     output_any_root = protocol_version is not None and protocol_version >= OUTPUT_SCHEMA_ANY_ROOT_SINCE
+    problems, first_index, accepted = _check_listing(tools, permitted, output_any_root)
+    prefix = f"{plugin_id}."
+    missing, unexpected = _contributes_problems(prefix, first_index, contributes, problems)
+    if problems:
+        raise _listing_rejected(plugin_id, problems, missing, unexpected)
+    return _host_tools(plugin_id, accepted)
+
+
+def _check_listing(
+    tools: Sequence[Mapping[str, Any]], permitted: set[str], output_any_root: bool
+) -> tuple[list[ToolProblem], dict[str, int], list[tuple[str, dict[str, Any]]]]:
+    """Each tool of the listing checked (:func:`convert_tools`): ``(problems, the index of each name's first
+    listing, (remote name, fields) of the tools without problems)``."""
+    problems: list[ToolProblem] = []
     first_index: dict[str, int] = {}
     accepted: list[tuple[str, dict[str, Any]]] = []  # (remote name, fields) of tools without problems
 
@@ -231,8 +244,14 @@ def convert_tools(
         problems.extend(tool_problems)
         if isinstance(label, str) and fields is not None and first_index[label] == index:
             accepted.append((label, fields))
+    return problems, first_index, accepted
 
-    prefix = f"{plugin_id}."
+
+def _contributes_problems(
+    prefix: str, first_index: dict[str, int], contributes: Sequence[str], problems: list[ToolProblem]
+) -> tuple[list[str], list[str]]:
+    """The listed names against the manifest's ``contributes.tools``: a problem appended to ``problems`` for
+    each declared-but-missing and each listed-but-undeclared host name; returns ``(missing, unexpected)``."""
     declared = set(contributes)
     discovered = {prefix + remote for remote in first_index}
     missing = [host for host in dict.fromkeys(contributes) if host not in discovered]
@@ -254,22 +273,31 @@ def convert_tools(
                 f"the server lists {_quote(host)} but the manifest's contributes.tools does not declare it",
             )
         )
+    return missing, unexpected
 
-    if problems:
-        data: dict[str, Any] = {"plugin": plugin_id, "problems": [p.to_wire() for p in problems]}
-        if missing:
-            data["missing"] = missing
-        if unexpected:
-            data["unexpected"] = unexpected
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise HostError(
-            ErrorKind.PLUGIN_START_FAILED,
-            f"plugin {plugin_id!r}: tool listing rejected: tool {_quote(first.tool)}, "
-            f"{first.field or 'tool'}: {first.message}{more}",
-            **data,
-        )
 
+def _listing_rejected(
+    plugin_id: str, problems: list[ToolProblem], missing: list[str], unexpected: list[str]
+) -> HostError:
+    """``PLUGIN_START_FAILED`` for a listing with ``problems`` (all of them in ``data.problems``)."""
+    data: dict[str, Any] = {"plugin": plugin_id, "problems": [p.to_wire() for p in problems]}
+    if missing:
+        data["missing"] = missing
+    if unexpected:
+        data["unexpected"] = unexpected
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return HostError(
+        ErrorKind.PLUGIN_START_FAILED,
+        f"plugin {plugin_id!r}: tool listing rejected: tool {_quote(first.tool)}, "
+        f"{first.field or 'tool'}: {first.message}{more}",
+        **data,
+    )
+
+
+def _host_tools(plugin_id: str, accepted: list[tuple[str, dict[str, Any]]]) -> list[RegisteredTool]:
+    """The host tools of an accepted listing, in listing order, with unique function names."""
+    prefix = f"{plugin_id}."
     function_names = _assign_function_names([prefix + remote for remote, _ in accepted])
     result: list[RegisteredTool] = []
     for remote, fields in accepted:

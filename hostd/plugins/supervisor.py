@@ -568,34 +568,14 @@ class PluginSupervisor(InstanceRunner):
                         link, tool, arguments, on_progress, (reply, size, raw)
                     )
             except ReplyTooLarge as over:
-                raise tool_error(
-                    self.plugin_id,
-                    ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
-                    tool,
-                    f"{tool.name} answered with {over.size} bytes, over the {over.limit}-byte frame bound of "
-                    f"{self.plugin_id} (manifest backend.max_message_bytes, or hostd serve "
-                    "--max-plugin-message-bytes); the plugin goes on serving",
-                    size=over.size,
-                    limit=over.limit,
-                    bound="frame",
-                ) from None
+                raise self._too_large(tool, over) from None
             except LinkClosed:
                 # Answer after the parent was told of the state change, not before.
                 with trio.move_on_after(2):
                     await link.failure_handled.wait()
                 raise self._unavailable(tool, f"plugin {self.plugin_id} {link.failure or 'stopped'}") from None
         if reply is None or scope.cancelled_caught:
-            pending = link.pending_frame_bytes
-            partial = f"; a partial frame of {pending} bytes was pending on stdout" if pending else ""
-            raise tool_error(
-                self.plugin_id,
-                ErrorKind.TOOL_TIMEOUT,
-                tool,
-                f"{tool.name} did not answer within {trio.current_time() - started:.3g} s "
-                f"(timeout {limit:g} s); the plugin was sent notifications/cancelled{partial}",
-                timeoutSeconds=limit,
-                pendingFrameBytes=pending,
-            )
+            raise self._timed_out(tool, link, trio.current_time() - started, limit)
         return tool_result(
             self.plugin_id,
             tool,
@@ -604,6 +584,34 @@ class PluginSupervisor(InstanceRunner):
             raw=raw,
             content_limits=content_limits or ContentLimits(),
             result_limit=self._result_limit,
+        )
+
+    def _too_large(self, tool: RegisteredTool, over: ReplyTooLarge) -> HostError:
+        """``MCP_TOOL_RESULT_TOO_LARGE``: ``tool`` answered over the frame bound (the plugin goes on)."""
+        return tool_error(
+            self.plugin_id,
+            ErrorKind.MCP_TOOL_RESULT_TOO_LARGE,
+            tool,
+            f"{tool.name} answered with {over.size} bytes, over the {over.limit}-byte frame bound of "
+            f"{self.plugin_id} (manifest backend.max_message_bytes, or hostd serve "
+            "--max-plugin-message-bytes); the plugin goes on serving",
+            size=over.size,
+            limit=over.limit,
+            bound="frame",
+        )
+
+    def _timed_out(self, tool: RegisteredTool, link: PluginLink, waited: float, limit: float) -> HostError:
+        """``TOOL_TIMEOUT``: ``tool`` did not answer within ``limit`` s (``waited`` s passed)."""
+        pending = link.pending_frame_bytes
+        partial = f"; a partial frame of {pending} bytes was pending on stdout" if pending else ""
+        return tool_error(
+            self.plugin_id,
+            ErrorKind.TOOL_TIMEOUT,
+            tool,
+            f"{tool.name} did not answer within {waited:.3g} s "
+            f"(timeout {limit:g} s); the plugin was sent notifications/cancelled{partial}",
+            timeoutSeconds=limit,
+            pendingFrameBytes=pending,
         )
 
     def _unavailable(self, tool: RegisteredTool, reason: str) -> HostError:
