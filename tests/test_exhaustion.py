@@ -83,6 +83,10 @@ async def test_running_out_of_descriptors_is_named_and_transient(tmp_path: Path,
             # A plugin already serving keeps serving: what a call needs was prepared when its tools registered.
             answer = await client.request("tools/call", {"name": "first.echo", "arguments": {"text": "still here"}})
             assert answer["structuredContent"] == {"text": "still here", "length": 10}
+            # And its arguments are still checked: a call loads nothing that registering its tools did not.
+            with pytest.raises(RpcError) as invalid:
+                await client.request("tools/call", {"name": "first.echo", "arguments": {"text": 5}})
+            assert (invalid.value.kind, invalid.value.data["pointer"]) == ("INVALID_ARGUMENTS", "/text")
             # Installing reads a folder: the same error, not MANIFEST_INVALID.
             with pytest.raises(RpcError) as install_failed:
                 await client.request("plugins/install", {"path": str(make_plugin("third"))})
