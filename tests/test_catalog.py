@@ -7,6 +7,7 @@ Each test builds a real :class:`Host` (no ``initialize``, no plugin started) on 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +20,7 @@ import yaml
 
 from hostd.control.server import InitializeOptions
 from hostd.host import catalog
-from hostd.host.records import InstalledPlugin, load_stored_manifest
+from hostd.host.records import RECORDED_FIELDS, DerivedState, InstalledPlugin, RecordedState, load_stored_manifest
 from hostd.host.service import Host, HostSettings
 from hostd.storage.state import PluginRecord, StateStore, UnreadableRecord
 from hostd.wire.errors import ErrorKind, HostError
@@ -256,3 +257,48 @@ async def test_a_manifest_that_no_longer_loads_is_listed_broken(tmp_path: Path) 
         with pytest.raises(HostError) as unknown:
             host.catalog.plugin("nobody")
         assert unknown.value.kind is ErrorKind.PLUGIN_NOT_FOUND
+
+
+# -- the one field list --------------------------------------------------------------------------------
+
+
+def test_the_recorded_fields_are_the_records_and_are_undone() -> None:
+    """Every field of state.json's record comes from one recorded field (the restart count from the
+    supervisor), and every recorded field is one a failed change puts back."""
+    stored = {f.name for f in dataclasses.fields(PluginRecord)}
+    assert stored == {*RECORDED_FIELDS, "restarts", "pinned_tools"} - {"pins"}
+    assert set(RECORDED_FIELDS) <= set(catalog.PLUGIN_FIELDS)
+    assert not set(RECORDED_FIELDS) & {f.name for f in dataclasses.fields(DerivedState)}
+
+
+def test_a_record_taken_back_gives_the_same_record(tmp_path: Path) -> None:
+    folder = remote_plugin(tmp_path / "alpha", "alpha", ["alpha.use", "alpha.admin"])
+    manifest, digest = load_stored_manifest(folder)
+    state = RecordedState(
+        path=folder,
+        manifest_digest=digest,
+        granted={"alpha.use"},
+        approved_digest="sha256:approved",
+        enabled=True,
+        limits={"max_rss_bytes": 1 << 20},
+        pins={"echo": "sha256:pin"},
+        disabled_tools={"echo"},
+        folders={"write": [str(tmp_path)]},
+    )
+    record = state.to_record(restarts=3)
+    assert record.to_json() == {
+        "path": str(folder),
+        "manifestDigest": digest,
+        "granted": ["alpha.use"],
+        "approvedDigest": "sha256:approved",
+        "enabled": True,
+        "restarts": 3,
+        "pinnedTools": {"echo": "sha256:pin"},
+        "networkPorts": [],
+        "limits": {"max_rss_bytes": 1 << 20},
+        "disabledTools": ["echo"],
+        "folders": {"write": [str(tmp_path)]},
+    }
+    taken = RecordedState(path=folder, manifest_digest=digest)
+    taken.take_record(record, manifest)
+    assert taken == state

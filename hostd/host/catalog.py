@@ -19,7 +19,15 @@ from typing import Any, Protocol
 import trio
 
 from hostd.control.server import Notify
-from hostd.host.records import BrokenPlugin, InstalledPlugin, broken_error, load_stored_manifest, log, write_failed
+from hostd.host.records import (
+    RECORDED_FIELDS,
+    BrokenPlugin,
+    InstalledPlugin,
+    broken_error,
+    load_stored_manifest,
+    log,
+    write_failed,
+)
 from hostd.install.manifest import Manifest
 from hostd.storage.state import PluginRecord, StateStore, StoredRecord, UnreadableRecord
 from hostd.wire.errors import ErrorKind, HostError
@@ -164,22 +172,14 @@ class _Snapshot:
     fields: dict[tuple[int, str], tuple[Any, Any]]
 
 
-#: What a request may change on an InstalledPlugin / its supervisor that the state document records or derives from.
+#: What a request may change on an InstalledPlugin that the state document records or derives from: every
+#: recorded field, and what the launch resolution derives.
 PLUGIN_FIELDS = (
-    "path",
+    *RECORDED_FIELDS,
     "manifest",
-    "manifest_digest",
-    "granted",
-    "approved_digest",
-    "enabled",
     "launch",
     "launch_error",
-    "network_ports",
-    "limits",
-    "pins",
     "policy",
-    "disabled_tools",
-    "folders",
     "package",
     "prepared",
     "unpreparable",
@@ -253,14 +253,7 @@ async def restore_record(host: RestoreHost, plugin_id: str, record: StoredRecord
         return None
     host.catalog.broken.pop(plugin_id, None)
     plugin = host.add_plugin(Path(record.path), manifest, digest, restarts=record.restarts)
-    plugin.granted = set(record.granted) & set(manifest.permissions)
-    plugin.approved_digest = record.approved_digest
-    plugin.enabled = record.enabled
-    plugin.pins = record.pinned_tools
-    plugin.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
-    plugin.limits = dict(record.limits)
-    plugin.disabled_tools = set(record.disabled_tools)
-    plugin.folders = {k: list(v) for k, v in record.folders.items()}
+    plugin.take_record(record, manifest)
     with contextlib.suppress(LaunchError):
         await host.resolve(plugin)
     return plugin
