@@ -1,6 +1,7 @@
 """The host's records of its plugins: an installed plugin (:class:`InstalledPlugin`: what the state document
-keeps of it and what is derived from it), a plugin whose stored files no longer load (:class:`BrokenPlugin`),
-the host policy from the command line (:class:`HostSettings`) and each plugin's log ring (:class:`LogRing`).
+keeps of it, :class:`RecordedState`, and what is derived from it, :class:`DerivedState`), a plugin whose
+stored files no longer load (:class:`BrokenPlugin`), the host policy from the command line
+(:class:`HostSettings`) and each plugin's log ring (:class:`LogRing`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import collections
 import errno
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -142,35 +143,75 @@ def plugin_cache_env(data_dir: Path) -> dict[str, str]:
     }
 
 
-@dataclass
-class InstalledPlugin:
-    """One installed plugin: where it lives, what the user granted and approved."""
+@dataclass(kw_only=True)
+class RecordedState:
+    """What the state document keeps of an installed plugin (its :class:`PluginRecord`), as kept in memory.
+
+    Its fields are the one list of what is recorded (:data:`RECORDED_FIELDS`): :meth:`to_record` writes
+    them, :meth:`take_record` reads them back at restore, and :meth:`hostd.host.catalog.Catalog.change`
+    undoes them. The restart count is the supervisor's (a statistic).
+    """
 
     path: Path
-    manifest: Manifest
     manifest_digest: str
-    supervisor: PluginSupervisor
     granted: set[str] = field(default_factory=set)
     approved_digest: str | None = None
     enabled: bool = False
-    launch: Launch | None = None
-    launch_error: LaunchError | None = None
     #: TCP ports the parent granted (each declared in backend.tcp_ports).
     network_ports: set[int] = field(default_factory=set)
     #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes.
     limits: dict[str, Any] = field(default_factory=dict)
     #: Tool pins recorded for the approval (:mod:`hostd.plugins.trust`); None: the next discovery pins.
     pins: trust.Pins | None = None
+    #: MCP names of the tools the user disabled (``tools/setEnabled``): not listed, not called.
+    disabled_tools: set[str] = field(default_factory=set)
+    #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
+    folders: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_record(self, restarts: int) -> PluginRecord:
+        """What the state store keeps of this plugin, with its restart count."""
+        return PluginRecord(
+            path=str(self.path),
+            manifest_digest=self.manifest_digest,
+            granted=sorted(self.granted),
+            approved_digest=self.approved_digest,
+            enabled=self.enabled,
+            restarts=restarts,
+            pinned_tools=self.pins,
+            network_ports=sorted(self.network_ports),
+            limits=dict(self.limits),
+            disabled_tools=sorted(self.disabled_tools),
+            folders={k: list(v) for k, v in self.folders.items()},
+        )
+
+    def take_record(self, record: PluginRecord, manifest: Manifest) -> None:
+        """Take what ``record`` holds (restore), but what ``manifest`` no longer declares; the path and the
+        manifest's digest are the plugin's own (the digest of the manifest as loaded now)."""
+        self.granted = set(record.granted) & set(manifest.permissions)
+        self.approved_digest = record.approved_digest
+        self.enabled = record.enabled
+        self.pins = record.pinned_tools
+        self.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
+        self.limits = dict(record.limits)
+        self.disabled_tools = set(record.disabled_tools)
+        self.folders = {k: list(v) for k, v in record.folders.items()}
+
+
+@dataclass(kw_only=True)
+class DerivedState:
+    """What hostd knows of an installed plugin beyond its record: its manifest and supervisor, and what the
+    last launch resolution found (the launch, its policy, settings, secrets' names, the package)."""
+
+    manifest: Manifest
+    supervisor: PluginSupervisor
+    launch: Launch | None = None
+    launch_error: LaunchError | None = None
     #: The isolation policy of the last resolution (what a start hands the watchdog).
     policy: IsolationPolicy | None = None
     #: user_config values set (non-secret), secret names stored, required settings not set; read at resolution.
     settings: dict[str, Any] = field(default_factory=dict)
     secret_names: set[str] = field(default_factory=set)
     config_missing: list[str] = field(default_factory=list)
-    #: MCP names of the tools the user disabled (``tools/setEnabled``): not listed, not called.
-    disabled_tools: set[str] = field(default_factory=set)
-    #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
-    folders: dict[str, list[str]] = field(default_factory=dict)
     #: The package the manifest's launch fetches (npx, uvx, uv run --with, deno npm:/jsr:), as last resolved;
     #: ``None``: none.
     package: PackageLaunch | None = None
@@ -184,25 +225,23 @@ class InstalledPlugin:
     #: fails with it. ``None``: read, or not needed.
     config_problem: HostError | None = None
 
+
+#: The recorded fields of an installed plugin (:class:`RecordedState`), in their order.
+RECORDED_FIELDS = tuple(f.name for f in fields(RecordedState))
+
+
+@dataclass(kw_only=True)
+class InstalledPlugin(RecordedState, DerivedState):
+    """One installed plugin: where it lives, what the user granted and approved (:class:`RecordedState`),
+    and what is derived from it (:class:`DerivedState`)."""
+
     def approval_digest(self, launch: Launch) -> str:
         """The digest the user approves now (:func:`hostd.plugins.trust.approval_digest`)."""
         return trust.approval_digest(launch.digest, self.manifest_digest)
 
     def record(self) -> PluginRecord:
         """What the state store keeps of this plugin."""
-        return PluginRecord(
-            path=str(self.path),
-            manifest_digest=self.manifest_digest,
-            granted=sorted(self.granted),
-            approved_digest=self.approved_digest,
-            enabled=self.enabled,
-            restarts=self.supervisor.restarts,
-            pinned_tools=self.pins,
-            network_ports=sorted(self.network_ports),
-            limits=dict(self.limits),
-            disabled_tools=sorted(self.disabled_tools),
-            folders={k: list(v) for k, v in self.folders.items()},
-        )
+        return self.to_record(self.supervisor.restarts)
 
 
 @dataclass

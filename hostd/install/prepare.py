@@ -31,7 +31,7 @@ the supported forms); so are a program that is not a plain name
 (:func:`python_request`: ``3.12``, never a path). An option of these tools
 that would change what is installed is refused as ``unsupported``.
 
-``plugins/prepare {id}`` (:meth:`hostd.host.service.Host.prepare`) calls
+``plugins/prepare {id}`` (:func:`hostd.host.setup_methods.prepare`) calls
 :func:`prepare`: it installs exactly the named packages into
 ``<state>/prepared/<id>/<key>/`` (npm: ``npm install --prefix``; Python:
 ``uv venv`` + ``uv pip install``; deno: ``deno install --entrypoint

@@ -586,6 +586,20 @@ def apply_settings(
     )
 
 
+def check_secret(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the secret ``name`` a manifest refers to (``${secret:NAME}``), or ``None``.
+
+    The class (issue 31): text that cannot reach a process, refused where it enters rather than when a plugin
+    starts. A secret lands in an argument or an environment variable, where a NUL ends the C string (``execve``
+    refuses it); :func:`check_value` holds ``user_config`` values to the same rule.
+    """
+    if not isinstance(value, str):
+        return f"{name}: a secret is a string"
+    if "\x00" in value:
+        return f"{name}: must not contain a NUL character"
+    return None
+
+
 def check_value(name: str, option: Any, value: Any) -> str | None:
     """Why ``value`` does not fit ``option`` (a :class:`~hostd.install.manifest.UserConfigOption`), or ``None``."""
     items = value if isinstance(value, list) else [value]
