@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from hostd.cli.client import HostdClient, RpcError
-from hostd.control.server import Outbox
+from hostd.control.outbox import Outbox
 from hostd.wire.pipes import write_now
 from tests.conftest import MakePlugin, ready, spawn_hostd
 from tests.waiting import until

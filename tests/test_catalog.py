@@ -18,7 +18,7 @@ import pytest
 import trio
 import yaml
 
-from hostd.control.server import InitializeOptions
+from hostd.control.core import InitializeOptions
 from hostd.host import catalog
 from hostd.host.records import RECORDED_FIELDS, DerivedState, InstalledPlugin, RecordedState, load_stored_manifest
 from hostd.host.service import Host, HostSettings

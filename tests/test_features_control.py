@@ -12,7 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from hostd.control.server import MAX_PARENT_REQUESTS, ControlServer, parse_client_capabilities
+from hostd.control.core import MAX_PARENT_REQUESTS, parse_client_capabilities
+from hostd.control.server import ControlServer
 from hostd.wire.errors import HostError
 
 

@@ -28,7 +28,8 @@ import trio
 import trio.testing
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
-from hostd.control.server import PROGRESS_BURST, PROGRESS_MESSAGE_BYTES, PROGRESS_RATE, Outbox, cut_utf8
+from hostd.control.core import cut_utf8
+from hostd.control.outbox import PROGRESS_BURST, PROGRESS_MESSAGE_BYTES, PROGRESS_RATE, Outbox
 from hostd.wire.framing import PARENT_FRAME_LIMIT, LineDecoder, Message
 from tests.conftest import MakePlugin, ready
 from tests.waiting import until

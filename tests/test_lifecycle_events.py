@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
-from hostd.control.server import InitializeOptions, RequestContext
+from hostd.control.core import InitializeOptions, RequestContext
 from hostd.host.service import Host, HostSettings
 from hostd.plugins.supervisor import State
 from hostd.wire.errors import HostError

@@ -26,7 +26,8 @@ import trio.testing
 import hostd.host.install_methods
 import hostd.host.launch
 import hostd.host.service
-from hostd.control.server import ControlServer, InitializeOptions, Notify
+from hostd.control.core import InitializeOptions, Notify
+from hostd.control.server import ControlServer
 from hostd.host.service import Host, HostSettings
 from tests.conftest import ECHO, MakePlugin
 

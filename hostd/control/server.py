@@ -68,22 +68,17 @@ from typing import Any, Protocol
 import trio
 
 from hostd.control.core import (
-    CLIENT_FEATURES,
     EXIT_CONFIG,
     EXIT_NO_SHUTDOWN,
     EXIT_OK,
-    EXIT_SOFTWARE,
     EXIT_TEMPFAIL,
-    EXIT_USAGE,
     MAX_INFLIGHT_BYTES,
     MAX_INFLIGHT_REQUESTS,
     MAX_PARENT_REQUESTS,
-    PROTOCOL_VERSION,
     IncomingNotification,
     InitializeOptions,
     Notify,
     ParentAnswer,
-    ParentRequest,
     Refusal,
     RequestContext,
     RequestId,
@@ -93,18 +88,14 @@ from hostd.control.core import (
     error_response,
     initialize_result,
     overload,
-    parse_client_capabilities,
     parse_initialize,
     state_key,
     valid_id,
 )
 from hostd.control.outbox import (
     OUTBOX_BYTES,
-    PROGRESS_BURST,
     PROGRESS_MESSAGE_BYTES,
-    PROGRESS_RATE,
     Outbox,
-    current_outbox,
     set_current_outbox,
 )
 from hostd.control.router import CONTROL_ROUTES, MethodRouter, Route
@@ -757,33 +748,4 @@ async def serve_stdio(
     return code
 
 
-__all__ = [
-    "CLIENT_FEATURES",
-    "EXIT_CONFIG",
-    "EXIT_NO_SHUTDOWN",
-    "EXIT_OK",
-    "EXIT_SOFTWARE",
-    "EXIT_TEMPFAIL",
-    "EXIT_USAGE",
-    "MAX_INFLIGHT_BYTES",
-    "MAX_INFLIGHT_REQUESTS",
-    "MAX_PARENT_REQUESTS",
-    "OUTBOX_BYTES",
-    "PROGRESS_BURST",
-    "PROGRESS_MESSAGE_BYTES",
-    "PROGRESS_RATE",
-    "PROTOCOL_VERSION",
-    "ControlServer",
-    "HostApi",
-    "HostFactory",
-    "InitializeOptions",
-    "Notify",
-    "Outbox",
-    "ParentRequest",
-    "RequestContext",
-    "RequestId",
-    "current_outbox",
-    "cut_utf8",
-    "parse_client_capabilities",
-    "serve_stdio",
-]
+__all__ = ["ControlServer", "HostApi", "HostFactory", "serve_stdio"]

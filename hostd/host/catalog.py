@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import trio
 
-from hostd.control.server import Notify
+from hostd.control.core import Notify
 from hostd.host.records import (
     RECORDED_FIELDS,
     BrokenPlugin,

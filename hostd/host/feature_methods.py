@@ -18,7 +18,7 @@ import orjson
 import trio
 
 from hostd.control import models as p
-from hostd.control.server import InitializeOptions, Notify, ParentRequest, RequestContext
+from hostd.control.core import InitializeOptions, Notify, ParentRequest, RequestContext
 from hostd.install.manifest import Manifest
 from hostd.mcp.client_features import PluginFeatures, ProgressFn, plugin_request
 from hostd.mcp.link import MAX_LIST_PAGES, LinkClosed, PluginLink, ReplyTooLarge

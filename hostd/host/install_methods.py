@@ -22,7 +22,7 @@ import orjson
 import trio
 
 from hostd.control import models as p
-from hostd.control.server import RequestContext
+from hostd.control.core import RequestContext
 from hostd.host.records import HostSettings, InstalledPlugin, write_failed
 from hostd.install.manifest import BUNDLE_SUFFIXES, Manifest, load_manifest
 from hostd.mcp import client_features as features

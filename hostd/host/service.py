@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import trio
 
 from hostd.control import models as p
-from hostd.control.server import InitializeOptions, Notify, RequestContext
+from hostd.control.core import InitializeOptions, Notify, RequestContext
 from hostd.host import catalog, feature_methods, gate, install_methods, plugin_info, setup_methods, tool_methods
 from hostd.host import launch as resolver
 from hostd.host.catalog import Catalog

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import trio
 
 from hostd.control import models as p
-from hostd.control.server import RequestContext
+from hostd.control.core import RequestContext
 from hostd.host import plugin_info
 from hostd.host.records import HostSettings, InstalledPlugin, write_failed
 from hostd.install.packages import PrepareError, parse_package_launch

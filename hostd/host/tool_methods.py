@@ -14,7 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from hostd.control import models as p
-from hostd.control.server import InitializeOptions, Notify, RequestContext
+from hostd.control.core import InitializeOptions, Notify, RequestContext
 from hostd.host.records import InstalledPlugin
 from hostd.mcp.tools import validate_arguments
 from hostd.plugins.registry import ToolRegistry

@@ -44,7 +44,7 @@ from urllib.parse import unquote, urlparse
 import orjson
 import trio
 
-from hostd.control.server import Notify, ParentRequest
+from hostd.control.core import Notify, ParentRequest
 from hostd.mcp.link import LinkClosed, PluginLink, ReplyTooLarge
 from hostd.mcp.session import PluginRequestError
 from hostd.wire.errors import ErrorKind, HostError

@@ -36,7 +36,7 @@ from typing import Any, Unpack
 import orjson
 import trio
 
-from hostd.control.server import current_outbox
+from hostd.control.outbox import current_outbox
 from hostd.mcp.link import LinkOptions, PluginLink, _ListenWaiter, _waiter_of
 from hostd.wire import pipes
 from hostd.wire.framing import (
