@@ -10,10 +10,13 @@ imports, in any thread, when it imports it. The tests read those lines after hos
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
+import time
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -210,3 +213,64 @@ async def test_a_module_another_thread_is_still_importing_is_waited_for(
         gate.release.set()
         await trio.to_thread.run_sync(first.join, 30)
     assert lazy.load("hostd_lazy_slow", "a later caller").DEFINED_LAST == "complete"
+
+
+def test_a_package_and_its_submodule_imported_from_two_threads_both_load_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The class: one thread imports a package while another names one of its submodules first. The second
+    takes that submodule's import lock and runs it; when it imports a sibling the first thread is still running,
+    it waits for that sibling while holding its own, and the first, going on in ``pkg/__init__``, then needs the
+    second's: a cycle of locks that Python breaks by handing one thread a "partially initialized module". In
+    hostd: a remote
+    plugin's start imports the MCP SDK (and with it ``jsonschema``) in a worker thread while the event loop
+    checks another plugin's tool schemas (``from jsonschema.validators import ...``). :func:`lazy.load` imports
+    a module's parents first, each one whole, so a thread never holds a submodule's lock while it waits.
+    """
+    package = tmp_path / "hostd_race_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import first\nfrom . import second\nVALUE = second.VALUE\n")
+    (package / "first.py").write_text(
+        "import sys\ngate = sys.modules['hostd_race_gate']\ngate.inside.set()\ngate.go.wait(30)\n"
+    )
+    (package / "second.py").write_text("from . import first\nVALUE = 'whole'\n")
+
+    class Gate(types.ModuleType):
+        inside = threading.Event()
+        go = threading.Event()
+
+    monkeypatch.setitem(sys.modules, "hostd_race_gate", Gate("hostd_race_gate"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("hostd_race_pkg", "hostd_race_pkg.first", "hostd_race_pkg.second"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    results: dict[str, str] = {}
+
+    def load(name: str) -> None:
+        try:
+            results[name] = lazy.load(name, "the test").VALUE
+        except HostError as exc:
+            results[name] = exc.message
+
+    first = threading.Thread(target=load, args=("hostd_race_pkg",))
+    second = threading.Thread(target=load, args=("hostd_race_pkg.second",))
+    first.start()
+    try:
+        assert Gate.inside.wait(30)
+        second.start()
+        # Wait until the second thread waits on an import lock the first one holds (importlib's own record of
+        # who waits on what, and of each lock's owner): it is then blocked for as long as the first one is.
+        blocking_on: dict[int, Any] = importlib._bootstrap._blocking_on  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            lock = blocking_on.get(second.ident or 0)
+            if lock is not None and lock.owner == first.ident:
+                break
+            time.sleep(0.001)
+        # On the package, to load it whole, holding no lock of its own (before: holding "second", half run).
+        assert lock is not None
+        assert lock.name == "hostd_race_pkg"
+    finally:
+        Gate.go.set()
+        first.join(30)
+        second.join(30)
+    assert results == {"hostd_race_pkg": "whole", "hostd_race_pkg.second": "whole"}

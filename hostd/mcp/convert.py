@@ -46,6 +46,7 @@ from hostd.mcp.tools import (
     _remember,
     _trim,
     _validator_class,
+    schema_libraries,
 )
 from hostd.wire.errors import ErrorKind, HostError
 from hostd.wire.jsonlimits import MAX_TOOL_BYTES, check_json
@@ -469,6 +470,7 @@ def _schema_findings(schema: dict[str, Any]) -> tuple[_Finding, ...]:
     if key is not None and (cached := _FINDINGS.get(key)) is not None:
         return cached
 
+    schema_libraries()
     from jsonschema.exceptions import best_match  # noqa: PLC0415
 
     validator_class = _validator_class(schema)
@@ -546,6 +548,7 @@ def _reference_findings(schema: dict[str, Any], validator_class: Any) -> list[_F
     exhaust the stack) and visits only schema-valued keywords: a ``"$ref"``
     inside ``const`` or ``examples`` is data.
     """
+    schema_libraries()
     from referencing import Registry  # noqa: PLC0415
     from referencing.exceptions import NoSuchAnchor, PointerToNowhere, Unresolvable  # noqa: PLC0415
     from referencing.jsonschema import specification_with  # noqa: PLC0415

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from hostd.control import models as protocol
+from hostd.wire import lazy
 from hostd.wire.errors import ErrorKind, HostError
 from hostd.wire.jsonlimits import check_json
 
@@ -110,8 +111,22 @@ class RegisteredTool:
         )
 
 
+def schema_libraries() -> None:
+    """Load ``jsonschema`` and ``referencing`` whole, each package before any of its submodules, before a
+    function here names a submodule (``from jsonschema.validators import ...``).
+
+    The class (hostd/wire/lazy.py, :func:`~hostd.wire.lazy.load`): a submodule named first in one thread while
+    another thread imports the package (a remote plugin's start loads the MCP SDK, and jsonschema with it, in a
+    worker) can leave one of them with a "partially initialized module". Costs two dictionary lookups once
+    both are loaded. Raises ``INTERNAL_ERROR`` naming the module when one cannot be loaded.
+    """
+    lazy.load("jsonschema", "checking tool schemas")
+    lazy.load("referencing", "checking tool schemas")
+
+
 def _validator_class(schema: Mapping[str, Any]) -> type[Validator]:
     """The jsonschema validator class for the draft ``$schema`` names; 2020-12 when absent or unknown."""
+    schema_libraries()
     from jsonschema.validators import (  # noqa: PLC0415
         Draft202012Validator,
         validator_for,
@@ -224,6 +239,7 @@ def validate_arguments(tool: RegisteredTool, arguments: Any) -> None:
         )
     if _fast_valid(tool, "input", tool.input_schema, arguments):
         return
+    schema_libraries()
     from jsonschema.exceptions import best_match  # noqa: PLC0415
     from referencing.exceptions import Unresolvable  # noqa: PLC0415
 
@@ -321,6 +337,7 @@ def structured_content_problem(tool: RegisteredTool, value: Any) -> str | None:
         return "the tool declares an outputSchema but returned no structuredContent"
     if _fast_valid(tool, "output", schema, value):
         return None
+    schema_libraries()
     from jsonschema.exceptions import best_match  # noqa: PLC0415
     from referencing import Registry  # noqa: PLC0415
     from referencing.exceptions import Unresolvable  # noqa: PLC0415

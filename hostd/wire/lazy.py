@@ -67,8 +67,19 @@ def load(module: str, needed_for: str, error: ErrorFactory = _internal_error) ->
     if loaded is not None:
         return loaded
     try:
+        # Parents first, each one whole, before the module itself. The class: a thread that names a submodule
+        # first takes its import lock and runs it, and when it imports a sibling another thread is still
+        # running (that thread importing the package), each waits for a lock the other holds; Python breaks
+        # the cycle by handing one of them a "partially initialized module" (a remote plugin's start loads
+        # the MCP SDK and jsonschema in a worker while the event loop checks tool schemas). A thread that
+        # imports the package first waits for it whole, holding nothing.
         # The import statement's machinery, not importlib.import_module: the same import, but
         # ``-X importtime`` reports the module itself too (tests/test_startup_imports.py reads it).
+        parts = module.split(".")
+        for depth in range(1, len(parts)):
+            parent = ".".join(parts[:depth])
+            if _loaded(parent) is None:
+                __import__(parent)
         __import__(module)
     except Exception as exc:  # any failure of the import is reported, with its type
         reason = f"{type(exc).__name__}: {exc}"
