@@ -20,6 +20,7 @@ import orjson
 import psutil
 import pytest
 import trio
+import yaml
 
 from hostd.cli.client import HostdClient, RpcError
 from hostd.plugins.supervisor import empty_folder
@@ -390,3 +391,36 @@ async def test_tool_pins_that_cannot_be_written_fail_the_start(tmp_path: Path, m
         assert sorted(_document(state)["plugins"]["mcp-echo"]["pinnedTools"]) == sorted(
             ["echo", "fail", "sleep", "large", "environment", "exit", "seen"]
         )
+
+
+async def test_a_full_disk_during_configure_keeps_secrets_and_settings_as_they_were(
+    tmp_path: Path, make_plugin: MakePlugin, tiny_state_fs: Path
+) -> None:
+    """Issue 31: a full disk during each state-changing request, secrets and settings included: the request
+    fails with STATE_WRITE_FAILED (ENOSPC), the files on disk and what hostd answers stay as they were, no
+    temporary is left, and the same request works once there is room."""
+    state = tiny_state_fs
+    folder = make_plugin(
+        "cfg", backend={"env": {"SERVICE_TOKEN": "${secret:SERVICE_TOKEN}"}}, args=["${user_config.level}"]
+    )
+    manifest = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["user_config"] = {"level": {"type": "string", "title": "Level", "required": False, "default": "low"}}
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    async with spawn_hostd(tmp_path) as hostd:
+        await hostd.request("plugins/install", {"path": str(folder)})
+        await hostd.request("plugins/configure", {"id": "cfg", "values": {"SERVICE_TOKEN": "one", "level": "mid"}})
+        listed = await hostd.request("plugins/list", {})
+        files = {p.name: p.read_bytes() for p in state.rglob("*") if p.is_file()}
+        filler = state / "filler"
+        assert _fill(filler) == errno.ENOSPC
+        for values in ({"SERVICE_TOKEN": "two" * 50_000}, {"level": "high" * 50_000}):
+            with pytest.raises(RpcError) as failed:
+                await hostd.request("plugins/configure", {"id": "cfg", "values": values})
+            assert (failed.value.kind, failed.value.data["errno"]) == ("STATE_WRITE_FAILED", "ENOSPC")
+            assert await hostd.request("plugins/list", {}) == listed
+            assert {p.name: p.read_bytes() for p in state.rglob("*") if p.is_file() and p != filler} == files
+        filler.unlink()
+        info = await hostd.request(
+            "plugins/configure", {"id": "cfg", "values": {"SERVICE_TOKEN": "two", "level": "high"}}
+        )
+        assert "high" in info["launch"]["args"]
