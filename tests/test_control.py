@@ -228,3 +228,24 @@ async def test_second_sigterm_skips_the_graces(tmp_path: Path, make_plugin: Make
         with trio.fail_after(15):
             assert await client.process.wait() == 0
     assert not (shared / "exited.marker").exists()
+
+
+async def test_requests_written_before_shutdown_in_the_same_write_are_answered(tmp_path: Path) -> None:
+    """docs/protocol.md, ``shutdown``: *after* it every request gets SHUTTING_DOWN; the requests before it are
+    served. The class: work the parent asked for before ``shutdown`` (pipelined in one write, or still waiting
+    for the host to load) dropped by the shutdown instead of answered (issue 28)."""
+    async with spawn_hostd(tmp_path) as client:
+        lines = [
+            {"jsonrpc": "2.0", "id": 101, "method": "plugins/list"},
+            {"jsonrpc": "2.0", "id": 102, "method": "nope/x"},
+            {"jsonrpc": "2.0", "id": 103, "method": "tools/list", "params": {}},
+            {"jsonrpc": "2.0", "id": 104, "method": "shutdown"},
+            {"jsonrpc": "2.0", "id": 105, "method": "ping"},
+        ]
+        await client.send_raw(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        replies = {reply["id"]: reply for reply in await _wait_replies(client, 5)}
+        assert replies[101]["result"] == {"plugins": []}
+        assert replies[102]["error"]["data"]["kind"] == "METHOD_NOT_FOUND"  # type: ignore[index]
+        assert replies[103]["result"] == {"tools": [], "revision": 0}
+        assert replies[104]["result"] is None
+        assert replies[105]["error"]["data"]["kind"] == "SHUTTING_DOWN"  # type: ignore[index]

@@ -146,6 +146,10 @@ class _ParentCall:
     reply: dict[str, Any] | None = None
 
 
+#: Seconds a ``shutdown`` request waits for the requests received before it (then cancels them).
+SHUTDOWN_DRAIN_SECONDS = 5.0
+
+
 @dataclass
 class _Inflight:
     scope: trio.CancelScope
@@ -216,6 +220,8 @@ class ControlServer:
         self._stop = trio.Event()
         self._fast_stop = False
         self._stopping_host: HostApi | None = None
+        #: Set when the last request in flight ends (a shutdown waits on it: _drain_before_shutdown).
+        self._drained = trio.Event()
         #: Requests handed to a parked worker and not yet taken (see _run_soon), and the parked workers.
         self._jobs: collections.deque[_Job] = collections.deque()
         self._idle = trio.lowlevel.ParkingLot()
@@ -639,6 +645,8 @@ class ControlServer:
         finally:
             if self._state.inflight.pop(rid, None) is not None:
                 self._state.inflight_bytes -= entry.size
+            if not self._state.inflight:
+                self._drained.set()
             if response is None:
                 ended = (
                     HostError(ErrorKind.REQUEST_CANCELLED, "cancelled by $/cancelRequest")
@@ -650,8 +658,25 @@ class ControlServer:
             self._respond(response)
 
     async def _shutdown_request(self, rid: RequestId) -> None:
+        await self._drain_before_shutdown()
         await self._shutdown_host()
         self._respond({"jsonrpc": "2.0", "id": rid, "result": None})
+
+    async def _drain_before_shutdown(self) -> None:
+        """Let the requests received before ``shutdown`` finish (docs/protocol.md, ``shutdown``: *after* it
+        every request gets ``SHUTTING_DOWN``), for at most :data:`SHUTDOWN_DRAIN_SECONDS`; those still running
+        then are cancelled and answered ``SHUTTING_DOWN``. None arrives meanwhile (``shutdown_requested``).
+
+        The class: work the parent asked for before ``shutdown`` (pipelined in the same write, or waiting for
+        the host to load) dropped by the shutdown instead of answered (issue 28).
+        """
+        inflight = self._state.inflight
+        with trio.move_on_after(SHUTDOWN_DRAIN_SECONDS):
+            while inflight:
+                self._drained = trio.Event()
+                await self._drained.wait()
+        for entry in list(inflight.values()):
+            entry.scope.cancel()
 
     async def _shutdown_host(self) -> None:
         with trio.CancelScope(shield=True):
