@@ -180,3 +180,40 @@ async def test_b4_notifications_before_initialize_response(hostd: HostdClient, m
         assert status["protocol_version"] == "2025-11-25"
         assert (await echo(hostd, "hi"))["structuredContent"] == {"text": "hi", "length": 2}
         await assert_healthy(hostd)
+
+
+async def test_a_tool_of_a_plugin_not_ready_is_not_missing(hostd: HostdClient, make_plugin: MakePlugin) -> None:
+    """Issue 28 (item 9): a call to a tool of a known plugin that is starting, restarting or stopped answers
+    PLUGIN_NOT_READY with the plugin's state and whether a retry makes sense (transient); TOOL_NOT_FOUND stays
+    for names no installed plugin has."""
+    with trio.fail_after(40):
+        folder = make_plugin(variant="slow-start", args=["--delay", "5"], backend={"startup_timeout_seconds": 20})
+        info = await hostd.request("plugins/install", {"path": str(folder)})
+        call = {"name": f"{HOSTILE}.echo", "arguments": {"text": "hi"}}
+        with pytest.raises(RpcError) as stopped:
+            await hostd.request("tools/call", call)
+        assert (stopped.value.kind, stopped.value.data["state"], stopped.value.data["transient"]) == (
+            "PLUGIN_NOT_READY",
+            "stopped",
+            False,
+        )
+        await hostd.request("plugins/grant", {"id": HOSTILE, "permissions": info["permissions"]})
+        await hostd.request("plugins/approve", {"id": HOSTILE, "digest": info["launch"]["digest"]})
+        enabling = await hostd.start("plugins/enable", {"id": HOSTILE})
+        await hostd.wait_for("plugins/log", lambda n: n["plugin"] == HOSTILE and n["message"] == "loading 1")
+        with pytest.raises(RpcError) as starting:
+            await hostd.request("tools/call", call)
+        assert (starting.value.kind, starting.value.data["state"], starting.value.data["transient"]) == (
+            "PLUGIN_NOT_READY",
+            "starting",
+            True,
+        )
+        assert starting.value.data["plugin"] == HOSTILE
+        with pytest.raises(RpcError) as unknown:
+            await hostd.request("tools/call", {"name": "nobody-has.echo", "arguments": {}})
+        assert unknown.value.kind == "TOOL_NOT_FOUND"
+        assert (await enabling())["status"] == "ready"
+        assert (await hostd.request("tools/call", call))["structuredContent"] == {"text": "hi", "length": 2}
+        with pytest.raises(RpcError) as no_such_tool:
+            await hostd.request("tools/call", {"name": f"{HOSTILE}.nope", "arguments": {}})
+        assert no_such_tool.value.kind == "TOOL_NOT_FOUND"

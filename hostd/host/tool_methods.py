@@ -105,6 +105,52 @@ def _tool_owner(host: ToolHost, name: str) -> tuple[InstalledPlugin, str]:
     raise HostError(ErrorKind.TOOL_NOT_FOUND, f"no tool named {name!r}", tool=name)
 
 
+def _not_ready(host: ToolHost, name: str) -> HostError | None:
+    """``PLUGIN_NOT_READY`` when ``name`` (``<plugin id>.<tool>``) is a tool of an installed plugin that is not
+    ready, else ``None`` (the caller answers ``TOOL_NOT_FOUND``).
+
+    The class (issue 28): a tool that is back in a few seconds answered like a name no plugin has, so the
+    parent (or a model) cannot tell a restart from a mistake. A plugin that lists the tools it may have
+    (declared, pinned, disabled) must list ``name``; one that discovers them is taken at its word.
+    ``data``: ``{plugin, tool, state, nextRetryAt, transient}``; transient while the plugin is enabled and
+    starting, unhealthy or waiting for a restart.
+    """
+    plugin_id, dot, remote = name.partition(".")
+    plugin = host.plugins.get(plugin_id)
+    if not dot or plugin is None:
+        return None
+    status = plugin.supervisor.status()
+    state = status["status"]
+    if state == "ready":
+        return None
+    known = (
+        {t.removeprefix(f"{plugin_id}.") for t in plugin.manifest.contributes.tool_names}
+        | set(plugin.supervisor.pinned or {})
+        | plugin.disabled_tools
+    )
+    if known and remote not in known:
+        return None
+    retry = status.get("next_retry_at")
+    transient = plugin.enabled and (state in ("starting", "authorizing", "unhealthy") or retry is not None)
+    if transient:
+        due = f" (next attempt at {retry})" if retry else ""
+        advice = f"plugin {plugin_id} is {state}{due}: its tools are back when it is ready; retry then"
+    elif not plugin.enabled:
+        advice = f"plugin {plugin_id} is not enabled: enable it (plugins/enable) to call its tools"
+    else:
+        reason = (status.get("error") or {}).get("message") or state
+        advice = f"plugin {plugin_id} failed ({reason}) and is not restarting: restart it (plugins/restart)"
+    return HostError(
+        ErrorKind.PLUGIN_NOT_READY,
+        f"{name}: {advice}",
+        plugin=plugin_id,
+        tool=name,
+        state=state,
+        nextRetryAt=retry,
+        transient=transient,
+    )
+
+
 async def tools_call(host: ToolHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
     """``tools/call {name, arguments, timeoutMs?}`` -> ``{content, structuredContent?}``."""
     args = p.parse_params(p.ToolsCallParams, params)
@@ -115,7 +161,7 @@ async def tools_call(host: ToolHost, params: Any, ctx: RequestContext) -> dict[s
             withheld = candidate.supervisor.withheld_error(args.name)
             if withheld is not None:
                 raise withheld from None
-        raise missing from None
+        raise _not_ready(host, args.name) or missing from None
     plugin = host._plugin(tool.plugin)
     if tool.remote_name in plugin.disabled_tools:
         raise HostError(

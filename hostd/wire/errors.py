@@ -107,6 +107,11 @@ class ErrorKind(Enum):
         "The plugin's stored files (its manifest, its record in state.json) no longer load; data.source,"
         " data.reason and data.errors say which and why: fix them and send SIGHUP or restart hostd, or uninstall it.",
     )
+    PLUGIN_NOT_READY = (
+        -32045,
+        "The tool's plugin is installed but not ready (data.state: stopped, starting, unhealthy, error;"
+        " data.nextRetryAt while a restart is due); data.transient says whether retrying later may work.",
+    )
     RESOURCE_EXHAUSTED = (
         -32044,
         "The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno);"

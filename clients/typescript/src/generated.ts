@@ -954,6 +954,8 @@ export const ErrorCodes = {
   PLUGIN_NOT_PREPARED: -32043,
   /** The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno); transient (data.transient: true): the request may work once some is freed, retry it then. */
   RESOURCE_EXHAUSTED: -32044,
+  /** The tool's plugin is installed but not ready (data.state: stopped, starting, unhealthy, error; data.nextRetryAt while a restart is due); data.transient says whether retrying later may work. */
+  PLUGIN_NOT_READY: -32045,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */
