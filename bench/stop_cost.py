@@ -27,7 +27,8 @@ import trio
 
 from sandbox.environment import EnvPolicy
 from sandbox.launch import DEFAULT_ISOLATION, Launch, resolve_launch
-from sandbox.process import SandboxedProcess, spawn, sweep_leftovers
+from sandbox.process import SandboxedProcess, spawn
+from sandbox.sweep import sweep_leftovers
 
 HERE = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
 HOST_ENV = {"PATH": f"{os.path.dirname(os.path.realpath(sys.executable))}:/usr/bin:/bin", "HOME": "/tmp"}

@@ -11,8 +11,9 @@ layer, what is weaker on macOS, and the honest limits.
 - :mod:`sandbox.policy`: :class:`IsolationPolicy`, :class:`IsolationPlan`, :func:`plan_layers`.
 - :mod:`sandbox.probe`: :func:`probe`, :class:`Capability`, :func:`render_table`.
 - :mod:`sandbox.launch`: :class:`Launch`, :func:`resolve_launch`, :class:`LaunchError`.
-- :mod:`sandbox.process`: :func:`spawn`, :class:`SandboxedProcess`, :class:`StopReport`,
-  :func:`sweep_leftovers`, :func:`sweep_orphans`.
+- :mod:`sandbox.process`: :func:`spawn`, :class:`SandboxedProcess`, :class:`StopReport`.
+- :mod:`sandbox.sweep`: the per-instance token, :func:`sweep_leftovers`, :func:`sweep_orphans`.
+- :mod:`sandbox.forkserver`: the shim's fork server (used by :mod:`sandbox.process`).
 - :mod:`sandbox.watchdog`: :func:`watch`, :class:`LimitHit`.
 - ``sandbox/shim.py``: the supervisor, run by path, never imported; it loads
   ``_landlock.py`` and ``_seccomp.py`` (stdlib only) by path.
@@ -22,7 +23,8 @@ from sandbox.environment import EnvironmentPolicyError, EnvPolicy, build_environ
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPlan, IsolationPolicy, IsolationUnavailable
 from sandbox.probe import Capability, probe, render_table
-from sandbox.process import SandboxedProcess, StopReport, spawn, sweep_leftovers, sweep_orphans
+from sandbox.process import SandboxedProcess, StopReport, spawn
+from sandbox.sweep import sweep_leftovers, sweep_orphans
 from sandbox.watchdog import LimitHit, watch
 
 __all__ = [

@@ -15,10 +15,10 @@ hands it:
 4. the manifest's ``env``, applied last so it wins.
 
 Variables that change what code a runtime loads or executes are refused in
-the manifest's ``env`` by *family* (:data:`ENV_FAMILIES`: ``LD_*``,
+the manifest's ``env`` by *family* (:data:`~sandbox.env_families.ENV_FAMILIES`: ``LD_*``,
 ``GIT_*``, ``npm_config_*`` in any case, ``UV_*``, ``PYTHON*``, ``PATH``,
 ``HOME``, the proxy and CA group ...), except a documented allowlist of
-members that only tune output or encoding (:data:`ALLOWED_ENV`); a manifest
+members that only tune output or encoding (:data:`~sandbox.env_families.ALLOWED_ENV`); a manifest
 may set them only under :attr:`EnvPolicy.allow_loader_vars`. The error
 names the variable, its family and what to do. ``PATH`` is refused on
 purpose: it decides which executable every subprocess of the plugin runs
@@ -40,16 +40,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sandbox.env_families import ALLOWED_ENV, ENV_FAMILIES, EnvFamily
+
 __all__ = [
-    "ALLOWED_ENV",
     "ALLOWLIST",
     "CA_VARS",
     "DEFAULT_PATH",
-    "ENV_FAMILIES",
-    "LOADER_VARS",
     "PROXY_VARS",
     "SECRET_NAME_PARTS",
-    "EnvFamily",
     "EnvPolicy",
     "EnvironmentPolicyError",
     "build_environment",
@@ -86,463 +84,6 @@ PROXY_VARS: tuple[str, ...] = (
     "ALL_PROXY",
     "all_proxy",
     *CA_VARS,
-)
-
-# The class this module guards against (issue 9, class 6): a variable in the
-# manifest's ``env`` that changes *what code a runtime loads or executes*, so
-# the approved launch (command, args, executable) no longer tells the user
-# what runs. Members are not just "loader" variables: a runtime also runs
-# other code when told to read another config (git's ``GIT_CONFIG_COUNT`` /
-# ``GIT_CONFIG_KEY_n`` / ``GIT_CONFIG_VALUE_n`` with ``core.fsmonitor``, an
-# ``.npmrc`` under a redirected ``HOME``), to fetch its code from elsewhere
-# (``UV_INDEX_URL``, ``npm_config_registry``, a proxy plus a trusted CA, a
-# redirected cache), to pick another interpreter (``UV_PYTHON``,
-# ``JAVA_HOME``, ``PATH``) or to run a helper command (``GIT_SSH``,
-# ``GIT_PROXY_COMMAND``, ``npm_config_script_shell``, ``EDITOR``, ``CC``).
-# Exact-name lists miss the relatives of every name on them, so the policy is
-# by *family*: whole prefixes of a runtime's namespace are refused, and a
-# short allowlist (:data:`ALLOWED_ENV`) re-admits members that only tune
-# output, encoding or politeness. Names are compared case-insensitively with
-# ``-`` read as ``_`` (npm reads ``npm_config_*`` in any case and maps ``_``
-# to ``-``; for runtimes that read one exact spelling, refusing the other
-# spellings costs nothing). The families are not a proof that every other
-# name is harmless; :attr:`EnvPolicy.allow_loader_vars` is the escape hatch
-# for an embedder that trusts its manifests.
-
-
-@dataclass(frozen=True)
-class EnvFamily:
-    """A group of environment variables that can change what code runs.
-
-    ``label``: short name used in errors, e.g. ``"git"``. ``pattern``: the
-    family as shown to a user, e.g. ``"GIT_*"``. ``prefixes`` / ``names``:
-    upper-case prefixes and exact names the family covers (matched against
-    the canonical name, see :func:`canonical_env_name`). ``why``: how a member
-    makes a runtime run other code (a clause completing "which ..."). ``advice``:
-    what the plugin author should do instead.
-    """
-
-    label: str
-    pattern: str
-    prefixes: tuple[str, ...]
-    names: frozenset[str]
-    why: str
-    advice: str = "remove it from the manifest's env"
-
-
-def _family(
-    label: str, pattern: str, prefixes: tuple[str, ...], names: tuple[str, ...], why: str, *, advice: str = ""
-) -> EnvFamily:
-    return EnvFamily(label, pattern, prefixes, frozenset(names), why, advice or "remove it from the manifest's env")
-
-
-#: Families refused in a manifest's ``env`` (first match wins; the allowlist
-#: :data:`ALLOWED_ENV` is consulted before any of them).
-ENV_FAMILIES: tuple[EnvFamily, ...] = (
-    _family(
-        "dynamic loader",
-        "LD_*, DYLD_*",
-        ("LD_", "DYLD_", "_RLD"),
-        (),
-        "make the dynamic loader preload or search other shared libraries",
-    ),
-    _family(
-        "glibc",
-        "GCONV_PATH, GLIBC_TUNABLES, LOCPATH, NLSPATH, MALLOC_* ...",
-        ("MALLOC_", "GLIBC_"),
-        ("GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES", "RESOLV_HOST_CONF", "LOCALDOMAIN", "RES_OPTIONS"),
-        "make the C library load other conversion modules, locales or tunables",
-    ),
-    _family(
-        "exported bash function",
-        "BASH_FUNC_*",
-        ("BASH_FUNC_",),
-        (),
-        "define shell functions that every bash the plugin starts runs instead of commands",
-    ),
-    _family(
-        "shell startup",
-        "BASH_ENV, ENV, SHELLOPTS, PS4, PROMPT_COMMAND, IFS, SHELL ...",
-        ("BASH_", "ZDOTDIR"),
-        (
-            "ENV",
-            "SHELL",
-            "SHELLOPTS",
-            "BASHOPTS",
-            "PS0",
-            "PS1",
-            "PS2",
-            "PS3",
-            "PS4",
-            "PROMPT_COMMAND",
-            "IFS",
-            "CDPATH",
-            "FPATH",
-            "GLOBIGNORE",
-            "POSIXLY_CORRECT",
-        ),
-        "make a shell source a file, run a prompt command or parse commands differently",
-    ),
-    _family(
-        "executable search path",
-        "PATH",
-        (),
-        ("PATH",),
-        "decide which program every bare command the plugin runs (sh, node, git, python) resolves to",
-        advice="remove it from the manifest's env: hostd passes the host's PATH (absolute entries only); "
-        "ship your own programs in the plugin folder and name them with a path command such as ./bin/server",
-    ),
-    _family(
-        "editor, pager and browser hook",
-        "EDITOR, VISUAL, PAGER, BROWSER, LESSOPEN, MANPAGER, VIMINIT ...",
-        ("SYSTEMD_", "SUDO_"),
-        (
-            "LESS",
-            "LESSOPEN",
-            "LESSCLOSE",
-            "LESSEDIT",
-            "LESSKEY",
-            "LESSKEYIN",
-            "LESSKEY_SYSTEM",
-            "LESSKEYIN_SYSTEM",
-            "EDITOR",
-            "VISUAL",
-            "PAGER",
-            "BROWSER",
-            "MANPAGER",
-            "MANOPT",
-            "MANPATH",
-            "VIMINIT",
-            "GVIMINIT",
-            "EXINIT",
-            "MYVIMRC",
-            "MYGVIMRC",
-            "VIMRUNTIME",
-            "TERMINFO",
-            "TERMINFO_DIRS",
-            "TERMCAP",
-        ),
-        "name a command that tools run to edit, page or open things",
-    ),
-    _family(
-        "config redirection",
-        "HOME, XDG_*, CURL_HOME, WGETRC, INPUTRC, PKG_CONFIG_* ...",
-        ("XDG_", "PKG_CONFIG", "KRB5", "DOCKER_", "CONTAINERS_", "GNUPG", "CLOUDSDK_"),
-        (
-            "HOME",
-            "CURL_HOME",
-            "WGETRC",
-            "INPUTRC",
-            "NETRC",
-            "KUBECONFIG",
-            "AWS_CONFIG_FILE",
-            "AWS_SHARED_CREDENTIALS_FILE",
-            "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES",
-            "SASL_PATH",
-            "HGRCPATH",
-            "HGEDITOR",
-        ),
-        "make tools read another configuration (a .gitconfig, .npmrc, pip.conf or credential helper "
-        "that runs commands, a cache holding other packages)",
-        advice="remove it from the manifest's env: the plugin gets the user's HOME; a folder the plugin "
-        "must write is granted with extra_write_paths",
-    ),
-    _family(
-        "network proxy",
-        "HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY (any case)",
-        (),
-        ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"),
-        "route the download of the plugin's packages through a host the manifest chooses",
-        advice="remove it from the manifest's env: hostd passes the user's proxy with --pass-proxy-env",
-    ),
-    _family(
-        "TLS trust",
-        "SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, NODE_EXTRA_CA_CERTS, OPENSSL_*",
-        ("OPENSSL_", "SSL_CERT"),
-        ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED"),
-        "make downloads trust another certificate authority (or load OpenSSL engines), so a package "
-        "can come from someone other than its registry",
-        advice="remove it from the manifest's env: hostd passes the user's own CA settings",
-    ),
-    _family(
-        "git",
-        "GIT_*",
-        ("GIT_",),
-        (),
-        "configure git (GIT_CONFIG_COUNT/KEY_n/VALUE_n, GIT_CONFIG_GLOBAL), its helpers (GIT_SSH, "
-        "GIT_PROXY_COMMAND, GIT_ASKPASS, GIT_EDITOR) and where it finds its programs (GIT_EXEC_PATH)",
-    ),
-    _family(
-        "ssh",
-        "SSH_*",
-        ("SSH_",),
-        (),
-        "run an askpass program or reach the user's SSH agent",
-    ),
-    _family(
-        "node and npm",
-        "NODE_*, npm_config_* / NPM_* (any case), YARN_*, PNPM_*, COREPACK_*, BUN_*, DENO_*, ELECTRON_*",
-        ("NODE_", "NPM_", "YARN_", "PNPM_", "COREPACK_", "BUN_", "DENO_", "ELECTRON_", "NPX_"),
-        (),
-        "set interpreter options, module paths, the registry, the cache, the script shell or "
-        "which package manager version runs",
-    ),
-    _family(
-        "runtime version manager",
-        "VOLTA_*, FNM_*, ASDF_*, MISE_*, PYENV_*, RBENV_*, NODENV_*",
-        ("VOLTA_", "FNM_", "ASDF_", "MISE_", "PYENV", "RBENV_", "NODENV_", "NVM_"),
-        (),
-        "make a runtime shim start another interpreter version",
-    ),
-    _family(
-        "python",
-        "PYTHON*, _PYTHON*, PIP_*, UV_*, VIRTUAL_ENV, CONDA_* ...",
-        ("PYTHON", "_PYTHON", "__PYVENV", "PIP_", "PIPX_", "UV_", "CONDA_", "POETRY_", "PDM_", "HATCH_", "SETUPTOOLS_"),
-        ("VIRTUAL_ENV",),
-        "set the import path, startup files, warnings filters (which import modules), the interpreter "
-        "uv picks (UV_PYTHON), the package index (UV_INDEX_URL, PIP_INDEX_URL) or the cache",
-    ),
-    _family(
-        "build toolchain",
-        "CC, CXX, CFLAGS, LDFLAGS, MAKEFLAGS, CMAKE_*, CCACHE_* ...",
-        ("CMAKE_", "CCACHE_", "DISTCC_", "CGO_"),
-        (
-            "CC",
-            "CXX",
-            "CPP",
-            "LD",
-            "AR",
-            "AS",
-            "NM",
-            "RANLIB",
-            "STRIP",
-            "OBJCOPY",
-            "OBJDUMP",
-            "CFLAGS",
-            "CXXFLAGS",
-            "CPPFLAGS",
-            "LDFLAGS",
-            "LDLIBS",
-            "MAKE",
-            "MAKEFLAGS",
-            "MFLAGS",
-            "GNUMAKEFLAGS",
-            "MAKEFILES",
-            "CPATH",
-            "C_INCLUDE_PATH",
-            "CPLUS_INCLUDE_PATH",
-            "LIBRARY_PATH",
-            "COMPILER_PATH",
-            "GCC_EXEC_PREFIX",
-        ),
-        "choose the compiler and flags a package build (node-gyp, an sdist) runs",
-    ),
-    _family(
-        "rust",
-        "CARGO_*, RUSTC*, RUSTUP_*, RUSTFLAGS, RUSTDOC*",
-        ("CARGO_", "RUSTC", "RUSTUP_", "RUSTDOC"),
-        ("RUSTFLAGS",),
-        "choose the toolchain, a compiler wrapper or a registry",
-    ),
-    _family(
-        "go",
-        "GOFLAGS, GOPROXY, GOTOOLCHAIN, GOROOT, GOPATH ...",
-        (),
-        (
-            "GOFLAGS",
-            "GOPROXY",
-            "GONOPROXY",
-            "GOSUMDB",
-            "GONOSUMDB",
-            "GOPRIVATE",
-            "GOINSECURE",
-            "GOTOOLCHAIN",
-            "GOROOT",
-            "GOPATH",
-            "GOBIN",
-            "GOENV",
-            "GOWORK",
-            "GOMODCACHE",
-            "GOCACHE",
-            "GOEXPERIMENT",
-            "GODEBUG",
-            "GOVCS",
-        ),
-        "choose the module proxy, the toolchain or build flags",
-    ),
-    _family(
-        "jvm",
-        "JAVA_*, JDK_*, _JAVA_OPTIONS, CLASSPATH, MAVEN_*, GRADLE_* ...",
-        ("JAVA_", "JDK_", "_JAVA_", "MAVEN_", "M2_", "GRADLE_", "SBT_", "ANT_", "JRUBY_"),
-        ("CLASSPATH",),
-        "add agents, options or class paths, or choose the JVM",
-    ),
-    _family(
-        "dotnet",
-        "DOTNET_*, CORECLR_*, COREHOST_*, COMPLUS_*",
-        ("DOTNET_", "CORECLR_", "COREHOST_", "COMPLUS_"),
-        (),
-        "add startup hooks or profilers, or choose the runtime",
-    ),
-    _family(
-        "perl",
-        "PERL*",
-        ("PERL",),
-        (),
-        "add modules or options to every perl",
-    ),
-    _family(
-        "ruby",
-        "RUBY*, GEM_*, BUNDLE_*, BUNDLER_*",
-        ("RUBY", "GEM_", "BUNDLE_", "BUNDLER_"),
-        (),
-        "add options, load paths or a Gemfile",
-    ),
-    _family(
-        "lua, tcl, php and r",
-        "LUA_*, TCL*, TK_LIBRARY, PHPRC, PHP_*, R_*",
-        ("LUA_", "TCL", "PHP_", "R_"),
-        ("TK_LIBRARY", "PHPRC"),
-        "run an init chunk or add library paths",
-    ),
-    _family(
-        "desktop module path",
-        "QT_*, GTK_*, GIO_*, GST_*, VK_*, LIBGL_* ...",
-        ("QT_", "GTK_", "GIO_", "GST_", "GDK_", "VK_", "LIBGL_", "__EGL_", "__GLX_", "MESA_"),
-        ("GI_TYPELIB_PATH",),
-        "make a toolkit load plugin modules from another folder",
-    ),
-    _family(
-        "host-set folders",
-        "TMPDIR, TMP, TEMP",
-        (),
-        ("TMPDIR", "TMP", "TEMP", "TEMPDIR"),
-        "replace the private temporary folder hostd creates, checks and empties for the plugin",
-        advice="remove it from the manifest's env: hostd gives every plugin a private TMPDIR",
-    ),
-    _family(
-        "install prefix",
-        "PREFIX, DESTDIR, npm's PREFIX/etc/npmrc ...",
-        (),
-        ("PREFIX", "DESTDIR", "INSTALL_PREFIX"),
-        "move the prefix a package tool reads its configuration from (npm reads PREFIX/etc/npmrc, whose "
-        "script-shell it runs), to a folder the plugin writes",
-    ),
-    _family(
-        "other runtimes' load paths",
-        "ERL_*, JULIA_*, GUILE_*, OCAML*, R_LIBS*, PYTEST_*, DJANGO_SETTINGS_MODULE, IPYTHONDIR, MPLBACKEND ...",
-        ("ERL_", "JULIA_", "GUILE_", "OCAML", "CAML_", "PYTEST_", "COQ", "RACKET", "SBCL_", "NIX_", "ANSIBLE_"),
-        ("DJANGO_SETTINGS_MODULE", "IPYTHONDIR", "MPLBACKEND", "MPLCONFIGDIR", "JUPYTER_PATH", "JUPYTER_CONFIG_DIR"),
-        "make a runtime or framework load modules, plugins or settings code from another place",
-    ),
-    _family(
-        "programs run on a tool's behalf",
-        "PUPPETEER_*, CHROME_PATH, *_RSH, SVN_*, CVS_*, PKCS11_*, ODBC* ...",
-        ("PUPPETEER_", "PLAYWRIGHT_", "SVN_", "CVS_", "PKCS11_", "ODBC", "SUDO_", "DBUS_"),
-        ("CHROME_PATH", "CHROME_BIN", "RSYNC_RSH", "CVS_RSH", "FIREFOX_BIN", "OPENSC_CONF", "TERMINAL", "SHELL"),
-        "name a program or module a library starts or loads (a browser, a remote shell, a PKCS#11 module)",
-    ),
-)
-
-#: Members of refused families that only tune output, encoding, prompting or
-#: cache politeness and never change what code runs (canonical spelling; see
-#: :func:`canonical_env_name`). Each was checked against the runtime's docs:
-#: none names a file, folder, URL, program, module or interpreter.
-ALLOWED_ENV: frozenset[str] = frozenset(
-    {
-        # git: commit identity; refuse to prompt on a terminal
-        "GIT_AUTHOR_NAME",
-        "GIT_AUTHOR_EMAIL",
-        "GIT_COMMITTER_NAME",
-        "GIT_COMMITTER_EMAIL",
-        "GIT_TERMINAL_PROMPT",
-        # python: buffering, encoding, hashing, bytecode files, tracebacks; two
-        # that only remove places code is imported from
-        "PYTHONUNBUFFERED",
-        "PYTHONUTF8",
-        "PYTHONIOENCODING",
-        "PYTHONDONTWRITEBYTECODE",
-        "PYTHONHASHSEED",
-        "PYTHONFAULTHANDLER",
-        "PYTHONNOUSERSITE",
-        "PYTHONSAFEPATH",
-        "PIP_NO_INPUT",
-        "PIP_DISABLE_PIP_VERSION_CHECK",
-        # uv: progress bars, offline use of the user's own cache, the platform's
-        # certificate store, bytecode compilation; libuv's (Node) thread count
-        "UV_NO_PROGRESS",
-        "UV_OFFLINE",
-        "UV_SYSTEM_CERTS",
-        "UV_NATIVE_TLS",
-        "UV_COMPILE_BYTECODE",
-        "UV_THREADPOOL_SIZE",
-        # node and npm: mode flag, warnings, colours; npm's cache preference
-        # against the same registry, notices and log level
-        "NODE_ENV",
-        "NODE_NO_WARNINGS",
-        "NODE_DISABLE_COLORS",
-        "NPM_CONFIG_PREFER_OFFLINE",
-        "NPM_CONFIG_PREFER_ONLINE",
-        "NPM_CONFIG_OFFLINE",
-        "NPM_CONFIG_UPDATE_NOTIFIER",
-        "NPM_CONFIG_FUND",
-        "NPM_CONFIG_AUDIT",
-        "NPM_CONFIG_LOGLEVEL",
-        "NPM_CONFIG_PROGRESS",
-        "NPM_CONFIG_COLOR",
-    }
-)
-
-#: Kept for callers of the old exact-name list: every name it held, each still
-#: refused (now through its family; see :data:`ENV_FAMILIES`).
-LOADER_VARS: frozenset[str] = frozenset(
-    {
-        "PYTHONPATH",
-        "PYTHONSTARTUP",
-        "PYTHONHOME",
-        "PYTHONINSPECT",
-        "PYTHONUSERBASE",
-        "PYTHONEXECUTABLE",
-        "PYTHONBREAKPOINT",
-        "PYTHONWARNINGS",
-        "PYTHONPLATLIBDIR",
-        "PYTHONPYCACHEPREFIX",
-        "NODE_OPTIONS",
-        "NODE_PATH",
-        "NODE_REPL_EXTERNAL_MODULE",
-        "BASH_ENV",
-        "ENV",
-        "SHELLOPTS",
-        "BASHOPTS",
-        "PS4",
-        "PROMPT_COMMAND",
-        "IFS",
-        "CDPATH",
-        "PERL5OPT",
-        "PERL5LIB",
-        "PERLLIB",
-        "PERL5DB",
-        "RUBYOPT",
-        "RUBYLIB",
-        "JAVA_TOOL_OPTIONS",
-        "_JAVA_OPTIONS",
-        "JDK_JAVA_OPTIONS",
-        "CLASSPATH",
-        "LUA_INIT",
-        "LUA_PATH",
-        "LUA_CPATH",
-        "TCLLIBPATH",
-        "GCONV_PATH",
-        "GLIBC_TUNABLES",
-        "HOSTALIASES",
-        "LOCPATH",
-        "MALLOC_CHECK_",
-        "NLSPATH",
-        "RESOLV_HOST_CONF",
-        "GIT_SSH_COMMAND",
-        "GIT_EXEC_PATH",
-        "GIT_CONFIG_GLOBAL",
-    }
 )
 
 #: Parts of a variable name that mark its value as a secret (matched as
@@ -600,7 +141,7 @@ class EnvPolicy:
     ``pass_proxy``: pass the proxy/CA group (:data:`PROXY_VARS`) from the host.
     ``allow_loader_vars``: let the manifest (and ``extra_passthrough``) set
     variables of the refused families (:func:`is_loader_var`,
-    :data:`ENV_FAMILIES`), ``PATH`` and ``HOME`` among them; refused
+    :data:`~sandbox.env_families.ENV_FAMILIES`), ``PATH`` and ``HOME`` among them; refused
     otherwise. The escape hatch for an embedder that trusts its manifests.
     ``extra_passthrough``: further names copied from the host when present
     (the user's documented, configurable passthrough list).
@@ -622,8 +163,8 @@ def canonical_env_name(name: str) -> str:
 def env_family(name: str) -> EnvFamily | None:
     """The refused family ``name`` belongs to, or ``None`` if a manifest may set it.
 
-    ``None`` for names on :data:`ALLOWED_ENV` and for names in no family of
-    :data:`ENV_FAMILIES`. Case-insensitive (see :func:`canonical_env_name`):
+    ``None`` for names on :data:`~sandbox.env_families.ALLOWED_ENV` and for names in no family of
+    :data:`~sandbox.env_families.ENV_FAMILIES`. Case-insensitive (see :func:`canonical_env_name`):
     ``env_family("NPM_CONFIG_SCRIPT_SHELL").label == "node and npm"``,
     ``env_family("GIT_AUTHOR_NAME") is None``, ``env_family("API_BASE") is None``.
     """
@@ -639,8 +180,8 @@ def env_family(name: str) -> EnvFamily | None:
 def is_loader_var(name: str) -> bool:
     """True when ``name`` can make a runtime load or execute other code.
 
-    That is, ``name`` is in a family of :data:`ENV_FAMILIES` and not on
-    :data:`ALLOWED_ENV` (case-insensitive). ``is_loader_var("LD_AUDIT")``,
+    That is, ``name`` is in a family of :data:`~sandbox.env_families.ENV_FAMILIES` and not on
+    :data:`~sandbox.env_families.ALLOWED_ENV` (case-insensitive). ``is_loader_var("LD_AUDIT")``,
     ``is_loader_var("GIT_CONFIG_COUNT")`` and
     ``is_loader_var("NPM_CONFIG_SCRIPT_SHELL")`` are true;
     ``is_loader_var("LDAP_URI")`` and ``is_loader_var("PYTHONUNBUFFERED")``
@@ -655,7 +196,7 @@ def is_secret_name(name: str) -> bool:
     A name is secret when its upper-cased form contains one of
     :data:`SECRET_NAME_PARTS` (``OPENAI_API_KEY``, ``GITHUB_TOKEN``,
     ``DB_PASSWORD``, ``SENTRY_DSN``, ``SESSION_COOKIE`` ...), except the
-    identity names on :data:`ALLOWED_ENV` (``GIT_AUTHOR_NAME`` holds
+    identity names on :data:`~sandbox.env_families.ALLOWED_ENV` (``GIT_AUTHOR_NAME`` holds
     ``AUTH`` but is not a secret). Substring matching errs towards "secret":
     a false positive only hides a value (the approval digest still covers
     it); a false negative would show it. ``is_secret_name("API_BASE")`` and

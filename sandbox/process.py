@@ -11,7 +11,7 @@ by token, so nothing of the tree is alive when it returns.
 Two ways to run a plugin, chosen by ``launch.isolation``:
 
 - ``"shim"`` listed (the default from :func:`~sandbox.launch.resolve_launch`):
-  the fork server (:class:`_ForkServer`, started once from the trio thread
+  the fork server (:class:`~sandbox.forkserver._ForkServer`, started once from the trio thread
   as ``sys.executable -I -S sandbox/shim.py --serve``) forks a shim in a new
   session (``SHIM_START = "exec"``: hostd starts ``sys.executable -I -S
   sandbox/shim.py`` itself, one interpreter per plugin, ~25 ms more), and
@@ -34,7 +34,7 @@ process group, so the SDK misses it; here the subreaper and the token find it.
 The class of bug this guards against: any way for a process of the plugin
 to outlive its stop or hostd (double fork, ``setsid``, a cleared
 environment, forking faster than a sweep walks ``/proc``, a killed shim).
-A sweep (the shim's, or the token sweep here) races the tree and trusts
+A sweep (the shim's, or the token sweep of :mod:`sandbox.sweep`) races the tree and trusts
 what the tree can erase; so where the probe finds user namespaces work the
 plan has ``pidns``: the tree lives in a pid namespace whose pid 1 is the
 shim's child, the kernel kills every process of the namespace when that
@@ -45,62 +45,43 @@ can leave a pid namespace. The sweeps stay for launches without it.
 
 from __future__ import annotations
 
-import array
 import contextlib
 import errno
 import json
 import os
-import re
-import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import psutil
 import trio
 
+from sandbox.forkserver import _FORK_SERVER, _SHIM_SLACK, _ControlReader, _ForkedShim, _shim_command
 from sandbox.launch import Launch, LaunchError
 from sandbox.limits import plugin_nofile_soft
 from sandbox.paths import PathRefused, ensure_private_dir
 from sandbox.policy import IsolationPlan, order_layers
+from sandbox.sweep import _DEATH_WAIT, TOKEN_VAR, _is_zombie, _new_token, _pids_with_token, _signal_all, sweep_leftovers
 
 __all__ = [
     "NOFILE_LIMIT",
-    "SHIM_PATH",
-    "TOKEN_VAR",
     "SandboxedProcess",
     "StopReport",
     "spawn",
-    "sweep_leftovers",
-    "sweep_orphans",
 ]
 
-#: The environment variable that carries the per-instance token.
-TOKEN_VAR = "HOSTD_SANDBOX_TOKEN"
-_TOKEN_PREFIX = "hs1."
 _POLL = 0.02  # seconds between liveness checks while waiting for a tree to end
 
-#: The supervisor shim, run by path (never imported by hostd).
-SHIM_PATH = str(Path(__file__).resolve().with_name("shim.py"))
 #: ``RLIMIT_NOFILE`` cap (soft and hard) applied under the ``"rlimits"`` layer.
 NOFILE_LIMIT = 65536
 #: Seconds the shim gets to start and report the plugin's pid.
 SPAWN_TIMEOUT = 10.0
-#: Seconds allowed, beyond a grace, for the shim to finish its kill sweep.
-_SHIM_SLACK = 3.0
-#: Seconds a sweep waits for SIGKILLed processes to become zombies.
-_DEATH_WAIT = 2.0
 #: How shims start: ``"fork"`` (forked by the fork server, Linux with pidfds) or ``"exec"`` (a fresh
 #: ``python -I -S shim.py`` per plugin: elsewhere, and the baseline ``bench.spawn_cost`` compares with).
 SHIM_START = "fork" if sys.platform.startswith("linux") and hasattr(os, "pidfd_open") else "exec"
-#: The fork server's environment slot (``shim.TOKEN_SLOT``, ``shim.TOKEN_SLOT_SIZE``; the shim is not imported).
-_TOKEN_SLOT = ("HOSTD_SHIM_TOKEN_SLOT", 96)
 
 
 @dataclass(frozen=True)
@@ -119,204 +100,6 @@ class StopReport:
     seconds: float
 
 
-def _proc_read(pid: int | str, name: str) -> bytes | None:
-    """``/proc/<pid>/<name>`` (proc(5)) as bytes, or None when it cannot be read (the process is gone)."""
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
-def _stat_fields(pid: int | str) -> list[bytes] | None:
-    """The fields of ``/proc/<pid>/stat`` from field 3 (the state letter) on, or None when it cannot be read.
-
-    They start after the last ``)``: the command name before them may hold spaces and parens."""
-    data = _proc_read(pid, "stat")
-    return None if data is None else data[data.rfind(b")") + 2 :].split()
-
-
-def _start_ticks(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
-    fields = _stat_fields(pid)
-    return fields[19].decode() if fields is not None and len(fields) > 19 else None
-
-
-def _pid_namespace(pid: int | str) -> int | None:
-    """The inode of ``/proc/<pid>/ns/pid`` (the pid namespace the process lives in), or None."""
-    try:
-        return os.stat(f"/proc/{pid}/ns/pid").st_ino
-    except OSError:
-        return None
-
-
-def _new_token() -> str:
-    """``hs1.<host pid>.<host start ticks>.<16 hex>-<host pid namespace inode>``: names the issuing host.
-
-    A pid means something only inside its pid namespace, so the token also
-    records the issuer's namespace (``/proc/self/ns/pid``): a sweep leaves
-    alone every token issued in a namespace other than its own (issue 31,
-    class 4). The start time comes from ``/proc/self`` (always this process,
-    even when ``/proc`` was mounted by another pid namespace).
-    """
-    fields = _stat_fields("self")
-    ticks = fields[19].decode() if fields is not None and len(fields) > 19 else "0"
-    namespace = _pid_namespace("self") or 0
-    # Still four dot-separated parts with the pid and start time first: a hostd of before the
-    # namespace was recorded reads it as before and leaves this hostd's live plugins alone.
-    return f"{_TOKEN_PREFIX}{os.getpid()}.{ticks}.{secrets.token_hex(8)}-{namespace}"
-
-
-def _read_tokens(pid: int) -> str | None:
-    data = _proc_read(pid, "environ")
-    if data is None:
-        return None
-    needle = (TOKEN_VAR + "=").encode()
-    for item in data.split(b"\0"):
-        if item.startswith(needle):
-            return item[len(needle) :].decode("utf-8", "replace")
-    return None
-
-
-def _pids_with_token(token: str | None) -> list[int]:
-    """Pids of live processes of this user whose environment carries the token.
-
-    ``token=None`` matches any ``HOSTD_SANDBOX_TOKEN``. Reads
-    ``/proc/<pid>/environ``; processes we may not read are skipped. Our own
-    pid is never listed.
-    """
-    return [pid for pid, value in _token_carriers() if token is None or value == token]
-
-
-def _token_carriers() -> list[tuple[int, str]]:
-    """``(pid, token)`` for every readable process of this user carrying a token, except ourselves.
-
-    "Of this user": the process's real and effective uids (``/proc/<pid>/status``)
-    both equal our effective uid, root included: a hostd run as root never
-    lists (so never signals) another user's processes (issue 31, class 4).
-    The owner of ``/proc/<pid>`` is not used: it reads root for any process
-    that is not dumpable.
-    """
-    me = os.getpid()
-    uid = os.geteuid()
-    found: list[tuple[int, str]] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in entries:
-        if not name.isdigit() or int(name) == me:
-            continue
-        value = _read_tokens(int(name))
-        if value is not None and _uids(int(name)) == (uid, uid):
-            found.append((int(name), value))
-    return found
-
-
-def _uids(pid: int) -> tuple[int, int] | None:
-    """The real and effective uid of a process (``/proc/<pid>/status`` ``Uid:``), or None when unreadable."""
-    data = _proc_read(pid, "status")
-    if data is None:
-        return None
-    for line in data.split(b"\n"):
-        if line.startswith(b"Uid:"):
-            words = line.split()
-            if len(words) >= 3 and words[1].isdigit() and words[2].isdigit():
-                return int(words[1]), int(words[2])
-    return None
-
-
-def _kill_all(pids_of_pass: Callable[[], list[int]]) -> int:
-    """SIGSTOP + SIGKILL what each pass lists until a pass lists nothing; then wait for the deaths."""
-    killed: set[int] = set()
-    for _ in range(50):
-        pids = [pid for pid in pids_of_pass() if not _is_zombie(pid)]
-        if not pids:
-            break
-        _signal_all(set(pids), signal.SIGSTOP)
-        _signal_all(set(pids), signal.SIGKILL)
-        killed.update(pids)
-        time.sleep(0.002)
-    # SIGKILL is asynchronous, and a dying process stops showing its environment before it is a
-    # zombie: wait (bounded) until every signalled process is a zombie or gone.
-    deadline = time.monotonic() + _DEATH_WAIT
-    pending = set(killed)
-    while pending and time.monotonic() < deadline:
-        pending = {pid for pid in pending if not _is_zombie(pid)}
-        if pending:
-            time.sleep(0.002)
-    return len(killed)
-
-
-def sweep_leftovers(token: str | None = None) -> int:
-    """Kill (SIGSTOP, then SIGKILL) every process carrying ``HOSTD_SANDBOX_TOKEN``.
-
-    ``token``: kill only processes whose ``HOSTD_SANDBOX_TOKEN`` equals it;
-    ``None`` kills every process of this user that carries any token, which
-    includes the plugins of this and of any other running hostd of the same
-    user (at startup prefer :func:`sweep_orphans`). Repeats until a pass finds
-    nothing (a forking process cannot outrun it: its children inherit the
-    token). The calling process is never killed; zombies are skipped (they
-    are dead). Returns once every signalled process is dead (a zombie or
-    gone), or after 2 s for one stuck in the kernel. Blocking (about 12 microseconds per process on the system):
-    call it from a thread in async code. Returns the number of distinct
-    processes signalled. Never raises for vanished processes.
-    """
-    return _kill_all(lambda: _pids_with_token(token))
-
-
-_TOKEN_SHAPE = re.compile(r"hs1\.([0-9]{1,10})\.([0-9]{1,20})\.[0-9a-f]{16}-([0-9]{1,20})")
-
-
-def _orphaned(token: str, namespace: int) -> bool:
-    """Whether ``token`` was issued in pid namespace ``namespace`` (ours) by a host process now gone.
-
-    Only a token of the current shape issued in our own pid namespace can be
-    judged: its pid names a process we can look up. A token of unknown shape
-    (an older hostd's, or any process that sets the variable), or one issued
-    in another pid namespace (a hostd in a sandboxed app or a container that
-    shares this user's processes: its pid means nothing here) is not ours to
-    judge, so it is never an orphan. The issuer is alive when the process at
-    that pid has the recorded start time and namespace.
-    """
-    shape = _TOKEN_SHAPE.fullmatch(token)
-    if shape is None or int(shape[3]) != namespace:
-        return False
-    pid = int(shape[1])
-    return not (_start_ticks(pid) == shape[2] and _pid_namespace(pid) == namespace)
-
-
-def _own_proc() -> bool:
-    """Whether ``/proc`` shows our own pid namespace (``/proc/self`` is our pid), so its pids are ours."""
-    try:
-        return os.readlink("/proc/self") == str(os.getpid())
-    except OSError:
-        return False
-
-
-def sweep_orphans() -> int:
-    """Kill every token carrier of this user whose issuing host process, in our pid namespace, is gone.
-
-    A token names the hostd process that issued it (pid, start time and pid
-    namespace), so this ends what a crashed or killed hostd (or a killed
-    shim) left behind without touching plugins of a hostd that is still
-    running. Left alone (issue 31, class 4): tokens issued in another pid
-    namespace, tokens of unknown shape, processes of other users (root or
-    not), and everything when ``/proc`` belongs to another pid namespace.
-    Blocking, like :func:`sweep_leftovers`; returns the number of processes
-    signalled.
-    """
-    namespace = _pid_namespace("self")
-    if namespace is None or not _own_proc():
-        return 0
-    return _kill_all(lambda: [pid for pid, value in _token_carriers() if _orphaned(value, namespace)])
-
-
-def _is_zombie(pid: int) -> bool:
-    fields = _stat_fields(pid)
-    return fields is None or fields[:1] in ([b"Z"], [b"X"])
-
-
 def _tree(root: int, token: str) -> set[int]:
     """Live members of a plugin tree: token carriers, the session and descendants of ``root``."""
     pids = set(_pids_with_token(token))
@@ -330,12 +113,6 @@ def _tree(root: int, token: str) -> set[int]:
     pids.add(root)
     pids.discard(os.getpid())
     return {pid for pid in pids if not _is_zombie(pid)}
-
-
-def _signal_all(pids: set[int], sig: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
 
 
 def _alive(pid: int) -> bool:
@@ -518,207 +295,6 @@ class _DirectProcess(SandboxedProcess):
             await trio.sleep(_POLL / 4)
 
 
-class _ControlReader:
-    """Line reader over the shim's control pipe; keeps partial lines across cancellation.
-
-    A forked shim's last line, ``done <exit code>``, is kept in ``done``
-    (hostd is not that shim's parent, so no ``waitpid`` tells it) and never
-    returned. Readers take turns (a lock): the plugin's waiter and the
-    shim's waiter may read at once.
-    """
-
-    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
-        self.stream = stream
-        self.buffer = bytearray()
-        self.done: int | None = None
-        self._lock = trio.Lock()
-
-    async def line(self) -> str | None:
-        """The next line without its newline, or ``None`` at EOF (or if closed)."""
-        async with self._lock:
-            return await self._line()
-
-    async def _line(self) -> str | None:
-        while True:
-            while b"\n" not in self.buffer:
-                try:
-                    chunk = await self.stream.receive_some(4096)
-                except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-                    chunk = b""
-                if not chunk:
-                    return None
-                self.buffer += chunk
-            line, _, rest = bytes(self.buffer).partition(b"\n")
-            self.buffer[:] = rest
-            text = line.decode("utf-8", "replace")
-            words = text.split()
-            if len(words) == 2 and words[0] == "done" and words[1].lstrip("-").isdigit():
-                self.done = int(words[1])
-                continue
-            return text
-
-
-class _ForkedShim:
-    """A shim the fork server forked: the part of ``trio.Process`` that :class:`_ShimProcess` uses.
-
-    ``pid``: the shim's pid; hostd holds a pidfd on it (it is the fork
-    server's child, not ours: no ``waitpid``, no pid reuse race for
-    signals). ``returncode``: ``None`` until :meth:`wait` has seen it exit;
-    then its ``done`` line's code, or ``-SIGKILL`` if it died without one.
-    """
-
-    def __init__(
-        self,
-        pid: int,
-        pidfd: int,
-        streams: tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream, trio.lowlevel.FdStream],
-        control: _ControlReader,
-    ) -> None:
-        self.pid = pid
-        self._pidfd = pidfd
-        self.stdin, self.stdout, self.stderr = streams
-        self._control = control
-        self.returncode: int | None = None
-        self._lock = trio.Lock()
-
-    def poll(self) -> int | None:
-        return self.returncode
-
-    async def wait(self) -> int:
-        """Wait until the shim has exited (its pidfd turns readable) and its control pipe is at EOF.
-
-        Several tasks may wait at once; cancellable (nothing is lost).
-        """
-        async with self._lock:
-            if self.returncode is None:
-                await trio.lowlevel.wait_readable(self._pidfd)
-                while self._control.done is None and await self._control.line() is not None:
-                    pass
-                self.returncode = self._control.done if self._control.done is not None else -signal.SIGKILL
-                os.close(self._pidfd)
-        return self.returncode
-
-    def _signal(self, sig: int) -> None:
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, sig)
-
-    def kill(self) -> None:
-        self._signal(signal.SIGKILL)
-
-    def terminate(self) -> None:
-        self._signal(signal.SIGTERM)
-
-
-class _ForkServer:
-    """The one fork server of this hostd process: started at the first spawn, restarted when found dead.
-
-    Theory of operation (the choice and its numbers: ``docs/performance.md``,
-    "Spawn cost"). A fresh ``python -I -S shim.py`` costs an interpreter
-    start (~20 ms, the whole of the sandbox's spawn overhead) and ~2.2 MiB
-    of its own memory per plugin; a shim forked from one interpreter that
-    already imported everything costs a ``fork`` (~1 ms) and only the pages
-    it dirties. So hostd starts ``shim.py --serve`` once, from the calling
-    (trio) thread with ``subprocess.Popen``, in a new session, with no
-    descriptor but its end of a private ``SOCK_SEQPACKET`` socketpair and
-    an environment of one placeholder (the token slot), and asks it to fork
-    each shim (see ``shim.serve``). What stays true:
-
-    - Nothing outlives hostd: each shim holds its own lifeline (hostd's
-      death: EOF, the shim ends its tree), and the server dies of EOF on its
-      socket and of ``PR_SET_PDEATHSIG``. The server holds no lifeline's
-      write end (only read ends, closed right after each fork).
-    - The shim's death still kills the tree (the plugin's parent-death
-      signal is the shim's, as before); the layers are still applied by the
-      shim's child before ``execve``; the spec (environment trimmed, no
-      shell) still comes over the lifeline, from hostd alone.
-    - No plugin can reach the server: the socketpair has no name, and each
-      forked shim closes its copy before anything else; the plugin gets
-      only its three pipes.
-    - A dead server is found at the next spawn (``poll``) and restarted;
-      one that dies during a request makes that start fail with
-      ``EXEC_FAILED`` naming the server and its exit status.
-
-    Not thread-safe: used from the trio thread only (a ``sendmsg`` is atomic).
-    """
-
-    def __init__(self) -> None:
-        self.popen: subprocess.Popen[bytes] | None = None
-        self.sock: socket.socket | None = None
-
-    def _close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-        if self.popen is not None:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                self.popen.kill()
-                self.popen.wait(timeout=_SHIM_SLACK)
-            self.popen = None
-
-    def ensure(self) -> subprocess.Popen[bytes]:
-        """The running server (started, or restarted if it has exited). Raises OSError if it cannot start."""
-        if self.popen is not None and self.popen.poll() is None and self.sock is not None:
-            return self.popen
-        self._close()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            name, size = _TOKEN_SLOT
-            command, options = _shim_command(
-                ["--serve", str(theirs.fileno()), str(os.getpid())],
-                {name: "x" * size},
-                subprocess.DEVNULL,
-                theirs.fileno(),
-            )
-            self.popen = subprocess.Popen(command, **options)
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        ours.setblocking(False)
-        self.sock = ours
-        return self.popen
-
-    async def request(self, token: str, fds: list[int]) -> None:
-        """Ask for one shim with ``fds`` (stdin, stdout, stderr, lifeline read, control write). Raises OSError."""
-        self.ensure()
-        assert self.sock is not None
-        message = [f"fork {token}".encode()]
-        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
-        while True:
-            try:
-                self.sock.sendmsg(message, rights)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(self.sock)
-            else:
-                return
-
-    async def death(self) -> str:
-        """Why the server dropped a request: its exit status (waited for, bounded), or that it still runs."""
-        popen = self.popen
-        if popen is None:
-            return "the supervisor fork server is not running"
-        code = popen.poll()
-        if code is None:
-            with contextlib.suppress(OSError):
-                pidfd = os.pidfd_open(popen.pid)
-                try:
-                    with trio.move_on_after(_SHIM_SLACK):
-                        await trio.lowlevel.wait_readable(pidfd)
-                finally:
-                    os.close(pidfd)
-            code = popen.poll()
-        self._close()  # a server that dropped a request is not trusted with the next one either
-        if code is None:
-            return f"the supervisor fork server (pid {popen.pid}) dropped the request (restarted at the next spawn)"
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-        return f"supervisor fork server (pid {popen.pid}) {how} before it forked a shim (restarted at the next spawn)"
-
-
-_FORK_SERVER = _ForkServer()
-
-
 _PHASE_STEP = {"term": "sigterm", "kill": "sigkill", "lost": "sigkill"}
 
 
@@ -898,24 +474,6 @@ async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> Sandbo
     else:
         shim, lifeline, control = await _exec_shim(launch, token)
     return await _start_plugin(launch, token, spec, shim=shim, lifeline=lifeline, control=control)
-
-
-def _shim_command(args: list[str], env: dict[str, str], stdio: int, *fds: int) -> tuple[list[str], dict[str, Any]]:
-    """``(argv, keyword arguments)`` of ``Popen`` / ``open_process`` for ``python -I -S shim.py <args>``.
-
-    A new session, working folder ``/``, exactly ``env``, ``stdio`` for all
-    three streams, no descriptor but ``fds``.
-    """
-    return [sys.executable, "-I", "-S", SHIM_PATH, *args], {
-        "env": env,
-        "cwd": "/",
-        "stdin": stdio,
-        "stdout": stdio,
-        "stderr": stdio,
-        "start_new_session": True,
-        "close_fds": True,
-        "pass_fds": fds,
-    }
 
 
 async def _exec_shim(launch: Launch, token: str) -> tuple[_ProcessHandle, trio.lowlevel.FdStream, _ControlReader]:

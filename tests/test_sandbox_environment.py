@@ -9,10 +9,9 @@ import trio
 import yaml
 
 from hostd.cli.client import RpcError
+from sandbox.env_families import ALLOWED_ENV, LOADER_VARS
 from sandbox.environment import (
-    ALLOWED_ENV,
     DEFAULT_PATH,
-    LOADER_VARS,
     EnvironmentPolicyError,
     EnvPolicy,
     build_environment,

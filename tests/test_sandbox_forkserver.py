@@ -1,4 +1,4 @@
-"""The shim fork server (``sandbox.process._ForkServer``): its failure modes, with real processes.
+"""The shim fork server (``sandbox.forkserver._ForkServer``): its failure modes, with real processes.
 
 The class of fault: a process hostd starts once and shares across plugins becomes a way around the
 per-plugin guarantees: it outlives hostd, it keeps a start failing after it died, it holds something
@@ -18,6 +18,7 @@ import pytest
 import trio
 import trio.testing
 
+from sandbox import forkserver as sandbox_forkserver
 from sandbox import process as sandbox_process
 from sandbox.launch import DEFAULT_ISOLATION, LaunchError
 from sandbox.process import SandboxedProcess, spawn
@@ -37,7 +38,7 @@ def test_shims_are_forked_where_the_platform_allows() -> None:
 
 
 def _server_pid() -> int:
-    popen = sandbox_process._FORK_SERVER.popen
+    popen = sandbox_forkserver._FORK_SERVER.popen
     assert popen is not None and popen.poll() is None
     return popen.pid
 
@@ -136,7 +137,7 @@ async def test_no_plugin_process_can_reach_the_server(layers: tuple[str, ...]) -
         proc = await _ready(layers)
         try:
             server = _server_pid()
-            channel = sandbox_process._FORK_SERVER.sock
+            channel = sandbox_forkserver._FORK_SERVER.sock
             assert channel is not None
             pair = {str(os.fstat(channel.fileno()).st_ino), *_socket_inodes(server)}
             assert len(pair) == 2  # the server holds its end of the pair and nothing else

@@ -26,7 +26,8 @@ from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy, plan_layers
 from sandbox.probe import probe
-from sandbox.process import SandboxedProcess, spawn, sweep_leftovers
+from sandbox.process import SandboxedProcess, spawn
+from sandbox.sweep import sweep_leftovers
 from tests.platform_facts import need_layers, platform_offers
 from tests.waiting import alive, exited
 

@@ -22,7 +22,8 @@ from sandbox import process as sandbox_process
 from sandbox.environment import EnvPolicy
 from sandbox.launch import DEFAULT_ISOLATION, Launch, LaunchError, resolve_launch
 from sandbox.policy import order_layers
-from sandbox.process import TOKEN_VAR, SandboxedProcess, _pids_with_token, spawn, sweep_leftovers, sweep_orphans
+from sandbox.process import SandboxedProcess, spawn
+from sandbox.sweep import TOKEN_VAR, _pids_with_token, sweep_leftovers, sweep_orphans
 from tests.platform_facts import need_layers
 from tests.waiting import alive, exited, until
 

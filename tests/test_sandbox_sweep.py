@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.process import TOKEN_VAR, _pids_with_token, sweep_orphans
+from sandbox.sweep import TOKEN_VAR, _pids_with_token, sweep_orphans
 from tests.nobody import NOBODY, SETPRIV, SYSTEM_PYTHON
 from tests.waiting import alive
 
@@ -31,7 +31,7 @@ WAIT_FOR_EOF = [sys.executable, "-c", "import sys; print('ready', flush=True); s
 #: token once the child runs, then waits for its stdin to close.
 ISSUER = f"""
 import subprocess, sys
-from sandbox.process import TOKEN_VAR, _new_token
+from sandbox.sweep import TOKEN_VAR, _new_token
 token = _new_token()
 child = subprocess.Popen({WAIT_FOR_EOF!r}, env={{TOKEN_VAR: token}}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 print(token, flush=True)

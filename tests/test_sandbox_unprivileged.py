@@ -81,5 +81,5 @@ async def test_layers_and_tree_kill_work_for_an_unprivileged_user(work: Path, li
     assert len(result["tree"]) == 4
     assert result["tree_step"] == "sigkill"
     assert result["tree_alive"] == []
-    # The shims come from this user's own fork server, a child of the driver (sandbox.process._ForkServer).
+    # The shims come from this user's own fork server, a child of the driver (sandbox.forkserver._ForkServer).
     assert result["shim_parent"] == ["hostd-shimsrv", NOBODY, True]

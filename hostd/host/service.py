@@ -57,7 +57,7 @@ from hostd.storage.state import (
 from hostd.wire.errors import ErrorKind, HostError
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
 from sandbox.launch import Launch, LaunchError
-from sandbox.process import sweep_orphans
+from sandbox.sweep import sweep_orphans
 
 # Start-up cost: hostd imports this module after ``initialize`` and answers no host request
 # before it is loaded. The class of module imported lazily here: one that only a request
