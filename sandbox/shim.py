@@ -338,7 +338,7 @@ def _apply_rlimits(spec: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     cap = int(spec.get("nofile", 65536))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    # The soft limit hostd had before it raised its own (sandbox.process.raise_nofile_limit): the plugin's.
+    # The soft limit hostd had before it raised its own (sandbox.limits.raise_nofile_limit): the plugin's.
     soft = int(spec.get("nofile_soft", soft))
     hard = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
     soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
@@ -1015,7 +1015,7 @@ def serve(sock: int, host_pid: int) -> int:
     """The fork server: fork one shim per request on ``sock`` until hostd closes it; returns 0.
 
     Run as ``python -I -S shim.py --serve SOCK HOST_PID`` by
-    ``sandbox.process`` once per hostd, at the first spawn. ``sock``: hostd's
+    ``sandbox.forkserver`` once per hostd, at the first spawn. ``sock``: hostd's
     private ``SOCK_SEQPACKET`` socketpair (nothing else holds either end:
     hostd passes it alone, each forked shim closes it first, no plugin ever
     sees it). A request is ``fork <token>`` plus :data:`FORK_FDS`
