@@ -44,7 +44,12 @@ async def test_disable_stops_and_unregisters(hostd: HostdClient, make_plugin: Ma
     assert (await hostd.request("tools/list", {}))["tools"] == []
     with pytest.raises(RpcError) as info:
         await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "x"}})
-    assert info.value.kind == "TOOL_NOT_FOUND"
+    # Its plugin is installed, not missing: said so, with its state and that retrying will not help.
+    assert (info.value.kind, info.value.data["state"], info.value.data["transient"]) == (
+        "PLUGIN_NOT_READY",
+        "stopped",
+        False,
+    )
 
 
 async def test_enable_requires_grant_then_approval(hostd: HostdClient, make_plugin: MakePlugin) -> None:
