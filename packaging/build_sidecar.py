@@ -80,8 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         "pkg_resources",
         "--exclude-module",
         "setuptools",
-        # The shim and the layer modules it loads by path.
-        *(arg for f in ("shim.py", "_landlock.py", "_seccomp.py") for arg in ("--add-data", f"{sandbox / f}:sandbox")),
+        # The shim, and its parts and the layer modules it loads by path.
+        *(
+            arg
+            for f in ("shim.py", "_shim_init.py", "_shim_probe.py", "_shim_serve.py", "_landlock.py", "_seccomp.py")
+            for arg in ("--add-data", f"{sandbox / f}:sandbox")
+        ),
         str(REPO / "packaging" / "sidecar_main.py"),
     ]
     if (args.dist / name).exists():

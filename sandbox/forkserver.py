@@ -28,7 +28,7 @@ __all__ = ["SHIM_PATH"]
 SHIM_PATH = str(Path(__file__).resolve().with_name("shim.py"))
 #: Seconds allowed, beyond a grace, for the shim to finish its kill sweep.
 _SHIM_SLACK = 3.0
-#: The fork server's environment slot (``shim.TOKEN_SLOT``, ``shim.TOKEN_SLOT_SIZE``; the shim is not imported).
+#: The fork server's environment slot (``_shim_serve.TOKEN_SLOT``, ``TOKEN_SLOT_SIZE``; the shim is not imported).
 _TOKEN_SLOT = ("HOSTD_SHIM_TOKEN_SLOT", 96)
 
 
@@ -154,7 +154,7 @@ class _ForkServer:
     (trio) thread with ``subprocess.Popen``, in a new session, with no
     descriptor but its end of a private ``SOCK_SEQPACKET`` socketpair and
     an environment of one placeholder (the token slot), and asks it to fork
-    each shim (see ``shim.serve``). What stays true:
+    each shim (see ``_shim_serve.serve``). What stays true:
 
     - Nothing outlives hostd: each shim holds its own lifeline (hostd's
       death: EOF, the shim ends its tree), and the server dies of EOF on its

@@ -3,26 +3,12 @@
 Run as ``python -I -S shim.py LIFELINE_FD CONTROL_FD`` (isolated mode: no
 site-packages, no ``PYTHON*`` variables, so nothing can inject code into it),
 or forked by the fork server, ``python -I -S shim.py --serve SOCK HOST_PID``
-(:func:`serve`), which hostd starts once and which forks one shim per plugin.
+(``_shim_serve.py``), which hostd starts once and which forks one shim per
+plugin; a forked shim is what an exec'd one is from its first line on, but
+writes ``shim <pid>`` first and ``done <exit code>`` last on its control
+pipe (why a fork server, and the request it answers: ``_shim_serve.py``).
 Stdlib only, single-threaded; never imported by hostd (``sandbox.process``
 only runs it by path).
-
-Why a fork server (measured, ``python -m bench.spawn_cost``, both ways side
-by side in one run, every layer incl. ``pidns``, stdlib echo plugin, root,
-2 vCPU): spawn to first reply 1.25x a bare spawn forked (36.4 vs 29.1 ms)
-against 2.17x exec'd (63.1 ms); the interpreter's start was the whole
-difference, the layers together cost ~5 ms. One plugin's supervision
-(the shim and its pid 1) 1.83 MiB USS forked against 2.17 MiB exec'd,
-plus 1.6 MiB once for the server (0.16 MiB a plugin at ten). A native
-shim would start faster still but needs a C compiler or a prebuilt binary
-per target, a second implementation of every layer, and a Python fallback
-for the PyInstaller sidecar; the forked shim is this very file, so the
-sidecar (``packaging/sidecar_main.py`` runs ``--serve`` like any shim
-command) and every layer stay as they are. A forked shim is what an
-exec'd one is from its first line on: it writes ``shim <pid>`` on its
-control pipe, then follows the protocol below, and ends with ``done
-<exit code>`` (hostd is not its parent). It carries its plugin's token in
-its environment (:data:`TOKEN_SLOT`).
 
 Theory of operation.
 
@@ -66,9 +52,9 @@ Theory of operation.
 - ``pidns`` (containment by construction): the shim itself enters one user
   namespace with a pid namespace (plus the network namespace when ``netns``
   is asked for) before it forks, so its child is pid 1 of the new pid
-  namespace: :func:`init_main`, a forked copy of this script (no exec) that
-  forks the plugin's main process (:func:`plugin_main`, which applies the
-  remaining layers and execs), forwards SIGTERM/SIGINT/SIGHUP to the whole
+  namespace: ``init_main`` (``_shim_init.py``), a forked copy of this
+  script (no exec) that forks the plugin's main process (``plugin_main``,
+  which applies the remaining layers and execs), forwards SIGTERM/SIGINT/SIGHUP to the whole
   namespace, reaps, and reports the main process's wait status on a pipe.
   The kernel kills every process of the namespace when that pid 1 exits,
   and the shim's ``waitpid`` of it returns only after that: so the shim's
@@ -78,8 +64,8 @@ Theory of operation.
   before it confines itself). The shim's own namespaces cost it nothing:
   it needs no privilege over the host.
 - ``python -I -S shim.py --probe`` prints one JSON line describing which
-  layers this kernel lets this user apply, each tried for real in a
-  throwaway child (used by ``sandbox.probe``).
+  layers this kernel lets this user apply (``_shim_probe.py``, loaded by
+  path for that command only; used by ``sandbox.probe``).
 - Not on Linux (macOS): no subreaper, no parent-death signal, no layers but
   ``rlimits``; the tree is found through ``ps`` and the plugin's process
   group (see ``sandbox/README.md``).
@@ -293,11 +279,9 @@ def load_modules(layers: Iterable[str]) -> dict[str, types.ModuleType]:
         modules["landlock"] = load_layer_module("_landlock")
     if wanted.intersection(_SECCOMP_LAYERS):
         modules["seccomp"] = load_layer_module("_seccomp")
+    if "pidns" in wanted:
+        modules["init"] = load_sibling("_shim_init")  # pid 1 of the namespace
     return modules
-
-
-#: Signals pid 1 of a plugin's pid namespace passes on to every process of the namespace.
-_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def _fail(err_w: int, stage: str, exc: BaseException) -> None:
@@ -431,113 +415,6 @@ def child_main(spec: dict[str, Any], shim_pid: int, err_w: int, modules: dict[st
         os._exit(EXIT_SETUP_FAILED)
 
 
-def _host_ppid() -> int:
-    """Our parent's pid as ``/proc`` (the host's pid namespace) sees it.
-
-    ``getppid()`` says 0 when the parent is outside our pid namespace.
-    """
-    with open("/proc/self/stat", "rb") as fh:
-        data = fh.read()
-    return int(data[data.rfind(b")") + 2 :].split()[1])
-
-
-def _forward(sig: int, _frame: object) -> None:
-    """pid 1's handler: the signal to every other process of the namespace (one atomic ``kill(-1)``)."""
-    with contextlib.suppress(OSError):
-        os.kill(-1, sig)
-
-
-def init_main(
-    spec: dict[str, Any],
-    shim_pid: int,
-    err_w: int,
-    modules: dict[str, types.ModuleType],
-    *,
-    status_w: int,
-    entered: list[str],
-) -> NoReturn:
-    """pid 1 of the plugin's pid namespace (the ``pidns`` layer). Never returns.
-
-    Forked (no exec) by the shim right after it entered the namespaces
-    (``entered``: their layer names). Sets its parent-death signal (the shim
-    is single-threaded) and checks that the shim is still its parent, applies
-    ``rlimits`` (inherited by the whole tree), then forks the plugin's main
-    process (:func:`plugin_main`). From then on it only forwards SIGTERM,
-    SIGINT and SIGHUP to every process of the namespace (``kill(-1, sig)``:
-    atomic against ``fork`` in the kernel, so no member is missed), reaps
-    every process re-parented to it, and when the main process exits writes
-    its raw wait status as ``<status>\\n`` to ``status_w`` and exits 0; the
-    kernel then SIGKILLs whatever is left in the namespace, and the shim's
-    ``waitpid`` of this process returns only once all of it is gone. The
-    shim ends the namespace early by SIGKILLing this process (a member of
-    the namespace cannot: pid 1 only gets signals it handles from inside).
-    Setup failures are ``E`` records on ``err_w``, like :func:`child_main`.
-    """
-    stage = ["signals"]
-    layers = requested_layers(spec)
-    applied = list(entered)
-    try:
-        _own_session(stage, _host_ppid, shim_pid)
-        stage[0] = "pidns"
-        if os.getpid() != 1:
-            raise OSError(errno.EINVAL, f"the first process of the new pid namespace is pid {os.getpid()}, not 1")
-        if "rlimits" in layers:
-            stage[0] = "rlimits"
-            _apply_rlimits(spec)
-            applied.append("rlimits")
-        stage[0] = "init"
-        keep = sorted({0, 1, 2, err_w, status_w})
-        for low, high in zip(keep, [*keep[1:], 65536], strict=True):
-            os.closerange(low + 1, high)
-        # Blocked across fork: the plugin process must not run _forward before it resets its handlers.
-        signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)
-        for sig in _FORWARDED:
-            signal.signal(sig, _forward)
-        plugin = os.fork()
-        if plugin == 0:
-            plugin_main(spec, err_w, modules, applied)
-    except BaseException as exc:
-        _fail(err_w, stage[0], exc)
-        os._exit(EXIT_SETUP_FAILED)
-    try:
-        os.close(err_w)
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.close(null)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
-        while True:
-            try:
-                pid, status = os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
-            if pid == plugin:
-                os.write(status_w, b"%d\n" % status)
-                break
-    finally:
-        os._exit(0)
-
-
-def plugin_main(spec: dict[str, Any], err_w: int, modules: dict[str, types.ModuleType], applied: list[str]) -> NoReturn:
-    """The plugin's main process inside the pid namespace (forked by :func:`init_main`). Never returns.
-
-    Resets its signals, starts a session of its own, ties its parent-death
-    signal to pid 1, writes ``P<its pid in /proc's namespace>\\n`` to
-    ``err_w`` (the pid hostd knows it by), then confines itself and execs
-    like :func:`child_main`.
-    """
-    stage = ["signals"]
-    try:
-        _own_session(stage, os.getppid, 1)
-        stage[0] = "pid"
-        os.write(err_w, b"P%d\n" % int(os.readlink("/proc/self")))
-        _confine_and_exec(spec, applied, err_w, modules, stage)
-    except BaseException as exc:
-        _fail(err_w, stage[0], exc)
-    finally:
-        os._exit(EXIT_SETUP_FAILED)
-
-
 class Shim:
     """The supervisor's state; one instance per shim process."""
 
@@ -610,7 +487,7 @@ class Shim:
             if entered:
                 assert self.status_r is not None
                 os.close(self.status_r)
-                init_main(spec, self.me, err_w, modules, status_w=status_w, entered=entered)
+                modules["init"].init_main(spec, self.me, err_w, modules, status_w=status_w, entered=entered)
             child_main(spec, self.me, err_w, modules)
         os.close(err_w)
         if entered:
@@ -827,272 +704,25 @@ class Shim:
         return 128 - code if code < 0 else code
 
 
-def _trial(body: Any) -> list[object]:
-    """Run ``body()`` in a throwaway child; ``[ok, detail]`` (detail: its result or the error)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        try:
-            message = "ok " + str(body())
-        except BaseException as exc:
-            message = "no " + (f"{exc.strerror} (errno {exc.errno})" if isinstance(exc, OSError) else repr(exc))
-        with contextlib.suppress(BaseException):
-            os.write(write_end, message.encode("utf-8", "replace"))
-        os._exit(0)
-    os.close(write_end)
-    data = b""
-    while chunk := os.read(read_end, 4096):
-        data += chunk
-    os.close(read_end)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
-    text = data.decode("utf-8", "replace")
-    return [text.startswith("ok "), text[3:] or "the trial died"]
+def load_sibling(name: str) -> types.ModuleType:
+    """Load ``sandbox/<name>.py``, a part of the shim, as a layer module is (once per process).
 
-
-def _status_field(name: str) -> str:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(name + ":"):
-                return line.split(":", 1)[1].strip()
-    return ""
-
-
-def _try_netns() -> str:
-    enter_namespaces(network=True)
-    with open("/proc/self/net/dev") as fh:
-        interfaces = sorted(line.split(":")[0].strip() for line in fh.readlines()[2:])
-    if interfaces != ["lo"]:
-        raise OSError(errno.EINVAL, f"unexpected interfaces {interfaces}")
-    return "unprivileged user + network namespace (loopback only)"
-
-
-def _try_pidns() -> str:
-    """Enter a user + pid namespace; the next child must be pid 1 there, and its orphan must die with it."""
-    enter_namespaces(network=False, pid=True)
-    read_end, write_end = os.pipe()
-    first = os.fork()
-    if first == 0:
-        os.close(read_end)
-        if os.getpid() != 1:
-            os._exit(1)
-        ack_r, ack_w = os.pipe()
-        if os.fork() == 0:  # a member that outlives pid 1 unless the kernel ends it (holds write_end)
-            os.write(ack_w, b"1" if os.getppid() == 1 else b"0")
-            while True:
-                signal.pause()
-        os.write(write_end, os.read(ack_r, 1))
-        os._exit(0)
-    os.close(write_end)
-    _, status = os.waitpid(first, 0)
-    seen = os.read(read_end, 1)
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or seen != b"1":
-        raise OSError(errno.EINVAL, "the first child of a new pid namespace was not its pid 1")
-    # pid 1 exited: the kernel killed the member, so the pipe's last writer is gone (EOF).
-    import select  # noqa: PLC0415 - only for this trial
-
-    ready, _, _ = select.select([read_end], [], [], 2.0)
-    if not ready or os.read(read_end, 1):
-        raise OSError(errno.EINVAL, "a process of the pid namespace outlived its pid 1")
-    return "unprivileged user + pid namespace (the tree ends with its pid 1)"
-
-
-def _try_landlock() -> str:
-    module = load_layer_module("_landlock")
-    abi = int(module.abi_version())
-    if abi <= 0:
-        raise OSError(errno.ENOSYS, "the kernel offers no Landlock")
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-    module.restrict_self(read=["/usr"], tcp_connect=[] if abi >= 4 else None, scope=abi >= 6)
-    try:
-        os.close(os.open("/proc/self/status", os.O_RDONLY))
-    except PermissionError:
-        return f"ABI {abi}"
-    raise OSError(errno.EINVAL, "a Landlock ruleset was accepted but not enforced")
-
-
-def _try_seccomp() -> str:
-    module = load_layer_module("_seccomp")
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-    module.install(deny_unix_sockets=True)
-    if _status_field("Seccomp") != "2":
-        raise OSError(errno.EINVAL, "the filter was accepted but is not in force")
-    return "classic BPF deny-list (no libseccomp needed)"
-
-
-def _try_seccomp_net() -> str:
-    import socket  # noqa: PLC0415 - the probe only, not on a plugin's spawn path
-
-    module = load_layer_module("_seccomp")
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-    module.install(deny_calls=False, socket_allowlist=True)
-    try:
-        socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close()  # IPPROTO_MPTCP
-        raise OSError(errno.EINVAL, "the socket allowlist let an MPTCP socket through")
-    except OSError as exc:
-        if exc.errno != errno.EPROTONOSUPPORT:
-            raise
-    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
-    return str(module.SOCKET_ALLOWLIST)
-
-
-def probe() -> dict[str, object]:
-    """What this kernel lets this user apply, each layer tried in a throwaway child."""
-    result: dict[str, object] = {"linux": LINUX}
-    if not LINUX:
-        for name in ("landlock", "netns", "pidns", "seccomp", "seccomp-net", "subreaper"):
-            result[name] = [False, f"Linux only (this is {sys.platform})"]
-        result["landlock_abi"] = 0
-        return result
-    try:
-        prctl(PR_SET_CHILD_SUBREAPER, 1)
-        result["subreaper"] = [True, "PR_SET_CHILD_SUBREAPER + PR_SET_PDEATHSIG"]
-    except OSError as exc:
-        result["subreaper"] = [False, f"{exc.strerror} (errno {exc.errno})"]
-    result["landlock_abi"] = int(load_layer_module("_landlock").abi_version())
-    result["landlock"] = _trial(_try_landlock)
-    result["netns"] = _trial(_try_netns)
-    result["pidns"] = _trial(_try_pidns)
-    result["seccomp"] = _trial(_try_seccomp)
-    result["seccomp-net"] = _trial(_try_seccomp_net)
-    return result
-
-
-#: ``execve``'s environment of the fork server: one variable whose bytes each forked shim overwrites in
-#: place with ``HOSTD_SANDBOX_TOKEN=<its plugin's token>`` (``/proc/<pid>/environ`` reads that memory; a
-#: ``putenv`` would not show there), so a shim carries its plugin's token as an exec'd shim does.
-TOKEN_SLOT = "HOSTD_SHIM_TOKEN_SLOT"
-TOKEN_SLOT_SIZE = 96
-#: Request of hostd to the fork server: one SOCK_SEQPACKET message ``fork <token>`` with exactly
-#: these descriptors attached (SCM_RIGHTS): the plugin's stdin, stdout, stderr, the lifeline's read
-#: end, the control pipe's write end.
-FORK_FDS = 5
-_SLOT_PREFIX = (TOKEN_SLOT + "=").encode()
-
-
-def _write_token_slot(token: str) -> None:
-    """Overwrite the fork server's environment slot with ``HOSTD_SANDBOX_TOKEN=<token>`` (NUL-padded)."""
-    value = ("HOSTD_SANDBOX_TOKEN=" + token).encode("ascii", "replace")
-    environ = ctypes.POINTER(ctypes.c_void_p).in_dll(_libc, "environ")
-    index = 0
-    while environ[index]:
-        address = environ[index]
-        text = ctypes.string_at(address)
-        if text.startswith(_SLOT_PREFIX) and len(value) <= len(text):
-            ctypes.memmove(address, value.ljust(len(text), b"\0"), len(text))
-            return
-        index += 1
-
-
-def _forked_shim(fds: list[int], token: str) -> NoReturn:
-    """A shim forked by :func:`serve`: take the request's descriptors, then supervise as an exec'd shim does.
-
-    Writes ``shim <pid>`` on the control pipe first (hostd learns the shim's
-    pid from it), then follows the protocol of ``main``. Never returns.
+    The parts: ``_shim_init`` (pid 1 of a ``pidns`` namespace), ``_shim_probe``
+    (``--probe``), ``_shim_serve`` (``--serve``). Each calls back into this
+    module, which it finds as its ``shim``.
     """
-    code = EXIT_SHIM_BUG
-    try:
-        stdin, stdout, stderr, lifeline, control = fds
-        os.setsid()
-        os.chdir("/")
-        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
-            os.dup2(fd, target)
-        for fd in (stdin, stdout, stderr):
-            if fd > 2:
-                os.close(fd)
-        _write_token_slot(token)
-        with contextlib.suppress(OSError):
-            _write_file("/proc/self/comm", "hostd-shim")
-        write_line(control, f"shim {os.getpid()}")
-        code = supervise(lifeline, control)
-        write_line(control, f"done {code}")  # hostd is not our parent: it learns our exit code here
-    finally:
-        os._exit(code)
-
-
-def serve(sock: int, host_pid: int) -> int:
-    """The fork server: fork one shim per request on ``sock`` until hostd closes it; returns 0.
-
-    Run as ``python -I -S shim.py --serve SOCK HOST_PID`` by
-    ``sandbox.forkserver`` once per hostd, at the first spawn. ``sock``: hostd's
-    private ``SOCK_SEQPACKET`` socketpair (nothing else holds either end:
-    hostd passes it alone, each forked shim closes it first, no plugin ever
-    sees it). A request is ``fork <token>`` plus :data:`FORK_FDS`
-    descriptors; the server forks, closes its copies and reads the next
-    request: it never parses a spec nor applies a policy (the shim reads
-    both from the lifeline, which only hostd writes), so nothing it does
-    depends on what a request says but the token. A request with the
-    wrong shape is answered ``error fork`` on its control pipe when one came
-    with it, else dropped. A failed ``fork`` is ``error fork <errno>
-    <text>`` on that control pipe. The server dies with hostd:
-    ``PR_SET_PDEATHSIG(SIGKILL)`` (tied to the hostd thread that started
-    it, see ``sandbox.process``) and EOF on ``sock``. Its children are
-    reaped by the kernel (``SIGCHLD`` ignored); each shim is held to hostd
-    by its own lifeline, not by the server. Everything a shim runs is
-    imported and the heap frozen (``gc.freeze``) before the first fork, so a
-    shim dirties only the pages it writes (its USS).
-    """
-    import array  # noqa: PLC0415 - the server only
-    import gc  # noqa: PLC0415
-    import socket  # noqa: PLC0415
-
-    if LINUX:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != host_pid:
-            return 0
-        with contextlib.suppress(OSError):
-            _write_file("/proc/self/comm", "hostd-shimsrv")
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, signal.SIG_DFL)
-    load_modules((*_LANDLOCK_LAYERS, *_SECCOMP_LAYERS))  # cached: every shim finds them loaded
-    channel = socket.socket(fileno=sock)
-    gc.collect()
-    gc.freeze()
-    room = socket.CMSG_SPACE(FORK_FDS * array.array("i").itemsize)
-    while True:
-        try:
-            data, ancillary, _, _ = channel.recvmsg(4096, room)
-        except InterruptedError:
-            continue
-        fds: list[int] = []
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                received = array.array("i")
-                received.frombytes(payload[: len(payload) - len(payload) % received.itemsize])
-                fds.extend(received)
-        if not data:
-            for fd in fds:
-                os.close(fd)
-            return 0  # hostd closed its end (or died)
-        words = data.decode("ascii", "replace").split()
-        if len(fds) != FORK_FDS or len(words) != 2 or words[0] != "fork":
-            if len(fds) == FORK_FDS:
-                write_line(fds[4], "error fork 0 malformed request to the fork server")
-            for fd in fds:
-                os.close(fd)
-            continue
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            write_line(fds[4], f"error fork {exc.errno or 0} {exc.strerror or exc}")
-            pid = -1
-        if pid == 0:
-            channel.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _forked_shim(fds, words[1])
-        for fd in fds:
-            os.close(fd)
+    module = load_layer_module(name)
+    module.__dict__["shim"] = sys.modules[__name__]
+    return module
 
 
 def main(argv: list[str]) -> int:
     if argv[1:2] == ["--probe"]:
-        sys.stdout.write(json.dumps(probe()) + "\n")
+        sys.stdout.write(json.dumps(load_sibling("_shim_probe").probe()) + "\n")
         sys.stdout.flush()
         return 0
     if argv[1:2] == ["--serve"]:
-        return serve(int(argv[2]), int(argv[3]))
+        return int(load_sibling("_shim_serve").serve(int(argv[2]), int(argv[3])))
     return supervise(int(argv[1]), int(argv[2]))
 
 
