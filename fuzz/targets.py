@@ -100,13 +100,17 @@ def manifest(data: bytes) -> None:
 # -- the import converter ----------------------------------------------------------------------
 
 
-def check_import(config: Any) -> None:
+def check_import(config: Any, *, wire: bool = False) -> None:
     """``plan_import``: a ConfigError that says what is wrong, or one entry per server, each either invalid or a
-    manifest hostd loads."""
+    manifest hostd loads. ``wire``: the config came as text, as on the control channel, so what
+    ``plugins/import`` answers (the IMPORT_INVALID it makes of a ConfigError, the entries) must serialise."""
     try:
         entries = plan_import(config)
     except ConfigError as exc:
         assert str(exc), "a ConfigError says what is wrong"
+        if wire:  # as hostd.host.install_methods renders it
+            where = {"errors": [{"field": exc.field, "message": str(exc)}]} if exc.field is not None else {}
+            expect_kind(HostError(ErrorKind.IMPORT_INVALID, f"cannot import: {exc}", **where), ErrorKind.IMPORT_INVALID)
         return
     if isinstance(config, dict):  # one entry per server, whatever the servers hold
         assert len(entries) == len(next(iter(config.values()))), entries
@@ -118,11 +122,13 @@ def check_import(config: Any) -> None:
     ]
     assert wrong == []
     assert [json.loads(json.dumps(entry.to_wire()))["name"] for entry in entries] == [e.name for e in entries]
+    if wire:
+        encode([entry.to_wire() for entry in entries])
 
 
 def import_config(data: bytes) -> None:
     """The bytes as the config's text."""
-    check_import(text_of(data))
+    check_import(text_of(data), wire=True)
 
 
 # -- the registry converter --------------------------------------------------------------------
