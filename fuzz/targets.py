@@ -12,6 +12,7 @@ and for the replay of saved crashers (``tests/test_fuzz_crashers.py``).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import shutil
@@ -72,7 +73,7 @@ def _decodes(data: bytes) -> bool:
 @cache
 def _folders() -> tuple[Path, Path]:
     """One folder for plugin.json, one for plugin.yaml, reused by every run (the loader only reads)."""
-    root = Path(tempfile.mkdtemp(prefix="hostd-fuzz-"))
+    root = _scratch("hostd-fuzz-")
     (root / "json").mkdir()
     (root / "yaml").mkdir()
     return root / "json", root / "yaml"
@@ -158,7 +159,15 @@ def server_json(data: bytes) -> None:
 
 @cache
 def _bundle_root() -> Path:
-    return Path(tempfile.mkdtemp(prefix="hostd-fuzz-bundle-"))
+    return _scratch("hostd-fuzz-bundle-")
+
+
+def _scratch(prefix: str) -> Path:
+    """A temporary folder for this process's runs, removed when the process exits (the replay test, a
+    campaign that ends normally; libFuzzer ending on a crash may leave it)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
 
 
 def check_bundle(data: bytes, root: Path) -> None:
