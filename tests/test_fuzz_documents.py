@@ -4,9 +4,11 @@ The property, for each document kind: whatever the document, the parser
 returns, or raises that document's named error (a :class:`HostError` of its
 kind); never another exception. For the converters, also: what they accept
 is a manifest hostd then loads (:func:`hostd.install.generated.manifest_errors` is
-empty). Documents are drawn from JSON-shaped values with hostile text (NUL,
-lone surrogates, control characters, long strings), deep nesting, and byte
-mutations of valid documents.
+empty). The properties live in :mod:`fuzz.targets`, shared with the
+coverage-guided runner for long campaigns (``python -m fuzz``, ``fuzz/README.md``).
+Documents are drawn from JSON-shaped values with hostile text (NUL, lone
+surrogates, control characters, long strings), deep nesting, and byte mutations
+of valid documents.
 
 Budget: ``max_examples=200`` per harness, no deadline, derandomized (the same
 examples every run, so CI is stable); a long campaign by hand:
@@ -15,7 +17,6 @@ examples every run, so CI is stable); a long campaign by hand:
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -27,12 +28,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostd.install import bundle, serverjson
-from hostd.install.generated import manifest_errors
-from hostd.install.importer import ConfigError, plan_import
-from hostd.install.manifest import load_manifest
-from hostd.install.signing import Signature
-from hostd.wire.errors import ErrorKind, HostError
+from fuzz import targets
 from tests.test_bundle import mcpb_manifest
 
 settings.register_profile(
@@ -129,13 +125,7 @@ def manifest_texts(draw: st.DrawFn) -> tuple[str, bytes]:
 def test_the_manifest_loader_answers_manifest_invalid_or_loads(case: tuple[str, bytes]) -> None:
     name, data = case
     with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / name).write_bytes(data)
-        try:
-            _manifest, digest = load_manifest(Path(folder))
-        except HostError as exc:
-            assert exc.kind is ErrorKind.MANIFEST_INVALID, exc
-        else:  # loaded: the digest is over the very bytes written
-            assert digest == "sha256:" + hashlib.sha256(data).hexdigest()
+        targets.check_manifest_file(name, data, Path(folder))
 
 
 # -- the import converter ----------------------------------------------------------------------
@@ -171,21 +161,7 @@ def configs(draw: st.DrawFn) -> Any:
 @BUDGET
 @given(configs())
 def test_the_import_converter_answers_config_error_or_manifests_hostd_loads(config: Any) -> None:
-    try:
-        entries = plan_import(config)
-    except ConfigError as exc:
-        assert str(exc), "a ConfigError says what is wrong"
-        return
-    if isinstance(config, dict):  # one entry per server, whatever the servers hold
-        assert len(entries) == len(next(iter(config.values()))), entries
-    wrong = [
-        (entry.name, entry.outcome, entry.manifest and manifest_errors(entry.manifest))
-        for entry in entries
-        if (entry.outcome == "invalid") != (entry.manifest is None)
-        or (entry.manifest is not None and manifest_errors(entry.manifest))
-    ]
-    assert wrong == []
-    assert [json.loads(json.dumps(entry.to_wire()))["name"] for entry in entries] == [e.name for e in entries]
+    targets.check_import(config)
 
 
 # -- the registry converter --------------------------------------------------------------------
@@ -230,17 +206,7 @@ def registry_entries(draw: st.DrawFn) -> tuple[Any, int]:
 @BUDGET
 @given(registry_entries())
 def test_the_registry_converter_answers_package_invalid_or_manifests_hostd_loads(case: tuple[Any, int]) -> None:
-    document, index = case
-    try:
-        planned = serverjson.plan(document, index)
-    except HostError as exc:
-        assert exc.kind is ErrorKind.PACKAGE_INVALID, exc
-        assert isinstance(exc.data["errors"][0]["field"], str)
-        return
-    # A plan is a manifest or a bundle to fetch and check, never both, never neither.
-    assert (planned.manifest is None) == (planned.bundle_url is not None and planned.sha256 is not None), planned
-    if planned.manifest is not None:
-        assert manifest_errors(planned.manifest) == [], planned.manifest
+    targets.check_serverjson(*case)
 
 
 # -- the bundle reader -------------------------------------------------------------------------
@@ -286,10 +252,4 @@ def bundles(draw: st.DrawFn) -> bytes:
 @given(bundles())
 def test_the_bundle_reader_answers_package_invalid_or_installs(data: bytes) -> None:
     with tempfile.TemporaryDirectory() as root:
-        found = bundle.Bundle(path=Path(root) / "b.mcpb", archive=data, sha256="0" * 64, checked=Signature("unsigned"))
-        try:
-            _folder, document = bundle.install_bundle(found, Path(root) / "bundles")
-        except HostError as exc:
-            assert exc.kind is ErrorKind.PACKAGE_INVALID, exc
-            return
-        assert manifest_errors(document) == [], document
+        targets.check_bundle(data, Path(root))

@@ -7,9 +7,10 @@ Issue 24 asks that no test can pass without checking anything. Three rules, each
     ``assert``, ``pytest.raises``/``warns``/``fail``/``deprecated_call``, ``raise AssertionError``, or
     a call of a helper with an assertion in it. A helper is a function of tests/: module level in the
     same file, nested in the test, or imported ``from tests.<module> import name`` (or ``from tests
-    import <module>``). Passing a helper by name to a call (``nursery.start_soon(check)``,
-    ``trio.to_thread.run_sync(check)``) counts as calling it. Fixtures do not count: the test itself
-    must check.
+    import <module>``), or one of the fuzz targets' properties that tests share with the fuzzer
+    (``fuzz/*.py``, imported ``from fuzz.<module> import name`` or ``from fuzz import <module>``).
+    Passing a helper by name to a call (``nursery.start_soon(check)``, ``trio.to_thread.run_sync(check)``)
+    counts as calling it. Fixtures do not count: the test itself must check.
 
 (b) **No assertion can be skipped over.** Every path through a test that ends normally (falls off the
     end or returns) passes an assertion; a helper counts here only if it passes this rule itself. A
@@ -41,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
+#: The fuzz package's modules (not its entry points): the properties the tests share with the fuzzer.
+FUZZ_HELPERS = sorted((TESTS.parent / "fuzz").glob("[!_]*.py"))
 
 #: The tests of the sandbox's isolation layers (rule c), by glob, plus the single tests elsewhere that
 #: check a layer end to end (file name: test names).
@@ -118,14 +121,22 @@ class Module:
             elif isinstance(node, ast.ImportFrom) and node.module == "tests":
                 for alias in node.names:
                     module.modules[alias.asname or alias.name] = alias.name
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fuzz."):
+                for alias in node.names:
+                    module.imported[alias.asname or alias.name] = (node.module, alias.name)
+            elif isinstance(node, ast.ImportFrom) and node.module == "fuzz":
+                for alias in node.names:
+                    module.modules[alias.asname or alias.name] = f"fuzz.{alias.name}"
         return module
 
 
 class Suite:
-    """Every file of tests/ and which of their functions assert (rule b's sense), found to a fixpoint."""
+    """Every file of tests/ (and the helper modules outside it, ``helpers``: fuzz/'s, as ``fuzz.<stem>``) and
+    which of their functions assert (rule b's sense), found to a fixpoint."""
 
-    def __init__(self, folder: Path = TESTS) -> None:
+    def __init__(self, folder: Path = TESTS, helpers: list[Path] | None = None) -> None:
         self.modules = {p.stem: Module.read(p) for p in sorted(folder.glob("*.py"))}
+        self.modules |= {f"fuzz.{p.stem}": Module.read(p) for p in helpers or []}
         self.asserting: set[int] = set()  # id() of the FunctionDef nodes that always assert
         self.checking: set[int] = set()  # id() of those with an assertion on some path
         self._chains: dict[str, dict[int, list[ast.AST]]] = {}
@@ -216,9 +227,9 @@ class Suite:
 
     def _enclosing(self, module: Module, function: ast.AST) -> list[ast.AST]:
         """The functions ``function`` is nested in, outermost first."""
-        chains = self._chains.get(module.path.stem)
+        chains = self._chains.get(str(module.path))
         if chains is None:
-            chains = self._chains[module.path.stem] = {}
+            chains = self._chains[str(module.path)] = {}
 
             def visit(node: ast.AST, path: list[ast.AST]) -> None:
                 for child in ast.iter_child_nodes(node):
@@ -711,7 +722,7 @@ def test_the_finder_sees_skips_on_what_the_sandbox_said(tmp_path: Path) -> None:
 
 # -- the rules, on tests/ ----------------------------------------------------------------------------
 
-SUITE = Suite()
+SUITE = Suite(TESTS, FUZZ_HELPERS)
 
 
 def test_every_test_asserts() -> None:

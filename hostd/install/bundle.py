@@ -449,8 +449,10 @@ def extract(
         if len(members) > max_entries:
             raise invalid(f"the bundle has {len(members)} entries; at most {max_entries} are accepted")
         seen: set[str] = set()
+        kinds: dict[str, bool] = {}
         for member in members:
             _check_member(member, seen)
+            _check_layout(member, kinds)
         destination.mkdir(mode=0o700)
         root_fd = os.open(destination, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         total = 0
@@ -490,6 +492,36 @@ def _check_member(member: zipfile.ZipInfo, seen: set[str]) -> None:
         raise invalid(f"archive entry {name!r} {problem}", [{"field": name, "message": problem}], entry=name)
 
 
+def _check_layout(member: zipfile.ZipInfo, folders: dict[str, bool]) -> None:
+    """Refuse an entry whose path makes a file and a folder of one name (``folders``: path -> is a folder).
+
+    The class (issue 31, found by ``python -m fuzz bundle``): entries whose paths collide as a file and a
+    folder, in either order: a file ``server`` beside ``server/index.js`` (the folder it implies), or an
+    entry under a name another entry holds as a file. Extraction met them as ``FileExistsError`` or
+    ``NotADirectoryError``, which escaped the reader. Checked on the names before anything is written;
+    a collision only the file system sees (a case-insensitive one: ``A`` and ``a``) is caught where the
+    entry is opened (:func:`_extract_member`).
+    """
+    name = member.filename
+    parts = name.rstrip("/").split("/")
+    problem = None
+    for depth in range(1, len(parts)):
+        prefix = "/".join(parts[:depth])
+        if folders.setdefault(prefix, True) is False:
+            problem = f"is inside {prefix!r}, which the archive also holds as a file"
+    key = "/".join(parts)
+    if problem is None and folders.get(key) is True and not member.is_dir():
+        problem = "is a file where other entries make a folder"
+    folders.setdefault(key, member.is_dir())
+    if problem is not None:
+        raise invalid(f"archive entry {name!r} {problem}", [{"field": name, "message": problem}], entry=name)
+
+
+def _layout_failure(name: str, exc: OSError) -> HostError:
+    problem = f"collides with another entry on this file system ({exc.strerror or exc})"
+    return invalid(f"archive entry {name!r} {problem}", [{"field": name, "message": problem}], entry=name)
+
+
 def _open_parent(root_fd: int, parts: list[str]) -> int:
     """A descriptor of the folder ``parts`` under ``root_fd``, created as needed, never through a link."""
     fd = os.dup(root_fd)
@@ -510,15 +542,24 @@ def _extract_member(reader: _Archive, member: zipfile.ZipInfo, root_fd: int, bud
     name = member.filename
     parts = name.rstrip("/").split("/")
     if member.is_dir():
-        os.close(_open_parent(root_fd, parts))
+        try:
+            os.close(_open_parent(root_fd, parts))
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:  # _check_layout: the class
+            raise _layout_failure(name, exc) from None
         return 0
     mode = 0o700 if (member.external_attr >> 16) & 0o111 else 0o600
-    parent = _open_parent(root_fd, parts[:-1])
+    try:
+        parent = _open_parent(root_fd, parts[:-1])
+    except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:  # _check_layout: the class
+        raise _layout_failure(name, exc) from None
     written = 0
     try:
-        fd = os.open(
-            parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent
-        )
+        try:
+            fd = os.open(
+                parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent
+            )
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:  # _check_layout: the class
+            raise _layout_failure(name, exc) from None
         try:
             for chunk in reader.chunks(member):
                 written += len(chunk)

@@ -65,6 +65,7 @@ from hostd.install.manifest_model import (
     manifest_schema_text,
 )
 from hostd.wire.errors import ErrorKind, HostError, exhausted
+from hostd.wire.jsonlimits import DocumentRefused, json_int
 
 if TYPE_CHECKING:
     import yaml
@@ -360,7 +361,9 @@ def _parse_json(path: Path, text: str) -> Any:
         return result
 
     try:
-        return json.loads(text, object_pairs_hook=unique_keys)
+        return json.loads(text, object_pairs_hook=unique_keys, parse_int=json_int)
+    except DocumentRefused as exc:  # a literal the syntax accepts but no value is (json_int: the class)
+        raise _whole_file_error(path, f"not a value: {exc.message}") from None
     except json.JSONDecodeError as exc:
         raise _whole_file_error(
             path,
@@ -434,7 +437,25 @@ def _yaml_loader() -> type[yaml.SafeLoader]:
                 )
         yield from self.construct_yaml_map(node)
 
+    def construct_object(self: yaml.SafeLoader, node: yaml.Node, deep: bool = False) -> Any:
+        # The class (issue 31, found by python -m fuzz manifest; hostd.wire.jsonlimits.json_int for JSON): a
+        # scalar the syntax accepts whose implicit type's constructor raises its own exception, not a
+        # YAMLError: a timestamp that is no date (2026-07-38, an hour 25) or an integer of more digits than
+        # Python converts raise ValueError from the constructor. Every value is built here, keys included,
+        # so any constructor's failure becomes a ConstructorError at the value's line and column. Recursion
+        # and memory are left to the caller's handling (nesting has its own error).
+        try:
+            return base.construct_object(self, node, deep=deep)
+        except (yaml.YAMLError, RecursionError, MemoryError):
+            raise
+        except Exception as exc:
+            kind = str(node.tag).rsplit(":", 1)[-1]
+            raise yaml.constructor.ConstructorError(
+                None, None, f"not a valid {kind} ({exc})", node.start_mark
+            ) from None
+
     loader.add_constructor("tag:yaml.org,2002:map", construct_map)
+    setattr(loader, "construct_object", construct_object)  # noqa: B010 (a method of the class built above)
     _YAML_LOADER = loader
     return loader
 

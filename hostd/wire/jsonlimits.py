@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -40,6 +41,7 @@ __all__ = [
     "LimitExceeded",
     "check_document",
     "check_json",
+    "json_int",
     "load_document",
     "object_members",
 ]
@@ -235,6 +237,22 @@ def _text_too_deep(text: str, max_depth: int) -> str | None:
 _TEXT_TOKEN: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 
 
+def json_int(literal: str) -> int:
+    """``parse_int`` for :func:`json.loads` of a stranger's document: the integer, or :class:`DocumentRefused`.
+
+    The class (issue 31, found by ``python -m fuzz manifest``): a literal the syntax accepts but whose
+    conversion to a value raises the conversion's own exception, not the parser's error. Here an integer of
+    more digits than the interpreter converts (``sys.get_int_max_str_digits()``, 4300 by default):
+    ``int()`` raises a plain ``ValueError`` from inside ``json.loads``, which no boundary caught. YAML's
+    implicit scalars (a timestamp that is no date) are the same class (``hostd.install.manifest``).
+    """
+    limit = sys.get_int_max_str_digits()
+    digits = len(literal) - literal.startswith("-")
+    if limit and digits > limit:
+        raise DocumentRefused(f"an integer of {digits} digits (at most {limit})")
+    return int(literal)
+
+
 def load_document(
     text: str | bytes,
     *,
@@ -250,7 +268,8 @@ def load_document(
     :func:`json.loads` (a duplicate-key check); an exception it raises
     propagates. Raises :class:`DocumentRefused`: not UTF-8 (byte offset),
     nested too deeply (line and column), not JSON (line and column), a lone
-    surrogate (pointer). NaN and Infinity are refused (not JSON).
+    surrogate (pointer), an integer longer than Python converts (:func:`json_int`).
+    NaN and Infinity are refused (not JSON).
     """
     if isinstance(text, bytes):
         try:
@@ -265,7 +284,7 @@ def load_document(
         raise DocumentRefused(f"{name} is not a JSON number")
 
     try:
-        value = json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=constant)
+        value = json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=constant, parse_int=json_int)
     except json.JSONDecodeError as exc:
         raise DocumentRefused(f"not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     check_document(value, max_depth=max_depth)
