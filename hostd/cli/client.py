@@ -135,9 +135,17 @@ class HostdClient:
                 await process.wait()
 
     async def close(self, timeout: float = 15.0) -> int | None:
-        """``shutdown`` then ``exit``; wait for the process; return its exit code."""
+        """Cancel what this client still waits for (``$/cancelRequest`` each), then ``shutdown`` and ``exit``;
+        wait for the process; return its exit code.
+
+        A closing client abandons its pending requests: said first, ``shutdown`` need not wait for them
+        (it lets the requests received before it finish, up to 5 s: docs/protocol.md, ``shutdown``).
+        """
         if self.process.returncode is None:
             with trio.move_on_after(timeout):
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    for rid in list(self._waiting):
+                        await self.notify("$/cancelRequest", {"id": rid})
                 with contextlib.suppress(RpcError, trio.BrokenResourceError, trio.ClosedResourceError, EOFError):
                     await self.request("shutdown", None)
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
