@@ -90,6 +90,13 @@ async def tools_set_enabled(host: ToolHost, params: Any, ctx: RequestContext) ->
     ).wire()
 
 
+def _known_tools(plugin: InstalledPlugin) -> set[str]:
+    """The MCP names of the tools ``plugin`` may have while it is not running: declared in its manifest,
+    pinned at approval, or disabled by the user."""
+    declared = {t.removeprefix(f"{plugin.manifest.id}.") for t in plugin.manifest.contributes.tool_names}
+    return declared | set(plugin.supervisor.pinned or {}) | plugin.disabled_tools
+
+
 def _tool_owner(host: ToolHost, name: str) -> tuple[InstalledPlugin, str]:
     """The plugin and MCP name of the tool ``name`` (registered, or known to a stopped plugin)."""
     with contextlib.suppress(HostError):
@@ -97,11 +104,8 @@ def _tool_owner(host: ToolHost, name: str) -> tuple[InstalledPlugin, str]:
         return host._plugin(tool.plugin), tool.remote_name
     plugin_id, dot, remote = name.partition(".")
     plugin = host.plugins.get(plugin_id)
-    if dot and plugin is not None:
-        declared = {t.removeprefix(f"{plugin_id}.") for t in plugin.manifest.contributes.tool_names}
-        known = declared | set(plugin.supervisor.pinned or {}) | plugin.disabled_tools
-        if remote in known:
-            return plugin, remote
+    if dot and plugin is not None and remote in _known_tools(plugin):
+        return plugin, remote
     raise HostError(ErrorKind.TOOL_NOT_FOUND, f"no tool named {name!r}", tool=name)
 
 
@@ -123,11 +127,7 @@ def _not_ready(host: ToolHost, name: str) -> HostError | None:
     state = status["status"]
     if state == "ready":
         return None
-    known = (
-        {t.removeprefix(f"{plugin_id}.") for t in plugin.manifest.contributes.tool_names}
-        | set(plugin.supervisor.pinned or {})
-        | plugin.disabled_tools
-    )
+    known = _known_tools(plugin)
     if known and remote not in known:
         return None
     retry = status.get("next_retry_at")
