@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,48 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 ECHO = FIXTURES / "mcp-echo"
 ECHO_TOOLS = ["echo", "fail", "sleep", "large", "environment", "exit", "seen"]
+
+
+#: The variables that point programs at folders under HOME (XDG base directories, npm's and uv's caches).
+_HOME_VARIABLES = (
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "npm_config_cache",
+    "UV_CACHE_DIR",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run the suite with a temporary HOME (issue 28: nothing written outside the repository and the
+    temporary folder).
+
+    Whatever a test, hostd, a plugin or a tool it runs (npm, uv, node) writes under ``~`` lands in a
+    folder of the temporary directory, removed at the end; the user's ``~/.npm``, ``~/.cache`` and
+    ``~/.local`` are neither read nor written. Each pytest-xdist worker gets its own.
+    """
+    home = Path(tempfile.mkdtemp(prefix="hostd-tests-home-"))
+    config.stash[_REAL_HOME] = os.environ.get("HOME")
+    config.stash[_TEST_HOME] = home
+    os.environ["HOME"] = str(home)
+    for name in _HOME_VARIABLES:
+        os.environ.pop(name, None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the temporary HOME and give the real one back."""
+    home = config.stash.get(_TEST_HOME, None)
+    if home is None:
+        return
+    shutil.rmtree(home, ignore_errors=True)
+    real = config.stash[_REAL_HOME]
+    if real is not None:
+        os.environ["HOME"] = real
+
+
+_REAL_HOME = pytest.StashKey[str | None]()
+_TEST_HOME = pytest.StashKey[Path]()
 
 
 def _ours(token: str, mine: set[int]) -> bool:

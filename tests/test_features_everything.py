@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
-from tests.test_real_servers import ENABLE_TIMEOUT, EVERYTHING, EVERYTHING_TOOLS, everything_fetched  # noqa: F401
+from tests.test_real_servers import ENABLE_TIMEOUT, EVERYTHING, EVERYTHING_TOOLS, everything_served  # noqa: F401
 
 pytestmark = pytest.mark.real_server
 
@@ -64,7 +64,7 @@ async def call(client: HostdClient, tool: str, arguments: dict[str, Any]) -> str
     return "\n".join(item["text"] for item in result["content"] if item["type"] == "text")
 
 
-async def test_server_features_of_server_everything(tmp_path: Path, everything_fetched: str) -> None:  # noqa: F811
+async def test_server_features_of_server_everything(tmp_path: Path, everything_served: str) -> None:  # noqa: F811
     async with everything(tmp_path, serves=None) as client:
         listed = await client.request("resources/list", {"plugin": PLUGIN})
         assert listed["resources"][0] == {
@@ -137,7 +137,7 @@ async def test_server_features_of_server_everything(tmp_path: Path, everything_f
         assert client.requests == []
 
 
-async def test_client_features_of_server_everything(tmp_path: Path, everything_fetched: str) -> None:  # noqa: F811
+async def test_client_features_of_server_everything(tmp_path: Path, everything_served: str) -> None:  # noqa: F811
     granted = tmp_path / "granted"
     granted.mkdir()
     sampled = {"role": "assistant", "content": {"type": "text", "text": "sampled ✓"}, "model": "m-1"}
@@ -204,7 +204,7 @@ async def test_client_features_of_server_everything(tmp_path: Path, everything_f
 )
 async def test_conditional_tools_follow_what_was_offered(
     tmp_path: Path,
-    everything_fetched: str,  # noqa: F811
+    everything_served: str,  # noqa: F811
     serves: dict[str, Any],
     grant: list[str],
     expected: list[str],
@@ -215,12 +215,12 @@ async def test_conditional_tools_follow_what_was_offered(
 
 async def test_an_imported_server_asks_for_client_features_and_what_a_grant_adds_is_withheld(
     tmp_path: Path,
-    everything_fetched: str,  # noqa: F811
+    everything_served: str,  # noqa: F811
 ) -> None:
     """plugins/import declares the reserved permissions (requested, not granted); granting one makes
     server-everything list a new tool, which is withheld until the user approves again (an imported
     plugin's tools are pinned on first use)."""
-    config = {"mcpServers": {"Everything": {"command": "npx", "args": ["-y", everything_fetched, "stdio"]}}}
+    config = {"mcpServers": {"Everything": {"command": "npx", "args": ["-y", everything_served, "stdio"]}}}
     init: dict[str, Any] = {"clientInfo": {"name": "test", "version": "0"}, "capabilities": SERVES}
     async with HostdClient.spawn(
         ["--state-dir", str(tmp_path / "state")], env=plugin_environment(), initialize=init

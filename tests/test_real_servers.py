@@ -1,8 +1,10 @@
 """Real third-party MCP servers of the bundled catalog (``manifests/``), driven through a real hostd.
 
-Each server is fetched before hostd enables it (a no-op once ``manifests/prepare.sh`` has run),
-outside hostd and with the ordinary package clients. A server that cannot be fetched (no
-npx/uvx, no registry) is skipped with the reason; once it is fetched, anything that goes wrong
+Before hostd enables a server, the test asks the registry for its exact pin (metadata only, as
+``manifests/prepare.sh`` does, with a throwaway cache in the temporary folder); the packages themselves
+are fetched by hostd's own ``plugins/prepare`` into the plugin's environment, nowhere else (issue 28: the
+suite writes nothing outside the repository and the temporary folder). A server the registry does not
+serve (no npm/uv, no registry) is skipped with the reason; once it is served, anything that goes wrong
 through hostd is a failure. The catalog folders are installed as they are, unmodified.
 """
 
@@ -13,6 +15,8 @@ import json
 import os
 import shlex
 import shutil
+import sys
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
@@ -53,8 +57,8 @@ EVERYTHING_TOOLS = [
 ]
 TIME_TOOLS = ["convert_time", "get_current_time"]
 
-#: Seconds allowed for fetching one server into the package caches (a cold fetch).
-FETCH_TIMEOUT = 300.0
+#: Seconds allowed for asking the registry for one pin (metadata only).
+SERVED_TIMEOUT = 120.0
 #: Seconds the test waits for plugins/enable (the manifests allow 120 s for a start).
 ENABLE_TIMEOUT = 150.0
 
@@ -76,34 +80,47 @@ def uv_spec(folder: Path) -> str:
     return args[args.index("--from") + 1]
 
 
-def fetch_or_skip(what: str, command: Sequence[str]) -> None:
-    """Run ``command`` (a fetch through a package client); skip the test when it cannot be done."""
+def served_or_skip(what: str, command: Sequence[str], *, requirement: str = "", expect: str | None = None) -> None:
+    """Run ``command`` (a registry query through a package client, caches in the temporary folder; with
+    ``requirement``, the path of a requirements file holding it is its last argument); skip the test with
+    the client's words when the registry does not serve ``what`` (or its answer is not ``expect``)."""
     env = plugin_environment()
     if shutil.which(command[0], path=env["PATH"]) is None:
         pytest.skip(f"{what}: {command[0]} is not on PATH")
-    try:
-        done = trio.run(functools.partial(run_quietly, command, env=env, timeout=FETCH_TIMEOUT))
-    except trio.TooSlowError:
-        pytest.skip(f"{what} could not be fetched within {FETCH_TIMEOUT:g} s: {shlex.join(command)}")
-    if done.returncode != 0:
+    with tempfile.TemporaryDirectory(prefix="hostd-registry-") as scratch:
+        env |= {
+            "npm_config_cache": f"{scratch}/npm",
+            "UV_CACHE_DIR": f"{scratch}/uv",
+            "npm_config_update_notifier": "false",
+        }
+        if requirement:
+            (Path(scratch) / "requirements.in").write_text(requirement + "\n")
+            command = [*command, f"{scratch}/requirements.in"]
+        run = functools.partial(run_quietly, command, env=env, timeout=SERVED_TIMEOUT)
+        try:
+            done = trio.run(run)
+        except trio.TooSlowError:
+            pytest.skip(f"the registry did not answer for {what} within {SERVED_TIMEOUT:g} s: {shlex.join(command)}")
+    if done.returncode != 0 or (expect is not None and done.stdout.strip() != expect):
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         said = " | ".join(lines if len(lines) <= 6 else [*lines[:4], "...", *lines[-1:]])
-        pytest.skip(f"{what} could not be fetched ({shlex.join(command)} exited {done.returncode}): {said}")
+        pytest.skip(f"the registry does not serve {what} ({shlex.join(command)} exited {done.returncode}): {said}")
 
 
 @pytest.fixture(scope="session")
-def everything_fetched() -> str:
-    """server-everything in npx's cache (the same ``_npx`` folder the manifest's ``npx -y`` uses)."""
+def everything_served() -> str:
+    """server-everything's pin, served by the npm registry (hostd's plugins/prepare fetches it)."""
     spec = npm_spec(EVERYTHING)
-    fetch_or_skip(spec, ["npx", "--yes", f"--package={spec}", "--", "node", "-e", ""])
+    served_or_skip(spec, ["npm", "view", spec, "version"], expect=spec.rsplit("@", 1)[1])
     return spec
 
 
 @pytest.fixture(scope="session")
-def time_fetched() -> str:
-    """mcp-server-time runnable by the manifest's uvx (installed by prepare.sh, or cached)."""
+def time_served() -> str:
+    """mcp-server-time's pin, resolvable from the Python index (hostd's plugins/prepare fetches it)."""
     spec = uv_spec(TIME)
-    fetch_or_skip(spec, ["uvx", "--from", spec, "mcp-server-time", "--help"])
+    uv = Path(sys.executable).parent / "uv"
+    served_or_skip(spec, [str(uv), "pip", "compile", "--quiet", "--no-header"], requirement=spec)
     return spec
 
 
@@ -165,7 +182,7 @@ def test_catalog_manifests_are_valid_and_pinned() -> None:
 # -- @modelcontextprotocol/server-everything (npm, npx) ---------------------------------------
 
 
-async def test_server_everything(hostd: HostdClient, everything_fetched: str) -> None:
+async def test_server_everything(hostd: HostdClient, everything_served: str) -> None:
     status = await enable(hostd, EVERYTHING)
     assert status["server_name"] == "mcp-servers/everything"
     assert status["server_version"] == "2.0.0"
@@ -215,7 +232,7 @@ async def test_server_everything(hostd: HostdClient, everything_fetched: str) ->
     await disable(hostd, "server-everything")
 
 
-async def test_server_everything_sees_only_the_trimmed_environment(hostd: HostdClient, everything_fetched: str) -> None:
+async def test_server_everything_sees_only_the_trimmed_environment(hostd: HostdClient, everything_served: str) -> None:
     await enable(hostd, EVERYTHING)
     shown = await call(hostd, "server-everything.get-env", {})
     env = json.loads(shown["content"][0]["text"])
@@ -271,7 +288,7 @@ async def convert(
     return structured, day
 
 
-async def test_mcp_server_time(hostd: HostdClient, time_fetched: str) -> None:
+async def test_mcp_server_time(hostd: HostdClient, time_served: str) -> None:
     status = await enable(hostd, TIME)
     assert status["server_name"] == "mcp-time"
     assert status["server_version"] == "2026.10.19"  # the pinned release, read from its metadata
