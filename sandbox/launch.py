@@ -671,10 +671,13 @@ def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], li
     and env values. A folder is readable and writable: the folders a
     filesystem server serves, a data folder. A file named by an argument is
     readable with its folder (a script and the modules beside it); a file
-    named by an env value (label ``$NAME``) is readable and writable
-    (``MEMORY_FILE_PATH``); one that does not exist yet makes its folder
-    readable and writable, so the server can create it. A missing path an
-    argument names grants nothing (a folder the user has to create). The paths come back
+    named by an env value (label ``$NAME``: ``KUBECONFIG=~/.kube/config``)
+    is readable only, like a data file an argument names (issue 25: an env
+    value naming a file is a grant, read-only unless declared writable with
+    ``sandbox.write`` or a ``plugins/grant`` write); one that does not exist
+    yet makes its folder readable and writable, so the server can create it
+    (``MEMORY_FILE_PATH``). A missing path an argument names grants nothing
+    (a folder the user has to create). The paths come back
     as named so that :func:`sandbox.policy.landlock_rules` checks every link
     on the way; every grant is shown in ``launch.folders`` and covered by the
     digest.
@@ -685,15 +688,12 @@ def named_grants(folders: Sequence[tuple[str, str, str]]) -> tuple[list[str], li
         if os.path.isdir(real):
             write.append(path)
         elif os.path.isfile(real):
-            if label.startswith("$"):
-                write.append(path)
-            else:
-                read.append(path)
-                folder = os.path.dirname(path)
-                # A script's modules sit beside it (python /home/ada/proj/server.py); a data file's
-                # folder is not granted (/etc/hostname must not open all of /etc).
-                if _is_script(real) and os.path.dirname(folder) != "/":
-                    read.append(folder)
+            read.append(path)
+            folder = os.path.dirname(path)
+            # A script's modules sit beside it (python /home/ada/proj/server.py); a data file's
+            # folder is not granted (/etc/hostname must not open all of /etc), nor an env value's.
+            if not label.startswith("$") and _is_script(real) and os.path.dirname(folder) != "/":
+                read.append(folder)
         elif label.startswith("$") and os.path.isdir(os.path.dirname(real)):
             # A file an env value names that does not exist yet (MEMORY_FILE_PATH): its folder, to create it.
             # A missing folder an argument names is no grant: the user has to create it.
