@@ -268,3 +268,26 @@ def test_a_stale_docs_table_is_reported_and_rewritten(tmp_path: Path) -> None:
     copy.write_text("no markers here")
     with pytest.raises(ValueError, match="env-families:begin"):
         env_table.sync(copy, check=True)
+
+
+async def test_a_claude_desktop_config_with_an_env_path_imports_and_starts(tmp_path: Path, home: Path) -> None:
+    """The config a user already has: ``KUBECONFIG=~/.kube/config`` and ``PUPPETEER_SKIP_DOWNLOAD`` in an
+    ``mcpServers`` entry. Imported, shown, approved once, started: the server reads the file at start."""
+    from tests.conftest import ECHO  # noqa: PLC0415
+
+    server = tmp_path / "srv" / "server.py"
+    server.parent.mkdir()
+    reads = 'import os\nassert "clusters:" in open(os.environ["KUBECONFIG"]).read()\n'
+    server.write_text(reads + (ECHO / "server.py").read_text())
+    env = {"KUBECONFIG": "~/.kube/config", "PUPPETEER_SKIP_DOWNLOAD": "true"}
+    config = {"mcpServers": {"kube": {"command": "python3", "args": [str(server)], "env": env}}}
+    async with hostd_with_home(tmp_path, home) as hostd:
+        result = await hostd.request("plugins/import", {"config": json.dumps(config)})
+        [entry] = result["entries"]
+        assert (entry["id"], entry["outcome"]) == ("kube", "installed")
+        launch = entry["plugin"]["launch"]
+        assert "error" not in launch, launch["error"]
+        assert launch["env"] == env
+        assert launch["folders"]["$KUBECONFIG"] == str(home / ".kube" / "config")
+        await hostd.request("plugins/approve", {"id": "kube", "digest": launch["digest"]})
+        assert (await hostd.request("plugins/enable", {"id": "kube"}))["status"] == "ready"
