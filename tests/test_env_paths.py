@@ -291,3 +291,24 @@ async def test_a_claude_desktop_config_with_an_env_path_imports_and_starts(tmp_p
         assert launch["folders"]["$KUBECONFIG"] == str(home / ".kube" / "config")
         await hostd.request("plugins/approve", {"id": "kube", "digest": launch["digest"]})
         assert (await hostd.request("plugins/enable", {"id": "kube"}))["status"] == "ready"
+
+
+def test_an_imported_server_that_writes_the_file_its_env_names_gets_its_folder_declared_writable() -> None:
+    """server-memory writes MEMORY_FILE_PATH by design: its folder is declared (sandbox.write), so the file,
+    read-only once it exists when only an env value names it, stays writable at every later start."""
+    from hostd.install.importer import plan_import  # noqa: PLC0415
+
+    memory = ["-y", "@modelcontextprotocol/server-memory"]
+    config = {
+        "mcpServers": {
+            "mine": {"command": "npx", "args": memory, "env": {"MEMORY_FILE_PATH": "~/memory/graph.jsonl"}},
+            "default": {"command": "npx", "args": memory},
+            "kube": {"command": "npx", "args": ["-y", "mcp-server-kubernetes"], "env": {"KUBECONFIG": "~/.kube/c"}},
+        }
+    }
+    mine, default, kube = plan_import(config)
+    assert mine.manifest is not None and default.manifest is not None and kube.manifest is not None
+    assert mine.manifest["sandbox"] == {"write": ["~/memory"]}
+    assert "declared writable, where it keeps its data: ~/memory" in mine.notes
+    assert "sandbox" not in default.manifest  # ${data}/memory.jsonl: its data folder, writable anyway
+    assert "sandbox" not in kube.manifest  # KUBECONFIG: read-only, as granted
