@@ -42,6 +42,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from docgen import env_table
 from docgen.examples import capture, mask
 from hostd.control import models as p
 from hostd.control import openrpc
@@ -254,6 +255,23 @@ def replace_error_block(text: str) -> str:
     return text[:start] + error_table_markdown() + text[end:]
 
 
+def _sync_env_table(*, check: bool) -> bool:
+    """sandbox/README.md's table of refused environment variables (:mod:`docgen.env_table`); False when
+    ``check`` finds it stale or its markers are broken."""
+    try:
+        fresh = env_table.sync(check=check)
+    except ValueError as exc:
+        print(f"{env_table.ENV_DOC}: {exc}", file=sys.stderr)
+        return False
+    if fresh:
+        return True
+    if check:
+        print(f"{env_table.ENV_DOC}: the env table is stale; regenerate it with python -m docgen.docs", file=sys.stderr)
+        return False
+    print(f"updated the env table in {env_table.ENV_DOC}")
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m docgen.docs [--check] [--examples] [PATH]``: rewrite (or check) the generated parts.
 
@@ -288,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     old_openrpc = openrpc_path.read_text(encoding="utf-8") if openrpc_path.exists() else None
     what = "the error table, type tables" + (", examples" if args.examples else "") + ", schema and openrpc.json"
+    if not _sync_env_table(check=args.check):
+        return 1
     if args.check:
         # Examples keep this machine's isolation layers; compare without them (docgen.examples.mask).
         same = mask(updated) == mask(text) if args.examples else updated == text

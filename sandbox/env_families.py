@@ -34,6 +34,26 @@ __all__ = ["ALLOWED_ENV", "ENV_FAMILIES", "LOADER_VARS", "EnvFamily"]
 # spellings costs nothing). The families are not a proof that every other
 # name is harmless; :attr:`~sandbox.environment.EnvPolicy.allow_loader_vars` is the escape hatch
 # for an embedder that trusts its manifests.
+#
+# Where the line runs (issue 25, under-granting item 6): a family is refused
+# because its variables steer a *runtime of the launch chain* (the dynamic
+# loader, the C library, a shell, an interpreter, the package tool that
+# fetches the plugin's code, git and ssh beneath it, a compiler a package
+# build runs) or name a program or module a library starts or loads. A
+# variable that only configures the plugin's own code passes, whatever its
+# value names: ``KUBECONFIG``, ``AWS_CONFIG_FILE``, ``DOCKER_HOST``,
+# ``PUPPETEER_SKIP_DOWNLOAD``, ``XDG_*``. Its value is shown in the approval
+# and covered by the digest, and a file or folder it names is granted like
+# one an argument names (read-only unless declared writable;
+# :func:`sandbox.launch.named_grants`), never the whole of ``HOME``.
+
+
+#: What a user can do about a refused variable: it comes from the manifest's ``env``, or from the ``env`` of
+#: the config entry ``plugins/import`` turned into one; no setting of hostd re-admits it.
+REMOVE_ADVICE = (
+    "remove it from the server's env (the env of its entry in the config you import, or of its manifest) "
+    "and install it again"
+)
 
 
 @dataclass(frozen=True)
@@ -53,13 +73,13 @@ class EnvFamily:
     prefixes: tuple[str, ...]
     names: frozenset[str]
     why: str
-    advice: str = "remove it from the manifest's env"
+    advice: str = REMOVE_ADVICE
 
 
 def _family(
     label: str, pattern: str, prefixes: tuple[str, ...], names: tuple[str, ...], why: str, *, advice: str = ""
 ) -> EnvFamily:
-    return EnvFamily(label, pattern, prefixes, frozenset(names), why, advice or "remove it from the manifest's env")
+    return EnvFamily(label, pattern, prefixes, frozenset(names), why, advice or REMOVE_ADVICE)
 
 
 #: Families refused in a manifest's ``env`` (first match wins; the allowlist
@@ -115,7 +135,7 @@ ENV_FAMILIES: tuple[EnvFamily, ...] = (
         (),
         ("PATH",),
         "decide which program every bare command the plugin runs (sh, node, git, python) resolves to",
-        advice="remove it from the manifest's env: hostd passes the host's PATH (absolute entries only); "
+        advice=REMOVE_ADVICE + ": hostd passes the host's PATH (absolute entries only); "
         "ship your own programs in the plugin folder and name them with a path command such as ./bin/server",
     ),
     _family(
@@ -151,35 +171,12 @@ ENV_FAMILIES: tuple[EnvFamily, ...] = (
         "name a command that tools run to edit, page or open things",
     ),
     _family(
-        "config redirection",
-        "HOME, XDG_*, CURL_HOME, WGETRC, INPUTRC, PKG_CONFIG_* ...",
-        ("XDG_", "PKG_CONFIG", "KRB5", "DOCKER_", "CONTAINERS_", "GNUPG", "CLOUDSDK_"),
-        (
-            "HOME",
-            "CURL_HOME",
-            "WGETRC",
-            "INPUTRC",
-            "NETRC",
-            "KUBECONFIG",
-            "AWS_CONFIG_FILE",
-            "AWS_SHARED_CREDENTIALS_FILE",
-            "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES",
-            "SASL_PATH",
-            "HGRCPATH",
-            "HGEDITOR",
-        ),
-        "make tools read another configuration (a .gitconfig, .npmrc, pip.conf or credential helper "
-        "that runs commands, a cache holding other packages)",
-        advice="remove it from the manifest's env: the plugin gets the user's HOME; a folder the plugin "
-        "must write is granted with extra_write_paths",
-    ),
-    _family(
         "network proxy",
         "HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY (any case)",
         (),
         ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"),
         "route the download of the plugin's packages through a host the manifest chooses",
-        advice="remove it from the manifest's env: hostd passes the user's proxy with --pass-proxy-env",
+        advice=REMOVE_ADVICE + ": hostd passes the user's proxy with --pass-proxy-env",
     ),
     _family(
         "TLS trust",
@@ -188,7 +185,7 @@ ENV_FAMILIES: tuple[EnvFamily, ...] = (
         ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED"),
         "make downloads trust another certificate authority (or load OpenSSL engines), so a package "
         "can come from someone other than its registry",
-        advice="remove it from the manifest's env: hostd passes the user's own CA settings",
+        advice=REMOVE_ADVICE + ": hostd passes the user's own CA settings",
     ),
     _family(
         "git",
@@ -230,8 +227,8 @@ ENV_FAMILIES: tuple[EnvFamily, ...] = (
     ),
     _family(
         "build toolchain",
-        "CC, CXX, CFLAGS, LDFLAGS, MAKEFLAGS, CMAKE_*, CCACHE_* ...",
-        ("CMAKE_", "CCACHE_", "DISTCC_", "CGO_"),
+        "CC, CXX, CFLAGS, LDFLAGS, MAKEFLAGS, CMAKE_*, CCACHE_*, PKG_CONFIG_* ...",
+        ("CMAKE_", "CCACHE_", "DISTCC_", "CGO_", "PKG_CONFIG"),
         (
             "CC",
             "CXX",
@@ -340,11 +337,14 @@ ENV_FAMILIES: tuple[EnvFamily, ...] = (
     ),
     _family(
         "host-set folders",
-        "TMPDIR, TMP, TEMP",
+        "HOME, TMPDIR, TMP, TEMP, XDG_CACHE_HOME",
         (),
-        ("TMPDIR", "TMP", "TEMP", "TEMPDIR"),
-        "replace the private temporary folder hostd creates, checks and empties for the plugin",
-        advice="remove it from the manifest's env: hostd gives every plugin a private TMPDIR",
+        ("HOME", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "XDG_CACHE_HOME"),
+        "replace the private folders hostd creates and checks for the plugin: its TMPDIR, its package "
+        "caches, and its HOME, where a runtime reads its startup files (.npmrc, .gitconfig, Python's user "
+        "site-packages)",
+        advice=REMOVE_ADVICE + ": hostd gives every plugin a private TMPDIR and a private HOME whose writes "
+        'persist (sandbox/README.md, "A private HOME")',
     ),
     _family(
         "install prefix",
@@ -363,10 +363,33 @@ ENV_FAMILIES: tuple[EnvFamily, ...] = (
     ),
     _family(
         "programs run on a tool's behalf",
-        "PUPPETEER_*, CHROME_PATH, *_RSH, SVN_*, CVS_*, PKCS11_*, ODBC* ...",
-        ("PUPPETEER_", "PLAYWRIGHT_", "SVN_", "CVS_", "PKCS11_", "ODBC", "SUDO_", "DBUS_"),
-        ("CHROME_PATH", "CHROME_BIN", "RSYNC_RSH", "CVS_RSH", "FIREFOX_BIN", "OPENSC_CONF", "TERMINAL", "SHELL"),
-        "name a program or module a library starts or loads (a browser, a remote shell, a PKCS#11 module)",
+        "CHROME_PATH, PUPPETEER_EXECUTABLE_PATH, *_RSH, SVN_*, CVS_*, PKCS11_*, ODBC*, SASL_PATH ...",
+        ("SVN_", "CVS_", "PKCS11_", "ODBC"),
+        (
+            "CHROME_PATH",
+            "CHROME_BIN",
+            "FIREFOX_BIN",
+            "RSYNC_RSH",
+            "CVS_RSH",
+            "TERMINAL",
+            "SHELL",
+            "OPENSC_CONF",
+            "SASL_PATH",
+            "HGEDITOR",
+            "CLOUDSDK_PYTHON",
+            "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES",
+            "PUPPETEER_EXECUTABLE_PATH",
+            "PUPPETEER_BROWSER_REVISION",
+            "PUPPETEER_DOWNLOAD_BASE_URL",
+            "PUPPETEER_DOWNLOAD_HOST",
+            "PUPPETEER_DOWNLOAD_PATH",
+            "PUPPETEER_CACHE_DIR",
+            "PLAYWRIGHT_BROWSERS_PATH",
+            "PLAYWRIGHT_DOWNLOAD_HOST",
+            "PLAYWRIGHT_CHROMIUM_EXECUTABLE_PATH",
+        ),
+        "name a program or module a library starts or loads (a browser or where it is downloaded from, a "
+        "remote shell, a PKCS#11 or SASL module, the Python the cloud SDK runs)",
     ),
 )
 

@@ -213,7 +213,7 @@ def env_policy_message(name: str, family: EnvFamily, origin: str = "manifest env
 
     E.g. ``"manifest env sets GIT_CONFIG_COUNT, a variable of the git family
     (GIT_*), which can make a runtime run code the launch does not show: its
-    members configure git (...); remove it from the manifest's env (allowed
+    members configure git (...); remove it from the server's env (... (allowed
     in this family: GIT_AUTHOR_EMAIL, ...)"``.
     """
     allowed = sorted(n for n in ALLOWED_ENV if n in family.names or n.startswith(family.prefixes))

@@ -206,19 +206,7 @@ FAMILY_MEMBERS: dict[str, list[str]] = {
     "shell startup": ["BASH_ENV", "ENV", "SHELLOPTS", "PS4", "PROMPT_COMMAND", "IFS", "SHELL", "ZDOTDIR"],
     "executable search path": ["PATH", "path"],
     "editor, pager and browser hook": ["EDITOR", "VISUAL", "PAGER", "BROWSER", "LESSOPEN", "LESSCLOSE", "MANPAGER"],
-    "config redirection": [
-        "HOME",
-        "XDG_CONFIG_HOME",
-        "XDG_CONFIG_DIRS",
-        "XDG_DATA_DIRS",
-        "XDG_CACHE_HOME",
-        "CURL_HOME",
-        "WGETRC",
-        "INPUTRC",
-        "PKG_CONFIG_PATH",
-        "KUBECONFIG",
-        "DOCKER_HOST",
-    ],
+    "host-set folders": ["HOME", "home", "TMPDIR", "TEMP", "XDG_CACHE_HOME"],
     "network proxy": ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "NO_PROXY"],
     "TLS trust": [
         "SSL_CERT_FILE",
@@ -276,7 +264,16 @@ FAMILY_MEMBERS: dict[str, list[str]] = {
         "CONDA_PREFIX",
     ],
     "runtime version manager": ["VOLTA_HOME", "PYENV_VERSION", "MISE_NODE_VERSION"],
-    "build toolchain": ["CC", "CXX", "CFLAGS", "LDFLAGS", "MAKEFLAGS", "CMAKE_C_COMPILER_LAUNCHER", "CCACHE_PREFIX"],
+    "build toolchain": [
+        "CC",
+        "CXX",
+        "CFLAGS",
+        "LDFLAGS",
+        "MAKEFLAGS",
+        "CMAKE_C_COMPILER_LAUNCHER",
+        "CCACHE_PREFIX",
+        "PKG_CONFIG_PATH",
+    ],
     "rust": ["CARGO_HOME", "CARGO_BUILD_RUSTC_WRAPPER", "RUSTC_WRAPPER", "RUSTC", "RUSTUP_TOOLCHAIN", "RUSTFLAGS"],
     "go": ["GOPROXY", "GOFLAGS", "GOTOOLCHAIN"],
     "jvm": ["JAVA_TOOL_OPTIONS", "JAVA_HOME", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "MAVEN_OPTS"],
@@ -285,6 +282,15 @@ FAMILY_MEMBERS: dict[str, list[str]] = {
     "ruby": ["RUBYOPT", "RUBYLIB", "GEM_HOME", "GEM_PATH", "BUNDLE_GEMFILE"],
     "lua, tcl, php and r": ["LUA_INIT", "LUA_PATH", "LUA_CPATH_5_4", "TCLLIBPATH", "TCL_LIBRARY", "PHPRC", "R_PROFILE"],
     "desktop module path": ["GTK_MODULES", "QT_PLUGIN_PATH", "GIO_EXTRA_MODULES", "VK_LAYER_PATH"],
+    "programs run on a tool's behalf": [
+        "PUPPETEER_EXECUTABLE_PATH",
+        "PLAYWRIGHT_BROWSERS_PATH",
+        "CHROME_PATH",
+        "SASL_PATH",
+        "CLOUDSDK_PYTHON",
+        "HGEDITOR",
+        "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES",
+    ],
 }
 
 
@@ -311,7 +317,8 @@ def test_the_refusal_names_variable_family_and_what_to_do_exactly() -> None:
         "manifest env sets GIT_CONFIG_COUNT, a variable of the git family (GIT_*), which can make a runtime "
         "run code the launch does not show: its members configure git (GIT_CONFIG_COUNT/KEY_n/VALUE_n, "
         "GIT_CONFIG_GLOBAL), its helpers (GIT_SSH, GIT_PROXY_COMMAND, GIT_ASKPASS, GIT_EDITOR) and where it "
-        "finds its programs (GIT_EXEC_PATH); remove it from the manifest's env (allowed in this family: "
+        "finds its programs (GIT_EXEC_PATH); remove it from the server's env (the env of its entry in the "
+        "config you import, or of its manifest) and install it again (allowed in this family: "
         "GIT_AUTHOR_EMAIL, GIT_AUTHOR_NAME, GIT_COMMITTER_EMAIL, GIT_COMMITTER_NAME, GIT_TERMINAL_PROMPT)"
     )
     with pytest.raises(EnvironmentPolicyError) as info:
@@ -319,9 +326,10 @@ def test_the_refusal_names_variable_family_and_what_to_do_exactly() -> None:
     assert str(info.value) == (
         "manifest env sets PATH, a variable of the executable search path family (PATH), which can make a "
         "runtime run code the launch does not show: its members decide which program every bare command the "
-        "plugin runs (sh, node, git, python) resolves to; remove it from the manifest's env: hostd passes the "
-        "host's PATH (absolute entries only); ship your own programs in the plugin folder and name them with a "
-        "path command such as ./bin/server"
+        "plugin runs (sh, node, git, python) resolves to; remove it from the server's env (the env of its entry "
+        "in the config you import, or of its manifest) and install it again: hostd passes the host's PATH "
+        "(absolute entries only); ship your own programs in the plugin folder and name them with a path "
+        "command such as ./bin/server"
     )
 
 

@@ -322,6 +322,10 @@ def _plan_stdio(
         entry.manifest["sandbox"] = needs
         entry.notes.append(f"declared the well-known needs of {needs['for']}: read {', '.join(needs['read'])}")
         del needs["for"]
+    writes = known_data_writes([command, *args], env)
+    if writes:
+        entry.manifest.setdefault("sandbox", {})["write"] = writes
+        entry.notes.append(f"declared writable, where it keeps its data: {', '.join(writes)}")
     return True
 
 
@@ -469,6 +473,27 @@ def known_data_env(words: list[str], env: Mapping[str, str]) -> dict[str, str]:
     """The :data:`KNOWN_DATA_ENV` defaults for the server ``words`` run, less the names ``env`` sets."""
     name = _known(words, KNOWN_DATA_ENV)
     return {k: v for k, v in KNOWN_DATA_ENV[name].items() if k not in env} if name is not None else {}
+
+
+def known_data_writes(words: list[str], env: Mapping[str, str]) -> list[str]:
+    """The folders of the :data:`KNOWN_DATA_ENV` files the config ``env`` sets itself, declared writable.
+
+    The class (issue 25): a file an env value names is granted read-only unless declared writable
+    (:func:`sandbox.launch.named_grants`); one that does not exist yet makes its folder writable, so the
+    server creates it - and found it read-only at its next start. A server of :data:`KNOWN_DATA_ENV`
+    writes that file by design: its folder is declared (``sandbox.write``), shown and approved, the
+    same at every start. Values in the plugin's data folder (``${data}``) and words that name no path
+    are left out. ``MEMORY_FILE_PATH=~/memory/graph.jsonl`` gives ``["~/memory"]``.
+    """
+    name = _known(words, KNOWN_DATA_ENV)
+    if name is None:
+        return []
+    found = []
+    for key in KNOWN_DATA_ENV[name]:
+        value = env.get(key, "")
+        if value.startswith(("/", "~/", "${HOME}/", "$HOME/")):
+            found.append(value.rsplit("/", 1)[0] or "/")
+    return found
 
 
 def known_needs(words: list[str]) -> dict[str, Any]:
