@@ -95,6 +95,9 @@ TYPES: Final[Mapping[str, type[BaseModel]]] = {
     "CompleteResult": p.CompleteResult,
     "ResourceUpdatedParams": p.ResourceUpdatedParams,
     "SamplingRequestParams": p.SamplingRequestParams,
+    "GrantRequestParams": p.GrantRequestParams,
+    "RequestedPath": p.RequestedPath,
+    "GrantAnswer": p.GrantAnswer,
     "RootsRequestParams": p.RootsRequestParams,
 }
 

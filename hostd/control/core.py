@@ -285,7 +285,12 @@ def parse_initialize(params: Any, default_state_dir: str | None) -> InitializeOp
 
 
 #: The client features a parent may serve, and the members each may have (``initialize.params.capabilities``).
-CLIENT_FEATURES: dict[str, tuple[str, ...]] = {"sampling": ("tools",), "elicitation": ("form", "url"), "roots": ()}
+CLIENT_FEATURES: dict[str, tuple[str, ...]] = {
+    "sampling": ("tools",),
+    "elicitation": ("form", "url"),
+    "roots": (),
+    "grants": (),
+}
 
 
 def parse_client_capabilities(value: Any) -> dict[str, Any]:

@@ -178,7 +178,9 @@ class Launch(Wire):
     )
     folders: dict[str, str] = Field(
         description="argument → the real path it leads to, for every argument naming a folder or a file "
-        "outside the plugin folder (covered by the digest: a folder swapped for a link voids the approval)"
+        "outside the plugin folder (covered by the digest: a folder swapped for a link voids the approval); "
+        "`call.read[i]` / `call.write[i]`: files and folders granted at a tool call "
+        "([Call-time grants](#call-time-grants)), recorded grants the digest does not cover"
     )
     cwd: str = Field(description="the working directory: the plugin folder")
     env_keys: list[str] = Field(
@@ -600,6 +602,33 @@ class RootsRequestParams(Wire):
     )
 
 
+class RequestedPath(Wire):
+    """One file or folder a ``grants/request`` asks for."""
+
+    path: str = Field(description="the real path to grant (a file, a folder, or the folder of an output to create)")
+    access: Literal["read", "write"] = Field(description="`read`, or `write` (read-write: the tool writes there)")
+    argument: str = Field(description="where the call names it: a JSON Pointer into `arguments` (`/input/0`)")
+    value: str = Field(description="the argument as the caller wrote it (`~/Documents/q3.xlsx`, `file:///…`)")
+
+
+class GrantRequestParams(Wire):
+    """hostd->parent ``grants/request`` params: a tool call names files the plugin may not reach."""
+
+    plugin: str = Field(description="the plugin's `id`")
+    tool: str = Field(description="the tool's host name (`<plugin>.<tool>`)")
+    paths: list[RequestedPath] = Field(description="what the call needs that the plugin's sandbox does not cover")
+    reason: str = Field(description="one sentence for the user: which tool, which files, why")
+
+
+class GrantAnswer(Wire):
+    """The parent's answer to ``grants/request``."""
+
+    grant: Literal["no", "once", "always"] = Field(
+        description="`no`: the call fails with `ACCESS_NOT_GRANTED`; `once`: granted until hostd exits; "
+        "`always`: recorded in the state (`callGrants`), revocable with `plugins/revokePath`"
+    )
+
+
 class StateRecord(Wire):
     """One installed plugin in ``state.json``'s ``plugins`` (``hostd.storage.state.PluginRecord``, which
     stays a plain dataclass so the lock is taken before pydantic loads; a test holds the two equal)."""
@@ -631,4 +660,9 @@ class StateRecord(Wire):
     folders: dict[str, list[str]] = Field(
         description="folders the parent granted ([`plugins/grant`](#pluginsgrant)): `read` / `write` → absolute "
         "paths (a member absent: none)"
+    )
+    call_grants: dict[str, str] = Field(
+        alias="callGrants",
+        description="files and folders granted for good at a tool call ([Call-time grants](#call-time-grants), "
+        "[`plugins/grantPath`](#pluginsgrantpath)): real path → `read` | `write`",
     )

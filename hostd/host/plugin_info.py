@@ -22,6 +22,13 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
     digest = plugin.approval_digest(launch)
     info.update(digest=digest, launchDigest=info["digest"], approved=plugin.approved_digest == digest)
     info["prepare"] = preparation(plugin)
+    # Call-time grants (hostd/host/call_grants.py): rules of the plan, not of the launch the digest covers.
+    grants = sorted(plugin.path_grants().items())
+    folders = dict(launch.folders)
+    for access in ("read", "write"):
+        for index, path in enumerate(path for path, kind in grants if kind == access):
+            folders[f"call.{access}[{index}]"] = path
+    info["folders"] = folders
     return p.Launch.model_validate(info)
 
 
