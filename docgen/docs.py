@@ -98,6 +98,11 @@ TYPES: Final[Mapping[str, type[BaseModel]]] = {
     "GrantRequestParams": p.GrantRequestParams,
     "RequestedPath": p.RequestedPath,
     "GrantAnswer": p.GrantAnswer,
+    "CapabilitySet": p.CapabilitySet,
+    "FolderCapability": p.FolderCapability,
+    "NetworkCapability": p.NetworkCapability,
+    "SecretCapability": p.SecretCapability,
+    "PackageCapability": p.PackageCapability,
     "RootsRequestParams": p.RootsRequestParams,
 }
 

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_hostctl
 from tests.platform_facts import need_layers
 
 FILES = ROOT / "fixtures" / "mcp-files"
@@ -46,10 +46,12 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-def files_plugin(tmp_path: Path) -> Path:
+def files_plugin(tmp_path: Path, *, record: bool = True) -> Path:
     """fixtures/mcp-files copied outside the home, recording every tools/call to shared/record.jsonl."""
     folder = tmp_path / "plugins" / "mcp-files"
     shutil.copytree(FILES, folder)
+    if not record:
+        return folder
     manifest: dict[str, Any] = yaml.safe_load((folder / "plugin.yaml").read_text())
     manifest["backend"]["args"] = ["server.py", "--record", str(tmp_path / "shared" / "record.jsonl")]
     (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
@@ -127,6 +129,9 @@ async def test_yes_once_grants_the_file_restarts_the_plugin_and_delivers_the_cal
         assert {k: v for k, v in listed["launch"]["folders"].items() if k.startswith("call.")} == {
             "call.read[0]": str(report)
         }
+        # And in the one capability set, with its access and why.
+        granted = [f for f in listed["launch"]["capabilities"]["folders"] if f["why"] == "call-time grant"]
+        assert granted == [{"path": str(report), "access": "read", "why": "call-time grant", "source": "once"}]
     stored = json.loads((tmp_path / "state" / "state.json").read_text())
     assert stored["plugins"]["mcp-files"]["callGrants"] == {}
 
@@ -230,3 +235,75 @@ async def test_a_path_the_sandbox_refuses_is_not_granted_even_on_yes(tmp_path: P
     stored = json.loads((tmp_path / "state" / "state.json").read_text())
     assert stored["plugins"]["mcp-files"]["callGrants"] == {}
     assert recorded(tmp_path) == []
+
+
+async def test_hostctl_names_the_grant_and_allow_makes_it(tmp_path: Path, home: Path) -> None:
+    """Without a terminal hostctl declares no grants: the call fails naming ``hostctl allow``, which works."""
+    report = home / "docs" / "report.txt"
+    state = tmp_path / "state"
+    env = {**plugin_environment(), "HOME": str(home)}
+
+    async def hostctl(*args: str) -> Any:
+        return await run_hostctl(state, *args, env=env, timeout=120)
+
+    folder = files_plugin(tmp_path, record=False)
+    for step in (["install", str(folder)], ["approve", "mcp-files", "--yes"], ["enable", "mcp-files"]):
+        done = await hostctl(*step)
+        assert done.returncode == 0, done.stderr
+    refused = await hostctl("call", "mcp-files", "read_file", json.dumps({"path": str(report)}))
+    assert refused.returncode == 1
+    assert "ACCESS_NOT_GRANTED" in refused.stderr
+    assert f"hostctl allow mcp-files {report}" in refused.stderr
+    allowed = await hostctl("allow", "mcp-files", "~/docs/report.txt")
+    assert allowed.returncode == 0, allowed.stderr
+    done = await hostctl("call", "mcp-files", "read_file", json.dumps({"path": str(report)}))
+    assert (done.returncode, done.stdout.strip()) == (0, "the quarterly report")
+    listed = json.loads((await hostctl("list", "--json")).stdout)
+    [info] = listed["plugins"] if isinstance(listed, dict) else listed
+    assert {k: v for k, v in info["launch"]["folders"].items() if k.startswith("call.")} == {
+        "call.read[0]": str(report)
+    }
+    # hostctl approve shows the one capability set (no terminal: shown, then refused for want of a yes).
+    shown = await hostctl("approve", "mcp-files")
+    assert shown.returncode == 1
+    lines = [" ".join(line.split()) for line in shown.stderr.splitlines()]
+    assert f"reaches {report} read, call-time grant: always" in lines
+    assert "network all" in lines
+    revoked = await hostctl("allow", "mcp-files", str(report), "--revoke")
+    assert revoked.returncode == 0, revoked.stderr
+    again = await hostctl("call", "mcp-files", "read_file", json.dumps({"path": str(report)}))
+    assert again.returncode == 1 and "ACCESS_NOT_GRANTED" in again.stderr
+
+
+async def test_the_capability_set_lists_everything_the_plugin_may_reach_with_why(tmp_path: Path, home: Path) -> None:
+    """One list: an argument's folder, an env value's file, a declared folder, a parent's grant, a call-time
+    grant (always), the network, the environment's names and a secret by its channel."""
+    (home / "notes").mkdir()
+    (home / "config.toml").write_text("x")
+    folder = files_plugin(tmp_path)
+    manifest: dict[str, Any] = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["backend"]["args"] += [str(home / "notes")]
+    manifest["backend"]["env"] = {"FILES_CONFIG": str(home / "config.toml"), "FILES_TOKEN": "${secret:FILES_TOKEN}"}
+    manifest["sandbox"] = {"read": ["~/docs"]}
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    async with parent(tmp_path, home, "always") as hostd:
+        await hostd.request("plugins/install", {"path": str(folder)})
+        await hostd.request("plugins/configure", {"id": "mcp-files", "values": {"FILES_TOKEN": "t0ken"}})
+        await hostd.request("plugins/grant", {"id": "mcp-files", "permissions": [], "folders": {"write": ["~/out"]}})
+        await hostd.request("plugins/grantPath", {"id": "mcp-files", "path": "~/docs/q3.xlsx"})
+        [info] = (await hostd.request("plugins/list", {}))["plugins"]
+    capabilities = info["launch"]["capabilities"]
+    shared = str(tmp_path / "shared" / "record.jsonl")
+    assert capabilities["folders"] == [
+        {"path": shared, "access": "write", "why": "argument", "source": shared},
+        {"path": str(home / "notes"), "access": "write", "why": "argument", "source": str(home / "notes")},
+        {"path": str(home / "config.toml"), "access": "write", "why": "env", "source": "$FILES_CONFIG"},
+        {"path": str(home / "docs"), "access": "read", "why": "declared", "source": "sandbox.read[0]"},
+        {"path": str(home / "out"), "access": "write", "why": "parent grant", "source": "grant.write[0]"},
+        {"path": str(home / "docs" / "q3.xlsx"), "access": "read", "why": "call-time grant", "source": "always"},
+    ]
+    assert capabilities["network"] == {"access": "all", "tcpPorts": []}
+    assert {"FILES_CONFIG", "FILES_TOKEN", "HOME", "PATH"} <= set(capabilities["env"])
+    assert capabilities["env"] == info["launch"]["envKeys"]
+    assert capabilities["secrets"] == [{"name": "FILES_TOKEN", "channel": "env", "set": True}]
+    assert capabilities["packages"] == []

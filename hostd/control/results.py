@@ -157,6 +157,62 @@ class RemoteEndpoint(Wire):
     )
 
 
+class FolderCapability(Wire):
+    """One file or folder a plugin may reach (``launch.capabilities.folders``)."""
+
+    path: str = Field(description="the real path")
+    access: Literal["read", "write"] = Field(description="`read` (and execute), or `write` (read-write)")
+    why: Literal["argument", "env", "declared", "parent grant", "call-time grant"] = Field(
+        description="an argument names it, an env value names it, the manifest's `sandbox` declares it, the "
+        "parent granted it ([`plugins/grant`](#pluginsgrant)), or the user granted it at a tool call "
+        "([Call-time grants](#call-time-grants))"
+    )
+    source: str = Field(
+        description="the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), or "
+        "for a call-time grant `once` / `always`"
+    )
+
+
+class NetworkCapability(Wire):
+    """What network a plugin may reach (``launch.capabilities.network``)."""
+
+    access: Literal["all", "none", "ports"] = Field(
+        description="`all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), or "
+        "`ports` (strict, TCP connect to `tcpPorts` only)"
+    )
+    tcp_ports: list[int] = Field(alias="tcpPorts", description="the TCP ports it may connect to under `ports`")
+
+
+class SecretCapability(Wire):
+    """A secret a plugin receives, by name and channel (``launch.capabilities.secrets``); never its value."""
+
+    name: str = Field(description="the secret's name (`${secret:NAME}`, or a sensitive `user_config` option)")
+    channel: Literal["env", "argv", "header"] = Field(
+        description="how it travels: an environment variable, a command-line argument (readable by other "
+        "processes of the machine), or an HTTP header to a remote server"
+    )
+    set: bool = Field(description="whether a value is stored")
+
+
+class PackageCapability(Wire):
+    """A package the plugin's launch runs (``launch.capabilities.packages``)."""
+
+    manager: str = Field(description="`npm`, `uv` or `deno`")
+    name: str = Field(description="the package's name (prepared), or the spec still to prepare")
+    version: str | None = Field(description="the exact version installed; `null` until prepared")
+    registry: str | None = Field(description="where it came from; `null` for the default or until prepared")
+
+
+class CapabilitySet(Wire):
+    """``launch.capabilities``: everything the plugin may reach, in one list, for the approval."""
+
+    folders: list[FolderCapability] = Field(description="files and folders, with access and why")
+    network: NetworkCapability = Field(description="the network it may reach")
+    env: list[str] = Field(description="the names of its environment variables, sorted")
+    secrets: list[SecretCapability] = Field(description="the secrets it receives, by name and channel")
+    packages: list[PackageCapability] = Field(description="the packages its launch runs")
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -211,8 +267,14 @@ class Launch(Wire):
         description="for a remote plugin (`backend.transport` `streamable-http` or `sse`) what the user approves "
         "instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins",
     )
+    capabilities: CapabilitySet | None = Field(
+        default=None,
+        description="everything the plugin may reach, in one list: files and folders (access and why), network, "
+        "environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset)); absent "
+        "for remote plugins",
+    )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote"})
+    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "capabilities"})
 
 
 class LaunchUnresolved(Wire):

@@ -17,6 +17,7 @@ the ``hostctl allow`` command) -- before the server sees the call.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -76,7 +77,8 @@ def _grant_advice(plugin_id: str, items: Sequence[NamedPath]) -> dict[str, Any]:
     """``data`` members naming the exact grants: ``grants`` (``plugins/grantPath`` params), ``commands``."""
     grants = [{"id": plugin_id, "path": item.grant, "access": item.access} for item in items]
     commands = [
-        f"hostctl allow {plugin_id} {item.grant}" + (" --write" if item.access == "write" else "") for item in items
+        f"hostctl allow {plugin_id} {shlex.quote(item.grant)}" + (" --write" if item.access == "write" else "")
+        for item in items
     ]
     return {"grants": grants, "commands": commands}
 

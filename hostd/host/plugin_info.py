@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hostd.control import models as p
+from hostd.host.capability_set import capability_set
 from hostd.host.records import InstalledPlugin
 from hostd.storage import secrets as secrets_
 from sandbox.launch import Launch
@@ -29,6 +30,7 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
         for index, path in enumerate(path for path, kind in grants if kind == access):
             folders[f"call.{access}[{index}]"] = path
     info["folders"] = folders
+    info["capabilities"] = capability_set(plugin, launch)
     return p.Launch.model_validate(info)
 
 

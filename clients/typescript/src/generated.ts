@@ -34,6 +34,20 @@ export interface Capabilities {
   cancelRequest: boolean;
 }
 
+/** `launch.capabilities`: everything the plugin may reach, in one list, for the approval. */
+export interface CapabilitySet {
+  /** files and folders, with access and why */
+  folders: FolderCapability[];
+  /** the network it may reach */
+  network: NetworkCapability;
+  /** the names of its environment variables, sorted */
+  env: string[];
+  /** the secrets it receives, by name and channel */
+  secrets: SecretCapability[];
+  /** the packages its launch runs */
+  packages: PackageCapability[];
+}
+
 /** `initialize`'s `clientInfo`. */
 export interface ClientInfo {
   /** the parent application's name, for logs */
@@ -116,6 +130,18 @@ export interface ContentLimitsWire {
 
 /** `{}`: `plugins/list`, `ping`. */
 export interface Empty { [key: string]: unknown }
+
+/** One file or folder a plugin may reach (`launch.capabilities.folders`). */
+export interface FolderCapability {
+  /** the real path */
+  path: string;
+  /** `read` (and execute), or `write` (read-write) */
+  access: "read" | "write";
+  /** an argument names it, an env value names it, the manifest's `sandbox` declares it, the parent granted it ([`plugins/grant`](#pluginsgrant)), or the user granted it at a tool call ([Call-time grants](#call-time-grants)) */
+  why: "argument" | "env" | "declared" | "parent grant" | "call-time grant";
+  /** the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), or for a call-time grant `once` / `always` */
+  source: string;
+}
 
 /** `plugins/grant`'s `folders`: folders this plugin may read, and read and write (absolute or `~`). */
 export interface FolderGrants {
@@ -343,6 +369,8 @@ export interface Launch {
   prepare?: Preparation | null;
   /** for a remote plugin (`backend.transport` `streamable-http` or `sse`) what the user approves instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins */
   remote?: RemoteEndpoint | null;
+  /** everything the plugin may reach, in one list: files and folders (access and why), network, environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset)); absent for remote plugins */
+  capabilities?: CapabilitySet | null;
 }
 
 /** `PluginInfo.launch` when the command cannot be resolved. */
@@ -402,6 +430,26 @@ export interface LogsResult {
   lines: LogLine[];
   /** lines that fell out of the plugin's log file in the state folder (bounded at 512 KiB per plugin), across hostd processes; without a state folder, out of this hostd's ring (500 lines, 256 KiB) */
   dropped: number;
+}
+
+/** What network a plugin may reach (`launch.capabilities.network`). */
+export interface NetworkCapability {
+  /** `all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), or `ports` (strict, TCP connect to `tcpPorts` only) */
+  access: "all" | "none" | "ports";
+  /** the TCP ports it may connect to under `ports` */
+  tcpPorts: number[];
+}
+
+/** A package the plugin's launch runs (`launch.capabilities.packages`). */
+export interface PackageCapability {
+  /** `npm`, `uv` or `deno` */
+  manager: string;
+  /** the package's name (prepared), or the spec still to prepare */
+  name: string;
+  /** the exact version installed; `null` until prepared */
+  version: string | null;
+  /** where it came from; `null` for the default or until prepared */
+  registry: string | null;
 }
 
 /**
@@ -669,6 +717,16 @@ export interface SamplingRequestParams {
   plugin: string;
   /** the server's MCP params, as sent (elicitation: `mode` `form` with `requestedSchema`, or `url` with `url`: hostd never opens it). Answer with the MCP result; it goes back to the server as is */
   params: { [key: string]: unknown };
+}
+
+/** A secret a plugin receives, by name and channel (`launch.capabilities.secrets`); never its value. */
+export interface SecretCapability {
+  /** the secret's name (`${secret:NAME}`, or a sensitive `user_config` option) */
+  name: string;
+  /** how it travels: an environment variable, a command-line argument (readable by other processes of the machine), or an HTTP header to a remote server */
+  channel: "env" | "argv" | "header";
+  /** whether a value is stored */
+  set: boolean;
 }
 
 /** `plugins/setLogLevel {id, level}`: an MCP log level. */
