@@ -108,3 +108,6 @@ def test_reachable_compares_with_the_rules_in_force() -> None:
     writing = NamedPath(pointer="/p", value="/home/u/docs", path="/home/u/docs", access="write", grant="/home/u/docs")
     assert not reachable(writing, rules)
     assert reachable(writing, {"read": [], "write": ["/home/u"]})
+    null = NamedPath(pointer="/p", value="/dev/null", path="/dev/null", access="write", grant="/dev/null")
+    assert reachable(null, {"read": [], "write": [], "devices_rw": ["/dev/null"], "devices_r": []})
+    assert not reachable(null, {"read": [], "write": [], "devices_rw": [], "devices_r": ["/dev/null"]})

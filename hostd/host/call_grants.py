@@ -158,6 +158,11 @@ async def reach(host: GrantHost, plugin: InstalledPlugin, tool: RegisteredTool, 
                 raise _not_granted(plugin_id, tool.name, new, "declined", "the user declined")
             await _record(host, plugin, new, always=answer == "always", tool=tool.name)
         await host.restart_running(plugin)
+        # What the sandbox dropped on the way (a rule it would not make) must not reach the server as EACCES.
+        rules = _rules(plugin.supervisor.running_launch)
+        missing = [item for item in needed if rules is not None and not reachable(item, rules)]
+        if missing:
+            raise _not_granted(plugin_id, tool.name, missing, "refused", "the sandbox did not apply the grant")
         return True
 
 
@@ -186,6 +191,8 @@ async def _record(
     try:
         await host.resolve(plugin)
     except LaunchError as exc:
+        if exc.kind != "PATH_REFUSED":
+            return  # the launch's own problem (a command gone...): the restart reports it, the grant stays
         async with host.change():
             setattr(plugin, target, before)
         try:

@@ -193,7 +193,9 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def reachable(item: NamedPath, rules: Mapping[str, Sequence[str]]) -> bool:
-    """Whether the Landlock rules a plugin runs under (``IsolationPlan.rule_lists()``: ``read`` and
-    ``write`` real paths, each covering what lies inside it) already give ``item`` its access."""
-    lists = [rules.get("write", ())] if item.access == "write" else [rules.get("read", ()), rules.get("write", ())]
+    """Whether the Landlock rules a plugin runs under (``IsolationPlan.rule_lists()``: ``read``, ``write``,
+    ``devices_r``, ``devices_rw`` real paths, each covering what lies inside it) already give ``item`` its
+    access."""
+    writable = [rules.get("write", ()), rules.get("devices_rw", ())]
+    lists = writable if item.access == "write" else [*writable, rules.get("read", ()), rules.get("devices_r", ())]
     return any(_inside(item.grant, rule) for paths in lists for rule in paths)
