@@ -31,6 +31,7 @@ import yaml
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from tests.conftest import ROOT, run_hostctl
+from tests.nobody import nobody_folder, run_driver, skip_reason
 from tests.platform_facts import need_layers
 
 FILES = ROOT / "fixtures" / "mcp-files"
@@ -365,3 +366,20 @@ async def test_hostctl_call_asks_in_the_terminal(tmp_path: Path, home: Path) -> 
     assert "the quarterly report" in screen
     stored = json.loads((state / "state.json").read_text())
     assert stored["plugins"]["mcp-files"]["callGrants"] == {str(report): "read"}
+
+
+async def test_the_consent_flow_works_for_an_unprivileged_user() -> None:
+    """As nobody (CI runs as root; users do not): no refuses before the server, once grants the file, under
+    Landlock applied without privilege."""
+    need_layers("landlock-fs")
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with nobody_folder() as work:
+        result = await run_driver(ROOT / "fixtures" / "sandbox" / "unprivileged_call_grants.py", work, timeout=120)
+    assert result == {
+        "declined": "ACCESS_NOT_GRANTED",
+        "reason": "declined",
+        "granted": "the quarterly report",
+        "asked": 2,
+    }
