@@ -295,7 +295,8 @@ CLIENT_FEATURES: dict[str, tuple[str, ...]] = {
 
 def parse_client_capabilities(value: Any) -> dict[str, Any]:
     """The parent's ``capabilities`` cut to what hostd knows: ``{sampling?: {tools?: {}}, elicitation?: {form?:
-    {}, url?: {}}, roots?: {}}``; unknown keys are ignored. ``elicitation: {}`` means form only (MCP's rule).
+    {}, url?: {}}, roots?: {}, grants?: {}}`` (``grants``: hostd's ``grants/request``, hostd/host/call_grants.py);
+    unknown keys are ignored. ``elicitation: {}`` means form only (MCP's rule).
     Raises ``ValueError`` when a known member is not an object."""
     if value is None:
         return {}
