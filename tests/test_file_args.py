@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hostd.host.file_args import MAX_DEPTH, MAX_PATHS, NamedPath, named_paths, reachable
+from hostd.host.file_args import MAX_DEPTH, MAX_PATHS, NamedPath, may_name_paths, named_paths, reachable
 
 
 def found(
@@ -51,6 +51,8 @@ def test_what_only_looks_like_a_path_is_not_one(tmp_path: Path) -> None:
         "number": 3,
     }
     assert found(arguments, tmp_path) == []
+    assert may_name_paths({"text": "hello", "n": [1, "two"]}, str(tmp_path)) is False
+    assert may_name_paths({"text": ["x", {"y": "~/notes"}]}, str(tmp_path)) is True
 
 
 def test_an_output_to_create_needs_its_folder_read_write(tmp_path: Path) -> None:

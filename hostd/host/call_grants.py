@@ -27,7 +27,7 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions, RequestContext
-from hostd.host.file_args import NamedPath, named_paths, reachable
+from hostd.host.file_args import NamedPath, may_name_paths, named_paths, reachable
 from hostd.host.records import InstalledPlugin
 from hostd.mcp.tools import RegisteredTool
 from hostd.wire.errors import ErrorKind, HostError
@@ -142,6 +142,8 @@ async def reach(host: GrantHost, plugin: InstalledPlugin, tool: RegisteredTool, 
     if _rules(plugin.supervisor.running_launch) is None:
         return False
     home = str(Path.home())
+    if not may_name_paths(arguments, home):
+        return False
     items = await trio.to_thread.run_sync(named_paths, arguments, tool.input_schema, tool.annotations, home)
     if not items:
         return False

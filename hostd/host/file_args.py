@@ -188,6 +188,18 @@ def named_paths(
     return list(found.values())
 
 
+def may_name_paths(arguments: Mapping[str, Any], home: str | None) -> bool:
+    """Whether any string in ``arguments`` (within the walk's bounds) is written as a local path: the
+    non-blocking test before :func:`named_paths` (which calls ``stat``), so a call that names none costs no
+    worker thread."""
+    for count, (_, value, _, _) in enumerate(_walk(arguments, None, "", (), 0)):
+        if count >= MAX_STRINGS:
+            break
+        if _as_local_path(value, home) is not None:
+            return True
+    return False
+
+
 def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
