@@ -270,8 +270,7 @@ class Launch(Wire):
     capabilities: CapabilitySet | None = Field(
         default=None,
         description="everything the plugin may reach, in one list: files and folders (access and why), network, "
-        "environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset)); absent "
-        "for remote plugins",
+        "environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset))",
     )
 
     omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "capabilities"})

@@ -369,7 +369,7 @@ export interface Launch {
   prepare?: Preparation | null;
   /** for a remote plugin (`backend.transport` `streamable-http` or `sse`) what the user approves instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins */
   remote?: RemoteEndpoint | null;
-  /** everything the plugin may reach, in one list: files and folders (access and why), network, environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset)); absent for remote plugins */
+  /** everything the plugin may reach, in one list: files and folders (access and why), network, environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset)) */
   capabilities?: CapabilitySet | null;
 }
 
