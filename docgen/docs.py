@@ -96,6 +96,14 @@ TYPES: Final[Mapping[str, type[BaseModel]]] = {
     "CompleteResult": p.CompleteResult,
     "ResourceUpdatedParams": p.ResourceUpdatedParams,
     "SamplingRequestParams": p.SamplingRequestParams,
+    "GrantRequestParams": p.GrantRequestParams,
+    "RequestedPath": p.RequestedPath,
+    "GrantAnswer": p.GrantAnswer,
+    "CapabilitySet": p.CapabilitySet,
+    "FolderCapability": p.FolderCapability,
+    "NetworkCapability": p.NetworkCapability,
+    "SecretCapability": p.SecretCapability,
+    "PackageCapability": p.PackageCapability,
     "RootsRequestParams": p.RootsRequestParams,
 }
 

@@ -61,8 +61,14 @@ async def approve_and_enable(hostd: HostdClient, info: dict[str, Any]) -> dict[s
     return status
 
 
+def hidden(ops: tuple[list[Any], ...]) -> list[list[Any]]:
+    """``ops`` with each absolute path written ``@/path`` (fixtures/mcp-probe reads it as ``/path``): hidden from
+    hostd's call-time grants (tests/test_call_grants.py), so what these tests see refused is the kernel's doing."""
+    return [[f"@{a}" if isinstance(a, str) and a.startswith("/") else a for a in op] for op in ops]
+
+
 async def run(hostd: HostdClient, *ops: list[Any]) -> list[Any]:
-    result = await hostd.request("tools/call", {"name": "mcp-probe.run", "arguments": {"ops": list(ops)}})
+    result = await hostd.request("tools/call", {"name": "mcp-probe.run", "arguments": {"ops": hidden(ops)}})
     outcomes: list[Any] = result["structuredContent"]["results"]
     return outcomes
 

@@ -60,9 +60,15 @@ def probe_plugin(
     return folder
 
 
+def hidden(ops: tuple[list[Any], ...]) -> list[list[Any]]:
+    """``ops`` with each absolute path written ``@/path`` (fixtures/mcp-probe reads it as ``/path``): hidden from
+    hostd's call-time grants (tests/test_call_grants.py), so what these tests see refused is the kernel's doing."""
+    return [[f"@{a}" if isinstance(a, str) and a.startswith("/") else a for a in op] for op in ops]
+
+
 async def run(hostd: HostdClient, *ops: list[Any], plugin: str = "mcp-probe") -> list[Any]:
     """Call the probe's ``run`` tool; the outcome of each operation."""
-    result = await hostd.request("tools/call", {"name": f"{plugin}.run", "arguments": {"ops": list(ops)}})
+    result = await hostd.request("tools/call", {"name": f"{plugin}.run", "arguments": {"ops": hidden(ops)}})
     outcomes: list[Any] = result["structuredContent"]["results"]
     return outcomes
 

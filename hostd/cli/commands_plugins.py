@@ -45,6 +45,7 @@ from hostd.cli.render import (
     print_table,
     say,
     status_row,
+    terminal_safe,
 )
 from hostd.storage.secrets import SecretStore
 
@@ -187,6 +188,44 @@ async def cmd_grant(client: HostdClient, opts: Options, args: argparse.Namespace
         print_next_for(out, info)
 
     return show(opts, info, human)
+
+
+async def cmd_allow(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl allow ID PATH [--write] [--revoke]``: a call-time grant for good (``plugins/grantPath``), or
+    take one back (``plugins/revokePath``)."""
+    find_plugin(await settle(client, [args.id]), args.id)
+    path = os.path.abspath(os.path.expanduser(args.path))
+    if args.revoke:
+        info = await client.request("plugins/revokePath", {"id": args.id, "path": path})
+    else:
+        access = "write" if args.write else "read"
+        info = await client.request("plugins/grantPath", {"id": args.id, "path": path, "access": access})
+
+    def human(out: Console) -> None:
+        done = "no longer reaches" if args.revoke else ("may read and write" if args.write else "may read")
+        say(out, f"{args.id} {done} {terminal_safe(path, one_line=True)}")
+
+    return show(opts, info, human)
+
+
+def ask_grant_in_terminal(params: Mapping[str, Any]) -> str:
+    """Ask on the terminal whether a tool call may reach the files hostd's ``grants/request`` names;
+    ``"once"``, ``"always"`` or ``"no"`` (the default; an unreadable stdin is a no). Blocking: run it in a
+    worker thread."""
+    print(f"{terminal_safe(str(params.get('tool')), one_line=True)} wants to reach:", file=sys.stderr)
+    for item in params.get("paths") or []:
+        kind = "read and write" if item.get("access") == "write" else "read"
+        print(f"  {terminal_safe(str(item.get('path')), one_line=True)} ({kind})", file=sys.stderr)
+    answer = _ask("Allow? [o]nce / [a]lways / [N]o: ").strip().lower()
+    return {"o": "once", "once": "once", "a": "always", "always": "always"}.get(answer, "no")
+
+
+async def answer_grants(method: str, params: dict[str, Any]) -> Any:
+    """``hostctl call``'s answer to hostd's requests: ``grants/request`` asked in the terminal
+    (:func:`ask_grant_in_terminal`); any other request is refused (-32601)."""
+    if method != "grants/request":
+        raise RpcError({"code": -32601, "message": f"hostctl does not answer {method}"})
+    return {"grant": await trio.to_thread.run_sync(ask_grant_in_terminal, params)}
 
 
 async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:

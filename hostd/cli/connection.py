@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from hostd import __version__
-from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.client import HostdClient, RequestHandler, RpcError, plugin_environment
 from hostd.cli.render import (
     SHOWN_LIVE,
     describe_launch,
@@ -95,14 +95,20 @@ class TracingClient(HostdClient):
 
 
 @asynccontextmanager
-async def open_hostd(state_dir: str | None = None) -> AsyncIterator[TracingClient]:
+async def open_hostd(
+    state_dir: str | None = None, *, ask_grants: RequestHandler | None = None
+) -> AsyncIterator[TracingClient]:
     """Start an initialized ``hostd serve`` (a temporary state folder unless
-    ``state_dir``); on exit it is sent ``shutdown`` and ``exit`` and waited for."""
+    ``state_dir``); on exit it is sent ``shutdown`` and ``exit`` and waited for.
+
+    ``ask_grants``: answers hostd's ``grants/request`` (a file a tool call names; ``capabilities.grants`` is
+    declared); ``None``: not declared, such a call fails with ``ACCESS_NOT_GRANTED``."""
     with tempfile.TemporaryDirectory(prefix="hostctl-") as scratch:
         state = state_dir if state_dir is not None else os.path.join(scratch, "state")
         initialize = {
             "clientInfo": {"name": "hostctl", "version": __version__},
             "protocolVersion": PROTOCOL_VERSION,
+            **({"capabilities": {"grants": {}}} if ask_grants is not None else {}),
         }
         spawn = TracingClient.spawn(
             ["--state-dir", state, "--log-level", "error"], env=plugin_environment(), initialize=initialize
@@ -110,6 +116,7 @@ async def open_hostd(state_dir: str | None = None) -> AsyncIterator[TracingClien
         try:
             async with spawn as client:
                 assert isinstance(client, TracingClient)
+                client.on_request = ask_grants
                 yield client
         except BaseExceptionGroup as group:
             # HostdClient.spawn runs the body inside a nursery, which wraps what

@@ -57,6 +57,8 @@ import trio
 from hostd import __version__
 from hostd.cli.client import HostdClient, RpcError
 from hostd.cli.commands_plugins import (
+    answer_grants,
+    cmd_allow,
     cmd_approve,
     cmd_disable,
     cmd_enable,
@@ -90,6 +92,7 @@ COMMANDS: dict[str, Command] = {
     "install": cmd_install,
     "import": cmd_import,
     "grant": cmd_grant,
+    "allow": cmd_allow,
     "approve": cmd_approve,
     "enable": cmd_enable,
     "disable": cmd_disable,
@@ -106,7 +109,9 @@ async def run_command(command: Command, opts: Options, args: argparse.Namespace)
     """Start hostd on ``opts.state_dir``, run ``command``, shut hostd down; report a failure
     as ``error: KIND: message`` on stderr (exit 1): a non-zero exit always says why."""
     try:
-        async with open_hostd(opts.state_dir) as client:
+        # hostctl call asks in the terminal for a file the call names (hostd/host/call_grants.py).
+        ask = answer_grants if command is cmd_call and sys.stdin.isatty() else None
+        async with open_hostd(opts.state_dir, ask_grants=ask) as client:
             try:
                 return await command(client, opts, args)
             except RpcError as exc:
@@ -197,6 +202,11 @@ def _add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     grant.add_argument("id", metavar="ID")
     grant.add_argument("permissions", metavar="PERMISSION", nargs="*")
     grant.add_argument("--all", action="store_true", help="every permission the plugin declares")
+    allow = verb("allow", "let a plugin reach a file or folder for good (what a tool call asks for)")
+    allow.add_argument("id", metavar="ID")
+    allow.add_argument("path", metavar="PATH", help="an existing file or folder")
+    allow.add_argument("--write", action="store_true", help="read and write (default: read only)")
+    allow.add_argument("--revoke", action="store_true", help="take the grant back")
     approve = verb("approve", "show a plugin's whole launch and approve it")
     approve.add_argument("id", metavar="ID")
     approve.add_argument("--yes", "-y", action="store_true", help="approve without asking")

@@ -279,8 +279,12 @@ def launch_details(info: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows.append(("in folder", str(launch.get("cwd"))))
     for path, digest in (launch.get("files") or {}).items():
         rows.append(("file", f"{path}  {digest}"))
-    for arg, target in (launch.get("folders") or {}).items():
-        rows.append(("folder", f"{arg} -> {target}"))
+    capabilities = launch.get("capabilities")
+    if isinstance(capabilities, Mapping):
+        rows += capability_rows(capabilities)
+    else:
+        for arg, target in (launch.get("folders") or {}).items():
+            rows.append(("folder", f"{arg} -> {target}"))
     for key, value in (launch.get("env") or {}).items():
         rows.append(("env", f"{key}={value}" if value is not None else f"{key}=(secret, not shown)"))
     rows.append(("environment", ", ".join(launch.get("envKeys") or []) or "empty"))
@@ -288,6 +292,27 @@ def launch_details(info: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows.append(("permissions", ", ".join(info.get("permissions") or []) or "none"))
     rows.append(("tools", ", ".join(info.get("tools") or []) or "recorded at the first start"))
     rows.append(("digest", str(launch.get("digest"))))
+    return rows
+
+
+def capability_rows(capabilities: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``launch.capabilities`` (hostd/host/capability_set.py) as (label, value) rows: one list of what the
+    plugin may reach -- files and folders with access and why, network, secrets by channel, packages."""
+    rows: list[tuple[str, str]] = []
+    for item in capabilities.get("folders") or []:
+        access = "read-write" if item.get("access") == "write" else "read"
+        rows.append(("reaches", f"{item.get('path')}  {access}, {item.get('why')}: {item.get('source')}"))
+    network = capabilities.get("network") or {}
+    ports = ", ".join(map(str, network.get("tcpPorts") or []))
+    rows.append(("network", {"all": "all", "none": "none"}.get(str(network.get("access")), f"TCP ports {ports}")))
+    for secret in capabilities.get("secrets") or []:
+        note = "" if secret.get("set") else " (not set)"
+        warning = " -- readable by every process of the machine" if secret.get("channel") == "argv" else ""
+        rows.append(("secret", f"{secret.get('name')} via {secret.get('channel')}{note}{warning}"))
+    for package in capabilities.get("packages") or []:
+        version = f" {package['version']}" if package.get("version") else " (to prepare)"
+        registry = f" from {package['registry']}" if package.get("registry") else ""
+        rows.append(("package", f"{package.get('manager')} {package.get('name')}{version}{registry}"))
     return rows
 
 

@@ -285,12 +285,18 @@ def parse_initialize(params: Any, default_state_dir: str | None) -> InitializeOp
 
 
 #: The client features a parent may serve, and the members each may have (``initialize.params.capabilities``).
-CLIENT_FEATURES: dict[str, tuple[str, ...]] = {"sampling": ("tools",), "elicitation": ("form", "url"), "roots": ()}
+CLIENT_FEATURES: dict[str, tuple[str, ...]] = {
+    "sampling": ("tools",),
+    "elicitation": ("form", "url"),
+    "roots": (),
+    "grants": (),
+}
 
 
 def parse_client_capabilities(value: Any) -> dict[str, Any]:
     """The parent's ``capabilities`` cut to what hostd knows: ``{sampling?: {tools?: {}}, elicitation?: {form?:
-    {}, url?: {}}, roots?: {}}``; unknown keys are ignored. ``elicitation: {}`` means form only (MCP's rule).
+    {}, url?: {}}, roots?: {}, grants?: {}}`` (``grants``: hostd's ``grants/request``, hostd/host/call_grants.py);
+    unknown keys are ignored. ``elicitation: {}`` means form only (MCP's rule).
     Raises ``ValueError`` when a known member is not an object."""
     if value is None:
         return {}

@@ -111,6 +111,25 @@ class GrantParams(_Params):
     folders: FolderGrants | None = None
 
 
+class GrantPathParams(_Params):
+    """``plugins/grantPath {id, path, access?}``: grant one file or folder for good (a call-time grant).
+
+    The same grant a parent's ``always`` answer to ``grants/request`` makes: recorded, applied at the
+    plugin's next start (a tool call that names the path restarts it first), not covered by the digest.
+    """
+
+    id: str = Field(min_length=1, description="the plugin's `id`")
+    path: str = Field(min_length=1, description="an existing file or folder: absolute, or `~/…`")
+    access: Literal["read", "write"] = Field(default="read", description="`read` (default) or `write` (read-write)")
+
+
+class RevokePathParams(_Params):
+    """``plugins/revokePath {id, path}``: take back a call-time grant (``once`` or ``always``)."""
+
+    id: str = Field(min_length=1, description="the plugin's `id`")
+    path: str = Field(min_length=1, description="the path as granted (absolute, or `~/…`)")
+
+
 class ApproveParams(_Params):
     """``plugins/approve {id, digest}``: approve the exact launch ``plugins/install`` showed."""
 
@@ -250,13 +269,18 @@ class ParentFeature(_Params):
 
 class ParentCapabilities(_Params):
     """``initialize.params.capabilities``: ``{sampling?: {tools?: {}}, elicitation?: {form?: {}, url?: {}},
-    roots?: {}}`` (MCP client capabilities, answered by the parent)."""
+    roots?: {}, grants?: {}}`` (MCP client capabilities and hostd's consent requests, answered by the parent)."""
 
     sampling: ParentFeature | None = Field(default=None, description="`{tools?: {}}`: answers `sampling/createMessage`")
     elicitation: ParentFeature | None = Field(
         default=None, description="`{form?: {}, url?: {}}`: answers `elicitation/create`"
     )
     roots: ParentFeature | None = Field(default=None, description="`{}`: answers `roots/list`")
+    grants: ParentFeature | None = Field(
+        default=None,
+        description="`{}`: answers `grants/request`, the user's consent to a file or folder a tool call names "
+        "([Call-time grants](#call-time-grants))",
+    )
 
 
 class CancelParams(_Params):

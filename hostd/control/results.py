@@ -157,6 +157,62 @@ class RemoteEndpoint(Wire):
     )
 
 
+class FolderCapability(Wire):
+    """One file or folder a plugin may reach (``launch.capabilities.folders``)."""
+
+    path: str = Field(description="the real path")
+    access: Literal["read", "write"] = Field(description="`read` (and execute), or `write` (read-write)")
+    why: Literal["argument", "env", "declared", "parent grant", "call-time grant"] = Field(
+        description="an argument names it, an env value names it, the manifest's `sandbox` declares it, the "
+        "parent granted it ([`plugins/grant`](#pluginsgrant)), or the user granted it at a tool call "
+        "([Call-time grants](#call-time-grants))"
+    )
+    source: str = Field(
+        description="the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), or "
+        "for a call-time grant `once` / `always`"
+    )
+
+
+class NetworkCapability(Wire):
+    """What network a plugin may reach (``launch.capabilities.network``)."""
+
+    access: Literal["all", "none", "ports"] = Field(
+        description="`all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), or "
+        "`ports` (strict, TCP connect to `tcpPorts` only)"
+    )
+    tcp_ports: list[int] = Field(alias="tcpPorts", description="the TCP ports it may connect to under `ports`")
+
+
+class SecretCapability(Wire):
+    """A secret a plugin receives, by name and channel (``launch.capabilities.secrets``); never its value."""
+
+    name: str = Field(description="the secret's name (`${secret:NAME}`, or a sensitive `user_config` option)")
+    channel: Literal["env", "argv", "header"] = Field(
+        description="how it travels: an environment variable, a command-line argument (readable by other "
+        "processes of the machine), or an HTTP header to a remote server"
+    )
+    set: bool = Field(description="whether a value is stored")
+
+
+class PackageCapability(Wire):
+    """A package the plugin's launch runs (``launch.capabilities.packages``)."""
+
+    manager: str = Field(description="`npm`, `uv` or `deno`")
+    name: str = Field(description="the package's name (prepared), or the spec still to prepare")
+    version: str | None = Field(description="the exact version installed; `null` until prepared")
+    registry: str | None = Field(description="where it came from; `null` for the default or until prepared")
+
+
+class CapabilitySet(Wire):
+    """``launch.capabilities``: everything the plugin may reach, in one list, for the approval."""
+
+    folders: list[FolderCapability] = Field(description="files and folders, with access and why")
+    network: NetworkCapability = Field(description="the network it may reach")
+    env: list[str] = Field(description="the names of its environment variables, sorted")
+    secrets: list[SecretCapability] = Field(description="the secrets it receives, by name and channel")
+    packages: list[PackageCapability] = Field(description="the packages its launch runs")
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -178,7 +234,9 @@ class Launch(Wire):
     )
     folders: dict[str, str] = Field(
         description="argument → the real path it leads to, for every argument naming a folder or a file "
-        "outside the plugin folder (covered by the digest: a folder swapped for a link voids the approval)"
+        "outside the plugin folder (covered by the digest: a folder swapped for a link voids the approval); "
+        "`call.read[i]` / `call.write[i]`: files and folders granted at a tool call "
+        "([Call-time grants](#call-time-grants)), recorded grants the digest does not cover"
     )
     cwd: str = Field(description="the working directory: the plugin folder")
     env_keys: list[str] = Field(
@@ -209,8 +267,13 @@ class Launch(Wire):
         description="for a remote plugin (`backend.transport` `streamable-http` or `sse`) what the user approves "
         "instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins",
     )
+    capabilities: CapabilitySet | None = Field(
+        default=None,
+        description="everything the plugin may reach, in one list: files and folders (access and why), network, "
+        "environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset))",
+    )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote"})
+    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "capabilities"})
 
 
 class LaunchUnresolved(Wire):
@@ -600,6 +663,33 @@ class RootsRequestParams(Wire):
     )
 
 
+class RequestedPath(Wire):
+    """One file or folder a ``grants/request`` asks for."""
+
+    path: str = Field(description="the real path to grant (a file, a folder, or the folder of an output to create)")
+    access: Literal["read", "write"] = Field(description="`read`, or `write` (read-write: the tool writes there)")
+    argument: str = Field(description="where the call names it: a JSON Pointer into `arguments` (`/input/0`)")
+    value: str = Field(description="the argument as the caller wrote it (`~/Documents/q3.xlsx`, `file:///…`)")
+
+
+class GrantRequestParams(Wire):
+    """hostd->parent ``grants/request`` params: a tool call names files the plugin may not reach."""
+
+    plugin: str = Field(description="the plugin's `id`")
+    tool: str = Field(description="the tool's host name (`<plugin>.<tool>`)")
+    paths: list[RequestedPath] = Field(description="what the call needs that the plugin's sandbox does not cover")
+    reason: str = Field(description="one sentence for the user: which tool, which files, why")
+
+
+class GrantAnswer(Wire):
+    """The parent's answer to ``grants/request``."""
+
+    grant: Literal["no", "once", "always"] = Field(
+        description="`no`: the call fails with `ACCESS_NOT_GRANTED`; `once`: granted until hostd exits; "
+        "`always`: recorded in the state (`callGrants`), revocable with `plugins/revokePath`"
+    )
+
+
 class StateRecord(Wire):
     """One installed plugin in ``state.json``'s ``plugins`` (``hostd.storage.state.PluginRecord``, which
     stays a plain dataclass so the lock is taken before pydantic loads; a test holds the two equal)."""
@@ -631,4 +721,9 @@ class StateRecord(Wire):
     folders: dict[str, list[str]] = Field(
         description="folders the parent granted ([`plugins/grant`](#pluginsgrant)): `read` / `write` → absolute "
         "paths (a member absent: none)"
+    )
+    call_grants: dict[str, str] = Field(
+        alias="callGrants",
+        description="files and folders granted for good at a tool call ([Call-time grants](#call-time-grants), "
+        "[`plugins/grantPath`](#pluginsgrantpath)): real path → `read` | `write`",
     )

@@ -10,6 +10,7 @@ state folder, secret store and plugins), so this module does not import the host
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -248,6 +249,10 @@ def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path |
             maybe_folders += [a for a in other.manifest.backend.args if os.path.isabs(a)]
     ports = sorted(plugin.network_ports)
     limits = dict(plugin.limits)
+    # Call-time grants (hostd/host/call_grants.py) are recorded grants the user gave for a file a tool call
+    # named: rules of the plan, never of the launch the digest covers, so a grant does not void the approval.
+    call_read = [path for path, access in plugin.path_grants().items() if access == "read"]
+    call_write = [path for path, access in plugin.path_grants().items() if access == "write"]
 
     def build() -> IsolationPolicy:
         protected = [os.path.realpath(Path.home()), *(os.path.realpath(f) for f in other_folders)]
@@ -257,7 +262,7 @@ def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path |
             protected.append(state)
             writable += [os.path.join(state, "data"), os.path.join(state, "tmp")]
         writable += [*granted, *filter(os.path.isdir, maybe_folders)]
-        return settings.isolation_policy(
+        policy = settings.isolation_policy(
             data_dir,
             tcp_ports=ports,
             max_rss_bytes=limits.get("max_rss_bytes"),
@@ -265,6 +270,13 @@ def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path |
             protected=protected,
             writable=[os.path.realpath(w) for w in writable],
             code=[os.path.realpath(f) for f in every_folder],
+        )
+        if not policy.landlock or not (call_read or call_write):
+            return policy
+        return dataclasses.replace(
+            policy,
+            extra_read_paths=(*policy.extra_read_paths, *call_read),
+            extra_write_paths=(*policy.extra_write_paths, *call_write),
         )
 
     return build

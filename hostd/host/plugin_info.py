@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hostd.control import models as p
+from hostd.host.capability_set import capability_set
 from hostd.host.records import InstalledPlugin
 from hostd.storage import secrets as secrets_
 from sandbox.launch import Launch
@@ -22,6 +23,14 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
     digest = plugin.approval_digest(launch)
     info.update(digest=digest, launchDigest=info["digest"], approved=plugin.approved_digest == digest)
     info["prepare"] = preparation(plugin)
+    # Call-time grants (hostd/host/call_grants.py): rules of the plan, not of the launch the digest covers.
+    grants = sorted(plugin.path_grants().items())
+    folders = dict(launch.folders)
+    for access in ("read", "write"):
+        for index, path in enumerate(path for path, kind in grants if kind == access):
+            folders[f"call.{access}[{index}]"] = path
+    info["folders"] = folders
+    info["capabilities"] = capability_set(plugin, launch)
     return p.Launch.model_validate(info)
 
 

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import trio
+
 from hostd.control import models as p
 from hostd.install.ecosystems import Prepared, Registries
 from hostd.install.manifest import Manifest, load_manifest
@@ -167,6 +169,8 @@ class RecordedState:
     disabled_tools: set[str] = field(default_factory=set)
     #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
     folders: dict[str, list[str]] = field(default_factory=dict)
+    #: Paths granted at a tool call with ``always`` (hostd/host/call_grants.py): real path -> ``read`` | ``write``.
+    call_grants: dict[str, str] = field(default_factory=dict)
 
     def to_record(self, restarts: int) -> PluginRecord:
         """What the state store keeps of this plugin, with its restart count."""
@@ -182,6 +186,7 @@ class RecordedState:
             limits=dict(self.limits),
             disabled_tools=sorted(self.disabled_tools),
             folders={k: list(v) for k, v in self.folders.items()},
+            call_grants=dict(self.call_grants),
         )
 
     def take_record(self, record: PluginRecord, manifest: Manifest) -> None:
@@ -195,6 +200,7 @@ class RecordedState:
         self.limits = dict(record.limits)
         self.disabled_tools = set(record.disabled_tools)
         self.folders = {k: list(v) for k, v in record.folders.items()}
+        self.call_grants = dict(record.call_grants)
 
 
 @dataclass(kw_only=True)
@@ -224,6 +230,11 @@ class DerivedState:
     #: Why its settings or secrets could not be read at the last resolution (``STATE_FILE_UNREADABLE``); enable
     #: fails with it. ``None``: read, or not needed.
     config_problem: HostError | None = None
+    #: Paths granted at a tool call with ``once``: real path -> ``read`` | ``write``; kept in memory only
+    #: (until hostd exits or the grant is revoked), never written to the state document.
+    once_grants: dict[str, str] = field(default_factory=dict)
+    #: Held while a call-time grant is decided and applied (one restart at a time for a plugin).
+    grant_lock: trio.Lock = field(default_factory=trio.Lock)
 
 
 #: The recorded fields of an installed plugin (:class:`RecordedState`), in their order.
@@ -242,6 +253,14 @@ class InstalledPlugin(RecordedState, DerivedState):
     def record(self) -> PluginRecord:
         """What the state store keeps of this plugin."""
         return self.to_record(self.supervisor.restarts)
+
+    def path_grants(self) -> dict[str, str]:
+        """Every call-time grant in force, ``once`` and ``always``: real path -> ``read`` | ``write``."""
+        merged = dict(self.once_grants)
+        for path, access in self.call_grants.items():
+            if merged.get(path) != "write":
+                merged[path] = access
+        return merged
 
 
 @dataclass

@@ -22,7 +22,16 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions, Notify, RequestContext
-from hostd.host import catalog, feature_methods, gate, install_methods, plugin_info, setup_methods, tool_methods
+from hostd.host import (
+    call_grants,
+    catalog,
+    feature_methods,
+    gate,
+    install_methods,
+    plugin_info,
+    setup_methods,
+    tool_methods,
+)
 from hostd.host import launch as resolver
 from hostd.host.catalog import Catalog
 from hostd.host.records import (
@@ -535,6 +544,17 @@ class Host:
             with trio.CancelScope(shield=True):
                 await self.catalog.persist_quietly()
 
+    async def restart_running(self, plugin: InstalledPlugin) -> None:
+        """Restart the enabled ``plugin`` with its launch resolved now (a call-time grant in its rules) and
+        wait until it is ready (hostd/host/call_grants.py). Raises what ``plugins/restart`` raises; calls in
+        flight on the old process end with ``PLUGIN_HOST_UNAVAILABLE``."""
+        start = await self._gate(plugin)
+        try:
+            await plugin.supervisor.restart(start)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.catalog.persist_quietly()
+
     async def _abandoned(self, plugin: InstalledPlugin) -> None:
         """A start the parent cancelled (``$/cancelRequest`` of enable or restart): the plugin stays off.
 
@@ -639,6 +659,8 @@ Host.METHODS = {
     "plugins/uninstall": Host.uninstall,
     "plugins/list": Host.list,
     "plugins/grant": setup_methods.grant,
+    "plugins/grantPath": call_grants.grant_path,
+    "plugins/revokePath": call_grants.revoke_path,
     "plugins/prepare": setup_methods.prepare,
     "plugins/approve": setup_methods.approve,
     "plugins/enable": Host.enable,

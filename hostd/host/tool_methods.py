@@ -15,14 +15,16 @@ from typing import Any, Protocol
 
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions, Notify, RequestContext
+from hostd.host.call_grants import GrantHost, reach
 from hostd.host.records import InstalledPlugin
 from hostd.mcp.tools import validate_arguments
 from hostd.plugins.registry import ToolRegistry
 from hostd.wire.errors import ErrorKind, HostError
 
 
-class ToolHost(Protocol):
-    """What the tool methods need of the host (:class:`hostd.host.service.Host` is one)."""
+class ToolHost(GrantHost, Protocol):
+    """What the tool methods need of the host (:class:`hostd.host.service.Host` is one); a call's files are
+    granted through :class:`~hostd.host.call_grants.GrantHost`."""
 
     @property
     def options(self) -> InitializeOptions: ...
@@ -152,7 +154,11 @@ def _not_ready(host: ToolHost, name: str) -> HostError | None:
 
 
 async def tools_call(host: ToolHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
-    """``tools/call {name, arguments, timeoutMs?}`` -> ``{content, structuredContent?}``."""
+    """``tools/call {name, arguments, timeoutMs?}`` -> ``{content, structuredContent?}``.
+
+    Before the call is sent, the local files it names are made reachable or refused
+    (:func:`hostd.host.call_grants.reach`: ``ACCESS_NOT_GRANTED``, a restart of the plugin).
+    """
     args = p.parse_params(p.ToolsCallParams, params)
     try:
         tool = host.registry.lookup(args.name)
@@ -179,6 +185,10 @@ async def tools_call(host: ToolHost, params: Any, ctx: RequestContext) -> dict[s
             permissions=[tool.permission],
         )
     validate_arguments(tool, args.arguments)
+    # Files and folders the arguments name that the sandbox does not cover: asked for and granted (the plugin
+    # restarted) or refused with ACCESS_NOT_GRANTED, before the server sees the call (hostd/host/call_grants.py).
+    if await reach(host, plugin, tool, args.arguments):
+        tool = host.registry.lookup(args.name)
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         note = p.ProgressParams(requestId=ctx.id, progress=value, total=total, message=message)

@@ -177,6 +177,9 @@ class PluginSupervisor(InstanceRunner):
         self._link: PluginLink | None = None
         #: The running instance (a process tree or a connection), from its start to its stop.
         self._instance: Instance | None = None
+        #: The launch of the instance started last (its Landlock rules are fixed at exec): what a running
+        #: plugin may reach (hostd/host/call_grants.py); ``None`` before the first start.
+        self.running_launch: Launch | None = None
         #: How an instance is opened (None: spawn the process tree or connect, :meth:`InstanceRunner._open`).
         self._opener = open_instance
         self._instance_done: trio.Event | None = None
@@ -323,6 +326,7 @@ class PluginSupervisor(InstanceRunner):
         """
         if self._spawns(event):
             self.manifest, self.pinned = start.manifest, start.pins
+            self.running_launch = start.launch
             self.limits, self._disk_limit = start.limits, start.disk_limit
         try:
             await self._feed(event, launch=start.launch)

@@ -99,6 +99,8 @@ class PluginRecord:
     disabled_tools: list[str] = field(default_factory=list)
     #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
     folders: dict[str, list[str]] = field(default_factory=dict)
+    #: Paths granted at a tool call with ``always`` (or ``plugins/grantPath``): real path -> ``read`` | ``write``.
+    call_grants: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -114,6 +116,7 @@ class PluginRecord:
             "limits": dict(self.limits),
             "disabledTools": sorted(self.disabled_tools),
             "folders": {k: list(v) for k, v in self.folders.items()},
+            "callGrants": dict(sorted(self.call_grants.items())),
         }
 
     @classmethod
@@ -159,6 +162,11 @@ class PluginRecord:
                 k: [f for f in v if isinstance(f, str)]
                 for k, v in typed("folders", dict, {}).items()
                 if k in ("read", "write") and isinstance(v, list)
+            },
+            call_grants={
+                k: v
+                for k, v in typed("callGrants", dict, {}).items()
+                if isinstance(k, str) and os.path.isabs(k) and "\x00" not in k and v in ("read", "write")
             },
         )
 

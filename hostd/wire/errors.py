@@ -112,6 +112,12 @@ class ErrorKind(Enum):
         "The tool's plugin is installed but not ready (data.state: stopped, starting, unhealthy, error;"
         " data.nextRetryAt while a restart is due); data.transient says whether retrying later may work.",
     )
+    ACCESS_NOT_GRANTED = (
+        -32052,
+        "A tools/call names a local file or folder the plugin may not reach, and the parent did not grant it"
+        " (data.reason: declined, no-capability, refused); data.grants holds the plugins/grantPath params that"
+        " would, data.commands the hostctl commands. The server never saw the call.",
+    )
     RESOURCE_EXHAUSTED = (
         -32044,
         "The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno);"

@@ -300,6 +300,15 @@ export class HostdClient {
     this.handle("roots/list", handler);
   }
 
+  /**
+   * `grants/request`: a tool call names files the plugin may not reach; ask the user and answer
+   * `{grant: "no" | "once" | "always"}`. Declare `capabilities: {grants: {}}` at `initialize`, or such a call
+   * fails with `ACCESS_NOT_GRANTED`.
+   */
+  onGrants(handler: ParentRequestHandler<"grants/request">): void {
+    this.handle("grants/request", handler);
+  }
+
   /** `auth/authorize`: a remote plugin needs the user to authorise it in a browser. */
   onAuthorize(handler: ParentRequestHandler<"auth/authorize">): void {
     this.handle("auth/authorize", handler);

@@ -34,6 +34,20 @@ export interface Capabilities {
   cancelRequest: boolean;
 }
 
+/** `launch.capabilities`: everything the plugin may reach, in one list, for the approval. */
+export interface CapabilitySet {
+  /** files and folders, with access and why */
+  folders: FolderCapability[];
+  /** the network it may reach */
+  network: NetworkCapability;
+  /** the names of its environment variables, sorted */
+  env: string[];
+  /** the secrets it receives, by name and channel */
+  secrets: SecretCapability[];
+  /** the packages its launch runs */
+  packages: PackageCapability[];
+}
+
 /** `initialize`'s `clientInfo`. */
 export interface ClientInfo {
   /** the parent application's name, for logs */
@@ -117,6 +131,18 @@ export interface ContentLimitsWire {
 /** `{}`: `plugins/list`, `ping`. */
 export interface Empty { [key: string]: unknown }
 
+/** One file or folder a plugin may reach (`launch.capabilities.folders`). */
+export interface FolderCapability {
+  /** the real path */
+  path: string;
+  /** `read` (and execute), or `write` (read-write) */
+  access: "read" | "write";
+  /** an argument names it, an env value names it, the manifest's `sandbox` declares it, the parent granted it ([`plugins/grant`](#pluginsgrant)), or the user granted it at a tool call ([Call-time grants](#call-time-grants)) */
+  why: "argument" | "env" | "declared" | "parent grant" | "call-time grant";
+  /** the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), or for a call-time grant `once` / `always` */
+  source: string;
+}
+
 /** `plugins/grant`'s `folders`: folders this plugin may read, and read and write (absolute or `~`). */
 export interface FolderGrants {
   read?: string[];
@@ -130,6 +156,12 @@ export interface GetPromptResult {
   /** the MCP `messages` (`{role, content}`) */
   messages: Array<{ [key: string]: unknown }>;
   [key: string]: unknown;
+}
+
+/** The parent's answer to `grants/request`. */
+export interface GrantAnswer {
+  /** `no`: the call fails with `ACCESS_NOT_GRANTED`; `once`: granted until hostd exits; `always`: recorded in the state (`callGrants`), revocable with `plugins/revokePath` */
+  grant: "no" | "once" | "always";
 }
 
 /**
@@ -148,6 +180,33 @@ export interface GrantParams {
   networkPorts?: number[] | null;
   limits?: Limits | null;
   folders?: FolderGrants | null;
+}
+
+/**
+ * `plugins/grantPath {id, path, access?}`: grant one file or folder for good (a call-time grant).
+ *
+ * The same grant a parent's `always` answer to `grants/request` makes: recorded, applied at the
+ * plugin's next start (a tool call that names the path restarts it first), not covered by the digest.
+ */
+export interface GrantPathParams {
+  /** the plugin's `id` */
+  id: string;
+  /** an existing file or folder: absolute, or `~/…` */
+  path: string;
+  /** `read` (default) or `write` (read-write) */
+  access?: "read" | "write";
+}
+
+/** hostd->parent `grants/request` params: a tool call names files the plugin may not reach. */
+export interface GrantRequestParams {
+  /** the plugin's `id` */
+  plugin: string;
+  /** the tool's host name (`<plugin>.<tool>`) */
+  tool: string;
+  /** what the call needs that the plugin's sandbox does not cover */
+  paths: RequestedPath[];
+  /** one sentence for the user: which tool, which files, why */
+  reason: string;
 }
 
 /** `PluginInfo.limits`: the limits granted to this plugin; `null` members: the host's apply. */
@@ -290,7 +349,7 @@ export interface Launch {
   args: string[];
   /** real path → `sha256:…` of the content that runs: the executable when it is a script or lies in the plugin folder, and every file in the plugin folder an argument names (covered by the digest: changing one voids the approval) */
   files: { [key: string]: string };
-  /** argument → the real path it leads to, for every argument naming a folder or a file outside the plugin folder (covered by the digest: a folder swapped for a link voids the approval) */
+  /** argument → the real path it leads to, for every argument naming a folder or a file outside the plugin folder (covered by the digest: a folder swapped for a link voids the approval); `call.read[i]` / `call.write[i]`: files and folders granted at a tool call ([Call-time grants](#call-time-grants)), recorded grants the digest does not cover */
   folders: { [key: string]: string };
   /** the working directory: the plugin folder */
   cwd: string;
@@ -310,6 +369,8 @@ export interface Launch {
   prepare?: Preparation | null;
   /** for a remote plugin (`backend.transport` `streamable-http` or `sse`) what the user approves instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins */
   remote?: RemoteEndpoint | null;
+  /** everything the plugin may reach, in one list: files and folders (access and why), network, environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset)) */
+  capabilities?: CapabilitySet | null;
 }
 
 /** `PluginInfo.launch` when the command cannot be resolved. */
@@ -371,6 +432,26 @@ export interface LogsResult {
   dropped: number;
 }
 
+/** What network a plugin may reach (`launch.capabilities.network`). */
+export interface NetworkCapability {
+  /** `all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), or `ports` (strict, TCP connect to `tcpPorts` only) */
+  access: "all" | "none" | "ports";
+  /** the TCP ports it may connect to under `ports` */
+  tcpPorts: number[];
+}
+
+/** A package the plugin's launch runs (`launch.capabilities.packages`). */
+export interface PackageCapability {
+  /** `npm`, `uv` or `deno` */
+  manager: string;
+  /** the package's name (prepared), or the spec still to prepare */
+  name: string;
+  /** the exact version installed; `null` until prepared */
+  version: string | null;
+  /** where it came from; `null` for the default or until prepared */
+  registry: string | null;
+}
+
 /**
  * The server's page of a listing, forwarded as it came (`resources/list`, `resources/templates/list`,
  * `prompts/list`).
@@ -383,7 +464,7 @@ export interface PagedResult {
 
 /**
  * `initialize.params.capabilities`: `{sampling?: {tools?: {}}, elicitation?: {form?: {}, url?: {}},
- * roots?: {}}` (MCP client capabilities, answered by the parent).
+ * roots?: {}, grants?: {}}` (MCP client capabilities and hostd's consent requests, answered by the parent).
  */
 export interface ParentCapabilities {
   /** `{tools?: {}}`: answers `sampling/createMessage` */
@@ -392,6 +473,8 @@ export interface ParentCapabilities {
   elicitation?: ParentFeature | null;
   /** `{}`: answers `roots/list` */
   roots?: ParentFeature | null;
+  /** `{}`: answers `grants/request`, the user's consent to a file or folder a tool call names ([Call-time grants](#call-time-grants)) */
+  grants?: ParentFeature | null;
 }
 
 /** One client feature the parent serves: an object whose members name the sub-features (`{}`: none). */
@@ -588,6 +671,18 @@ export interface RemoteEndpoint {
   oauth: { [key: string]: string } | null;
 }
 
+/** One file or folder a `grants/request` asks for. */
+export interface RequestedPath {
+  /** the real path to grant (a file, a folder, or the folder of an output to create) */
+  path: string;
+  /** `read`, or `write` (read-write: the tool writes there) */
+  access: "read" | "write";
+  /** where the call names it: a JSON Pointer into `arguments` (`/input/0`) */
+  argument: string;
+  /** the argument as the caller wrote it (`~/Documents/q3.xlsx`, `file:///…`) */
+  value: string;
+}
+
 /** `resources/read`, `resources/subscribe`, `resources/unsubscribe` `{plugin, uri}`. */
 export interface ResourceParams {
   plugin: string;
@@ -602,6 +697,14 @@ export interface ResourceUpdatedParams {
   uri: string;
 }
 
+/** `plugins/revokePath {id, path}`: take back a call-time grant (`once` or `always`). */
+export interface RevokePathParams {
+  /** the plugin's `id` */
+  id: string;
+  /** the path as granted (absolute, or `~/…`) */
+  path: string;
+}
+
 /** hostd->parent `roots/list` params. */
 export interface RootsRequestParams {
   /** the plugin's `id`; answer MCP `{roots: [{uri, name?}]}`: hostd passes on only `file://` roots inside the folders the plugin was granted */
@@ -614,6 +717,16 @@ export interface SamplingRequestParams {
   plugin: string;
   /** the server's MCP params, as sent (elicitation: `mode` `form` with `requestedSchema`, or `url` with `url`: hostd never opens it). Answer with the MCP result; it goes back to the server as is */
   params: { [key: string]: unknown };
+}
+
+/** A secret a plugin receives, by name and channel (`launch.capabilities.secrets`); never its value. */
+export interface SecretCapability {
+  /** the secret's name (`${secret:NAME}`, or a sensitive `user_config` option) */
+  name: string;
+  /** how it travels: an environment variable, a command-line argument (readable by other processes of the machine), or an HTTP header to a remote server */
+  channel: "env" | "argv" | "header";
+  /** whether a value is stored */
+  set: boolean;
 }
 
 /** `plugins/setLogLevel {id, level}`: an MCP log level. */
@@ -721,6 +834,16 @@ export interface Requests {
   /** `plugins/grant {id, permissions, networkPorts?, limits?, folders?}`: what the user allows (replaces). */
   "plugins/grant": {
     params: GrantParams;
+    result: PluginInfo;
+  };
+  /** `plugins/grantPath {id, path, access?}`: grant one file or folder for good (a call-time grant). */
+  "plugins/grantPath": {
+    params: GrantPathParams;
+    result: PluginInfo;
+  };
+  /** `plugins/revokePath {id, path}`: take back a call-time grant (`once` or `always`). */
+  "plugins/revokePath": {
+    params: RevokePathParams;
     result: PluginInfo;
   };
   /** `plugins/approve {id, digest}`: approve the exact launch `plugins/install` showed. */
@@ -870,6 +993,11 @@ export interface ParentRequests {
     params: RootsRequestParams;
     result: unknown;
   };
+  /** hostd->parent `grants/request` params: a tool call names files the plugin may not reach. */
+  "grants/request": {
+    params: GrantRequestParams;
+    result: GrantAnswer;
+  };
 }
 
 /** Notifications the parent sends hostd (their params). */
@@ -956,6 +1084,8 @@ export const ErrorCodes = {
   RESOURCE_EXHAUSTED: -32044,
   /** The tool's plugin is installed but not ready (data.state: stopped, starting, unhealthy, error; data.nextRetryAt while a restart is due); data.transient says whether retrying later may work. */
   PLUGIN_NOT_READY: -32045,
+  /** A tools/call names a local file or folder the plugin may not reach, and the parent did not grant it (data.reason: declined, no-capability, refused); data.grants holds the plugins/grantPath params that would, data.commands the hostctl commands. The server never saw the call. */
+  ACCESS_NOT_GRANTED: -32052,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */
