@@ -280,8 +280,9 @@ async def test_hostctl_names_the_grant_and_allow_makes_it(tmp_path: Path, home: 
 
 
 async def test_the_capability_set_lists_everything_the_plugin_may_reach_with_why(tmp_path: Path, home: Path) -> None:
-    """One list: an argument's folder, an env value's file, a declared folder, a parent's grant, a call-time
-    grant (always), the network, the environment's names and a secret by its channel."""
+    """One list: an argument's folder, an env value's file (read-only, as an argument naming it), a declared
+    folder, a parent's grant, a call-time grant (always), the network, the environment's names and a secret
+    by its channel."""
     (home / "notes").mkdir()
     (home / "config.toml").write_text("x")
     folder = files_plugin(tmp_path)
@@ -301,7 +302,7 @@ async def test_the_capability_set_lists_everything_the_plugin_may_reach_with_why
     assert capabilities["folders"] == [
         {"path": shared, "access": "write", "why": "argument", "source": shared},
         {"path": str(home / "notes"), "access": "write", "why": "argument", "source": str(home / "notes")},
-        {"path": str(home / "config.toml"), "access": "write", "why": "env", "source": "$FILES_CONFIG"},
+        {"path": str(home / "config.toml"), "access": "read", "why": "env", "source": "$FILES_CONFIG"},
         {"path": str(home / "docs"), "access": "read", "why": "declared", "source": "sandbox.read[0]"},
         {"path": str(home / "out"), "access": "write", "why": "parent grant", "source": "grant.write[0]"},
         {"path": str(home / "docs" / "q3.xlsx"), "access": "read", "why": "call-time grant", "source": "always"},

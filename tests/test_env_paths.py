@@ -31,6 +31,7 @@ from sandbox.env_families import REMOVE_ADVICE
 from sandbox.environment import EnvPolicy, build_environment, env_family, env_policy_message
 from tests.conftest import ROOT, hostd_with_home
 from tests.platform_facts import need_layers
+from tests.test_grant_folders import hidden
 
 PROBE = ROOT / "fixtures" / "mcp-probe"
 
@@ -73,7 +74,8 @@ def probe_plugin(tmp_path: Path, env: dict[str, str], *, read_at_start: bool = T
 
 
 async def run(hostd: HostdClient, plugin: str, *ops: list[Any]) -> list[Any]:
-    result = await hostd.request("tools/call", {"name": f"{plugin}.run", "arguments": {"ops": list(ops)}})
+    """The probe's ``ops``, paths hidden from call-time grants: what is refused here is the kernel's doing."""
+    result = await hostd.request("tools/call", {"name": f"{plugin}.run", "arguments": {"ops": hidden(ops)}})
     outcomes: list[Any] = result["structuredContent"]["results"]
     return outcomes
 
