@@ -10,6 +10,7 @@ state folder, secret store and plugins), so this module does not import the host
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,7 +21,7 @@ import trio
 from hostd.host.records import HostSettings, InstalledPlugin, plugin_cache_env
 from hostd.install.ecosystems import Prepared
 from hostd.install.packages import PrepareError, parse_package_launch
-from hostd.install.prepare import find_prepared
+from hostd.install.prepare import find_prepared, plugin_root
 from hostd.remote.endpoint import resolve_remote
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore
@@ -85,7 +86,7 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
     prepared: Prepared | None = None
     try:
         data_dir, tmpdir, host_vars = _writable_folders(host, plugin)
-        build_policy = isolation_policy(host, plugin, data_dir)
+        build_policy = fenced_policy(host, plugin, isolation_policy(host, plugin, data_dir))
         command_path = await host.command_path()
         package_args = list(package.args) if package is not None else []
         seen: list[Prepared | None] = [None]  # the environment found, also when the launch then fails
@@ -268,3 +269,34 @@ def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path |
         )
 
     return build
+
+
+def fenced_policy(
+    host: LaunchHost, plugin: InstalledPlugin, build: Callable[[], IsolationPolicy]
+) -> Callable[[], IsolationPolicy]:
+    """``build`` with hostd's own tree and the other plugins' folders fenced (issue 25, over-granting 1).
+
+    No rule may be, cover or lie inside the state folder (``secrets``,
+    ``credentials``, ``bundles``, ``registry``, ``state.json``, logs, other
+    plugins' ``data``, ``tmp`` and ``prepared`` folders) or another plugin's
+    folder, whatever route names it (``..``, a symlink, an env value, a grant):
+    :func:`sandbox.policy.fence_rules` checks the real paths. The exceptions
+    are the plugin's own data folder and ``TMPDIR`` and, read-only, its own
+    folder and ``<state>/prepared/<id>``. The plugins are read now (memory
+    only); the returned function resolves paths (blocking, worker thread).
+    """
+    state_dir = host.store.directory if host.store is not None else None
+    others = [str(p.path) for p in host.plugins.values() if p is not plugin]
+
+    def build_fenced() -> IsolationPolicy:
+        policy = build()
+        if not policy.landlock:
+            return policy
+        fences = [os.path.realpath(f) for f in others]
+        own_read: list[str] = []
+        if state_dir is not None:
+            fences.append(os.path.realpath(state_dir))
+            own_read.append(os.path.realpath(plugin_root(state_dir, plugin.manifest.id)))
+        return dataclasses.replace(policy, fenced_paths=tuple(fences), own_read_paths=tuple(own_read))
+
+    return build_fenced
