@@ -102,6 +102,9 @@ class GrantParams(_Params):
     ``folders``: ``{read: [], write: []}``, existing folders (or files) granted to this plugin
     only, checked like every sandbox rule, shown in ``launch.folders`` as ``grant.read[i]`` /
     ``grant.write[i]`` and covered by the digest (a change voids the approval). Absent: unchanged.
+    ``secretArguments``: ``true`` lets the launch put secrets on its command line (readable by every
+    process in ``/proc/<pid>/cmdline``), for a server that takes its secret only as an argument; shown in
+    ``launch.secretArguments`` and part of the approval digest. Absent: unchanged.
     """
 
     id: str = Field(min_length=1)
@@ -109,6 +112,7 @@ class GrantParams(_Params):
     network_ports: list[int] | None = Field(default=None, alias="networkPorts")
     limits: Limits | None = None
     folders: FolderGrants | None = None
+    secret_arguments: bool | None = Field(default=None, alias="secretArguments")
 
 
 class ApproveParams(_Params):

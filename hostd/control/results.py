@@ -210,7 +210,15 @@ class Launch(Wire):
         "instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins",
     )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote"})
+    secret_arguments: list[str] | None = Field(
+        default=None,
+        alias="secretArguments",
+        description="present when the arguments hold secrets (`${secret:NAME}`, a `sensitive` bundle option): "
+        "their names, sorted; such a launch starts only after `plugins/grant` `secretArguments: true`, since every "
+        "process of the machine reads a command line",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "secret_arguments"})
 
 
 class LaunchUnresolved(Wire):

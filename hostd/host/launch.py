@@ -25,7 +25,7 @@ from hostd.install.prepare import find_prepared, plugin_root
 from hostd.remote.endpoint import resolve_remote
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore
-from hostd.wire.errors import HostError
+from hostd.wire.errors import ErrorKind, HostError
 from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy
@@ -222,7 +222,31 @@ def with_secrets(host: LaunchHost, plugin: InstalledPlugin, launch: Launch) -> L
             return ""  # an optional secret left unset
         return value
 
+    refuse_secret_arguments(plugin, launch)
     return secrets_.inject(launch, lookup, plugin.manifest.id)
+
+
+def refuse_secret_arguments(plugin: InstalledPlugin, launch: Launch) -> None:
+    """Raise ``SECRET_IN_ARGUMENTS`` when ``launch``'s arguments hold a secret and the parent did not opt in.
+
+    The class (issue 25, over-granting 2): a secret value on a command line, where every process of
+    the machine (another plugin under ``strict`` too) reads it in ``/proc/<pid>/cmdline``. Members:
+    ``${secret:NAME}`` as a whole argument, inside ``--token=${secret:NAME}``, a ``sensitive`` bundle
+    option used in ``args`` (it becomes ``${secret:X}`` at install). Secrets in ``env`` are not
+    refused: a process's environment is readable only by its own user, and Landlock's ptrace scoping
+    keeps other plugins out. The opt-in is ``plugins/grant`` ``secretArguments: true``, which marks
+    the approval digest and is shown as ``launch.secretArguments``. ``data.secrets``: the names, sorted.
+    """
+    names = sorted(secrets_.references(launch.args))
+    if names and not plugin.secret_arguments:
+        plugin_id = plugin.manifest.id
+        raise HostError(
+            ErrorKind.SECRET_IN_ARGUMENTS,
+            f"plugin {plugin_id} would get the secrets {', '.join(names)} on its command line, which every process "
+            "of the machine can read: pass them in env, or allow it with plugins/grant secretArguments: true",
+            plugin=plugin_id,
+            secrets=names,
+        )
 
 
 def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path | None) -> Callable[[], IsolationPolicy]:

@@ -22,6 +22,7 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
     digest = plugin.approval_digest(launch)
     info.update(digest=digest, launchDigest=info["digest"], approved=plugin.approved_digest == digest)
     info["prepare"] = preparation(plugin)
+    info["secretArguments"] = sorted(secrets_.references(launch.args)) or None
     return p.Launch.model_validate(info)
 
 

@@ -167,6 +167,8 @@ class RecordedState:
     disabled_tools: set[str] = field(default_factory=set)
     #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
     folders: dict[str, list[str]] = field(default_factory=dict)
+    #: The parent let secrets travel as arguments (``plugins/grant``'s ``secretArguments``; issue 25).
+    secret_arguments: bool = False
 
     def to_record(self, restarts: int) -> PluginRecord:
         """What the state store keeps of this plugin, with its restart count."""
@@ -182,6 +184,7 @@ class RecordedState:
             limits=dict(self.limits),
             disabled_tools=sorted(self.disabled_tools),
             folders={k: list(v) for k, v in self.folders.items()},
+            secret_arguments=self.secret_arguments,
         )
 
     def take_record(self, record: PluginRecord, manifest: Manifest) -> None:
@@ -195,6 +198,7 @@ class RecordedState:
         self.limits = dict(record.limits)
         self.disabled_tools = set(record.disabled_tools)
         self.folders = {k: list(v) for k, v in record.folders.items()}
+        self.secret_arguments = record.secret_arguments
 
 
 @dataclass(kw_only=True)
@@ -236,8 +240,13 @@ class InstalledPlugin(RecordedState, DerivedState):
     and what is derived from it (:class:`DerivedState`)."""
 
     def approval_digest(self, launch: Launch) -> str:
-        """The digest the user approves now (:func:`hostd.plugins.trust.approval_digest`)."""
-        return trust.approval_digest(launch.digest, self.manifest_digest)
+        """The digest the user approves now (:func:`hostd.plugins.trust.approval_digest`).
+
+        With secrets passed as arguments (the ``secretArguments`` opt-in), the launch's digest is
+        marked so: opting in voids an earlier approval, and the launch approved shows it.
+        """
+        marked = launch.digest + ("\nsecret-arguments" if self.secret_arguments else "")
+        return trust.approval_digest(marked, self.manifest_digest)
 
     def record(self) -> PluginRecord:
         """What the state store keeps of this plugin."""

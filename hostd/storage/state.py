@@ -99,6 +99,8 @@ class PluginRecord:
     disabled_tools: list[str] = field(default_factory=list)
     #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
     folders: dict[str, list[str]] = field(default_factory=dict)
+    #: The parent let this plugin take secrets as arguments (``plugins/grant``'s ``secretArguments``).
+    secret_arguments: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -114,6 +116,7 @@ class PluginRecord:
             "limits": dict(self.limits),
             "disabledTools": sorted(self.disabled_tools),
             "folders": {k: list(v) for k, v in self.folders.items()},
+            **({"secretArguments": True} if self.secret_arguments else {}),
         }
 
     @classmethod
@@ -148,6 +151,7 @@ class PluginRecord:
             enabled=typed("enabled", bool, False),
             restarts=typed("restarts", int, 0),
             pinned_tools=dict(pinned) if pinned is not None else None,
+            secret_arguments=typed("secretArguments", bool, False),
             network_ports=[p for p in typed("networkPorts", list, []) if isinstance(p, int)],
             limits={
                 k: v
