@@ -44,6 +44,12 @@ class InstallParams(_Params):
     path: _OsPath | None = Field(default=None, min_length=1)
     server_json: dict[str, Any] | str | None = Field(default=None, alias="serverJson")
     package: int | None = Field(default=None, ge=0, description="which of serverJson's packages (default: 0)")
+    adopt_data: bool = Field(
+        default=False,
+        alias="adoptData",
+        description="give this install the data an uninstalled install of the same id kept, when its origin "
+        "(signer, registry name, bundle file or folder) is the same; otherwise it starts with an empty data folder",
+    )
 
 
 class ConfigureParams(_Params):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hostd.control import models as p
+from hostd.host import installs
 from hostd.install.ecosystems import Prepared, Registries
 from hostd.install.manifest import Manifest, load_manifest
 from hostd.install.packages import PackageLaunch
@@ -169,6 +170,8 @@ class RecordedState:
     folders: dict[str, list[str]] = field(default_factory=dict)
     #: The parent let secrets travel as arguments (``plugins/grant``'s ``secretArguments``; issue 25).
     secret_arguments: bool = False
+    #: Whose install this is (hostd/host/installs.py): its data folder and secrets are this install's only.
+    install: dict[str, str] = field(default_factory=dict)
 
     def to_record(self, restarts: int) -> PluginRecord:
         """What the state store keeps of this plugin, with its restart count."""
@@ -185,6 +188,7 @@ class RecordedState:
             disabled_tools=sorted(self.disabled_tools),
             folders={k: list(v) for k, v in self.folders.items()},
             secret_arguments=self.secret_arguments,
+            install=dict(self.install),
         )
 
     def take_record(self, record: PluginRecord, manifest: Manifest) -> None:
@@ -199,6 +203,7 @@ class RecordedState:
         self.disabled_tools = set(record.disabled_tools)
         self.folders = {k: list(v) for k, v in record.folders.items()}
         self.secret_arguments = record.secret_arguments
+        self.install = installs.migrate(record.install, manifest, self.path)  # a record from before: its own now
 
 
 @dataclass(kw_only=True)

@@ -101,6 +101,8 @@ class PluginRecord:
     folders: dict[str, list[str]] = field(default_factory=dict)
     #: The parent let this plugin take secrets as arguments (``plugins/grant``'s ``secretArguments``).
     secret_arguments: bool = False
+    #: The install's identity (hostd/host/installs.py): ``{"id": random hex, "origin": who stands behind it}``.
+    install: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -117,6 +119,7 @@ class PluginRecord:
             "disabledTools": sorted(self.disabled_tools),
             "folders": {k: list(v) for k, v in self.folders.items()},
             **({"secretArguments": True} if self.secret_arguments else {}),
+            **({"install": dict(self.install)} if self.install else {}),
         }
 
     @classmethod
@@ -152,6 +155,9 @@ class PluginRecord:
             restarts=typed("restarts", int, 0),
             pinned_tools=dict(pinned) if pinned is not None else None,
             secret_arguments=typed("secretArguments", bool, False),
+            install={
+                k: v for k, v in typed("install", dict, {}).items() if k in ("id", "origin") and isinstance(v, str)
+            },
             network_ports=[p for p in typed("networkPorts", list, []) if isinstance(p, int)],
             limits={
                 k: v
