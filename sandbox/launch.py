@@ -560,6 +560,8 @@ def _isolation_plan(
                 writable=isolation_policy.writable_paths,
                 code=isolation_policy.code_paths,
                 chain=runtime,
+                fenced=isolation_policy.fenced_paths,
+                own_read=isolation_policy.own_read_paths,
             )
             _refuse_code_in_writable(
                 [real for real, _ in files],

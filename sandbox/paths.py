@@ -18,8 +18,9 @@ The rules, enforced in two places:
    met on the way must be owned by root or by the user and must not lie in
    a folder some plugin may write; the real path must not cover (be, or be
    an ancestor of) a protected path (the state folder, the user's home, other plugins'
-   folders). Violations raise :class:`PathRefused` naming the path, the link
-   and why.
+   folders), nor lie inside a fenced one (:func:`check_fences`: hostd's own
+   tree and other plugins' folders, in both directions). Violations raise
+   :class:`PathRefused` naming the path, the link and why.
 2. the shim (``_landlock.open_no_follow``): it opens each real path with no
    symlink followed anywhere, so a swap between (1) and the spawn makes the
    start fail instead of widening the rule.
@@ -39,6 +40,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "PathRefused",
+    "check_fences",
     "check_rule_path",
     "covers",
     "ensure_private_dir",
@@ -145,6 +147,29 @@ def check_rule_path(
             what = "is" if real == guarded else "contains"
             raise PathRefused(path, f"{what} {guarded}, which no plugin may reach")
     return real
+
+
+def check_fences(path: str, real: str, fences: Iterable[str], allowed: Iterable[str] = ()) -> None:
+    """Raise :class:`PathRefused` when the real path ``real`` of a rule lies inside a fenced folder.
+
+    The class this closes (issue 25): a rule that does not *cover* hostd's
+    own tree but lies *inside* it, reached by any route: ``..`` out of a
+    bundle (``${__dirname}/../../secrets``), an absolute path into
+    ``<state>/credentials``, a symlink the user owns that points into the
+    state folder (``real`` is resolved, so the route does not matter), another
+    plugin's data folder or prepared environment. ``fences``: real paths no
+    rule may lie inside (the state folder, other plugins' folders); covering
+    them is :func:`check_rule_path`'s ``protected``. ``allowed``: real paths
+    inside a fence this rule may still be or lie in (the plugin's own data
+    folder and ``TMPDIR``; for a read rule also its own folder and prepared
+    environment). ``path`` is the rule as asked, for the message. Pure.
+    """
+    allowed = tuple(allowed)
+    if any(is_inside(real, own) for own in allowed):
+        return
+    for fence in fences:
+        if is_inside(real, fence):
+            raise PathRefused(path, f"lies inside {fence}, which no plugin may reach (hostd's own or another plugin's)")
 
 
 def ensure_private_dir(path: str) -> str:

@@ -52,7 +52,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sandbox.paths import PathRefused, check_rule_path, covers, is_inside
+from sandbox.paths import PathRefused, check_fences, check_rule_path, covers, is_inside
 from sandbox.probe import Capability
 
 __all__ = [
@@ -192,7 +192,11 @@ class IsolationPolicy:
     write rule may reach one). See :func:`landlock_rules`.
     ``grant_named_paths``: the paths the approved arguments and the
     manifest's env values name become grants
-    (:func:`sandbox.launch.named_grants`).
+    (:func:`sandbox.launch.named_grants`). ``fenced_paths``: folders no rule
+    may lie inside either (hostd's state folder, other plugins' folders;
+    :func:`sandbox.paths.check_fences`), except the plugin's own data folder
+    and ``TMPDIR`` and, for reading, its own folder and the
+    ``own_read_paths`` (its prepared environments).
 
     Raises ``ValueError`` for an inconsistent policy (ports with
     ``"allow"``, a port outside 1..65535, a relative path, a limit <= 0).
@@ -214,6 +218,8 @@ class IsolationPolicy:
     writable_paths: tuple[str, ...] = ()
     code_paths: tuple[str, ...] = ()
     grant_named_paths: bool = False
+    fenced_paths: tuple[str, ...] = ()
+    own_read_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.network not in ("allow", "deny"):
@@ -236,7 +242,15 @@ class IsolationPolicy:
             raise ValueError("disk_interval_seconds must be positive")
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", _check_path("data_dir", self.data_dir))
-        for name in ("extra_read_paths", "extra_write_paths", "protected_paths", "writable_paths", "code_paths"):
+        for name in (
+            "extra_read_paths",
+            "extra_write_paths",
+            "protected_paths",
+            "writable_paths",
+            "code_paths",
+            "fenced_paths",
+            "own_read_paths",
+        ):
             paths = tuple(_check_path(name, p) for p in getattr(self, name))
             object.__setattr__(self, name, paths)
 
@@ -441,6 +455,37 @@ def _checked(paths: Iterable[str], *, writable: Sequence[str], protected: Sequen
     return list(dict.fromkeys(check_rule_path(p, writable=writable, protected=protected) for p in paths))
 
 
+def fence_rules(
+    read: Sequence[str],
+    write: Sequence[str],
+    *,
+    plan: IsolationPlan,
+    plugin_dir: str,
+    fenced: Sequence[str],
+    own_read: Sequence[str] = (),
+) -> None:
+    """Raise :class:`~sandbox.paths.PathRefused` when a checked rule lies inside a ``fenced`` folder.
+
+    ``read`` / ``write``: real paths (:func:`landlock_rules` resolved them, so a
+    ``..`` walk or a symlink into the fence is caught by where it lands).
+    Inside a fence a write rule may be only the plan's ``TMPDIR`` or data folder
+    (or beneath them); a read rule also the real ``plugin_dir`` and ``own_read``
+    (the plugin's prepared environments, read and run, never written). Issue 25:
+    hostd's own tree (``secrets``, ``credentials``, ``bundles``, ``registry``,
+    ``state.json``, logs, other plugins' data and prepared folders) is out of
+    reach in both directions. Blocking (``realpath`` of the plan's folders).
+    """
+    if not fenced:
+        return
+    fences = [os.path.realpath(f) for f in fenced]
+    own_write = [os.path.realpath(p) for p in (plan.tmpdir, *([plan.data_dir] if plan.data_dir else []))]
+    own = [*own_write, plugin_dir, *(os.path.realpath(p) for p in own_read)]
+    for path in read:
+        check_fences(path, path, fences, own)
+    for path in write:
+        check_fences(path, path, fences, own_write)
+
+
 def landlock_rules(
     *,
     executable: str,
@@ -452,6 +497,8 @@ def landlock_rules(
     writable: Sequence[str] = (),
     code: Sequence[str] = (),
     chain: Sequence[tuple[str, str]] | None = None,
+    fenced: Sequence[str] = (),
+    own_read: Sequence[str] = (),
 ) -> dict[str, list[str]]:
     """The Landlock path lists for one launch (``read``, ``write``, ``devices_rw``, ``devices_r``), as real paths.
 
@@ -467,6 +514,7 @@ def landlock_rules(
     folder, other plugins' folders), no write rule may cover or lie in a
     ``code`` folder (every plugin's folder), and no program of the runtime
     may lie in a plugin-writable folder (it would run code a plugin wrote).
+    No rule may lie inside a ``fenced`` folder (:func:`fence_rules`).
     Raises :class:`~sandbox.paths.PathRefused` naming the path and why.
     ``chain``: :func:`runtime_chain`'s result when the caller has it already.
     Blocking (``lstat`` and a read of the first line of each script).
@@ -496,6 +544,7 @@ def landlock_rules(
         for folder in code:
             if is_inside(path, folder):
                 raise PathRefused(path, f"lies in the plugin folder {folder}: no plugin may write plugin code")
+    fence_rules(read, write, plan=plan, plugin_dir=real_plugin_dir, fenced=fenced, own_read=own_read)
     return {
         "read": read,
         "write": write,

@@ -19,7 +19,7 @@ import trio
 import yaml
 
 from hostd.control.core import InitializeOptions
-from hostd.host import catalog
+from hostd.host import catalog, installs
 from hostd.host.records import RECORDED_FIELDS, DerivedState, InstalledPlugin, RecordedState, load_stored_manifest
 from hostd.host.service import Host, HostSettings
 from hostd.storage.state import PluginRecord, StateStore, UnreadableRecord
@@ -72,6 +72,7 @@ async def install(host: Host, folder: Path) -> InstalledPlugin:
     manifest, digest = await trio.to_thread.run_sync(load_stored_manifest, folder)
     async with host.catalog.change():
         plugin = host.add_plugin(folder, manifest, digest)
+        plugin.install = installs.new_install(installs.origin_identity(manifest, folder))  # as install_folder does
         await host.resolve(plugin)
     return plugin
 
@@ -284,6 +285,8 @@ def test_a_record_taken_back_gives_the_same_record(tmp_path: Path) -> None:
         pins={"echo": "sha256:pin"},
         disabled_tools={"echo"},
         folders={"write": [str(tmp_path)]},
+        secret_arguments=True,
+        install={"id": "0123456789abcdef", "origin": f"folder:{folder}"},
     )
     record = state.to_record(restarts=3)
     assert record.to_json() == {
@@ -298,6 +301,8 @@ def test_a_record_taken_back_gives_the_same_record(tmp_path: Path) -> None:
         "limits": {"max_rss_bytes": 1 << 20},
         "disabledTools": ["echo"],
         "folders": {"write": [str(tmp_path)]},
+        "secretArguments": True,
+        "install": {"id": "0123456789abcdef", "origin": f"folder:{folder}"},
     }
     taken = RecordedState(path=folder, manifest_digest=digest)
     taken.take_record(record, manifest)

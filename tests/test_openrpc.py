@@ -114,6 +114,7 @@ def test_params_results_and_errors_are_exact() -> None:
         ("networkPorts", False),
         ("limits", False),
         ("folders", False),
+        ("secretArguments", False),
     ]
     assert grant["result"]["schema"] == {"$ref": "#/components/schemas/PluginInfo"}
     assert methods["shutdown"]["result"]["schema"] == {"type": "null"}

@@ -166,16 +166,18 @@ async def test_a_prepared_npx_server_starts_under_strict_with_no_network(tmp_pat
         }
         memory = tmp_path / "state" / "data" / "server-memory" / "memory.jsonl"
         assert json.loads(memory.read_text().splitlines()[0])["name"] == "Ada"
+        memory_text = memory.read_text()
 
         # A second prepare finds the environment: no installer, no network.
         again, notes = await prepare(hostd, "server-memory")
         assert again["launch"]["digest"] == prepared["launch"]["digest"]
         assert [(n["progress"], n["message"]) for n in notes] == [(4, f"already prepared: {MEMORY_SPEC}")]
 
-        # Uninstall deletes the environment and its caches; the data folder keeps the graph.
+        # Uninstall deletes the environment and its caches; the graph is kept aside for this install (issue 25).
         await hostd.request("plugins/uninstall", {"id": "server-memory"})
         assert not (tmp_path / "state" / "prepared" / "server-memory").exists()
-        assert memory.is_file()
+        [kept] = (tmp_path / "state" / "kept" / "server-memory").iterdir()
+        assert (kept / "data" / "memory.jsonl").read_text() == memory_text
     home_is_untouched(tmp_path)
 
 

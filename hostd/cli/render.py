@@ -287,6 +287,11 @@ def launch_details(info: Mapping[str, Any]) -> list[tuple[str, str]]:
             rows.append(("folder", f"{arg} -> {target}"))
     for key, value in (launch.get("env") or {}).items():
         rows.append(("env", f"{key}={value}" if value is not None else f"{key}=(secret, not shown)"))
+    secret_args = launch.get("secretArguments") or []
+    if secret_args:
+        # Issue 25: a secret on a command line is readable by every process of the machine.
+        names = ", ".join(map(str, secret_args))
+        rows.append(("secrets in arguments", f"{names} (every process of the machine can read a command line)"))
     rows.append(("environment", ", ".join(launch.get("envKeys") or []) or "empty"))
     rows.append(("isolation", ", ".join(launch.get("isolation") or []) or "none"))
     rows.append(("permissions", ", ".join(info.get("permissions") or []) or "none"))

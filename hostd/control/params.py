@@ -44,6 +44,12 @@ class InstallParams(_Params):
     path: _OsPath | None = Field(default=None, min_length=1)
     server_json: dict[str, Any] | str | None = Field(default=None, alias="serverJson")
     package: int | None = Field(default=None, ge=0, description="which of serverJson's packages (default: 0)")
+    adopt_data: bool = Field(
+        default=False,
+        alias="adoptData",
+        description="give this install the data an uninstalled install of the same id kept, when its origin "
+        "(signer, registry name, bundle file or folder) is the same; otherwise it starts with an empty data folder",
+    )
 
 
 class ConfigureParams(_Params):
@@ -102,6 +108,9 @@ class GrantParams(_Params):
     ``folders``: ``{read: [], write: []}``, existing folders (or files) granted to this plugin
     only, checked like every sandbox rule, shown in ``launch.folders`` as ``grant.read[i]`` /
     ``grant.write[i]`` and covered by the digest (a change voids the approval). Absent: unchanged.
+    ``secretArguments``: ``true`` lets the launch put secrets on its command line (readable by every
+    process in ``/proc/<pid>/cmdline``), for a server that takes its secret only as an argument; shown in
+    ``launch.secretArguments`` and part of the approval digest. Absent: unchanged.
     """
 
     id: str = Field(min_length=1)
@@ -109,6 +118,7 @@ class GrantParams(_Params):
     network_ports: list[int] | None = Field(default=None, alias="networkPorts")
     limits: Limits | None = None
     folders: FolderGrants | None = None
+    secret_arguments: bool | None = Field(default=None, alias="secretArguments")
 
 
 class GrantPathParams(_Params):

@@ -273,7 +273,15 @@ class Launch(Wire):
         "environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset))",
     )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "capabilities"})
+    secret_arguments: list[str] | None = Field(
+        default=None,
+        alias="secretArguments",
+        description="present when the arguments hold secrets (`${secret:NAME}`, a `sensitive` bundle option): "
+        "their names, sorted; such a launch starts only after `plugins/grant` `secretArguments: true`, since every "
+        "process of the machine reads a command line",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "capabilities", "secret_arguments"})
 
 
 class LaunchUnresolved(Wire):

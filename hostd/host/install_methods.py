@@ -23,6 +23,7 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import RequestContext
+from hostd.host import installs
 from hostd.host.records import HostSettings, InstalledPlugin, write_failed
 from hostd.install.manifest import BUNDLE_SUFFIXES, Manifest, load_manifest
 from hostd.mcp import client_features as features
@@ -100,7 +101,7 @@ async def install(host: InstallHost, params: Any, ctx: RequestContext) -> dict[s
         bundles_root = host.store.directory / "bundles" if host.store is not None else None
         fresh = folder.parent == bundles_root and folder.name not in host.plugins
         try:
-            plugin = await install_folder(host, folder)
+            plugin = await install_folder(host, folder, adopt_data=args.adopt_data)
             await check_runtimes(host, plugin)
         except HostError as exc:
             if fresh and exc.data.get("reason") == "runtime-unsupported":  # nothing of it is kept
@@ -219,8 +220,12 @@ async def unpack_server_json(host: InstallHost, entry: dict[str, Any] | str, ind
     return folder
 
 
-async def install_folder(host: InstallHost, folder: Path) -> InstalledPlugin:
-    """Read and validate ``folder``'s manifest and add the plugin (stopped)."""
+async def install_folder(host: InstallHost, folder: Path, *, adopt_data: bool = False) -> InstalledPlugin:
+    """Read and validate ``folder``'s manifest and add the plugin (stopped).
+
+    Its private state is its install's (:func:`take_private_state`); ``adopt_data``: ``plugins/install``'s
+    ``adoptData``.
+    """
     manifest, digest = await trio.to_thread.run_sync(load_manifest, folder)
     if host.known_permissions is not None:
         unknown = sorted(set(manifest.permissions) - host.known_permissions - features.RESERVED_PERMISSIONS)
@@ -240,9 +245,44 @@ async def install_folder(host: InstallHost, folder: Path) -> InstalledPlugin:
         plugin.approved_digest = existing.approved_digest
         plugin.pins = existing.pins
         plugin.disabled_tools = set(existing.disabled_tools)
+    await take_private_state(host, plugin, existing, adopt_data=adopt_data)
     with contextlib.suppress(LaunchError):
         await host.resolve(plugin)  # a failure is shown in launch.error; enable fails with it
     return plugin
+
+
+async def take_private_state(
+    host: InstallHost, plugin: InstalledPlugin, existing: InstalledPlugin | None, *, adopt_data: bool
+) -> None:
+    """Give ``plugin`` its install identity and only its own private state (issue 25, over-granting 3).
+
+    The same origin as the install it replaces (an update): the identity, data and secrets go on. Any
+    other case is a new install: a data folder still under the id (the replaced install's, or one an
+    older hostd kept at uninstall) is moved aside (:func:`hostd.host.installs.keep_aside`), the replaced
+    install's secrets and settings are dropped, and kept data is adopted only with ``adopt_data`` and
+    the same origin (:func:`hostd.host.installs.adopt`). File work in a worker thread.
+    """
+    origin = installs.origin_identity(plugin.manifest, plugin.path)
+    if existing is not None and installs.same_origin(existing.install, origin):
+        plugin.install = dict(existing.install)
+        return
+    plugin.install = installs.new_install(origin)
+    if host.store is None:
+        return
+    state_dir, plugin_id = host.store.directory, plugin.manifest.id
+    before = dict(existing.install) if existing is not None else {"origin": "unknown"}
+
+    def hand_over() -> None:
+        installs.keep_aside(state_dir, plugin_id, before)
+        with contextlib.suppress(FileNotFoundError):
+            (state_dir / secrets_.SETTINGS_FOLDER / f"{plugin_id}.json").unlink()
+        if adopt_data:
+            installs.adopt(state_dir, plugin_id, origin)
+
+    await trio.to_thread.run_sync(hand_over)
+    if existing is not None and host.secret_store is not None:
+        await trio.to_thread.run_sync(host.secret_store.drop, plugin_id)
+    plugin.settings, plugin.secret_names = {}, set()
 
 
 async def import_config(host: InstallHost, params: Any, ctx: RequestContext) -> dict[str, Any]:

@@ -21,11 +21,11 @@ import trio
 from hostd.host.records import HostSettings, InstalledPlugin, plugin_cache_env
 from hostd.install.ecosystems import Prepared
 from hostd.install.packages import PrepareError, parse_package_launch
-from hostd.install.prepare import find_prepared
+from hostd.install.prepare import find_prepared, plugin_root
 from hostd.remote.endpoint import resolve_remote
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore
-from hostd.wire.errors import HostError
+from hostd.wire.errors import ErrorKind, HostError
 from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy
@@ -86,7 +86,7 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
     prepared: Prepared | None = None
     try:
         data_dir, tmpdir, host_vars = _writable_folders(host, plugin)
-        build_policy = isolation_policy(host, plugin, data_dir)
+        build_policy = fenced_policy(host, plugin, isolation_policy(host, plugin, data_dir))
         command_path = await host.command_path()
         package_args = list(package.args) if package is not None else []
         seen: list[Prepared | None] = [None]  # the environment found, also when the launch then fails
@@ -222,7 +222,31 @@ def with_secrets(host: LaunchHost, plugin: InstalledPlugin, launch: Launch) -> L
             return ""  # an optional secret left unset
         return value
 
+    refuse_secret_arguments(plugin, launch)
     return secrets_.inject(launch, lookup, plugin.manifest.id)
+
+
+def refuse_secret_arguments(plugin: InstalledPlugin, launch: Launch) -> None:
+    """Raise ``SECRET_IN_ARGUMENTS`` when ``launch``'s arguments hold a secret and the parent did not opt in.
+
+    The class (issue 25, over-granting 2): a secret value on a command line, where every process of
+    the machine (another plugin under ``strict`` too) reads it in ``/proc/<pid>/cmdline``. Members:
+    ``${secret:NAME}`` as a whole argument, inside ``--token=${secret:NAME}``, a ``sensitive`` bundle
+    option used in ``args`` (it becomes ``${secret:X}`` at install). Secrets in ``env`` are not
+    refused: a process's environment is readable only by its own user, and Landlock's ptrace scoping
+    keeps other plugins out. The opt-in is ``plugins/grant`` ``secretArguments: true``, which marks
+    the approval digest and is shown as ``launch.secretArguments``. ``data.secrets``: the names, sorted.
+    """
+    names = sorted(secrets_.references(launch.args))
+    if names and not plugin.secret_arguments:
+        plugin_id = plugin.manifest.id
+        raise HostError(
+            ErrorKind.SECRET_IN_ARGUMENTS,
+            f"plugin {plugin_id} would get the secrets {', '.join(names)} on its command line, which every process "
+            "of the machine can read: pass them in env, or allow it with plugins/grant secretArguments: true",
+            plugin=plugin_id,
+            secrets=names,
+        )
 
 
 def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path | None) -> Callable[[], IsolationPolicy]:
@@ -280,3 +304,34 @@ def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path |
         )
 
     return build
+
+
+def fenced_policy(
+    host: LaunchHost, plugin: InstalledPlugin, build: Callable[[], IsolationPolicy]
+) -> Callable[[], IsolationPolicy]:
+    """``build`` with hostd's own tree and the other plugins' folders fenced (issue 25, over-granting 1).
+
+    No rule may be, cover or lie inside the state folder (``secrets``,
+    ``credentials``, ``bundles``, ``registry``, ``state.json``, logs, other
+    plugins' ``data``, ``tmp`` and ``prepared`` folders) or another plugin's
+    folder, whatever route names it (``..``, a symlink, an env value, a grant):
+    :func:`sandbox.policy.fence_rules` checks the real paths. The exceptions
+    are the plugin's own data folder and ``TMPDIR`` and, read-only, its own
+    folder and ``<state>/prepared/<id>``. The plugins are read now (memory
+    only); the returned function resolves paths (blocking, worker thread).
+    """
+    state_dir = host.store.directory if host.store is not None else None
+    others = [str(p.path) for p in host.plugins.values() if p is not plugin]
+
+    def build_fenced() -> IsolationPolicy:
+        policy = build()
+        if not policy.landlock:
+            return policy
+        fences = [os.path.realpath(f) for f in others]
+        own_read: list[str] = []
+        if state_dir is not None:
+            fences.append(os.path.realpath(state_dir))
+            own_read.append(os.path.realpath(plugin_root(state_dir, plugin.manifest.id)))
+        return dataclasses.replace(policy, fenced_paths=tuple(fences), own_read_paths=tuple(own_read))
+
+    return build_fenced

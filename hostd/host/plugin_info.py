@@ -31,6 +31,7 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
             folders[f"call.{access}[{index}]"] = path
     info["folders"] = folders
     info["capabilities"] = capability_set(plugin, launch)
+    info["secretArguments"] = sorted(secrets_.references(launch.args)) or None
     return p.Launch.model_validate(info)
 
 

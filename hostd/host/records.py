@@ -18,6 +18,7 @@ from typing import Any, Literal
 import trio
 
 from hostd.control import models as p
+from hostd.host import installs
 from hostd.install.ecosystems import Prepared, Registries
 from hostd.install.manifest import Manifest, load_manifest
 from hostd.install.packages import PackageLaunch
@@ -171,6 +172,10 @@ class RecordedState:
     folders: dict[str, list[str]] = field(default_factory=dict)
     #: Paths granted at a tool call with ``always`` (hostd/host/call_grants.py): real path -> ``read`` | ``write``.
     call_grants: dict[str, str] = field(default_factory=dict)
+    #: The parent let secrets travel as arguments (``plugins/grant``'s ``secretArguments``; issue 25).
+    secret_arguments: bool = False
+    #: Whose install this is (hostd/host/installs.py): its data folder and secrets are this install's only.
+    install: dict[str, str] = field(default_factory=dict)
 
     def to_record(self, restarts: int) -> PluginRecord:
         """What the state store keeps of this plugin, with its restart count."""
@@ -187,6 +192,8 @@ class RecordedState:
             disabled_tools=sorted(self.disabled_tools),
             folders={k: list(v) for k, v in self.folders.items()},
             call_grants=dict(self.call_grants),
+            secret_arguments=self.secret_arguments,
+            install=dict(self.install),
         )
 
     def take_record(self, record: PluginRecord, manifest: Manifest) -> None:
@@ -201,6 +208,8 @@ class RecordedState:
         self.disabled_tools = set(record.disabled_tools)
         self.folders = {k: list(v) for k, v in record.folders.items()}
         self.call_grants = dict(record.call_grants)
+        self.secret_arguments = record.secret_arguments
+        self.install = installs.migrate(record.install, manifest, self.path)  # a record from before: its own now
 
 
 @dataclass(kw_only=True)
@@ -247,8 +256,13 @@ class InstalledPlugin(RecordedState, DerivedState):
     and what is derived from it (:class:`DerivedState`)."""
 
     def approval_digest(self, launch: Launch) -> str:
-        """The digest the user approves now (:func:`hostd.plugins.trust.approval_digest`)."""
-        return trust.approval_digest(launch.digest, self.manifest_digest)
+        """The digest the user approves now (:func:`hostd.plugins.trust.approval_digest`).
+
+        With secrets passed as arguments (the ``secretArguments`` opt-in), the launch's digest is
+        marked so: opting in voids an earlier approval, and the launch approved shows it.
+        """
+        marked = launch.digest + ("\nsecret-arguments" if self.secret_arguments else "")
+        return trust.approval_digest(marked, self.manifest_digest)
 
     def record(self) -> PluginRecord:
         """What the state store keeps of this plugin."""

@@ -28,6 +28,7 @@ from hostd.host import (
     feature_methods,
     gate,
     install_methods,
+    installs,
     plugin_info,
     setup_methods,
     tool_methods,
@@ -418,7 +419,9 @@ class Host:
                 self.catalog.records.pop(plugin_id, None)
             self.broken.pop(plugin_id, None)
             folder = Path(broken.path) if broken.path and os.path.isabs(broken.path) else None
-            await self._forget(plugin_id, folder if PLUGIN_ID.fullmatch(plugin_id) else None)
+            record = broken.record if isinstance(broken.record, PluginRecord) else None
+            install = record.install if record is not None else {}
+            await self._forget(plugin_id, folder if PLUGIN_ID.fullmatch(plugin_id) else None, install)
             return
         plugin = self._plugin(plugin_id)
         async with self.change():
@@ -426,17 +429,18 @@ class Host:
             self.catalog.records.pop(plugin.manifest.id, None)
         self.broken.pop(plugin_id, None)
         await plugin.supervisor.disable()
-        await self._forget(plugin.manifest.id, plugin.path)
+        await self._forget(plugin.manifest.id, plugin.path, plugin.install)
 
-    async def _forget(self, plugin_id: str, folder: Path | None) -> None:
-        """After an uninstall: drop ``plugin_id``'s logs, generated files (``folder``: None, none) and secrets."""
+    async def _forget(self, plugin_id: str, folder: Path | None, install: dict[str, str]) -> None:
+        """After an uninstall: drop ``plugin_id``'s logs, generated files (``folder``: None, none) and secrets;
+        its data is kept aside for its ``install`` (:func:`hostd.host.installs.keep_aside`)."""
         self.logs.pop(plugin_id, None)
         if self.log_files is not None:
             await self.log_files.drop(plugin_id)
         if self.store is None:
             return
         if folder is not None:
-            await trio.to_thread.run_sync(_remove_generated, self.store.directory, folder, plugin_id)
+            await trio.to_thread.run_sync(_remove_generated, self.store.directory, folder, plugin_id, install)
         if self.secret_store is not None:
             try:
                 await trio.to_thread.run_sync(self.secret_store.drop, plugin_id)
@@ -618,12 +622,13 @@ class Host:
         return p.LogsResult(lines=ring.recent(args.limit), dropped=ring.dropped).wire()
 
 
-def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
+def _remove_generated(state_dir: Path, folder: Path, plugin_id: str, install: dict[str, str]) -> None:
     """Delete what hostd generated for an uninstalled plugin: its folder when
     ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
     (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), its private ``HOME``
-    (``<state>/data/<id>/home``, :mod:`sandbox.home_view`) and its data folder if that is then empty
-    (the plugin's own data is kept)."""
+    (``<state>/data/<id>/home``, :mod:`sandbox.home_view`), and its data folder if that is then empty.
+    The plugin's own data is kept, aside, for its ``install`` only (:func:`hostd.host.installs.keep_aside`;
+    a later install gets it with ``adoptData`` and the same origin)."""
     if folder.parent in (state_dir / "imported", state_dir / "bundles", state_dir / "registry"):
         shutil.rmtree(folder, ignore_errors=True)
     with contextlib.suppress(FileNotFoundError):
@@ -633,8 +638,10 @@ def _remove_generated(state_dir: Path, folder: Path, plugin_id: str) -> None:
     # data/<id>/home: the plugin's private HOME (sandbox/home_view.py), what it wrote under ~ included.
     for generated in (*generated_dirs, data_dir / "uv-tools", data_dir / "home"):
         shutil.rmtree(generated, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        data_dir.rmdir()  # only when empty
+    try:
+        installs.keep_aside(state_dir, plugin_id, install)
+    except OSError as exc:  # the data stays under the id; the next install moves it aside (as "unknown")
+        log.warning("uninstalling %s: its data was not moved aside: %s", plugin_id, exc)
 
 
 def _log_line(raw: dict[str, Any]) -> p.LogLine | None:

@@ -99,6 +99,8 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
             plugin.folders = folders
         if args.network_ports is not None:
             plugin.network_ports = ports
+        if args.secret_arguments is not None:
+            plugin.secret_arguments = args.secret_arguments
         if args.limits is not None:
             plugin.limits = {
                 k: v

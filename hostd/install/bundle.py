@@ -60,6 +60,7 @@ from typing import Any, Final, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hostd.install import runtimes, signing
+from hostd.install.bundle_paths import escape_problem
 from hostd.install.importer import sanitize_id
 from hostd.install.manifest import MANIFEST_FILES
 from hostd.install.signing import SIGNATURE_FOOTER, SIGNATURE_HEADER, Signature
@@ -692,11 +693,15 @@ def _substitution(
     """:func:`plugin_manifest`'s ``convert(word, field)``: a bundle's ``${...}`` variables in ``word`` substituted.
 
     ``${__dirname}`` becomes ``folder``; host variables and ``${user_config.X}`` stay (a sensitive option's
-    becomes ``${secret:X}``); an undeclared option or an unknown variable is appended to ``errors`` (with
-    ``field``) and left as written.
+    becomes ``${secret:X}``); an undeclared option, an unknown variable or a ``..`` that leaves the bundle
+    folder (:func:`hostd.install.bundle_paths.escape_problem`) is appended to ``errors`` (with ``field``).
     """
 
     def convert(word: str, field: str) -> str:
+        escape = escape_problem(word)
+        if escape is not None:
+            errors.append({"field": field, "message": escape})
+
         def replace(match: re.Match[str]) -> str:
             name = match.group(1)
             if name == "__dirname":

@@ -101,6 +101,10 @@ class PluginRecord:
     folders: dict[str, list[str]] = field(default_factory=dict)
     #: Paths granted at a tool call with ``always`` (or ``plugins/grantPath``): real path -> ``read`` | ``write``.
     call_grants: dict[str, str] = field(default_factory=dict)
+    #: The parent let this plugin take secrets as arguments (``plugins/grant``'s ``secretArguments``).
+    secret_arguments: bool = False
+    #: The install's identity (hostd/host/installs.py): ``{"id": random hex, "origin": who stands behind it}``.
+    install: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -117,6 +121,8 @@ class PluginRecord:
             "disabledTools": sorted(self.disabled_tools),
             "folders": {k: list(v) for k, v in self.folders.items()},
             "callGrants": dict(sorted(self.call_grants.items())),
+            **({"secretArguments": True} if self.secret_arguments else {}),
+            **({"install": dict(self.install)} if self.install else {}),
         }
 
     @classmethod
@@ -151,6 +157,10 @@ class PluginRecord:
             enabled=typed("enabled", bool, False),
             restarts=typed("restarts", int, 0),
             pinned_tools=dict(pinned) if pinned is not None else None,
+            secret_arguments=typed("secretArguments", bool, False),
+            install={
+                k: v for k, v in typed("install", dict, {}).items() if k in ("id", "origin") and isinstance(v, str)
+            },
             network_ports=[p for p in typed("networkPorts", list, []) if isinstance(p, int)],
             limits={
                 k: v

@@ -118,6 +118,12 @@ class ErrorKind(Enum):
         " (data.reason: declined, no-capability, refused); data.grants holds the plugins/grantPath params that"
         " would, data.commands the hostctl commands. The server never saw the call.",
     )
+    SECRET_IN_ARGUMENTS = (
+        -32049,
+        "The launch would put a secret (data.secrets: its names) on the command line, where every process of the"
+        " machine reads it in /proc/<pid>/cmdline: pass it through env, or opt in with plugins/grant"
+        " secretArguments: true (shown in launch.secretArguments, a new digest to approve).",
+    )
     RESOURCE_EXHAUSTED = (
         -32044,
         "The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno);"

@@ -173,6 +173,9 @@ export interface GrantAnswer {
  * `folders`: `{read: [], write: []}`, existing folders (or files) granted to this plugin
  * only, checked like every sandbox rule, shown in `launch.folders` as `grant.read[i]` /
  * `grant.write[i]` and covered by the digest (a change voids the approval). Absent: unchanged.
+ * `secretArguments`: `true` lets the launch put secrets on its command line (readable by every
+ * process in `/proc/<pid>/cmdline`), for a server that takes its secret only as an argument; shown in
+ * `launch.secretArguments` and part of the approval digest. Absent: unchanged.
  */
 export interface GrantParams {
   id: string;
@@ -180,6 +183,7 @@ export interface GrantParams {
   networkPorts?: number[] | null;
   limits?: Limits | null;
   folders?: FolderGrants | null;
+  secretArguments?: boolean | null;
 }
 
 /**
@@ -330,6 +334,8 @@ export interface InstallParams {
   serverJson?: { [key: string]: unknown } | string | null;
   /** which of serverJson's packages (default: 0) */
   package?: number | null;
+  /** give this install the data an uninstalled install of the same id kept, when its origin (signer, registry name, bundle file or folder) is the same; otherwise it starts with an empty data folder */
+  adoptData?: boolean;
 }
 
 /**
@@ -371,6 +377,8 @@ export interface Launch {
   remote?: RemoteEndpoint | null;
   /** everything the plugin may reach, in one list: files and folders (access and why), network, environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset)) */
   capabilities?: CapabilitySet | null;
+  /** present when the arguments hold secrets (`${secret:NAME}`, a `sensitive` bundle option): their names, sorted; such a launch starts only after `plugins/grant` `secretArguments: true`, since every process of the machine reads a command line */
+  secretArguments?: string[] | null;
 }
 
 /** `PluginInfo.launch` when the command cannot be resolved. */
@@ -1084,6 +1092,8 @@ export const ErrorCodes = {
   RESOURCE_EXHAUSTED: -32044,
   /** The tool's plugin is installed but not ready (data.state: stopped, starting, unhealthy, error; data.nextRetryAt while a restart is due); data.transient says whether retrying later may work. */
   PLUGIN_NOT_READY: -32045,
+  /** The launch would put a secret (data.secrets: its names) on the command line, where every process of the machine reads it in /proc/<pid>/cmdline: pass it through env, or opt in with plugins/grant secretArguments: true (shown in launch.secretArguments, a new digest to approve). */
+  SECRET_IN_ARGUMENTS: -32049,
   /** A tools/call names a local file or folder the plugin may not reach, and the parent did not grant it (data.reason: declined, no-capability, refused); data.grants holds the plugins/grantPath params that would, data.commands the hostctl commands. The server never saw the call. */
   ACCESS_NOT_GRANTED: -32052,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
