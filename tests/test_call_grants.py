@@ -137,7 +137,7 @@ async def test_yes_once_grants_the_file_restarts_the_plugin_and_delivers_the_cal
         granted = [f for f in listed["launch"]["capabilities"]["folders"] if f["why"] == "call-time grant"]
         assert granted == [{"path": str(report), "access": "read", "why": "call-time grant", "source": "once"}]
     stored = json.loads((tmp_path / "state" / "state.json").read_text())
-    assert stored["plugins"]["mcp-files"]["callGrants"] == {}
+    assert "callGrants" not in stored["plugins"]["mcp-files"]  # once: never written
 
 
 async def test_no_fails_with_the_grant_to_make_and_the_server_never_sees_the_call(tmp_path: Path, home: Path) -> None:
@@ -237,7 +237,7 @@ async def test_a_path_the_sandbox_refuses_is_not_granted_even_on_yes(tmp_path: P
         [listed] = (await hostd.request("plugins/list", {}))["plugins"]
         assert not [k for k in listed["launch"]["folders"] if k.startswith("call.")]
     stored = json.loads((tmp_path / "state" / "state.json").read_text())
-    assert stored["plugins"]["mcp-files"]["callGrants"] == {}
+    assert "callGrants" not in stored["plugins"]["mcp-files"]
     assert recorded(tmp_path) == []
 
 

@@ -287,6 +287,7 @@ def test_a_record_taken_back_gives_the_same_record(tmp_path: Path) -> None:
         folders={"write": [str(tmp_path)]},
         secret_arguments=True,
         install={"id": "0123456789abcdef", "origin": f"folder:{folder}"},
+        call_grants={str(tmp_path / "q3.xlsx"): "read"},
     )
     record = state.to_record(restarts=3)
     assert record.to_json() == {
@@ -303,6 +304,7 @@ def test_a_record_taken_back_gives_the_same_record(tmp_path: Path) -> None:
         "folders": {"write": [str(tmp_path)]},
         "secretArguments": True,
         "install": {"id": "0123456789abcdef", "origin": f"folder:{folder}"},
+        "callGrants": {str(tmp_path / "q3.xlsx"): "read"},
     }
     taken = RecordedState(path=folder, manifest_digest=digest)
     taken.take_record(record, manifest)

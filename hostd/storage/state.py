@@ -120,7 +120,7 @@ class PluginRecord:
             "limits": dict(self.limits),
             "disabledTools": sorted(self.disabled_tools),
             "folders": {k: list(v) for k, v in self.folders.items()},
-            "callGrants": dict(sorted(self.call_grants.items())),
+            **({"callGrants": dict(sorted(self.call_grants.items()))} if self.call_grants else {}),
             **({"secretArguments": True} if self.secret_arguments else {}),
             **({"install": dict(self.install)} if self.install else {}),
         }
