@@ -44,11 +44,14 @@ from hostd.control.core import RequestId
 #   warning once there is room again;
 # - replies the stdin reader makes itself (ping, protocol errors,
 #   HOST_OVERLOADED): admitted, but while more than ``budget // 16`` bytes of
-#   them are unread the reader stops reading stdin. Only a parent that keeps
-#   writing requests without reading a byte of their answers gets there; it
-#   then blocks on its own full pipe (ordinary stdio flow control) and resumes
-#   when it reads. The alternative, dropping answers, would break the one
-#   promise a request has (exactly one response).
+#   them are unread the reader parks the requests it reads (in order, run as
+#   the parent reads) and keeps reading: notifications ($/cancelRequest, exit)
+#   are acted on at once. Only past ``budget`` bytes of parked requests does
+#   it stop reading stdin: a parent that keeps writing requests without
+#   reading a byte of their answers then blocks on its own full pipe
+#   (ordinary stdio flow control) and resumes when it reads. The
+#   alternative, dropping answers, would break the one promise a request has
+#   (exactly one response).
 
 #: Default byte budget of everything waiting to be written to the parent.
 OUTBOX_BYTES = 16 * 1024 * 1024
