@@ -399,6 +399,40 @@ async def test_a_cancel_reaches_the_plugin_behind_unread_replies_and_a_ping_is_a
                 assert [m["id"] for m in client.stray] == [f"p{i}" for i in range(count)]
 
 
+async def test_a_request_parked_behind_unread_replies_and_cancelled_never_reaches_the_plugin(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    # A request read while the reader's replies are over their share waits (parked, in order); a
+    # $/cancelRequest for it arrives before its turn: it is answered -32800 and the plugin never sees it.
+    record = shared(tmp_path) / "healthy.jsonl"
+    async with hostile_parent(tmp_path) as parent:
+        client = parent.client
+        await ready(client, make_plugin(args=["--record", str(record)]))
+        assert client.process.stdout is not None
+        stdout_fd = client.process.stdout.fileno()  # type: ignore[attr-defined]
+        count = 40_000  # 1.5 MB of replies: over the reader's 1 MiB share, far from the 16 MiB parking bound
+        pings = b"".join(
+            orjson.dumps({"jsonrpc": "2.0", "id": f"p{i}", "method": "ping"}) + b"\n" for i in range(count)
+        )
+        parent.stop_reading()
+        with trio.fail_after(60):  # the old reader stopped reading stdin here: these writes blocked
+            await client.send_raw(pings)
+            await until(lambda: queued_bytes(stdout_fd) >= 32 * 1024)
+            sleep = {"name": "mcp-echo.sleep", "arguments": {"seconds": 60, "steps": 0}}
+            parked = await client.start("tools/call", sleep)
+            await client.notify("$/cancelRequest", {"id": parked.request_id})  # type: ignore[attr-defined]
+            marker = await client.start("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "after"}})
+        parent.resume_reading()
+        with trio.fail_after(120):
+            with pytest.raises(RpcError) as cancelled:
+                await parked()
+            assert cancelled.value.kind == "REQUEST_CANCELLED"
+            assert (await marker())["structuredContent"]["text"] == "after"
+        messages = [orjson.loads(line)["msg"] for line in record.read_text().splitlines()]
+        called = [m["params"]["name"] for m in messages if m.get("method") == "tools/call"]
+        assert called == ["echo"]
+
+
 async def test_beyond_the_in_flight_limit_requests_get_host_overloaded_at_once(
     tmp_path: Path, make_plugin: MakePlugin
 ) -> None:
