@@ -14,7 +14,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 import pytest
 import trio
 
@@ -246,3 +248,54 @@ async def test_a_url_the_server_names_does_not_reach_another_service_on_loopback
     assert f"127.0.0.1:{target.port} is on this machine and is not the approved endpoint" in error.message, (
         error.message
     )
+
+
+class HugeToken:
+    """A remote behind OAuth (all on its own origin) whose token endpoint answers a HUGE text body."""
+
+    def __call__(self, method: str, path: str, origin: str) -> Answer:
+        if path == "/mcp":
+            return Answer("401 Unauthorized", [f'WWW-Authenticate: Bearer resource_metadata="{origin}/prm"'])
+        if path == "/prm":
+            return json_answer({"resource": f"{origin}/mcp", "authorization_servers": [origin]})
+        if path == "/.well-known/oauth-authorization-server":
+            return json_answer(
+                {
+                    "issuer": origin,
+                    "authorization_endpoint": f"{origin}/authorize",
+                    "token_endpoint": f"{origin}/token",
+                    "registration_endpoint": f"{origin}/register",
+                    "response_types_supported": ["code"],
+                    "code_challenge_methods_supported": ["S256"],
+                }
+            )
+        if path == "/register":
+            client = {"client_id": "c1", "redirect_uris": ["http://127.0.0.1:1/callback"]}
+            return Answer("201 Created", ["Content-Type: application/json"], json.dumps(client).encode())
+        if path == "/token":
+            return Answer("200 OK", [TEXT], size=HUGE)
+        return Answer("404 Not Found")
+
+
+async def test_a_huge_token_answer_is_cut_at_the_bound(hostd: HostdClient, tmp_path: Path) -> None:
+    # The token request is made inside the auth flow, after the person authorized: its answer was read whole.
+    async def browser(method: str, params: dict[str, object]) -> object:
+        query = parse_qs(urlsplit(str(params["url"])).query)
+        landing = {"code": "the-code", "state": query["state"][0]}
+        async with httpx2.AsyncClient(trust_env=False) as http:
+            assert (await http.get(query["redirect_uri"][0], params=landing)).status_code == 200
+        return {}
+
+    hostd.on_request = browser
+    route = HugeToken()
+    async with hostile(route) as server:
+        warm = remote_plugin(tmp_path, f"http://127.0.0.1:{server.port}/nothing", "warm")
+        await refused_start(hostd, warm)
+        before = peak_rss(hostd)
+        folder = remote_plugin(tmp_path, f"http://127.0.0.1:{server.port}/mcp", max_message_bytes=MIB)
+        error = await refused_start(hostd, folder)
+        grown = peak_rss(hostd) - before
+    assert grown < GROWTH, f"hostd's peak RSS grew by {grown / MIB:.0f} MiB"
+    assert "response body (HTTP 200) is over the 1048576-byte bound" in error.message, error.message
+    assert "POST /token" in server.heads
+    assert server.sent < HUGE
