@@ -28,8 +28,8 @@ act on at once (``$/cancelRequest``, ``exit``, the parent's answers) queued
 behind replies nobody reads*. Requests answered on the spot (``ping``,
 refusals, ``HOST_OVERLOADED``) still cost reply bytes, bounded to
 ``budget // 16`` unread; past that share, requests and refusals are *parked*
-in order (:meth:`ControlServer._reply_soon`) and run as the parent reads
-(:meth:`ControlServer._release_parked`), while notifications and answers keep
+in order (:class:`hostd.control.outbox.Parking`) and run as the parent reads,
+while notifications and answers keep
 being read and acted on, so a cancel reaches the plugin and ``exit`` ends
 hostd with stdout unread; a parked request cancelled before its turn is
 answered -32800 then. Only when the parked requests' frames exceed the whole
@@ -109,6 +109,7 @@ from hostd.control.outbox import (
     OUTBOX_BYTES,
     PROGRESS_MESSAGE_BYTES,
     Outbox,
+    Parking,
     set_current_outbox,
 )
 from hostd.control.router import CONTROL_ROUTES, MethodRouter, Route
@@ -241,15 +242,11 @@ class ControlServer:
         #: hostd->parent requests waiting for their answer, by hostd's own id ("hostd-<n>").
         self._parent_pending: dict[str, _ParentCall] = {}
         self._parent_ids = itertools.count(1)
-        #: What the reader read while its own replies were over their share, in order: ``(frame bytes,
-        #: request id or None, the action)``; run by _release_parked as the parent reads (module header).
-        self._parked: collections.deque[tuple[int, RequestId | None, Callable[[], None]]] = collections.deque()
-        self._parked_bytes = 0
-        #: Ids of parked requests the parent cancelled before they ran: answered REQUEST_CANCELLED then.
-        self._parked_cancels: set[RequestId] = set()
-        self._parked_work = trio.Event()
-        self._parked_room = trio.Event()
-        self._parked_room.set()
+        #: What the reader read while its own replies were over their share (module header).
+        self._parked = Parking(
+            self._outbox,
+            lambda rid: self._reply_error(rid, HostError(ErrorKind.REQUEST_CANCELLED, "cancelled by $/cancelRequest")),
+        )
 
     # -- public -----------------------------------------------------------------
 
@@ -267,7 +264,7 @@ class ControlServer:
                 async with trio.open_nursery() as requests:
                     self._requests = requests
                     requests.start_soon(self._reader)
-                    requests.start_soon(self._release_parked)
+                    requests.start_soon(self._parked.release)
                     await self._stop.wait()
                     self._state.stopping = True
                     await self._shutdown_host()
@@ -378,12 +375,10 @@ class ControlServer:
     async def _reader(self) -> None:
         # Every step below returns at once: the only waits are for stdin and, as a last resort, for
         # room among the parked requests (module header, "The reader never waits behind replies").
-        outbox = self._outbox
         while True:
-            if self._parked_bytes > outbox.budget:
-                log.info("stdin paused: %d bytes of requests wait for the parent to read", self._parked_bytes)
-                while self._parked_bytes > outbox.budget:
-                    await self._parked_room.wait()
+            if self._parked.full:
+                log.info("stdin paused: %d bytes of requests wait for the parent to read", self._parked.bytes)
+                await self._parked.wait_room()
                 log.info("stdin resumed")
             try:
                 data = await pipes.receive_ready(self._receive, _READ_BYTES)
@@ -401,49 +396,15 @@ class ControlServer:
                         limit=event.limit,
                         head=describe_head(event.head),
                     )
-                    self._reply_soon(len(event.head), None, functools.partial(self._reply_error, None, error))
+                    self._parked.run_or_park(len(event.head), None, functools.partial(self._reply_error, None, error))
                 elif isinstance(event, InvalidJSON):
                     error = HostError(
                         ErrorKind.PARSE_ERROR, f"not UTF-8 JSON: {event.reason}", head=describe_head(event.head)
                     )
-                    self._reply_soon(len(event.head), None, functools.partial(self._reply_error, None, error))
+                    self._parked.run_or_park(len(event.head), None, functools.partial(self._reply_error, None, error))
                 elif isinstance(event, Message):
                     self._dispatch(event.value, event.size)
                 # FrameDiscarded: the end of a line already answered as FRAME_TOO_LARGE.
-
-    def _reply_soon(self, size: int, rid: RequestId | None, action: Callable[[], None]) -> None:
-        """Run ``action`` (one request or refusal, ``size`` bytes of frame) now, or park it in order.
-
-        Parked while the reader's own replies are over their share or something is parked already
-        (order kept); :meth:`_release_parked` runs it once the parent has read enough.
-        """
-        outbox = self._outbox
-        if not self._parked and outbox.reader_bytes <= outbox.reader_budget:
-            action()
-            return
-        self._parked.append((size, rid, action))
-        self._parked_bytes += size
-        if self._parked_bytes > outbox.budget and self._parked_room.is_set():
-            self._parked_room = trio.Event()
-        self._parked_work.set()
-
-    async def _release_parked(self) -> None:
-        """Run the parked requests in order, each once the reader's replies are within their share."""
-        outbox = self._outbox
-        while True:
-            await self._parked_work.wait()
-            self._parked_work = trio.Event()
-            while self._parked:
-                await outbox.wait_reader_room()
-                size, rid, action = self._parked.popleft()
-                self._parked_bytes -= size
-                if rid is not None and rid in self._parked_cancels:
-                    self._parked_cancels.discard(rid)
-                    self._reply_error(rid, HostError(ErrorKind.REQUEST_CANCELLED, "cancelled by $/cancelRequest"))
-                else:
-                    action()
-                if self._parked_bytes <= outbox.budget:
-                    self._parked_room.set()
 
     async def _writer(self) -> None:
         outbox = self._outbox
@@ -513,23 +474,22 @@ class ControlServer:
 
     def _dispatch(self, message: Any, size: int) -> None:
         # Notifications ($/cancelRequest, exit) and the parent's answers make no reply: acted on at once,
-        # even while requests are parked; a request or a refusal makes one and may be parked (_reply_soon).
+        # even while requests are parked; a request or a refusal makes one and may be parked (Parking).
         incoming = classify(message, size)
-        outbox = self._outbox
         if isinstance(incoming, ParentAnswer):
             self._parent_answer(incoming.message, incoming.size)
         elif isinstance(incoming, IncomingNotification):
             self._notification(incoming.method, incoming.params)
-        elif not self._parked and outbox.reader_bytes <= outbox.reader_budget:  # the fast path: nothing parked
+        elif self._parked.idle:  # the fast path
             if isinstance(incoming, Refusal):
                 self._reply_error(incoming.rid, incoming.error)
             else:
                 self._request(incoming.rid, incoming.method, incoming.params, incoming.size)
         elif isinstance(incoming, Refusal):
-            self._reply_soon(size, None, functools.partial(self._reply_error, incoming.rid, incoming.error))
+            self._parked.run_or_park(size, None, functools.partial(self._reply_error, incoming.rid, incoming.error))
         else:
             request = functools.partial(self._request, incoming.rid, incoming.method, incoming.params, incoming.size)
-            self._reply_soon(size, incoming.rid, request)
+            self._parked.run_or_park(size, incoming.rid, request)
 
     def _notification(self, method: str, params: Any) -> None:
         if method == "exit":
@@ -541,8 +501,8 @@ class ControlServer:
             if entry is not None:
                 entry.cancelled_by_parent = True
                 entry.scope.cancel()
-            elif valid_id(rid) and any(parked_rid == rid for _size, parked_rid, _action in self._parked):
-                self._parked_cancels.add(rid)  # not started yet: answered REQUEST_CANCELLED when its turn comes
+            elif valid_id(rid) and self._parked.cancel(rid):
+                pass  # not started yet: answered REQUEST_CANCELLED when its turn comes
             else:
                 log.debug("$/cancelRequest for %r: no such request in flight", rid)
         elif method != "initialized":
