@@ -344,6 +344,95 @@ async def test_cancel_shutdown_and_exit_get_through_while_the_parent_does_not_re
         assert code == (0 if ending == "shutdown-exit" else 1)
 
 
+@pytest.mark.parametrize("filler", ["answers", "pings"])
+async def test_a_cancel_reaches_the_plugin_behind_unread_replies_and_a_ping_is_answered_later(
+    tmp_path: Path, make_plugin: MakePlugin, filler: str
+) -> None:
+    # Issue 29: with the parent not reading hostd's stdout (the outbox full of answers, or of the
+    # replies the reader makes itself: pings), a $/cancelRequest it wrote did not reach the plugin
+    # until it read again. The class: anything the reader must act on at once (a cancel, exit) queued
+    # behind replies nobody reads. The record is the plugin's own, written when the cancel arrives.
+    record = shared(tmp_path) / "healthy.jsonl"
+    async with hostile_parent(tmp_path) as parent:
+        client = parent.client
+        await two_plugins(parent, make_plugin, args=["--record", str(record)], backend={"tool_timeout_seconds": 120})
+        assert client.process.stdout is not None
+        stdout_fd = client.process.stdout.fileno()  # type: ignore[attr-defined]
+        slow = await client.start("tools/call", {"name": "mcp-echo.sleep", "arguments": {"seconds": 60, "steps": 0}})
+        rid = slow.request_id  # type: ignore[attr-defined]
+        cancel = orjson.dumps({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": rid}}) + b"\n"
+        count = 60_000
+        parent.stop_reading()
+        async with trio.open_nursery() as nursery:
+            if filler == "answers":  # 100 answers of 250 kB: 25 MB, over the 16 MiB outbox
+                calls = [
+                    await client.start("tools/call", {"name": "flood.large", "arguments": {"bytes": 250_000}})
+                    for _ in range(100)
+                ]
+                await until(lambda: any("plugin flood: stdout paused" in line for line in parent.log))
+                await until(lambda: queued_bytes(stdout_fd) >= 32 * 1024)  # hostd's stdout pipe is full, unread
+                nursery.start_soon(client.send_raw, cancel)
+            else:  # 60,000 pings: 2.2 MB of replies the reader makes itself, over its 1 MiB share, then the cancel
+                pings = (
+                    orjson.dumps({"jsonrpc": "2.0", "id": f"p{i}", "method": "ping"}) + b"\n" for i in range(count)
+                )
+                nursery.start_soon(client.send_raw, b"".join(pings) + cancel)
+
+            def cancelled() -> bool:
+                lines = record.read_text().splitlines() if record.exists() else []
+                return any(orjson.loads(line)["msg"].get("method") == "notifications/cancelled" for line in lines)
+
+            await until(cancelled)  # the cancel reached the plugin while nobody reads hostd's answers
+            assert queued_bytes(stdout_fd) >= 32 * 1024  # still unread
+            parent.resume_reading()
+        with trio.fail_after(120):
+            assert await client.request("ping", {}) == {}
+            with pytest.raises(RpcError) as ended:
+                await slow()
+            assert ended.value.kind == "REQUEST_CANCELLED"
+            if filler == "answers":
+                for call in calls:
+                    assert (await call())["content"] == [{"type": "text", "text": "x" * 250_000}]
+            else:
+                while len(client.stray) < count:
+                    await client._changed.wait()
+                assert [m["id"] for m in client.stray] == [f"p{i}" for i in range(count)]
+
+
+async def test_a_request_parked_behind_unread_replies_and_cancelled_never_reaches_the_plugin(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    # A request read while the reader's replies are over their share waits (parked, in order); a
+    # $/cancelRequest for it arrives before its turn: it is answered -32800 and the plugin never sees it.
+    record = shared(tmp_path) / "healthy.jsonl"
+    async with hostile_parent(tmp_path) as parent:
+        client = parent.client
+        await ready(client, make_plugin(args=["--record", str(record)]))
+        assert client.process.stdout is not None
+        stdout_fd = client.process.stdout.fileno()  # type: ignore[attr-defined]
+        count = 40_000  # 1.5 MB of replies: over the reader's 1 MiB share, far from the 16 MiB parking bound
+        pings = b"".join(
+            orjson.dumps({"jsonrpc": "2.0", "id": f"p{i}", "method": "ping"}) + b"\n" for i in range(count)
+        )
+        parent.stop_reading()
+        with trio.fail_after(60):  # the old reader stopped reading stdin here: these writes blocked
+            await client.send_raw(pings)
+            await until(lambda: queued_bytes(stdout_fd) >= 32 * 1024)
+            sleep = {"name": "mcp-echo.sleep", "arguments": {"seconds": 60, "steps": 0}}
+            parked = await client.start("tools/call", sleep)
+            await client.notify("$/cancelRequest", {"id": parked.request_id})  # type: ignore[attr-defined]
+            marker = await client.start("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "after"}})
+        parent.resume_reading()
+        with trio.fail_after(120):
+            with pytest.raises(RpcError) as cancelled:
+                await parked()
+            assert cancelled.value.kind == "REQUEST_CANCELLED"
+            assert (await marker())["structuredContent"]["text"] == "after"
+        messages = [orjson.loads(line)["msg"] for line in record.read_text().splitlines()]
+        called = [m["params"]["name"] for m in messages if m.get("method") == "tools/call"]
+        assert called == ["echo"]
+
+
 async def test_beyond_the_in_flight_limit_requests_get_host_overloaded_at_once(
     tmp_path: Path, make_plugin: MakePlugin
 ) -> None:
@@ -382,8 +471,9 @@ async def test_a_parent_that_writes_without_reading_is_paused_by_its_own_pipe_an
     tmp_path: Path,
 ) -> None:
     # The one case where hostd stops reading stdin (docs/protocol.md "Flow control"): more than
-    # 1 MiB of the reader's own replies unread. 60,000 pings are 2.2 MB of answers.
-    async with hostile_parent(tmp_path) as parent:
+    # 1/16 of the outbox of the reader's own replies unread, and then the outbox's worth of requests
+    # parked. With a 1 MiB outbox, 60,000 pings (2.6 MB of requests, 2.2 MB of answers) get there.
+    async with hostile_parent(tmp_path, "--max-outbox-bytes", str(MIB)) as parent:
         client = parent.client
         pid = client.process.pid
         before = memory_kib(pid)["VmRSS"]

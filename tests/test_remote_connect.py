@@ -199,9 +199,11 @@ def tls_for(folder: Path, name: str) -> ssl.SSLContext:
     return context
 
 
-def client(*allow_private: str, connect_timeout: float = 10.0) -> tuple[httpx2.AsyncClient, HttpWatch]:
-    """hostd's HTTP client for a remote launch allowing ``allow_private``, and its watch."""
-    endpoint = RemoteTarget("streamable-http", f"https://{NAME}/mcp", (), (), tuple(allow_private), "auto")
+def client(
+    *allow_private: str, connect_timeout: float = 10.0, url: str = f"https://{NAME}/mcp"
+) -> tuple[httpx2.AsyncClient, HttpWatch]:
+    """hostd's HTTP client for a remote launch of endpoint ``url`` allowing ``allow_private``, and its watch."""
+    endpoint = RemoteTarget("streamable-http", url, (), (), tuple(allow_private), "auto")
     launch = RemoteLaunch(
         command=endpoint.transport,
         executable=endpoint.url,
@@ -273,14 +275,15 @@ async def test_a_name_that_rebinds_to_loopback_is_dialled_only_at_the_checked_ad
 async def test_every_new_connection_is_checked_the_same_way_a_redirect_included(dns: Dns) -> None:
     # A loopback name may lead to loopback only; the redirect's new connection looks it up again.
     dns.answers["localhost"] = [["127.0.0.1"], ["10.0.0.7"]]
-    http, watch = client()
 
     def redirect(first: str) -> tuple[str, list[str]]:
         return ("307 Temporary Redirect", ["Location: /next", "Connection: close"]) if "/mcp" in first else ok(first)
 
-    async with server(answer=redirect) as (listening, port), http:
-        with pytest.raises(httpx2.ConnectError) as failed:
-            await request_within_origin(http, "GET", f"http://localhost:{port}/mcp")
+    async with server(answer=redirect) as (listening, port):
+        http, watch = client(url=f"http://localhost:{port}/mcp")  # the approved endpoint: loopback is its own
+        async with http:
+            with pytest.raises(httpx2.ConnectError) as failed:
+                await request_within_origin(http, "GET", f"http://localhost:{port}/mcp")
     assert listening.heads == ["GET /mcp HTTP/1.1"]
     assert dns.lookups == ["localhost", "localhost"]
     assert dns.dialled == []
@@ -442,3 +445,50 @@ def verification_failure(exc: BaseException) -> str:
             return str(seen.verify_message)
         seen = seen.__cause__ or seen.__context__
     return ""
+
+
+# -- the approved endpoint's policy, for every request of the link (issue 29) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "allow", "why"),
+    [
+        ("http://127.0.0.1:{other}", (), "is not the approved endpoint 127.0.0.1:"),  # another local service
+        ("http://localhost:{other}", (), "is not the approved endpoint 127.0.0.1:"),  # the same, named
+        ("https://[::ffff:127.0.0.1]:{other}", (), "resolves to the loopback address"),  # spelled as IPv6
+        ("http://127.0.0.1:{port}", (), None),  # the approved endpoint itself
+        ("http://127.0.0.1:{other}", ("127.0.0.1",), None),  # a host the manifest lists in allow_private
+    ],
+)
+async def test_loopback_is_reached_only_at_the_approved_endpoint(
+    dns: Dns, target: str, allow: tuple[str, ...], why: str | None
+) -> None:
+    # The class: a URL the server names (OAuth metadata, a redirect) getting the endpoint's loopback
+    # exemption. Only the endpoint's own host and port, or a host in allow_private, is reached.
+    async with server() as (endpoint, port), server() as (other, other_port):
+        http, watch = client(*allow, url=f"http://127.0.0.1:{port}/mcp")
+        url = target.format(port=port, other=other_port) + "/x"
+        async with http:
+            if why is None:
+                assert (await http.get(url)).text == "ok"
+            else:
+                with pytest.raises(httpx2.ConnectError) as failed:
+                    await http.get(url)
+                assert why in str(failed.value)
+                assert watch.refused == str(failed.value)
+    assert len(endpoint.heads) + len(other.heads) == (1 if why is None else 0)
+
+
+async def test_a_compressed_body_is_refused_before_it_is_read(dns: Dns) -> None:
+    # The byte bound counts what arrives: a gzip body would be inflated above it, so hostd asks for
+    # identity and refuses any other Content-Encoding.
+    def gzip(first: str) -> tuple[str, list[str]]:
+        return "200 OK", ["Content-Encoding: gzip"]
+
+    async with server(answer=gzip) as (listening, port):
+        http, _watch = client(url=f"http://127.0.0.1:{port}/mcp")
+        async with http:
+            with pytest.raises(httpx2.DecodingError) as failed:
+                await http.get(f"http://127.0.0.1:{port}/mcp")
+    assert "Content-Encoding 'gzip' although hostd asked for identity" in str(failed.value)
+    assert listening.heads == ["GET /mcp HTTP/1.1"]

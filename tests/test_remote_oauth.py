@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
@@ -225,3 +226,68 @@ async def test_a_callback_for_nothing_is_refused(hostd: HostdClient, tmp_path: P
         with pytest.raises(RpcError) as refused:
             await hostd.request("auth/callback", {"plugin": plugin, "url": "http://127.0.0.1:1/callback?code=x"})
         assert refused.value.kind == "INVALID_PARAMS"
+
+
+class Intruder(Browser):
+    """A browser that, before following the URL, lets other local clients try the loopback listener first.
+
+    ``answers`` records ``(the forged redirect's query, the status the listener gave)``; each forgery names
+    the right path and port (found in the authorization URL, as any local process could find the port).
+    """
+
+    FORGERIES = ("error=evil", "error=evil&state=guessed", "code=stolen&state=", "code=stolen")
+
+    def __init__(self, hostd: HostdClient) -> None:
+        super().__init__(hostd)
+        self.answers: list[tuple[str, int]] = []
+
+    async def __call__(self, method: str, params: dict[str, Any]) -> Any:
+        query = parse_qs(urlsplit(params["url"]).query)
+        listener = query["redirect_uri"][0]
+        async with httpx2.AsyncClient(trust_env=False) as http:
+            for forged in self.FORGERIES:
+                self.answers.append((forged, (await http.get(f"{listener}?{forged}")).status_code))
+            # The parent's auth/callback is held to the same proof.
+            with pytest.raises(RpcError) as refused:
+                await self.hostd.request("auth/callback", {"plugin": params["plugin"], "url": f"{listener}?error=x"})
+            assert refused.value.kind == "INVALID_PARAMS"
+        return await super().__call__(method, params)
+
+
+async def test_a_redirect_without_the_flows_state_is_refused_and_the_flow_goes_on(
+    hostd: HostdClient, tmp_path: Path
+) -> None:
+    # The class: a result that is not this flow's (no state, a wrong state, an error as much as a code)
+    # reaches the flow. Before the fix the first forgery ended the enable with "refused (evil)".
+    intruder = Intruder(hostd)
+    hostd.on_request = intruder
+    async with oauth_server() as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        status = await hostd.request("plugins/enable", {"id": plugin})
+        assert status["status"] == "ready"
+        assert intruder.answers == [(forged, 400) for forged in Intruder.FORGERIES]
+        assert (await stats(origin))["codeGrants"] == 1
+        await hostd.request("plugins/disable", {"id": plugin})
+
+
+async def test_a_refusal_from_the_authorization_server_is_quoted_as_its_words(
+    hostd: HostdClient, tmp_path: Path
+) -> None:
+    async def refuses(method: str, params: dict[str, Any]) -> Any:
+        query = parse_qs(urlsplit(params["url"]).query)
+        forged = {"error": "access_denied", "error_description": "hostd is broken", "state": query["state"][0]}
+        async with httpx2.AsyncClient(trust_env=False) as http:
+            landed = await http.get(query["redirect_uri"][0], params=forged)
+        assert landed.status_code == 200
+        return {}
+
+    hostd.on_request = refuses
+    async with oauth_server() as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("plugins/enable", {"id": plugin})
+        assert failed.value.kind == "PLUGIN_START_FAILED"
+        assert failed.value.message == (
+            'plugin remote: the authorization was refused; the authorization server said: "access_denied", '
+            '"hostd is broken"'
+        )

@@ -44,11 +44,14 @@ from hostd.control.core import RequestId
 #   warning once there is room again;
 # - replies the stdin reader makes itself (ping, protocol errors,
 #   HOST_OVERLOADED): admitted, but while more than ``budget // 16`` bytes of
-#   them are unread the reader stops reading stdin. Only a parent that keeps
-#   writing requests without reading a byte of their answers gets there; it
-#   then blocks on its own full pipe (ordinary stdio flow control) and resumes
-#   when it reads. The alternative, dropping answers, would break the one
-#   promise a request has (exactly one response).
+#   them are unread the reader parks the requests it reads (in order, run as
+#   the parent reads) and keeps reading: notifications ($/cancelRequest, exit)
+#   are acted on at once. Only past ``budget`` bytes of parked requests does
+#   it stop reading stdin: a parent that keeps writing requests without
+#   reading a byte of their answers then blocks on its own full pipe
+#   (ordinary stdio flow control) and resumes when it reads. The
+#   alternative, dropping answers, would break the one promise a request has
+#   (exactly one response).
 
 #: Default byte budget of everything waiting to be written to the parent.
 OUTBOX_BYTES = 16 * 1024 * 1024
@@ -361,6 +364,79 @@ class Outbox:
             self._reader_room.set()
 
 
+class Parking:
+    """What the stdin reader read while its own replies were over their share, run in order as the parent reads.
+
+    The reader never waits behind replies (hostd/control/server.py, module header): past
+    ``outbox.reader_budget`` bytes of unread reader replies, each request or refusal it reads is
+    parked here (``size``: its frame's bytes) and :meth:`release` runs it once the replies are
+    within their share again; notifications are not parked. :attr:`full` (more than the outbox
+    budget of frames parked) is the one case where the reader stops reading stdin (:meth:`wait_room`).
+    """
+
+    def __init__(self, outbox: Outbox, cancelled: Callable[[RequestId], None]) -> None:
+        self._outbox = outbox
+        self._cancelled = cancelled
+        self._queue: collections.deque[tuple[int, RequestId | None, Callable[[], None]]] = collections.deque()
+        self.bytes = 0
+        self._cancels: set[RequestId] = set()
+        self._work = trio.Event()
+        self._room = trio.Event()
+        self._room.set()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing parked and the reader's replies within their share: act at once (the fast path)."""
+        return not self._queue and self._outbox.reader_bytes <= self._outbox.reader_budget
+
+    @property
+    def full(self) -> bool:
+        """More than the outbox budget of frames parked: the reader stops reading stdin."""
+        return self.bytes > self._outbox.budget
+
+    def run_or_park(self, size: int, rid: RequestId | None, action: Callable[[], None]) -> None:
+        """Run ``action`` now when :attr:`idle`, else park it after what is parked (order kept)."""
+        if self.idle:
+            action()
+            return
+        self._queue.append((size, rid, action))
+        self.bytes += size
+        if self.full and self._room.is_set():
+            self._room = trio.Event()
+        self._work.set()
+
+    def cancel(self, rid: RequestId) -> bool:
+        """``$/cancelRequest`` for a parked request: it is answered through ``cancelled`` at its turn, never run.
+
+        False when no parked request has that id."""
+        if any(parked == rid for _size, parked, _action in self._queue):
+            self._cancels.add(rid)
+            return True
+        return False
+
+    async def wait_room(self) -> None:
+        """Wait while :attr:`full`."""
+        while self.full:
+            await self._room.wait()
+
+    async def release(self) -> None:
+        """Run the parked actions in order, each once the reader's replies are within their share (forever)."""
+        while True:
+            await self._work.wait()
+            self._work = trio.Event()
+            while self._queue:
+                await self._outbox.wait_reader_room()
+                size, rid, action = self._queue.popleft()
+                self.bytes -= size
+                if rid is not None and rid in self._cancels:
+                    self._cancels.discard(rid)
+                    self._cancelled(rid)
+                else:
+                    action()
+                if not self.full:
+                    self._room.set()
+
+
 _current_outbox: ContextVar[Outbox | None] = ContextVar("hostd_outbox", default=None)
 
 
@@ -384,6 +460,7 @@ __all__ = [
     "PROGRESS_MESSAGE_BYTES",
     "PROGRESS_RATE",
     "Outbox",
+    "Parking",
     "current_outbox",
     "set_current_outbox",
 ]

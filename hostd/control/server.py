@@ -23,6 +23,19 @@ in a cancel scope of its own, so a slow ``tools/call`` never delays a ``ping``; 
 scope and the request is still answered, with -32800 (the LSP rule; see
 ``docs/protocol.md``).
 
+The reader never waits behind replies. The class: *something the reader must
+act on at once (``$/cancelRequest``, ``exit``, the parent's answers) queued
+behind replies nobody reads*. Requests answered on the spot (``ping``,
+refusals, ``HOST_OVERLOADED``) still cost reply bytes, bounded to
+``budget // 16`` unread; past that share, requests and refusals are *parked*
+in order (:class:`hostd.control.outbox.Parking`) and run as the parent reads,
+while notifications and answers keep
+being read and acted on, so a cancel reaches the plugin and ``exit`` ends
+hostd with stdout unread; a parked request cancelled before its turn is
+answered -32800 then. Only when the parked requests' frames exceed the whole
+outbox budget does the reader stop reading stdin (flow control: the parent
+then blocks on its own full pipe).
+
 The fast path (``tools/call`` and every other reply). Each hop between trio
 tasks is a scheduler round, and rounds, not hostd's functions, were most of a
 call's cost; so the path takes as few as it can without giving up the rules
@@ -96,6 +109,7 @@ from hostd.control.outbox import (
     OUTBOX_BYTES,
     PROGRESS_MESSAGE_BYTES,
     Outbox,
+    Parking,
     set_current_outbox,
 )
 from hostd.control.router import CONTROL_ROUTES, MethodRouter, Route
@@ -228,6 +242,11 @@ class ControlServer:
         #: hostd->parent requests waiting for their answer, by hostd's own id ("hostd-<n>").
         self._parent_pending: dict[str, _ParentCall] = {}
         self._parent_ids = itertools.count(1)
+        #: What the reader read while its own replies were over their share (module header).
+        self._parked = Parking(
+            self._outbox,
+            lambda rid: self._reply_error(rid, HostError(ErrorKind.REQUEST_CANCELLED, "cancelled by $/cancelRequest")),
+        )
 
     # -- public -----------------------------------------------------------------
 
@@ -245,6 +264,7 @@ class ControlServer:
                 async with trio.open_nursery() as requests:
                     self._requests = requests
                     requests.start_soon(self._reader)
+                    requests.start_soon(self._parked.release)
                     await self._stop.wait()
                     self._state.stopping = True
                     await self._shutdown_host()
@@ -353,13 +373,12 @@ class ControlServer:
     # -- tasks ------------------------------------------------------------------
 
     async def _reader(self) -> None:
-        # Every step below returns at once: the only waits are for stdin and for
-        # the parent to read the reader's own replies (Outbox, "reader replies").
-        outbox = self._outbox
+        # Every step below returns at once: the only waits are for stdin and, as a last resort, for
+        # room among the parked requests (module header, "The reader never waits behind replies").
         while True:
-            if outbox.reader_bytes > outbox.reader_budget:
-                log.info("stdin paused: %d bytes of replies wait for the parent to read them", outbox.reader_bytes)
-                await outbox.wait_reader_room()
+            if self._parked.full:
+                log.info("stdin paused: %d bytes of requests wait for the parent to read", self._parked.bytes)
+                await self._parked.wait_room()
                 log.info("stdin resumed")
             try:
                 data = await pipes.receive_ready(self._receive, _READ_BYTES)
@@ -371,24 +390,18 @@ class ControlServer:
                 return
             for event in self._decoder.feed(data):
                 if isinstance(event, FrameTooLarge):
-                    self._reply_error(
-                        None,
-                        HostError(
-                            ErrorKind.FRAME_TOO_LARGE,
-                            f"message exceeds the {event.limit}-byte bound; discarded up to the next newline",
-                            limit=event.limit,
-                            head=describe_head(event.head),
-                        ),
+                    error = HostError(
+                        ErrorKind.FRAME_TOO_LARGE,
+                        f"message exceeds the {event.limit}-byte bound; discarded up to the next newline",
+                        limit=event.limit,
+                        head=describe_head(event.head),
                     )
+                    self._parked.run_or_park(len(event.head), None, functools.partial(self._reply_error, None, error))
                 elif isinstance(event, InvalidJSON):
-                    self._reply_error(
-                        None,
-                        HostError(
-                            ErrorKind.PARSE_ERROR,
-                            f"not UTF-8 JSON: {event.reason}",
-                            head=describe_head(event.head),
-                        ),
+                    error = HostError(
+                        ErrorKind.PARSE_ERROR, f"not UTF-8 JSON: {event.reason}", head=describe_head(event.head)
                     )
+                    self._parked.run_or_park(len(event.head), None, functools.partial(self._reply_error, None, error))
                 elif isinstance(event, Message):
                     self._dispatch(event.value, event.size)
                 # FrameDiscarded: the end of a line already answered as FRAME_TOO_LARGE.
@@ -460,15 +473,23 @@ class ControlServer:
     # -- dispatch ---------------------------------------------------------------
 
     def _dispatch(self, message: Any, size: int) -> None:
+        # Notifications ($/cancelRequest, exit) and the parent's answers make no reply: acted on at once,
+        # even while requests are parked; a request or a refusal makes one and may be parked (Parking).
         incoming = classify(message, size)
-        if isinstance(incoming, Refusal):
-            self._reply_error(incoming.rid, incoming.error)
-        elif isinstance(incoming, ParentAnswer):
+        if isinstance(incoming, ParentAnswer):
             self._parent_answer(incoming.message, incoming.size)
         elif isinstance(incoming, IncomingNotification):
             self._notification(incoming.method, incoming.params)
+        elif self._parked.idle:  # the fast path
+            if isinstance(incoming, Refusal):
+                self._reply_error(incoming.rid, incoming.error)
+            else:
+                self._request(incoming.rid, incoming.method, incoming.params, incoming.size)
+        elif isinstance(incoming, Refusal):
+            self._parked.run_or_park(size, None, functools.partial(self._reply_error, incoming.rid, incoming.error))
         else:
-            self._request(incoming.rid, incoming.method, incoming.params, incoming.size)
+            request = functools.partial(self._request, incoming.rid, incoming.method, incoming.params, incoming.size)
+            self._parked.run_or_park(size, incoming.rid, request)
 
     def _notification(self, method: str, params: Any) -> None:
         if method == "exit":
@@ -480,6 +501,8 @@ class ControlServer:
             if entry is not None:
                 entry.cancelled_by_parent = True
                 entry.scope.cancel()
+            elif valid_id(rid) and self._parked.cancel(rid):
+                pass  # not started yet: answered REQUEST_CANCELLED when its turn comes
             else:
                 log.debug("$/cancelRequest for %r: no such request in flight", rid)
         elif method != "initialized":

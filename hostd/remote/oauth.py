@@ -19,6 +19,21 @@ supplies three things:
   from the parent, ``auth/callback {plugin, url}``, for apps that register a
   custom scheme. Waiting on a person is bounded by :data:`AUTHORIZE_SECONDS`,
   not by the start timeout.
+- **A redirect proves it belongs to the flow before anything else is read.**
+  The loopback listener is reachable by every local process, and the parent's
+  ``auth/callback`` carries what a browser was sent. The class: *a result that
+  did not come from this flow's authorization request ends or steers the flow*
+  (an ``?error=`` from another local client ending the enable with its text, a
+  ``code`` for another flow, a replayed redirect). :meth:`Authorization.deliver`
+  accepts a redirect only when its ``state`` equals the one the SDK put in the
+  authorization URL hostd handed the parent (compared in constant time), for
+  errors as much as for codes; anything else is answered 400 (loopback) or
+  ``INVALID_PARAMS`` (``auth/callback``) and the flow keeps waiting. The path
+  stays ``/callback``: an authorization server compares the registered redirect
+  URI's path exactly (RFC 8252 section 7.3 lets only the loopback port vary), so
+  a random path would void pre-registered clients and stored registrations; the
+  ``state`` (256 random bits, the SDK's ``secrets.token_urlsafe(32)``) is the proof.
+  An error the authorization server reports is quoted and attributed to it.
 - **Where credentials live.** :class:`CredentialStore` keeps the tokens and
   the client registration of one plugin, keyed by the authorization server
   (issuer) that issued them, outside ``state.json``: in the OS keyring when a
@@ -36,6 +51,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -207,6 +223,8 @@ class Authorization:
         self._on_waiting = on_waiting
         self._result: Any = None
         self._arrived = trio.Event()
+        #: The ``state`` of the authorization URL handed to the parent (None before :meth:`redirect`).
+        self._state: str | None = None
 
     async def listen(self, *, task_status: trio.TaskStatus[None]) -> None:
         """Serve the loopback redirect until cancelled (reports ``started`` once bound)."""
@@ -237,25 +255,36 @@ class Authorization:
             await stream.aclose()
 
     def deliver(self, url: str) -> bool:
-        """Take the authorization server's redirect (``...?code=&state=&iss=``); False when it holds no code.
+        """Take the authorization server's redirect (``...?code=&state=&iss=``); False when it is not this flow's.
 
-        An ``error`` redirect (the person refused) ends the wait too, with that error.
+        Refused (False, nothing recorded): no authorization URL was handed out
+        yet, a ``state`` missing or not the one of that URL (compared in constant
+        time), no ``code`` and no ``error``, or a result already taken. An
+        ``error`` redirect with the right ``state`` (the person refused) ends the
+        wait with ``PLUGIN_START_FAILED`` quoting what the authorization server said.
         """
         from mcp.shared.auth import AuthorizationCodeResult  # noqa: PLC0415
 
         query = parse_qs(urlsplit(url).query)
+        state = _first(query, "state")
+        if not _same_state(state, self._state) or self._arrived.is_set():
+            return False
         code, error = _first(query, "code"), _first(query, "error")
-        if self._arrived.is_set() or (code is None and error is None):
+        if code is None and error is None:
             return False
         if code is None:
+            said = json.dumps(str(error)[:200], ensure_ascii=True)
+            description = _first(query, "error_description")
+            if description is not None:
+                said += ", " + json.dumps(description[:300], ensure_ascii=True)
             self._result = HostError(
                 ErrorKind.PLUGIN_START_FAILED,
-                f"plugin {self.plugin_id}: the authorization was refused ({error})",
+                f"plugin {self.plugin_id}: the authorization was refused; the authorization server said: {said}",
                 plugin=self.plugin_id,
-                reason=f"authorization refused: {error}",
+                reason=f"authorization refused; the authorization server said: {said}",
             )
         else:
-            self._result = AuthorizationCodeResult(code=code, state=_first(query, "state"), iss=_first(query, "iss"))
+            self._result = AuthorizationCodeResult(code=code, state=state, iss=_first(query, "iss"))
         self._arrived.set()
         return True
 
@@ -266,6 +295,7 @@ class Authorization:
         """
         self._arrived = trio.Event()
         self._result = None
+        self._state = _first(parse_qs(urlsplit(url).query), "state")
         await self._on_waiting(True)
         if self._request_parent is None:
             raise HostError(
@@ -293,6 +323,13 @@ class Authorization:
         if isinstance(self._result, HostError):
             raise self._result
         return self._result
+
+
+def _same_state(received: str | None, expected: str | None) -> bool:
+    """Whether a redirect's ``state`` is the flow's (both present, equal; constant time over UTF-8 bytes)."""
+    if received is None or expected is None:
+        return False
+    return secrets.compare_digest(received.encode("utf-8"), expected.encode("utf-8"))
 
 
 def _first(query: dict[str, list[str]], name: str) -> str | None:
@@ -331,7 +368,8 @@ class Authorizer:
     def callback(self, plugin_id: str, url: str) -> None:
         """``auth/callback {plugin, url}``: hand the redirect to the plugin's waiting authorization.
 
-        Raises ``INVALID_PARAMS`` when no authorization of that plugin waits or the URL holds no code.
+        Raises ``INVALID_PARAMS`` when no authorization of that plugin waits or the URL is not its flow's
+        (:meth:`Authorization.deliver`: the ``state`` of the URL hostd handed out, a code or an error).
         """
         authorization = self.pending.get(plugin_id)
         if authorization is None or not authorization.deliver(url):

@@ -45,6 +45,7 @@ Where hostd differs from the SDK's defaults, each for a reason:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import time
@@ -71,45 +72,30 @@ log = logging.getLogger("hostd.mcp.transport.http")
 FALLBACK_STATUSES = frozenset({404, 405})
 
 
-class ResponseTooLarge(httpx2.StreamError):
-    """A JSON response body went over the link's bound (bytes); the request it answered fails."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"the response body is over the {limit}-byte bound")
-        self.limit = limit
-
-
-class _BoundedStream(httpx2.AsyncByteStream):
-    """A response body that raises :class:`ResponseTooLarge` past ``limit`` bytes (never holds more)."""
-
-    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
-        self._inner = inner
-        self._limit = limit
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        seen = 0
-        async for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._limit:
-                raise ResponseTooLarge(self._limit)
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 class HttpWatch:
     """What hostd's HTTP client saw: the first response's status, whether any response spoke MCP.
 
     ``first_status`` is the HTTP status of the link's first response (None before it);
     ``spoke_mcp`` is True once a response carried JSON or an event stream with a 2xx status.
     ``refused`` holds the reason of an address refusal (the request was never sent).
+    ``too_large`` the reason of the first response cut at its bound
+    (:class:`hostd.remote.connect.ResponseTooLarge`), and ``overflowed`` is set then;
+    ``ready`` is True once the link served.
     """
 
     def __init__(self) -> None:
         self.first_status: int | None = None
         self.spoke_mcp = False
         self.refused: str | None = None
+        self.too_large: str | None = None
+        self.overflowed = trio.Event()
+        self.ready = False
+
+    def cut(self, reason: str) -> None:
+        """A response was cut at its bound (``reason`` says which and the bound): the first one is kept."""
+        if self.too_large is None:
+            self.too_large = reason
+        self.overflowed.set()
 
 
 def http_client(
@@ -148,12 +134,19 @@ def http_client(
         kind = response.headers.get("content-type", "").lower()
         if 200 <= response.status_code < 300 and kind.startswith(("application/json", "text/event-stream")):
             watch.spoke_mcp = True
-        if kind.startswith("application/json"):
-            response.stream = _BoundedStream(response.stream, max_response_bytes)  # type: ignore[arg-type]
 
-    from hostd.remote.connect import checked_client_transports  # noqa: PLC0415 - httpcore loads when a remote connects
+    # httpcore loads when a remote connects
+    from hostd.remote.connect import BoundedTransport, checked_client_transports, origin_of  # noqa: PLC0415
 
-    transport, mounts = checked_client_transports(launch.endpoint.allow_private, refused)
+    direct, proxied = checked_client_transports(
+        launch.endpoint.allow_private, refused, endpoint=origin_of(launch.endpoint.url)
+    )
+    # Every response, whatever its status, type or the flow that asked (hostd/remote/connect.py), is counted.
+    transport = BoundedTransport(direct, max_response_bytes, watch.cut)
+    mounts: dict[str, httpx2.AsyncBaseTransport | None] = {
+        pattern: None if inner is None else BoundedTransport(inner, max_response_bytes, watch.cut)
+        for pattern, inner in proxied.items()
+    }
     return httpx2.AsyncClient(
         headers=headers,
         timeout=httpx2.Timeout(connect=connect_timeout, read=None, write=connect_timeout, pool=connect_timeout),
@@ -248,7 +241,35 @@ class RemoteLink(PluginLink):
     async def _serve(
         self, transport: str, watch: HttpWatch, startup_timeout: float, task_status: trio.TaskStatus[Discovery]
     ) -> tuple[HostError | None, bool]:
-        """One connection over ``transport``: ``(the start's error or None, whether it became ready)``."""
+        """One connection over ``transport``: ``(the start's error or None, whether it became ready)``.
+
+        A response cut at its bound (``watch.overflowed``) ends the start at once with that reason, and,
+        over legacy SSE, the running link too: the SDK's SSE transport leaves a request whose POST failed
+        (and a stream that broke before its ``endpoint`` event) waiting forever. Over Streamable HTTP a
+        running link only fails the request the response answered (the SDK reports it to its caller).
+        """
+        outcome: tuple[HostError | None, bool] | None = None
+        async with trio.open_nursery() as guard:
+
+            async def cut_off() -> None:
+                await watch.overflowed.wait()
+                if transport == "sse" or not watch.ready:
+                    guard.cancel_scope.cancel()
+
+            guard.start_soon(cut_off)
+            outcome = await self._connection(transport, watch, startup_timeout, task_status)
+            guard.cancel_scope.cancel()
+        if outcome is not None:
+            return outcome
+        if watch.ready:
+            return None, True
+        reason = self._redact(f"{transport}: {watch.too_large}")
+        return self._start_error(reason, status=watch.first_status), False
+
+    async def _connection(
+        self, transport: str, watch: HttpWatch, startup_timeout: float, task_status: trio.TaskStatus[Discovery]
+    ) -> tuple[HostError | None, bool]:
+        """:meth:`_serve` without the bound's guard."""
         error: HostError | None = None
         ready = False
         self.transport = transport
@@ -264,12 +285,14 @@ class RemoteLink(PluginLink):
                 except HostError as exc:
                     error = exc
                 else:
-                    ready = True
+                    ready = watch.ready = True
                     await self.done.wait()
                 finally:
                     nursery.cancel_scope.cancel()
         except BaseException as exc:  # the SDK transport's task group ends with the connection: its error is why
             if _is_cancellation(exc):
+                if ready and watch.too_large is not None:  # cut off by :meth:`_serve`'s guard
+                    self._fail(f"lost the connection: {self._redact(f'{transport}: {watch.too_large}')}")
                 raise  # a disable, a cancelled enable, shutdown: never turned into a failure
             reason = self._redact(f"{transport}: {_describe(exc)}")
             leaf = _leaf(exc)
@@ -510,8 +533,13 @@ def _leaf(exc: BaseException) -> BaseException:
 
 
 def _describe(exc: BaseException) -> str:
+    """``"<Type>: <text>"`` for ``exc``'s first leaf. The text of an exception the SDK raised (``mcp.*``: its
+    OAuth errors quote the server's answer, its transport errors the server's redirect) is quoted and
+    attributed, cut to 300 characters: it holds what the network sent."""
     leaf = _leaf(exc)
     text = str(leaf).splitlines()[0] if str(leaf) else ""
+    if text and type(leaf).__module__.split(".", 1)[0] == "mcp":
+        text = "the SDK reported (what the server sent is part of it): " + json.dumps(text[:300], ensure_ascii=True)
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
 
 
