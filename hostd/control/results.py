@@ -252,11 +252,29 @@ class ConfigItem(Wire):
     value: Any = Field(description="the current value of a non-secret (or its default); `null` for a secret")
 
 
+class PackageVersion(Wire):
+    """``PluginInfo.package``: the registry package a launch runs (npx, uvx, deno) and its version."""
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"version"})
+
+    manager: Literal["npm", "uv", "deno"] = Field(description="the package tool whose registry the package comes from")
+    name: str = Field(description="the package that provides the program, as the registry names it")
+    version: str | None = Field(
+        default=None,
+        description="the exact version: the one prepared (`launch.prepare.resolved`), else the one the launch pins; "
+        "omitted while an unpinned launch is not yet prepared",
+    )
+    pinned: bool = Field(
+        description="the launch names an exact version; `false`: the registry's current version at preparation "
+        "was taken (the config did not pin one)"
+    )
+
+
 class PluginInfo(Wire):
     """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
     `plugins/approve`, `plugins/configure` and `plugins/list`."""
 
-    omit_none = frozenset({"user_config", "origin", "error"})
+    omit_none = frozenset({"user_config", "origin", "error", "package"})
 
     id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
     name: str = Field(description="human-readable name")
@@ -303,6 +321,12 @@ class PluginInfo(Wire):
         "a verified bundle's certificate subject; `runtimes`: the bundle's `compatibility.runtimes`; "
         "`runtimeVersions`: the versions its launch's runtimes reported when this hostd installed it); "
         "omitted otherwise",
+    )
+    package: PackageVersion | None = Field(
+        default=None,
+        description="[`PackageVersion`](#packageversion) `{manager, name, version?, pinned}`: the registry package "
+        "its launch runs (an imported `npx`/`uvx` entry, whose manifest `version` is a placeholder); omitted when "
+        "the launch names no package",
     )
     error: dict[str, Any] | None = Field(
         default=None,

@@ -11,6 +11,7 @@ from typing import Any
 
 from hostd.control import models as p
 from hostd.host.records import InstalledPlugin
+from hostd.install.packages import requested_package
 from hostd.storage import secrets as secrets_
 from sandbox.launch import Launch
 
@@ -55,6 +56,7 @@ def info_model(plugin: InstalledPlugin) -> p.PluginInfo:
             maxDiskMb=limits["max_disk_bytes"] / (1024 * 1024) if "max_disk_bytes" in limits else None,
         ),
         launch=launch,
+        package=package_version(plugin),
         userConfig=config_items(plugin) or None,
         origin=(
             {
@@ -127,3 +129,19 @@ def preparation(plugin: InstalledPlugin) -> p.Preparation | None:
         unpinned=list(prepared.unpinned),
         build=prepared.build,
     )
+
+
+def package_version(plugin: InstalledPlugin) -> p.PackageVersion | None:
+    """``PluginInfo.package``: the package that provides the launch's program and its version.
+
+    The version is the prepared one when the plugin is prepared (what runs), else the one the launch
+    pins, else ``None`` (unpinned, not yet prepared). ``None`` when the launch names no package.
+    """
+    package, prepared = plugin.package, plugin.prepared
+    if package is None:
+        return None
+    name, pinned = requested_package(package)
+    version = pinned
+    if prepared is not None and prepared.resolved:
+        name, version = next(iter(prepared.resolved.items()))  # the providing package comes first
+    return p.PackageVersion(manager=package.manager, name=name, version=version, pinned=pinned is not None)
