@@ -89,6 +89,9 @@ def error_details(data: Mapping[str, Any], message: str = "") -> list[str]:
             text = f"{item['field']}: {item.get('message', '')}" if item.get("field") else str(item.get("message", ""))
             if text and text not in message:
                 lines.append(text)
+    hint = data.get("hint")  # hostd's own reading of the failure (a sandbox refusal, a version manager's shim)
+    if isinstance(hint, str) and hint not in message:
+        lines.append(f"hint: {terminal_safe(hint, one_line=True)}")
     upstream = data.get("upstream")
     if isinstance(upstream, Mapping):
         lines.append(f"upstream error {upstream.get('code')}: {upstream.get('message')}")
@@ -315,6 +318,9 @@ def launch_details(info: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("command", shlex.join([str(launch.get("command")), *map(str, launch.get("args") or [])])),
         ("executable", str(launch.get("executable"))),
     ]
+    shim = launch.get("shim")
+    if isinstance(shim, Mapping):  # the command found is a version manager's stand-in
+        rows.append(("shim", str(shim.get("message"))))
     if info.get("package"):  # what the executable runs: the package and the version that runs, and why
         rows.append(("package", package_text(info)))
         rows += [("prepared", line) for line in _preparation_lines(launch.get("prepare"))]

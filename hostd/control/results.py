@@ -157,6 +157,23 @@ class RemoteEndpoint(Wire):
     )
 
 
+class ShimNote(Wire):
+    """``Launch.shim``: the command found on ``PATH`` is a version manager's shim (hostd/install/shims.py)."""
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"resolved", "version", "source"})
+
+    manager: str = Field(description="`pyenv`, `rbenv`, `nodenv`, `asdf`, `mise` or `volta`")
+    shim: str = Field(description="the shim as found on `PATH`")
+    resolved: str | None = Field(
+        default=None,
+        description="the real program the manager picks, read from its version files (hostd runs this: it is "
+        "`executable`); omitted when it cannot be read safely (then the launch runs the shim, which likely fails)",
+    )
+    version: str | None = Field(default=None, description="the version picked")
+    source: str | None = Field(default=None, description="the file or variable it was picked from")
+    message: str = Field(description="what it means, for people (with the fix when `resolved` is absent)")
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -210,7 +227,13 @@ class Launch(Wire):
         "instead of a program: `command` is then the transport, `executable` the URL; absent for stdio plugins",
     )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote"})
+    shim: ShimNote | None = Field(
+        default=None,
+        description="[`ShimNote`](#shimnote): the manifest's command is a version manager's shim (pyenv, asdf, "
+        "volta...), which hostd runs without the shell's setup; omitted otherwise",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "shim"})
 
 
 class LaunchUnresolved(Wire):

@@ -23,6 +23,16 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
     digest = plugin.approval_digest(launch)
     info.update(digest=digest, launchDigest=info["digest"], approved=plugin.approved_digest == digest)
     info["prepare"] = preparation(plugin)
+    shim = plugin.shim
+    if shim is not None:
+        info["shim"] = p.ShimNote(
+            manager=shim.manager,
+            shim=shim.path,
+            resolved=shim.real,
+            version=shim.version,
+            source=shim.source,
+            message=shim.message,
+        )
     return p.Launch.model_validate(info)
 
 
