@@ -34,6 +34,9 @@ PYPI_PINS=(
 )
 
 warn() { echo "manifests/prepare.sh: warning: $*" >&2; }
+# What it is doing, while it does it (one line per pin; ~1 s each): never a silent wait.
+say() { echo "manifests/prepare.sh: $*"; }
+say "asking the registries for the ${#NPM_PINS[@]} npm and ${#PYPI_PINS[@]} PyPI pins of the catalog (metadata only, no cache of yours)"
 
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
@@ -45,6 +48,8 @@ if command -v npm >/dev/null 2>&1; then
     if ! found="$(npm_config_cache="$scratch/npm" npm view "$spec" version </dev/null)" \
       || [ "$found" != "${spec##*@}" ]; then
       warn "the npm registry does not serve $spec (see npm's message above)"
+    else
+      say "  npm serves $spec"
     fi
   done
 else
@@ -62,8 +67,11 @@ if [ -n "$UV" ]; then
   for spec in "${PYPI_PINS[@]}"; do
     if ! echo "$spec" | UV_CACHE_DIR="$scratch/uv" "$UV" pip compile --quiet --no-header - >/dev/null; then
       warn "the package index does not serve $spec (see uv's message above)"
+    else
+      say "  the package index serves $spec (it resolves with its dependencies)"
     fi
   done
 else
   warn "uv not found (is the venv installed?): ${PYPI_PINS[*]} not checked"
 fi
+say "done"

@@ -39,6 +39,9 @@ from hostd.cli.render import (
     next_action,
     next_command,
     next_step,
+    package_name,
+    package_text,
+    plugin_version,
     print_info,
     print_json,
     print_next_for,
@@ -68,7 +71,8 @@ async def cmd_list(client: HostdClient, opts: Options, args: argparse.Namespace)
         rows.append(
             [
                 info["id"],
-                info["version"],
+                plugin_version(info),
+                package_name(info),
                 info["status"],
                 "yes" if info["enabled"] else "no",
                 approved,
@@ -76,7 +80,7 @@ async def cmd_list(client: HostdClient, opts: Options, args: argparse.Namespace)
                 info["path"],
             ]
         )
-    print_table(out, ["PLUGIN", "VERSION", "STATUS", "ENABLED", "APPROVED", "GRANTED", "FOLDER"], rows)
+    print_table(out, ["PLUGIN", "VERSION", "PACKAGE", "STATUS", "ENABLED", "APPROVED", "GRANTED", "FOLDER"], rows)
     return EXIT_OK
 
 
@@ -165,11 +169,12 @@ def _import_table(console: Console, entries: Sequence[Mapping[str, Any]]) -> Non
             e.get("name"),
             e.get("outcome"),
             e.get("id") or "-",
+            package_text(e["plugin"]) if isinstance(e.get("plugin"), Mapping) else "-",
             "; ".join([*([e["message"]] if e.get("message") else []), *(e.get("notes") or [])]),
         ]
         for e in entries
     ]
-    print_table(console, ["NAME", "OUTCOME", "PLUGIN", "NOTES"], rows)
+    print_table(console, ["NAME", "OUTCOME", "PLUGIN", "PACKAGE", "NOTES"], rows)
 
 
 async def cmd_grant(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:

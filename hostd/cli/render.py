@@ -89,6 +89,9 @@ def error_details(data: Mapping[str, Any], message: str = "") -> list[str]:
             text = f"{item['field']}: {item.get('message', '')}" if item.get("field") else str(item.get("message", ""))
             if text and text not in message:
                 lines.append(text)
+    hint = data.get("hint")  # hostd's own reading of the failure (a sandbox refusal, a version manager's shim)
+    if isinstance(hint, str) and hint not in message:
+        lines.append(f"hint: {terminal_safe(hint, one_line=True)}")
     upstream = data.get("upstream")
     if isinstance(upstream, Mapping):
         lines.append(f"upstream error {upstream.get('code')}: {upstream.get('message')}")
@@ -145,9 +148,53 @@ def _preparation_lines(prepare: object) -> list[str]:
         )
         lines = [f"installed ({manager}, from {prepare.get('registry') or 'its default registry'}): {exact}"]
         lines.append(f"source builds: {'allowed' if prepare.get('build') else 'refused (wheels only)'}")
-    if unpinned:
-        lines.append(f"resolved by the registry (the config pinned no version): {', '.join(unpinned)}")
+    lines += [unpinned_line(name, prepare) for name in unpinned]
     return lines
+
+
+def unpinned_line(name: str, prepare: Mapping[str, Any]) -> str:
+    """What the approval says of a package the config named without a version (``launch.prepare``)."""
+    resolved = (prepare.get("resolved") or {}) if prepare.get("state") == "prepared" else {}
+    version = resolved.get(name)
+    if version is None:  # a uv request's name as the lock writes it (``Mcp_Server`` -> ``mcp-server``)
+        version = resolved.get(re.sub(r"[-_.]+", "-", name).lower())
+    if version is None:
+        return f"{name}: the config did not pin a version; preparing it takes the registry's current one"
+    return f"{name}: resolved to {version} (the config did not pin a version)"
+
+
+def plugin_version(info: Mapping[str, Any]) -> str:
+    """The version shown for a ``PluginInfo``: its package's (``info.package``: what runs, for an imported
+    plugin whose manifest version is a placeholder), else the manifest's."""
+    package = info.get("package")
+    if isinstance(package, Mapping):
+        return str(package.get("version") or "unresolved")
+    return str(info.get("version") or "-")
+
+
+def package_name(info: Mapping[str, Any]) -> str:
+    """A ``PluginInfo``'s package name for a table column next to :func:`plugin_version`: ``name``, or
+    ``name (not pinned)`` when the config named no version; ``-`` when its launch names no package."""
+    package = info.get("package")
+    if not isinstance(package, Mapping):
+        return "-"
+    return str(package.get("name")) + ("" if package.get("pinned") else " (not pinned)")
+
+
+def package_text(info: Mapping[str, Any]) -> str:
+    """A ``PluginInfo``'s package (``info.package``): ``name@version`` (``name==version`` for uv) when the
+    launch pins it, ``name, resolved to X (the config did not pin a version)`` when preparation took the
+    registry's current version, ``name, not pinned (resolved when prepared)`` before; ``-`` when its
+    launch names no package."""
+    package = info.get("package")
+    if not isinstance(package, Mapping):
+        return "-"
+    name, version = package.get("name"), package.get("version")
+    if package.get("pinned"):
+        return f"{name}{'==' if package.get('manager') == 'uv' else '@'}{version}"
+    if version:
+        return f"{name}, resolved to {version} (the config did not pin a version)"
+    return f"{name}, not pinned (resolved when prepared)"
 
 
 def content_text(result: Mapping[str, Any]) -> str:
@@ -271,6 +318,12 @@ def launch_details(info: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("command", shlex.join([str(launch.get("command")), *map(str, launch.get("args") or [])])),
         ("executable", str(launch.get("executable"))),
     ]
+    shim = launch.get("shim")
+    if isinstance(shim, Mapping):  # the command found is a version manager's stand-in
+        rows.append(("shim", str(shim.get("message"))))
+    if info.get("package"):  # what the executable runs: the package and the version that runs, and why
+        rows.append(("package", package_text(info)))
+        rows += [("prepared", line) for line in _preparation_lines(launch.get("prepare"))]
     for index, arg in enumerate(launch.get("args") or []):
         rows.append((f"argument {index + 1}", str(arg)))
     chain = launch.get("runtime") or []
@@ -323,7 +376,7 @@ def capability_rows(capabilities: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def print_info(console: Console, info: Mapping[str, Any]) -> None:
     """A ``PluginInfo`` for people: id, version, folder, status, grants, approval and the whole launch."""
-    say(console, f"{info['id']} {info['version']} ({info['name']})", style="bold")
+    say(console, f"{info['id']} {plugin_version(info)} ({info['name']})", style="bold")
     rows = [("folder", info["path"]), ("status", f"{info['status']}{', enabled' if info.get('enabled') else ''}")]
     rows.append(("granted", ", ".join(info.get("granted") or []) or "nothing"))
     launch = info.get("launch") or {}

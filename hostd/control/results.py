@@ -213,6 +213,23 @@ class CapabilitySet(Wire):
     packages: list[PackageCapability] = Field(description="the packages its launch runs")
 
 
+class ShimNote(Wire):
+    """``Launch.shim``: the command found on ``PATH`` is a version manager's shim (hostd/install/shims.py)."""
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"resolved", "version", "source"})
+
+    manager: str = Field(description="`pyenv`, `rbenv`, `nodenv`, `asdf`, `mise` or `volta`")
+    shim: str = Field(description="the shim as found on `PATH`")
+    resolved: str | None = Field(
+        default=None,
+        description="the real program the manager picks, read from its version files (hostd runs this: it is "
+        "`executable`); omitted when it cannot be read safely (then the launch runs the shim, which likely fails)",
+    )
+    version: str | None = Field(default=None, description="the version picked")
+    source: str | None = Field(default=None, description="the file or variable it was picked from")
+    message: str = Field(description="what it means, for people (with the fix when `resolved` is absent)")
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -273,6 +290,12 @@ class Launch(Wire):
         "environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset))",
     )
 
+    shim: ShimNote | None = Field(
+        default=None,
+        description="[`ShimNote`](#shimnote): the manifest's command is a version manager's shim (pyenv, asdf, "
+        "volta...), which hostd runs without the shell's setup; omitted otherwise",
+    )
+
     secret_arguments: list[str] | None = Field(
         default=None,
         alias="secretArguments",
@@ -281,7 +304,7 @@ class Launch(Wire):
         "process of the machine reads a command line",
     )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "capabilities", "secret_arguments"})
+    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "capabilities", "secret_arguments", "shim"})
 
 
 class LaunchUnresolved(Wire):
@@ -323,11 +346,29 @@ class ConfigItem(Wire):
     value: Any = Field(description="the current value of a non-secret (or its default); `null` for a secret")
 
 
+class PackageVersion(Wire):
+    """``PluginInfo.package``: the registry package a launch runs (npx, uvx, deno) and its version."""
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"version"})
+
+    manager: Literal["npm", "uv", "deno"] = Field(description="the package tool whose registry the package comes from")
+    name: str = Field(description="the package that provides the program, as the registry names it")
+    version: str | None = Field(
+        default=None,
+        description="the exact version: the one prepared (`launch.prepare.resolved`), else the one the launch pins; "
+        "omitted while an unpinned launch is not yet prepared",
+    )
+    pinned: bool = Field(
+        description="the launch names an exact version; `false`: the registry's current version at preparation "
+        "was taken (the config did not pin one)"
+    )
+
+
 class PluginInfo(Wire):
     """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
     `plugins/approve`, `plugins/configure` and `plugins/list`."""
 
-    omit_none = frozenset({"user_config", "origin", "error"})
+    omit_none = frozenset({"user_config", "origin", "error", "package"})
 
     id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
     name: str = Field(description="human-readable name")
@@ -374,6 +415,12 @@ class PluginInfo(Wire):
         "a verified bundle's certificate subject; `runtimes`: the bundle's `compatibility.runtimes`; "
         "`runtimeVersions`: the versions its launch's runtimes reported when this hostd installed it); "
         "omitted otherwise",
+    )
+    package: PackageVersion | None = Field(
+        default=None,
+        description="[`PackageVersion`](#packageversion) `{manager, name, version?, pinned}`: the registry package "
+        "its launch runs (an imported `npx`/`uvx` entry, whose manifest `version` is a placeholder); omitted when "
+        "the launch names no package",
     )
     error: dict[str, Any] | None = Field(
         default=None,

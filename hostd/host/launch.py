@@ -22,6 +22,7 @@ from hostd.host.records import HostSettings, InstalledPlugin, plugin_cache_env
 from hostd.install.ecosystems import Prepared
 from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import find_prepared, plugin_root
+from hostd.install.shims import Shim, find_shim, resolve_shim
 from hostd.remote.endpoint import resolve_remote
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore
@@ -90,6 +91,7 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
         command_path = await host.command_path()
         package_args = list(package.args) if package is not None else []
         seen: list[Prepared | None] = [None]  # the environment found, also when the launch then fails
+        seen_shim: list[Shim | None] = [None]  # the shim the command is, also when the launch then fails
 
         def resolve() -> tuple[IsolationPolicy, Prepared | None, Launch]:
             # All of the file-system work in one worker thread: the prepared environment's marker,
@@ -104,10 +106,9 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
             command, args = applied.command, list(applied.args)
             if found_env is not None:
                 command, args = _prepared_command(command, args, found_env, package_args)
-            return (
-                policy,
-                found_env,
-                resolve_launch(
+
+            def resolved(command: str) -> Launch:
+                return resolve_launch(
                     command,
                     args,
                     plugin.path,
@@ -124,17 +125,32 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
                     ),
                     grants=(plugin.folders.get("read", []), plugin.folders.get("write", [])),
                     prepared=found_env.record() if found_env is not None else None,
-                ),
-            )
+                )
+
+            launch = resolved(command)
+            if found_env is None:
+                shim = seen_shim[0] = through_shim(command, launch.executable, plugin.path)
+                if shim is not None and shim.real is not None:
+                    launch = resolved(shim.real)
+            return policy, found_env, launch
 
         policy, prepared, launch = await trio.to_thread.run_sync(resolve)
     except LaunchError as exc:
         plugin.launch, plugin.launch_error = None, exc
-        plugin.package, plugin.prepared = package, seen[0]
+        plugin.package, plugin.prepared, plugin.shim = package, seen[0], seen_shim[0]
         raise
     plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
-    plugin.package, plugin.prepared = package, prepared
+    plugin.package, plugin.prepared, plugin.shim = package, prepared, seen_shim[0]
     return launch
+
+
+def through_shim(command: str, executable: str, folder: Path) -> Shim | None:
+    """The version manager's shim ``executable`` is (``command`` as found), with the real program it picks
+    when its version files say so (:func:`hostd.install.shims.resolve_shim`, read with hostd's environment);
+    ``None`` for a real program. The launch then runs ``Shim.real`` (an absolute path, shown and approved
+    like any other; a change of the picked version changes the digest). Blocking (reads a few files)."""
+    shim = find_shim(command, executable)
+    return resolve_shim(shim, str(folder), os.environ) if shim is not None else None
 
 
 def _writable_folders(host: LaunchHost, plugin: InstalledPlugin) -> tuple[Path | None, str | None, dict[str, str]]:

@@ -12,6 +12,7 @@ from typing import Any
 from hostd.control import models as p
 from hostd.host.capability_set import capability_set
 from hostd.host.records import InstalledPlugin
+from hostd.install.packages import requested_package
 from hostd.storage import secrets as secrets_
 from sandbox.launch import Launch
 
@@ -32,6 +33,16 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
     info["folders"] = folders
     info["capabilities"] = capability_set(plugin, launch)
     info["secretArguments"] = sorted(secrets_.references(launch.args)) or None
+    shim = plugin.shim
+    if shim is not None:
+        info["shim"] = p.ShimNote(
+            manager=shim.manager,
+            shim=shim.path,
+            resolved=shim.real,
+            version=shim.version,
+            source=shim.source,
+            message=shim.message,
+        )
     return p.Launch.model_validate(info)
 
 
@@ -65,6 +76,7 @@ def info_model(plugin: InstalledPlugin) -> p.PluginInfo:
             maxDiskMb=limits["max_disk_bytes"] / (1024 * 1024) if "max_disk_bytes" in limits else None,
         ),
         launch=launch,
+        package=package_version(plugin),
         userConfig=config_items(plugin) or None,
         origin=(
             {
@@ -137,3 +149,19 @@ def preparation(plugin: InstalledPlugin) -> p.Preparation | None:
         unpinned=list(prepared.unpinned),
         build=prepared.build,
     )
+
+
+def package_version(plugin: InstalledPlugin) -> p.PackageVersion | None:
+    """``PluginInfo.package``: the package that provides the launch's program and its version.
+
+    The version is the prepared one when the plugin is prepared (what runs), else the one the launch
+    pins, else ``None`` (unpinned, not yet prepared). ``None`` when the launch names no package.
+    """
+    package, prepared = plugin.package, plugin.prepared
+    if package is None:
+        return None
+    name, pinned = requested_package(package)
+    version = pinned
+    if prepared is not None and prepared.resolved:
+        name, version = next(iter(prepared.resolved.items()))  # the providing package comes first
+    return p.PackageVersion(manager=package.manager, name=name, version=version, pinned=pinned is not None)

@@ -22,6 +22,7 @@ from hostd.host import installs
 from hostd.install.ecosystems import Prepared, Registries
 from hostd.install.manifest import Manifest, load_manifest
 from hostd.install.packages import PackageLaunch
+from hostd.install.shims import Shim
 from hostd.plugins import trust
 from hostd.plugins.restart import RestartMode
 from hostd.plugins.supervisor import PluginSupervisor
@@ -232,6 +233,8 @@ class DerivedState:
     package: PackageLaunch | None = None
     #: Its finished preparation, as last resolved; ``None``: not prepared (or no package).
     prepared: Prepared | None = None
+    #: The version manager's shim the manifest's command is (hostd/install/shims.py), as last resolved; ``None``: none.
+    shim: Shim | None = None
     #: Why the package launch cannot be prepared (an unsupported npx/uvx option); ``None``: it can, or names none.
     unpreparable: str | None = None
     #: A bundle's runtimes as found at its install by this hostd (``origin.runtimeVersions``): name -> version.

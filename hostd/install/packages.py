@@ -648,6 +648,26 @@ def _last(values: list[str]) -> str | None:
     return values[-1] if values else None
 
 
+def requested_package(launch: PackageLaunch) -> tuple[str, str | None]:
+    """``(name, exact version or None)`` of the package that provides ``launch``'s program (its first spec).
+
+    npm ``@scope/x@1.2.3`` -> ``("@scope/x", "1.2.3")``; uv ``x[extra]==1.2.3`` -> ``("x", "1.2.3")``;
+    deno ``npm:x@1.2.3/sub`` -> ``("npm:x", "1.2.3")``; a spec with no exact version -> ``(name, None)``
+    (the preparation resolves it: ``Prepared.resolved``). Pure; the specs were validated when the
+    launch was parsed (:func:`parse_package_launch`).
+    """
+    spec = launch.packages[0]
+    if launch.manager == "deno":
+        return _deno_package(spec if _MODULE_SCHEME.match(spec) else "npm:" + spec)
+    if launch.manager == "uv":
+        name, _, version = spec.partition("==")
+        return name.split("[", 1)[0].strip(), (version.strip() if _is_pinned("uv", spec) else None)
+    at = spec.find("@", 1)
+    if at < 0:
+        return spec, None
+    return spec[:at], (spec[at + 1 :] if _is_pinned("npm", spec) else None)
+
+
 def _is_pinned(manager: Manager, spec: str) -> bool:
     """Whether ``spec`` names an exact version (``pkg==1.0``; ``pkg@1.2.3``; deno's ``npm:pkg@1.2.3/sub``)."""
     if manager == "uv":

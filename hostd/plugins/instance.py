@@ -30,6 +30,7 @@ import orjson
 import trio
 
 from hostd.install.manifest import Manifest
+from hostd.install.shims import find_shim
 from hostd.mcp.client_features import offered_features
 from hostd.mcp.convert import convert_tools
 from hostd.mcp.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
@@ -160,7 +161,11 @@ class InstanceRunner:
         self._disk_paths = tuple(p for p in (data_dir, tmpdir) if p)
         await _empty_tmpdir(tmpdir)
         opener = self._opener if self._opener is not None else self._open
-        await self._run_link(await opener(launch), tmpdir, task_status)
+        try:
+            await self._run_link(await opener(launch), tmpdir, task_status)
+        except HostError as error:
+            shim_hint(error, launch)
+            raise
 
     async def _open(self, launch: Launch) -> Instance:
         """The default :data:`Opener`: spawn the process tree and its stdio link, or connect to a remote server."""
@@ -504,6 +509,22 @@ def sandbox_hint(lines: list[str], plugin_id: str = "<id>") -> str | None:
         "(sandbox.read / sandbox.write), name it in the approved args or env, or grant it to every plugin "
         "with hostd serve --allow-read / --allow-write"
     )
+
+
+def shim_hint(error: HostError, launch: Launch) -> None:
+    """Set ``error.data.hint`` to the PATH fix when ``launch`` ran a version manager's shim (hostd/install/shims.py).
+
+    Such a start fails for want of the shell's setup, often with a "permission denied" on the manager's
+    own files, whose sandbox hint (:func:`sandbox_hint`) would offer write access to them: this hint
+    says it is a shim and which real program to name instead, over any other. A launch hostd resolved
+    through the shim runs the real program, so it gets none. Reads the executable's first 4 KiB
+    (blocking, once per failed start).
+    """
+    if isinstance(launch, RemoteLaunch) or error.kind != ErrorKind.PLUGIN_START_FAILED:
+        return
+    shim = find_shim(launch.command, launch.executable)
+    if shim is not None:
+        error.data["hint"] = shim.message
 
 
 #: Folders never emptied as a TMPDIR, whatever a launch says (shared temporary folders).

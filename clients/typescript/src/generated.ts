@@ -377,6 +377,8 @@ export interface Launch {
   remote?: RemoteEndpoint | null;
   /** everything the plugin may reach, in one list: files and folders (access and why), network, environment names, secrets (name and channel), packages ([`CapabilitySet`](#capabilityset)) */
   capabilities?: CapabilitySet | null;
+  /** [`ShimNote`](#shimnote): the manifest's command is a version manager's shim (pyenv, asdf, volta...), which hostd runs without the shell's setup; omitted otherwise */
+  shim?: ShimNote | null;
   /** present when the arguments hold secrets (`${secret:NAME}`, a `sensitive` bundle option): their names, sorted; such a launch starts only after `plugins/grant` `secretArguments: true`, since every process of the machine reads a command line */
   secretArguments?: string[] | null;
 }
@@ -460,6 +462,18 @@ export interface PackageCapability {
   registry: string | null;
 }
 
+/** `PluginInfo.package`: the registry package a launch runs (npx, uvx, deno) and its version. */
+export interface PackageVersion {
+  /** the package tool whose registry the package comes from */
+  manager: "npm" | "uv" | "deno";
+  /** the package that provides the program, as the registry names it */
+  name: string;
+  /** the exact version: the one prepared (`launch.prepare.resolved`), else the one the launch pins; omitted while an unpinned launch is not yet prepared */
+  version?: string | null;
+  /** the launch names an exact version; `false`: the registry's current version at preparation was taken (the config did not pin one) */
+  pinned: boolean;
+}
+
 /**
  * The server's page of a listing, forwarded as it came (`resources/list`, `resources/templates/list`,
  * `prompts/list`).
@@ -528,6 +542,8 @@ export interface PluginInfo {
   userConfig?: ConfigItem[] | null;
   /** for a plugin installed from a bundle or `server.json`: `{kind, source, sha256?, signature?, signer?, runtimes?, runtimeVersions?}` (`signature`: `unsigned`, `unverified` or `verified`; `signer`: a verified bundle's certificate subject; `runtimes`: the bundle's `compatibility.runtimes`; `runtimeVersions`: the versions its launch's runtimes reported when this hostd installed it); omitted otherwise */
   origin?: { [key: string]: unknown } | null;
+  /** [`PackageVersion`](#packageversion) `{manager, name, version?, pinned}`: the registry package its launch runs (an imported `npx`/`uvx` entry, whose manifest `version` is a placeholder); omitted when the launch names no package */
+  package?: PackageVersion | null;
   /** for a `broken` plugin: `{kind: "PLUGIN_BROKEN", message, plugin, path, source, reason, errors}` (`source`: `manifest` or `state`, which stored file no longer loads; `errors`: `[{field, message}]`); omitted otherwise */
   error?: { [key: string]: unknown } | null;
 }
@@ -741,6 +757,22 @@ export interface SecretCapability {
 export interface SetLogLevelParams {
   id: string;
   level: "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency";
+}
+
+/** `Launch.shim`: the command found on `PATH` is a version manager's shim (hostd/install/shims.py). */
+export interface ShimNote {
+  /** `pyenv`, `rbenv`, `nodenv`, `asdf`, `mise` or `volta` */
+  manager: string;
+  /** the shim as found on `PATH` */
+  shim: string;
+  /** the real program the manager picks, read from its version files (hostd runs this: it is `executable`); omitted when it cannot be read safely (then the launch runs the shim, which likely fails) */
+  resolved?: string | null;
+  /** the version picked */
+  version?: string | null;
+  /** the file or variable it was picked from */
+  source?: string | null;
+  /** what it means, for people (with the fix when `resolved` is absent) */
+  message: string;
 }
 
 export interface ToolCapabilities {
