@@ -30,7 +30,9 @@ from hostd.cli.connection import (
     show,
     with_progress,
 )
+from hostd.cli.remedies import rejection_remedy
 from hostd.cli.render import (
+    FEATURES_NOTE,
     STATUS_HEADER,
     as_typed,
     error_details,
@@ -39,12 +41,14 @@ from hostd.cli.render import (
     next_action,
     next_command,
     next_step,
+    permission_figures,
     print_info,
     print_json,
     print_next_for,
     print_table,
     say,
     status_row,
+    tool_count_note,
 )
 from hostd.storage.secrets import SecretStore
 
@@ -64,6 +68,7 @@ async def cmd_list(client: HostdClient, opts: Options, args: argparse.Namespace)
     for info in plugins:
         launch = info.get("launch") or {}
         approved = "yes" if launch.get("approved") else ("unresolved" if "error" in launch else "no")
+        granted, features = permission_figures(info)
         rows.append(
             [
                 info["id"],
@@ -71,11 +76,15 @@ async def cmd_list(client: HostdClient, opts: Options, args: argparse.Namespace)
                 info["status"],
                 "yes" if info["enabled"] else "no",
                 approved,
-                f"{len(info['granted'])}/{len(info['permissions'])}",
+                granted,
+                features,
                 info["path"],
             ]
         )
-    print_table(out, ["PLUGIN", "VERSION", "STATUS", "ENABLED", "APPROVED", "GRANTED", "FOLDER"], rows)
+    header = ["PLUGIN", "VERSION", "STATUS", "ENABLED", "APPROVED", "GRANTED", "FEATURES", "FOLDER"]
+    print_table(out, header, rows)
+    if any(row[6] != "-" for row in rows):
+        say(out, FEATURES_NOTE)
     return EXIT_OK
 
 
@@ -141,8 +150,10 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
     if any(next_action(info)[1].startswith("hostctl approve") for info in pending):
         say(
             out,
-            "then start each with hostctl enable ID (an imported plugin's tools are pinned at that first start: "
-            "a later change to them is withheld until you approve again)",
+            as_typed(
+                "then start each with hostctl enable ID (an imported plugin's tools are pinned at that first start: "
+                "a later change to them is withheld until you approve again)"
+            ),
         )
     return EXIT_OK
 
@@ -250,7 +261,9 @@ async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespac
         error = status.get("error") if isinstance(status.get("error"), Mapping) else {}
         kind = str(error.get("kind") or "PLUGIN_START_FAILED")
         details = error_details(error, str(error.get("message", "")))
-        fix = next_command(kind, error, str(info["path"]))
+        remedy, fix = rejection_remedy(info, error)  # a listing hostd refused: the release, what it lacks
+        details += remedy
+        fix = fix or next_command(kind, error, str(info["path"]))
         raise Failure(
             kind,
             str(error.get("message") or f"{args.id} failed to start"),
@@ -264,6 +277,9 @@ async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespac
     out = make_console()
     hidden = (await disabled_tools(client, args.id)).get(args.id, 0)
     print_table(out, STATUS_HEADER, [status_row(status, True, hidden)])
+    note = tool_count_note(info, status)  # the count at install was the manifest's: say why this one differs
+    if note is not None:
+        say(out, note)
     next_step(out, "see its tools", f"hostctl tools {args.id}")
     return EXIT_OK
 

@@ -26,6 +26,7 @@ from hostd.cli.connection import (
     resolve_tool,
     settle,
 )
+from hostd.cli.remedies import rejection_remedy
 from hostd.cli.render import (
     STATUS_HEADER,
     as_typed,
@@ -72,7 +73,10 @@ async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespac
         say(err, f"error: {row[0]} is enabled but {row[1]}{': ' + row[-1] if row[-1] else ''}")
         error = status.get("error")
         if isinstance(error, Mapping):
-            fix = next_command(str(error.get("kind")), error, str(infos[status["plugin_id"]]["path"]))
+            remedy, fix = rejection_remedy(infos[status["plugin_id"]], error)  # a listing hostd refused
+            for line in remedy:
+                say(err, f"  {line}")
+            fix = fix or next_command(str(error.get("kind")), error, str(infos[status["plugin_id"]]["path"]))
             if fix is not None:
                 say(err, f"  next: {as_typed(fix)}")
     return EXIT_FAILED if broken else EXIT_OK
