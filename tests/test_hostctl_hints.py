@@ -15,7 +15,9 @@ from pathlib import Path
 
 import trio
 
-from hostd.cli.render import CLI_VERBS, cli_words, invoked_as
+from hostd.cli.client import RpcError
+from hostd.cli.connection import Failure
+from hostd.cli.render import CLI_VERBS, cli_words, invoked_as, status_row
 from tests.conftest import ECHO, ROOT
 
 
@@ -87,6 +89,20 @@ def test_hostd_advice_reaches_a_hostctl_user_in_hostctl_words() -> None:
     )
     assert shown["gave up after {} restarts within {} s; use plugins/restart"] == (
         "gave up after {} restarts within {} s; use hostctl restart web"
+    )
+    # The places hostctl shows hostd's words: an error's message (Failure), the STATUS table's ERROR column.
+    gave_up = {
+        "kind": "PLUGIN_START_FAILED",
+        "plugin": "web",
+        "reason": "gave up after 5 restarts within 60 s; use plugins/restart",
+    }
+    assert status_row({"plugin_id": "web", "status": "error", "error": gave_up})[-1] == (
+        "gave up after 5 restarts within 60 s; use hostctl restart web"
+    )
+    advice = "plugin web: approve this exact launch first (plugins/approve with its digest)"
+    refused = RpcError({"code": -32020, "message": advice, "data": {"kind": "X", "plugin": "web"}})
+    assert (
+        Failure.from_exception(refused).message == "plugin web: approve this exact launch first (hostctl approve web)"
     )
 
 

@@ -30,6 +30,7 @@ from hostd.cli.remedies import rejection_remedy
 from hostd.cli.render import (
     STATUS_HEADER,
     as_typed,
+    cli_words,
     content_text,
     make_console,
     next_command,
@@ -178,7 +179,8 @@ async def cmd_logs(client: HostdClient, opts: Options, args: argparse.Namespace)
             next_step(out, "see its start-up lines", f"hostctl enable {args.id}")
         return EXIT_OK
     for line in result["lines"]:
-        text = f"{line['time']} {line['source']:<6} {line['level']:<7} {line['message']}"
+        message = cli_words(str(line["message"]), {"plugin": args.id}) if line["source"] == "host" else line["message"]
+        text = f"{line['time']} {line['source']:<6} {line['level']:<7} {message}"
         say(out, terminal_safe(text, one_line=True))  # one line each: a message cannot forge the next
     if result["dropped"]:
         say(out, f"({result['dropped']} older lines dropped)")

@@ -415,6 +415,7 @@ def status_row(status: Mapping[str, Any], enabled: bool | None = None, disabled:
     server = " ".join(str(status[k]) for k in ("server_name", "server_version") if status.get(k))
     error = status.get("error")
     reason = (error.get("reason") or error.get("message")) if isinstance(error, Mapping) else error
+    reason = cli_words(str(reason), error if isinstance(error, Mapping) else None) if reason else reason
     return [
         str(status["plugin_id"]),
         str(status.get("status", "?")),
