@@ -127,7 +127,7 @@ def test_the_catalog_names_a_release_known_to_work() -> None:
     folder = ROOT / "manifests" / "server-memory"
     assert lines == [
         "rejected: npm package @modelcontextprotocol/server-memory 2025.4.25",
-        'what it lacks: 1 of its tools (read_graph) send a schema without "type": "object" at the root, which '
+        'what it lacks: 1 of its tools (read_graph) sends a schema without "type": "object" at the root, which '
         "the MCP spec requires (hostd does not guess what such a schema means)",
         f"known to work: @modelcontextprotocol/server-memory 2026.8.31 (hostd's catalog: {folder})",
     ]

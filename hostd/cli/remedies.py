@@ -114,8 +114,9 @@ def _lacks(problems: Sequence[Mapping[str, Any]]) -> list[str]:
     if untyped:
         shown = ", ".join(untyped[:8]) + (f" and {len(untyped) - 8} more" if len(untyped) > 8 else "")
         lines.append(
-            f'what it lacks: {len(untyped)} of its tools ({shown}) send a schema without "type": "object" at '
-            "the root, which the MCP spec requires (hostd does not guess what such a schema means)"
+            f"what it lacks: {len(untyped)} of its tools ({shown}) {'sends' if len(untyped) == 1 else 'send'} "
+            'a schema without "type": "object" at the root, which the MCP spec requires (hostd does not guess '
+            "what such a schema means)"
         )
     others = [p for p in problems if str(p.get("tool")) not in untyped or p.get("pointer") != "/type"]
     for problem in others[:5]:
