@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -259,6 +260,10 @@ async def run_quietly(
             check=False,
         )
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+#: hostctl as :func:`run_hostctl` runs it, as its ``next:`` hints name it (hostd.cli.render.invoked_as).
+HOSTCTL = shlex.join([sys.executable, "-m", "hostd.cli.hostctl"])
 
 
 async def run_hostctl(

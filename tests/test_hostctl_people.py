@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.conftest import ECHO, ROOT, MakePlugin, run_hostctl
+from tests.conftest import ECHO, HOSTCTL, ROOT, MakePlugin, run_hostctl
 from tests.test_hostctl import hostile_plugin
 
 
@@ -91,7 +91,7 @@ async def test_human_output_names_the_next_command(tmp_path: Path, make_plugin: 
     folder = make_plugin()
     installed = await hostctl(state, "install", str(folder))
     assert installed.returncode == 0, installed.stderr
-    assert f"next: review and approve its launch: hostctl --state-dir {state} approve mcp-echo" in installed.stdout
+    assert f"next: review and approve its launch: {HOSTCTL} --state-dir {state} approve mcp-echo" in installed.stdout
 
     # No terminal and no --yes: nothing is approved, the launch was shown, the exit says why.
     asked = await hostctl(state, "approve", "mcp-echo")
@@ -102,7 +102,7 @@ async def test_human_output_names_the_next_command(tmp_path: Path, make_plugin: 
     listed = await as_json(state, "list")
     assert listed["plugins"][0]["launch"]["approved"] is False
 
-    typed = f"hostctl --state-dir {state}"  # how every next: line names hostctl here
+    typed = f"{HOSTCTL} --state-dir {state}"  # how every next: line names hostctl here
     not_yet = await hostctl(state, "enable", "mcp-echo")
     assert not_yet.returncode == 1
     assert "error: PERMISSION_NOT_GRANTED" in not_yet.stderr
@@ -116,7 +116,9 @@ async def test_human_output_names_the_next_command(tmp_path: Path, make_plugin: 
 
     missing = await hostctl(state, "enable", "nope")
     assert missing.returncode == 1
-    assert missing.stderr.strip().endswith("error: PLUGIN_NOT_FOUND: no installed plugin 'nope' (installed: mcp-echo)")
+    assert missing.stderr.strip().endswith(
+        f"error: PLUGIN_NOT_FOUND: no installed plugin 'nope' (installed: mcp-echo); state folder searched: {state}"
+    )
     usage = await hostctl(state, "grant", "mcp-echo")
     assert usage.returncode == 2
     assert "name the permissions to grant, or --all" in usage.stderr
@@ -129,8 +131,8 @@ async def test_import_tells_the_next_step_and_its_command(tmp_path: Path) -> Non
     done = await hostctl(state, "import", str(config))
     assert done.returncode == 0, done.stderr
     assert "installed" in done.stdout
-    assert f"next: echo: review and approve its launch: hostctl --state-dir {state} approve echo" in done.stdout
-    assert "then start each with hostctl enable ID" in done.stdout
+    assert f"next: echo: review and approve its launch: {HOSTCTL} --state-dir {state} approve echo" in done.stdout
+    assert f"then start each with {HOSTCTL} --state-dir {state} enable ID" in " ".join(done.stdout.split())
     again = await as_json(tmp_path / "other", "import", str(config))
     assert [(e["name"], e["outcome"], e["id"]) for e in again["entries"]] == [("echo", "installed", "echo")]
 
@@ -221,7 +223,7 @@ async def test_progress_display_on_a_terminal_under_tmux(tmp_path: Path, make_pl
         await tmux("wait-for", "done")
         with trio.fail_after(60):
             screen = await trio.run_process(
-                ["tmux", "-S", str(socket), "capture-pane", "-p", "-S", "-100"], env=env, capture_stdout=True
+                ["tmux", "-S", str(socket), "capture-pane", "-p", "-J", "-S", "-100"], env=env, capture_stdout=True
             )
     finally:
         await trio.run_process(["tmux", "-S", str(socket), "kill-server"], env=env, check=False)
@@ -232,9 +234,8 @@ async def test_progress_display_on_a_terminal_under_tmux(tmp_path: Path, make_pl
     assert "mcp-echo | loading 1" in raw and "mcp-echo | loading 2" in raw
     text = screen.stdout.decode()
     assert "hostctl: starting mcp-echo: done in" in text
-    assert "ready" in text and f"next: see its tools: hostctl --state-dir {state} tools mcp-echo" in " ".join(
-        text.split()
-    )
+    # -J: the lines the terminal wrapped, joined (a next: line is one line, as a copy from the terminal gets it)
+    assert "ready" in text and f"next: see its tools: {HOSTCTL} --state-dir {state} tools mcp-echo" in text.splitlines()
 
 
 async def test_every_plugin_provided_string_reaches_the_terminal_escaped(tmp_path: Path) -> None:

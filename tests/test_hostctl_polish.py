@@ -18,7 +18,7 @@ import yaml
 
 from hostd.cli.client import plugin_environment
 from hostd.cli.render import next_command
-from tests.conftest import ECHO, ROOT, MakePlugin, run_hostctl, run_quietly
+from tests.conftest import ECHO, HOSTCTL, ROOT, MakePlugin, run_hostctl, run_quietly
 
 
 async def hostctl(state: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -39,7 +39,7 @@ async def test_an_error_hostctl_can_fix_ends_with_the_hostctl_command(tmp_path: 
     state = tmp_path / "state"
     folder = make_plugin()
     assert (await hostctl(state, "install", str(folder))).returncode == 0
-    typed = f"hostctl --state-dir {state}"  # how every next: line names hostctl here
+    typed = f"{HOSTCTL} --state-dir {state}"  # how every next: line names hostctl here
     not_granted = await hostctl(state, "enable", "mcp-echo")
     assert "error: PERMISSION_NOT_GRANTED" in not_granted.stderr
     assert not_granted.stderr.splitlines()[-1] == f"  next: {typed} grant mcp-echo --all, then {typed} enable mcp-echo"
@@ -53,7 +53,7 @@ async def test_an_error_hostctl_can_fix_ends_with_the_hostctl_command(tmp_path: 
     disabled = await hostctl(state, "call", "mcp-echo", "environment")
     assert disabled.returncode == 1
     assert "error: TOOL_DISABLED: mcp-echo.environment is disabled" in disabled.stderr
-    assert disabled.stderr.splitlines()[-1] == f"  next: hostctl --state-dir {state} enable mcp-echo.environment"
+    assert disabled.stderr.splitlines()[-1] == f"  next: {HOSTCTL} --state-dir {state} enable mcp-echo.environment"
     # The same table answers for kinds a test cannot reach cheaply (a package launch not prepared).
     assert next_command("PLUGIN_NOT_PREPARED", {"plugin": "web"}, "/p/web") == (
         "hostctl enable web (it installs the packages), then hostctl approve web"
@@ -72,7 +72,7 @@ async def test_status_and_restart_name_the_hostctl_command(tmp_path: Path, make_
     assert not_enabled.returncode == 1
     assert not_enabled.stderr.splitlines()[-2:] == [
         "error: PLUGIN_STATE_CONFLICT: mcp-echo is not enabled: there is nothing to restart",
-        f"  next: hostctl --state-dir {state} enable mcp-echo",
+        f"  next: {HOSTCTL} --state-dir {state} enable mcp-echo",
     ]
     assert (await hostctl(state, "enable", "mcp-echo")).returncode == 0
     assert (await hostctl(state, "grant", "mcp-echo", "echo.use")).returncode == 0
@@ -80,7 +80,7 @@ async def test_status_and_restart_name_the_hostctl_command(tmp_path: Path, make_
     assert refused.returncode == 1
     assert " ".join(refused.stderr.split()).endswith(  # unfolded: rich folds a long line
         "error: mcp-echo is enabled but error: plugin mcp-echo needs permissions not granted: echo.inspect"
-        f" next: hostctl --state-dir {state} grant mcp-echo --all, then hostctl --state-dir {state} enable mcp-echo"
+        f" next: {HOSTCTL} --state-dir {state} grant mcp-echo --all, then {HOSTCTL} --state-dir {state} enable mcp-echo"
     )
 
 
@@ -94,16 +94,16 @@ async def test_a_launch_that_cannot_run_comes_before_every_other_step(tmp_path: 
     fix = f"fix the command in the manifest in {folder}"
     # (rich folds a line longer than 200 columns: compare the words)
     assert " ".join(installed.stdout.split()).endswith(
-        f"next: its launch cannot run (COMMAND_NOT_FOUND): {fix}: hostctl --state-dir {state} install {folder}"
+        f"next: its launch cannot run (COMMAND_NOT_FOUND): {fix}: {HOSTCTL} --state-dir {state} install {folder}"
     )
     enabled = await hostctl(state, "enable", "mcp-echo")
     assert enabled.returncode == 1
     assert "error: PLUGIN_START_FAILED: plugin mcp-echo failed to start: command 'pyhton3' not found" in enabled.stderr
     assert "PERMISSION_NOT_GRANTED" not in enabled.stderr
-    assert enabled.stderr.splitlines()[-1] == f"  next: {fix}, then hostctl --state-dir {state} install {folder}"
+    assert enabled.stderr.splitlines()[-1] == f"  next: {fix}, then {HOSTCTL} --state-dir {state} install {folder}"
     approved = await hostctl(state, "approve", "mcp-echo", "--yes")
     assert approved.returncode == 1
-    assert approved.stderr.splitlines()[-1] == f"  next: {fix}, then hostctl --state-dir {state} install {folder}"
+    assert approved.stderr.splitlines()[-1] == f"  next: {fix}, then {HOSTCTL} --state-dir {state} install {folder}"
     # Fixed and installed again: the next step is the grant.
     manifest = yaml.safe_load((folder / "plugin.yaml").read_text())
     manifest["backend"]["command"] = "python3"
@@ -129,8 +129,8 @@ async def test_a_second_import_tells_the_truth_and_the_next_steps(tmp_path: Path
     assert first.stdout.count(place) == 1
     nexts = [line for line in first.stdout.splitlines() if line.startswith("next:")]
     assert nexts == [
-        f"next: echo: review and approve its launch: hostctl --state-dir {state} approve echo",
-        f"next: other: review and approve its launch: hostctl --state-dir {state} approve other",
+        f"next: echo: review and approve its launch: {HOSTCTL} --state-dir {state} approve echo",
+        f"next: other: review and approve its launch: {HOSTCTL} --state-dir {state} approve other",
     ]
 
     # Same config again: nothing stored again, nothing installed, the same steps still named.
@@ -141,8 +141,8 @@ async def test_a_second_import_tells_the_truth_and_the_next_steps(tmp_path: Path
     assert "nothing new was installed" in second.stdout
     nexts = [line for line in second.stdout.splitlines() if line.startswith("next:")]
     assert nexts == [
-        f"next: echo: review and approve its launch: hostctl --state-dir {state} approve echo",
-        f"next: other: start it: hostctl --state-dir {state} enable other",
+        f"next: echo: review and approve its launch: {HOSTCTL} --state-dir {state} approve echo",
+        f"next: other: start it: {HOSTCTL} --state-dir {state} enable other",
     ]
 
     # A new key for the same server: said once, as an update.
@@ -174,8 +174,8 @@ async def test_a_plugin_line_is_printed_once(tmp_path: Path, make_plugin: MakePl
     assert later.stderr.count(line) == 1, later.stderr
     assert "hostctl: mcp-echo failed to start again (it is enabled: each hostctl command starts it)" in later.stderr
     assert (
-        f"next: see why, or stop trying: hostctl --state-dir {state} status mcp-echo"
-        f" / hostctl --state-dir {state} disable mcp-echo"
+        f"next: see why, or stop trying: {HOSTCTL} --state-dir {state} status mcp-echo"
+        f" / {HOSTCTL} --state-dir {state} disable mcp-echo"
     ) in " ".join(later.stderr.split())  # unfolded: rich folds a long line
 
 
@@ -199,7 +199,7 @@ async def test_logs_says_something_true_when_there_are_no_lines(tmp_path: Path, 
     stopped = await hostctl(state, "logs", "mcp-echo")
     assert " ".join(stopped.stdout.split()) == (
         "mcp-echo: no log lines: it has not written any since it was installed (it is not enabled) "
-        f"next: see its start-up lines: hostctl --state-dir {state} enable mcp-echo"
+        f"next: see its start-up lines: {HOSTCTL} --state-dir {state} enable mcp-echo"
     )
     assert (await hostctl(state, "enable", "mcp-echo")).returncode == 0
     ready = await hostctl(state, "logs", "mcp-echo")
@@ -265,7 +265,7 @@ async def test_a_next_command_run_word_for_word_acts_on_the_same_state_folder(
     env = {**os.environ, "HOSTD_SECRETS": "file", "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
     folder = make_plugin()
     base = [sys.executable, "-m", "hostd.cli.hostctl"]
-    typed = f"hostctl --state-dir {shlex.quote(str(state))}"
+    typed = f"{HOSTCTL} --state-dir {shlex.quote(str(state))}"
 
     def last_next(output: str) -> str:
         """The last ``next:`` line's text, unfolded (rich folds a long line)."""
@@ -274,11 +274,11 @@ async def test_a_next_command_run_word_for_word_acts_on_the_same_state_folder(
     installed = await run_quietly([*base, "--state-dir", str(state), "install", str(folder)], env=env, timeout=120)
     assert last_next(installed.stdout) == f"review and approve its launch: {typed} approve mcp-echo"
     approve = shlex.split(last_next(installed.stdout).split(": ", 1)[1])
-    approved = await run_quietly([*base, *approve[1:], "--yes"], env=env, timeout=120)
+    approved = await run_quietly([*approve, "--yes"], env=env, timeout=120)  # as printed
     assert approved.returncode == 0, approved.stderr
     refused = await run_quietly([*base, "--state-dir", str(state), "enable", "mcp-echo"], env=env, timeout=120)
     assert last_next(refused.stderr) == f"{typed} grant mcp-echo --all, then {typed} enable mcp-echo"
     for step in last_next(refused.stderr).split(", then "):
-        done = await run_quietly([*base, *shlex.split(step)[1:]], env=env, timeout=120)
+        done = await run_quietly(shlex.split(step), env=env, timeout=120)  # as printed
         assert done.returncode == 0, done.stderr
     assert not (home / "data").exists()  # nothing went to the default state folder

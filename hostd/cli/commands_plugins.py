@@ -30,7 +30,9 @@ from hostd.cli.connection import (
     show,
     with_progress,
 )
+from hostd.cli.remedies import rejection_remedy
 from hostd.cli.render import (
+    FEATURES_NOTE,
     STATUS_HEADER,
     as_typed,
     error_details,
@@ -41,6 +43,7 @@ from hostd.cli.render import (
     next_step,
     package_name,
     package_text,
+    permission_figures,
     plugin_version,
     print_info,
     print_json,
@@ -49,6 +52,7 @@ from hostd.cli.render import (
     say,
     status_row,
     terminal_safe,
+    tool_count_note,
 )
 from hostd.storage.secrets import SecretStore
 
@@ -68,6 +72,7 @@ async def cmd_list(client: HostdClient, opts: Options, args: argparse.Namespace)
     for info in plugins:
         launch = info.get("launch") or {}
         approved = "yes" if launch.get("approved") else ("unresolved" if "error" in launch else "no")
+        granted, features = permission_figures(info)
         rows.append(
             [
                 info["id"],
@@ -76,11 +81,15 @@ async def cmd_list(client: HostdClient, opts: Options, args: argparse.Namespace)
                 info["status"],
                 "yes" if info["enabled"] else "no",
                 approved,
-                f"{len(info['granted'])}/{len(info['permissions'])}",
+                granted,
+                features,
                 info["path"],
             ]
         )
-    print_table(out, ["PLUGIN", "VERSION", "PACKAGE", "STATUS", "ENABLED", "APPROVED", "GRANTED", "FOLDER"], rows)
+    header = ["PLUGIN", "VERSION", "PACKAGE", "STATUS", "ENABLED", "APPROVED", "GRANTED", "FEATURES", "FOLDER"]
+    print_table(out, header, rows)
+    if any(row[7] != "-" for row in rows):
+        say(out, FEATURES_NOTE)
     return EXIT_OK
 
 
@@ -146,8 +155,10 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
     if any(next_action(info)[1].startswith("hostctl approve") for info in pending):
         say(
             out,
-            "then start each with hostctl enable ID (an imported plugin's tools are pinned at that first start: "
-            "a later change to them is withheld until you approve again)",
+            as_typed(
+                "then start each with hostctl enable ID (an imported plugin's tools are pinned at that first start: "
+                "a later change to them is withheld until you approve again)"
+            ),
         )
     return EXIT_OK
 
@@ -294,7 +305,9 @@ async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespac
         error = status.get("error") if isinstance(status.get("error"), Mapping) else {}
         kind = str(error.get("kind") or "PLUGIN_START_FAILED")
         details = error_details(error, str(error.get("message", "")))
-        fix = next_command(kind, error, str(info["path"]))
+        remedy, fix = rejection_remedy(info, error)  # a listing hostd refused: the release, what it lacks
+        details += remedy
+        fix = fix or next_command(kind, error, str(info["path"]))
         raise Failure(
             kind,
             str(error.get("message") or f"{args.id} failed to start"),
@@ -308,6 +321,9 @@ async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespac
     out = make_console()
     hidden = (await disabled_tools(client, args.id)).get(args.id, 0)
     print_table(out, STATUS_HEADER, [status_row(status, True, hidden)])
+    note = tool_count_note(info, status)  # the count at install was the manifest's: say why this one differs
+    if note is not None:
+        say(out, note)
     next_step(out, "see its tools", f"hostctl tools {args.id}")
     return EXIT_OK
 

@@ -26,9 +26,11 @@ from hostd.cli.connection import (
     resolve_tool,
     settle,
 )
+from hostd.cli.remedies import rejection_remedy
 from hostd.cli.render import (
     STATUS_HEADER,
     as_typed,
+    cli_words,
     content_text,
     make_console,
     next_command,
@@ -72,7 +74,10 @@ async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespac
         say(err, f"error: {row[0]} is enabled but {row[1]}{': ' + row[-1] if row[-1] else ''}")
         error = status.get("error")
         if isinstance(error, Mapping):
-            fix = next_command(str(error.get("kind")), error, str(infos[status["plugin_id"]]["path"]))
+            remedy, fix = rejection_remedy(infos[status["plugin_id"]], error)  # a listing hostd refused
+            for line in remedy:
+                say(err, f"  {line}")
+            fix = fix or next_command(str(error.get("kind")), error, str(infos[status["plugin_id"]]["path"]))
             if fix is not None:
                 say(err, f"  next: {as_typed(fix)}")
     return EXIT_FAILED if broken else EXIT_OK
@@ -174,7 +179,8 @@ async def cmd_logs(client: HostdClient, opts: Options, args: argparse.Namespace)
             next_step(out, "see its start-up lines", f"hostctl enable {args.id}")
         return EXIT_OK
     for line in result["lines"]:
-        text = f"{line['time']} {line['source']:<6} {line['level']:<7} {line['message']}"
+        message = cli_words(str(line["message"]), {"plugin": args.id}) if line["source"] == "host" else line["message"]
+        text = f"{line['time']} {line['source']:<6} {line['level']:<7} {message}"
         say(out, terminal_safe(text, one_line=True))  # one line each: a message cannot forge the next
     if result["dropped"]:
         say(out, f"({result['dropped']} older lines dropped)")

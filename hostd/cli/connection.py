@@ -22,6 +22,7 @@ from hostd import __version__
 from hostd.cli.client import HostdClient, RequestHandler, RpcError, plugin_environment
 from hostd.cli.render import (
     SHOWN_LIVE,
+    cli_words,
     describe_launch,
     error_details,
     make_console,
@@ -58,7 +59,8 @@ class Failure(Exception):
         if isinstance(exc, Failure):
             return exc
         if isinstance(exc, RpcError):
-            return cls(exc.kind or str(exc.code), exc.message, error_details(exc.data, exc.message))
+            message = cli_words(exc.message, exc.data)  # hostd's advice names methods: as hostctl's commands
+            return cls(exc.kind or str(exc.code), message, error_details(exc.data, exc.message))
         if isinstance(exc, trio.TooSlowError):
             return cls("TIMEOUT", "hostd did not answer in time")
         if isinstance(exc, EOFError | trio.BrokenResourceError | trio.ClosedResourceError):

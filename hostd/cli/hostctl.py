@@ -26,8 +26,11 @@ stderr (:func:`hostd.cli.connection.with_progress`).
 
 Exit codes: 0 success, 1 a failure reported by hostd (or hostd gone), 2 usage; a non-zero
 exit always prints ``error: KIND: message`` on stderr, then ``next: <hostctl command>`` when
-hostctl has a verb that fixes it (:data:`hostd.cli.render.NEXT_COMMANDS`; hostd's own message may name a
-protocol method instead).
+hostctl has a verb that fixes it (:data:`hostd.cli.render.NEXT_COMMANDS`; a server hostd rejected for
+its tool listing: :func:`hostd.cli.remedies.rejection_remedy`). hostd's advice that names a control
+method is shown with hostctl's command instead (:func:`hostd.cli.render.cli_words`). Every printed
+command runs word for word: hostctl as the user invoked it (``.venv/bin/hostctl``, ``python -m
+hostd.cli.hostctl``; :func:`hostd.cli.render.invoked_as`) and the ``--state-dir`` they gave.
 
 Where the code lives: this module parses the command line and dispatches (:data:`COMMANDS`,
 :func:`main`); the verbs are in :mod:`hostd.cli.commands_plugins` and :mod:`hostd.cli.commands_tools`,
@@ -51,6 +54,7 @@ import os
 import shlex
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import trio
 
@@ -82,7 +86,8 @@ from hostd.cli.connection import (
     open_hostd,
 )
 from hostd.cli.demo import ECHO_PLUGIN, REAL_PLUGIN, relative_path, run_demo
-from hostd.cli.render import as_typed, next_command, set_typed
+from hostd.cli.remedies import rejection_remedy
+from hostd.cli.render import as_typed, invoked_as, next_command, set_typed
 from hostd.storage.state import default_state_dir
 
 Command = Callable[[HostdClient, Options, argparse.Namespace], Awaitable[int]]
@@ -118,6 +123,8 @@ async def run_command(command: Command, opts: Options, args: argparse.Namespace)
                 raise await _with_next_step(client, exc) from None
     except (Failure, *HOSTD_FAILURES) as exc:
         failure = Failure.from_exception(exc)
+        if failure.kind == "PLUGIN_NOT_FOUND" and opts.state_dir not in failure.message:
+            failure.message += f"; state folder searched: {opts.state_dir}"
         print("\n".join(failure.lines()), file=sys.stderr)
         return EXIT_USAGE if failure.kind == "USAGE" else EXIT_FAILED
 
@@ -127,15 +134,18 @@ async def _with_next_step(client: HostdClient, exc: RpcError) -> Failure:
     has one for it (the plugin's folder is asked of hostd, which is still running)."""
     failure = Failure.from_exception(exc)
     plugin = exc.data.get("plugin")
-    folder: str | None = None
+    info: dict[str, Any] = {}
     if isinstance(plugin, str):
         with trio.move_on_after(REQUEST_TIMEOUT):
             try:
                 listed = await client.request("plugins/list", {})
-                folder = next((str(p["path"]) for p in listed["plugins"] if p["id"] == plugin), None)
+                info = next((p for p in listed["plugins"] if p["id"] == plugin), {})
             except HOSTD_FAILURES:
-                folder = None
-    command = next_command(failure.kind, exc.data, folder)
+                info = {}
+    command = next_command(failure.kind, exc.data, str(info["path"]) if info else None)
+    remedy, fix = rejection_remedy(info or {"id": plugin}, exc.data)  # a listing hostd refused: another release
+    failure.details.extend(remedy)
+    command = fix or command
     if command is not None:
         failure.details.append(f"next: {as_typed(command)}")
     return failure
@@ -240,6 +250,13 @@ def _add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     verb("uninstall", "stop and forget a plugin").add_argument("id", metavar="ID")
 
 
+def _main_module() -> str | None:
+    """The module ``python -m`` runs (``hostd.cli.hostctl``), or ``None`` for a console script."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None)
+    return name if isinstance(name, str) and name != "__main__" else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hostctl`` console script; returns the exit code."""
     parser = build_parser()
@@ -263,8 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return trio.run(lambda: run_demo(real=not args.no_real))
         state_dir = args.state_dir if args.state_dir is not None else str(default_state_dir())
-        if args.state_dir is not None:
-            set_typed(f"hostctl --state-dir {shlex.quote(args.state_dir)}")
+        program = invoked_as(sys.argv[0], sys.executable, sys.orig_argv, _main_module())
+        set_typed(program if args.state_dir is None else f"{program} --state-dir {shlex.quote(args.state_dir)}")
         opts = Options(state_dir=state_dir, as_json=args.json, yes=getattr(args, "yes", False))
         return trio.run(run_command, COMMANDS[args.command], opts, args)
     except KeyboardInterrupt:

@@ -8,8 +8,10 @@ hint as the user typed hostctl (``--state-dir``). Nothing here talks to hostd.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import shutil
 import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from hostd.mcp.client_features import RESERVED_PERMISSIONS
+from hostd.mcp.client_features import CLIENT_FEATURE_PERMISSIONS, RESERVED_PERMISSIONS
 
 # Format characters that reorder or hide text on a terminal (bidi embeddings, overrides
 # and isolates, zero-width marks); control characters (Cc: C0, DEL, C1) are found by category.
@@ -62,6 +64,52 @@ NEXT_COMMANDS: dict[str, str] = {
     "PLUGIN_NOT_PREPARED": "hostctl enable {plugin} (it installs the packages), then hostctl approve {plugin}",
     "LAUNCH_UNRESOLVED": "fix the command in the manifest in {folder}, then hostctl install {folder}",
 }
+
+
+#: hostd's advice names the control method that fixes a failure, for the app that drives it ("enable it with
+#: tools/setEnabled", "(plugins/approve with its digest)"); a hostctl user cannot run a method. Each phrase
+#: of hostd's advice that names a method hostctl has a verb for, as hostctl's command (``{plugin}``,
+#: ``{tool}`` from the error's data, ``ID`` / ``ID.TOOL`` when it names none). The class is every such
+#: phrase in hostd's messages: tests/test_hostctl_hints.py reads them all from the source and checks
+#: that :func:`cli_words` leaves no method of :data:`CLI_VERBS` in any of them.
+METHOD_PHRASES: tuple[tuple[str, str], ...] = (
+    ("enable it with tools/setEnabled", "enable it with hostctl enable {tool}"),
+    ("(plugins/approve with its digest)", "(hostctl approve {plugin})"),
+    ("(plugins/prepare)", "(hostctl enable {plugin} installs its packages)"),
+    ("(plugins/enable starts it)", "(hostctl enable {plugin} starts it)"),
+    ("(plugins/enable)", "(hostctl enable {plugin})"),
+    ("(plugins/restart)", "(hostctl restart {plugin})"),
+    ("use plugins/restart", "use hostctl restart {plugin}"),
+)
+
+#: The control methods hostctl has a verb for: none of them may reach a hostctl user's eyes as a method.
+CLI_VERBS: dict[str, str] = {
+    "tools/setEnabled": "enable / disable ID.TOOL",
+    "plugins/approve": "approve",
+    "plugins/prepare": "enable (or install)",
+    "plugins/enable": "enable",
+    "plugins/restart": "restart",
+    "plugins/disable": "disable",
+    "plugins/install": "install",
+    "plugins/import": "import",
+    "plugins/uninstall": "uninstall",
+}
+
+
+def cli_words(text: str, data: Mapping[str, Any] | None = None) -> str:
+    """``text`` (a message of hostd's) with each phrase of :data:`METHOD_PHRASES` as the hostctl command
+    that does it (:func:`as_typed`), filled from ``data`` (an error's data: ``plugin``, ``tool``)."""
+    if not any(method in text for method in CLI_VERBS):
+        return text
+    plugin = (data or {}).get("plugin")
+    tool = (data or {}).get("tool")
+    values = {
+        "plugin": shlex.quote(str(plugin)) if isinstance(plugin, str) else "ID",
+        "tool": shlex.quote(str(tool)) if isinstance(tool, str) else "ID.TOOL",
+    }
+    for phrase, words in METHOD_PHRASES:
+        text = text.replace(phrase, as_typed(words.format(**values)))
+    return text
 
 
 def next_command(kind: str, data: Mapping[str, Any], folder: str | None = None) -> str | None:
@@ -281,29 +329,59 @@ def print_json(value: Any) -> None:
     print(terminal_safe(json.dumps(value, indent=2, ensure_ascii=False)))
 
 
-#: How the user reached this state folder: ``hostctl``, or ``hostctl --state-dir DIR`` when they named one
-#: (set once by :func:`hostd.cli.hostctl.main`, :func:`set_typed`). Every printed ``next:`` command goes through
-#: :func:`as_typed`: a hint run word for word must act on the same plugins (without it, the hint went to the
-#: default folder: PLUGIN_NOT_FOUND).
+#: How the user reached this state folder: the program as they invoked it (:func:`invoked_as`), then
+#: ``--state-dir DIR`` when they named one (set once by :func:`hostd.cli.hostctl.main`, :func:`set_typed`).
+#: Every printed ``next:`` command goes through :func:`as_typed`. The class: a hint that cannot run as
+#: printed -- ``hostctl`` not on PATH (the README installs it in ``.venv/bin``), run as a module, or the
+#: default state folder instead of the one named (PLUGIN_NOT_FOUND).
 _TYPED = "hostctl"
 
 
+def invoked_as(argv0: str, executable: str, orig_argv: Sequence[str], main_module: str | None) -> str:
+    """hostctl as the user invoked it, shell-quoted, to start a hint a shell runs word for word.
+
+    ``main_module``: the module run by ``python -m`` (``__main__.__spec__.name``), else ``None`` (a console
+    script). A module: ``<python> -m <module>``, where ``<python>`` is the interpreter as typed
+    (``orig_argv[0]``) when the shell finds the same one by that name, else ``executable``. A script:
+    ``argv0`` as typed (``.venv/bin/hostctl``); a script the shell found on PATH (``argv0`` absolute, its
+    base name resolving to it) by its base name.
+    """
+    if main_module:
+        typed = orig_argv[0] if orig_argv else ""
+        python = typed if typed and _finds(typed, executable) else executable
+        return shlex.join([python, "-m", main_module])
+    name = os.path.basename(argv0)
+    if os.path.isabs(argv0) and _finds(name, argv0):
+        return shlex.quote(name)
+    return shlex.quote(argv0)
+
+
+def _finds(typed: str, path: str) -> bool:
+    """Whether a shell running ``typed`` here runs the file at ``path`` (the same path: a venv's
+    ``python`` is a symlink to the system one, and only its own path runs it in the venv)."""
+    found = shutil.which(typed)
+    return found is not None and os.path.abspath(found) == os.path.abspath(path)
+
+
 def set_typed(prefix: str) -> None:
-    """Name this run's hostctl as the user typed it (``hostctl --state-dir DIR``); once, before any output."""
+    """Name this run's hostctl as the user typed it (``.venv/bin/hostctl --state-dir DIR``); once, before any
+    output."""
     global _TYPED  # noqa: PLW0603 - one value per process, set before any output
     _TYPED = prefix
 
 
 def as_typed(command: str) -> str:
     """``command`` (one or more ``hostctl VERB ...`` joined by prose) with each ``hostctl`` as the user typed
-    it: ``hostctl --state-dir DIR VERB ...`` when this run was given ``--state-dir``."""
-    return re.sub(r"(?<![\w-])hostctl(?= [a-z])", lambda _: _TYPED, command)
+    it (:func:`set_typed`): ``.venv/bin/hostctl --state-dir DIR VERB ...``."""
+    return re.sub(r"(?<![\w/.-])hostctl(?= [a-z])", lambda _: _TYPED, command)
 
 
 def next_step(console: Console, text: str, command: str) -> None:
     """``next: <what>: <command>`` on its own line, for the user to run (``command`` :func:`as_typed`)."""
+    # One line, never folded at the console's width: a hint is copied and run as printed.
     console.print(
-        Text.assemble(("next: ", "bold"), terminal_safe(text, one_line=True) + ": ", (as_typed(command), "bold"))
+        Text.assemble(("next: ", "bold"), terminal_safe(text, one_line=True) + ": ", (as_typed(command), "bold")),
+        soft_wrap=True,
     )
 
 
@@ -404,6 +482,8 @@ def next_action(info: Mapping[str, Any]) -> tuple[str, str]:
         return f"grant {', '.join(missing)}", f"hostctl grant {plugin_id} --all"
     if not info.get("enabled"):
         return "start it", f"hostctl enable {plugin_id}"
+    if info.get("status") == "error":  # enabled but its start failed: it has no tools to see; logs says why
+        return "see why its start failed", f"hostctl logs {plugin_id}"
     return "see its tools", f"hostctl tools {plugin_id}"
 
 
@@ -418,6 +498,7 @@ def status_row(status: Mapping[str, Any], enabled: bool | None = None, disabled:
     server = " ".join(str(status[k]) for k in ("server_name", "server_version") if status.get(k))
     error = status.get("error")
     reason = (error.get("reason") or error.get("message")) if isinstance(error, Mapping) else error
+    reason = cli_words(str(reason), error if isinstance(error, Mapping) else None) if reason else reason
     return [
         str(status["plugin_id"]),
         str(status.get("status", "?")),
@@ -438,3 +519,56 @@ def shorten(value: Any, limit: int = 100) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- figures explained ----------------------------------------------------------------------------------------
+
+#: What each reserved permission lets a plugin ask of its parent (MCP client features).
+FEATURE_MEANINGS = {"sampling": "the model", "elicitation": "the person", "roots": "folders"}
+
+#: Said once under a table with a FEATURES column. The class: a figure whose parts mean different things
+#: (``GRANTED 0/3`` counted the reserved ``mcp.*`` permissions as permissions left to grant).
+FEATURES_NOTE = (
+    "FEATURES: MCP client features a plugin may ask of its parent (the mcp.* permissions: sampling asks the "
+    "model, elicitation the person, roots the folders); optional, none is needed to start it, and GRANTED does "
+    "not count them. hostctl, the parent here, serves none of them: an app that embeds hostd and serves one "
+    "grants it there."
+)
+
+
+def permission_figures(info: Mapping[str, Any]) -> tuple[str, str]:
+    """``(GRANTED, FEATURES)`` cells of a ``PluginInfo``: granted/declared of its ordinary permissions, and the
+    MCP client features (reserved ``mcp.*`` permissions) it declares, each marked ``granted`` when it is."""
+    declared = set(info.get("permissions") or [])
+    granted = set(info.get("granted") or []) & declared
+    ordinary = declared - RESERVED_PERMISSIONS
+    features = [
+        f"{feature}{' (granted)' if permission in granted else ''}"
+        for feature, permission in CLIENT_FEATURE_PERMISSIONS.items()
+        if permission in declared
+    ]
+    return f"{len(granted & ordinary)}/{len(ordinary)}", ", ".join(features) or "-"
+
+
+def tool_count_note(info: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
+    """Why the tools a ``ready`` plugin serves (``PluginStatus.tools_count``, ``withheld``) differ in number from
+    those its manifest declares (``PluginInfo.tools``, shown at install and approval), or ``None`` when they do
+    not differ or it is not ready."""
+    if status.get("status") != "ready":
+        return None
+    declared = len(info.get("tools") or [])
+    listed = int(status.get("tools_count") or 0)
+    withheld = len(status.get("withheld") or [])
+    if declared == listed and not withheld:
+        return None
+    parts = [f"{declared} declared in the manifest, {listed + withheld} listed by the server"]
+    if withheld:
+        parts.append(f"{withheld} withheld: changed since approval (hostctl approve {info.get('id')})")
+    if declared == 0:
+        parts.append("the manifest names none (an imported server's tools are recorded at its first start)")
+    elif listed + withheld < declared:
+        parts.append(
+            "the others need an MCP client feature the parent does not offer (contributes.tools[].needs), "
+            "so the server does not list them"
+        )
+    return as_typed(f"tools: {'; '.join(parts)}")

@@ -56,7 +56,16 @@ class Catalog:
             broken = self.broken.get(plugin_id)
             if broken is not None:
                 raise broken.error
-            raise HostError(ErrorKind.PLUGIN_NOT_FOUND, f"no installed plugin {plugin_id!r}", plugin=plugin_id)
+            if self.store is None:
+                raise HostError(ErrorKind.PLUGIN_NOT_FOUND, f"no installed plugin {plugin_id!r}", plugin=plugin_id)
+            # Which state folder was searched: a command run on another folder (a dropped --state-dir) says so.
+            folder = str(self.store.directory)
+            raise HostError(
+                ErrorKind.PLUGIN_NOT_FOUND,
+                f"no installed plugin {plugin_id!r} in the state folder {folder}",
+                plugin=plugin_id,
+                stateDir=folder,
+            )
         return plugin
 
     def broken_only(self, plugin_id: str) -> BrokenPlugin | None:

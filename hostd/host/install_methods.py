@@ -153,7 +153,8 @@ def generated_root(host: InstallHost, kind: str) -> Path:
 
 
 def check_replace(host: InstallHost, plugin_id: str, folder: Path) -> None:
-    """Refuse to (re)install ``plugin_id`` from ``folder``: another folder has it, or it is not stopped."""
+    """Refuse to (re)install ``plugin_id`` from ``folder``: another folder has it, or it is not stopped
+    (:func:`install_folder` stops one in ``error`` first)."""
     existing = host.plugins.get(plugin_id)
     if existing is None:
         return
@@ -238,6 +239,10 @@ async def install_folder(host: InstallHost, folder: Path, *, adopt_data: bool = 
                 permissions=unknown,
             )
     existing = host.plugins.get(manifest.id)
+    if existing is not None and existing.path == folder and existing.supervisor.state is State.ERROR:
+        # A plugin whose start failed runs nothing (at most a retry is pending): installing it again (a fixed
+        # release, imported again) replaces it as it is, its retries stopped, without a separate disable.
+        await existing.supervisor.disable()
     check_replace(host, manifest.id, folder)
     plugin = host.add_plugin(folder, manifest, digest)
     if existing is not None:

@@ -103,6 +103,8 @@ class Host:
         self.notify: Notify = self._notify_and_keep
         #: plugin id -> its recent log lines (plugins/logs); survives restarts, dropped at uninstall.
         self.logs: dict[str, LogRing] = {}
+        #: The last failure of each plugin written to its log (:meth:`_keep_failure`): each failure once.
+        self._logged_failure: dict[str, str] = {}
         #: The same lines on disk, across hostd processes (hostd/storage/logstore.py); None without a state folder.
         self.log_files: LogFiles | None = None
         self.nursery = nursery
@@ -230,13 +232,43 @@ class Host:
             self._trio_token.run_sync_soon(send)
 
     async def _notify_and_keep(self, method: str, params: dict[str, Any]) -> None:
-        """Send a notification to the parent; a ``plugins/log`` about a plugin is kept in its ring too."""
+        """Send a notification to the parent; a ``plugins/log`` about a plugin is kept in its ring too, and so
+        is hostd's own reason when a ``plugins/statusChanged`` says a plugin went to ``error`` (once per failure:
+        ``plugins/logs`` then says why each start failed, not only what the server wrote)."""
         if method == "plugins/log" and isinstance(params.get("plugin"), str):
-            ring = self.logs.setdefault(params["plugin"], LogRing())
-            line = ring.add(str(params.get("level")), params.get("source"), str(params.get("message")))
-            if self.log_files is not None:
-                self.log_files.add(params["plugin"], line.wire())
+            self._keep_line(
+                params["plugin"], str(params.get("level")), params.get("source"), str(params.get("message"))
+            )
+        elif method == "plugins/statusChanged" and isinstance(params.get("plugin_id"), str):
+            self._keep_failure(params["plugin_id"], params)
         await self._send(method, params)
+
+    def _keep_line(self, plugin_id: str, level: str, source: Any, message: str) -> None:
+        """One log line of ``plugin_id`` in its ring and its log file."""
+        line = self.logs.setdefault(plugin_id, LogRing()).add(level, source, message)
+        if self.log_files is not None:
+            self.log_files.add(plugin_id, line.wire())
+
+    def _keep_failure(self, plugin_id: str, status: dict[str, Any]) -> None:
+        """hostd's reason for a failed start (a ``PluginStatus`` in ``error``) as ``host`` log lines: the
+        message, then each listed problem (``data.problems`` of a rejected tool listing, at most 20)."""
+        error = status.get("error")
+        if status.get("status") != "error" or not isinstance(error, dict):
+            self._logged_failure.pop(plugin_id, None)
+            return
+        text = f"start failed: {error.get('kind') or 'error'}: {error.get('message')}"
+        if self._logged_failure.get(plugin_id) == text:
+            return
+        self._logged_failure[plugin_id] = text
+        self._keep_line(plugin_id, "error", "host", text)
+        for problem in (error.get("problems") or [])[:20]:
+            if isinstance(problem, dict):
+                self._keep_line(
+                    plugin_id,
+                    "error",
+                    "host",
+                    f"  tool {problem.get('tool')!r}, {problem.get('field') or 'tool'}: {problem.get('message')}",
+                )
 
     async def _restore_enabled(self, plugins: list[tuple[InstalledPlugin, PluginRecord]]) -> None:
         """Enable again what was enabled (4 at a time), unless it changed since approval.

@@ -157,6 +157,7 @@ def convert_tools(
     permissions: Sequence[str],
     contributes: Sequence[str],
     protocol_version: str | None = None,
+    server: tuple[str, str] | None = None,
 ) -> list[RegisteredTool]:
     """Validate a plugin's MCP tool listing and convert it to host tools (lifecycle steps 8-9).
 
@@ -171,6 +172,8 @@ def convert_tools(
         protocol_version: the negotiated MCP version. Before ``2026-07-28`` (and when
             ``None``) an ``outputSchema`` must be ``type: object`` like ``inputSchema``;
             from that version on any JSON Schema root is allowed.
+        server: the server's ``serverInfo`` ``(name, version)`` from ``initialize``, when it sent one: a
+            rejection names the release that sent the listing (``data.server``), so its remedy is a release.
 
     Each tool is first held to the bounds of ``hostd.wire.jsonlimits``: every field at most
     ``MAX_JSON_DEPTH`` (64) levels deep, the whole definition at most ``MAX_TOOL_BYTES``
@@ -191,7 +194,8 @@ def convert_tools(
     Raises:
         HostError: ``PLUGIN_START_FAILED`` with ``data = {"plugin": plugin_id,
             "problems": [ToolProblem.to_wire(), ...], "missing"?: [host names],
-            "unexpected"?: [host names]}``; all problems are collected, not just the first.
+            "unexpected"?: [host names], "server"?: {"name", "version"}}``; all problems are collected,
+            not just the first.
     """
     permitted = set(permissions)
     output_any_root = protocol_version is not None and protocol_version >= OUTPUT_SCHEMA_ANY_ROOT_SINCE
@@ -199,7 +203,7 @@ def convert_tools(
     prefix = f"{plugin_id}."
     missing, unexpected = _contributes_problems(prefix, first_index, contributes, problems)
     if problems:
-        raise _listing_rejected(plugin_id, problems, missing, unexpected)
+        raise _listing_rejected(plugin_id, problems, missing, unexpected, server)
     return _host_tools(plugin_id, accepted)
 
 
@@ -278,19 +282,28 @@ def _contributes_problems(
 
 
 def _listing_rejected(
-    plugin_id: str, problems: list[ToolProblem], missing: list[str], unexpected: list[str]
+    plugin_id: str,
+    problems: list[ToolProblem],
+    missing: list[str],
+    unexpected: list[str],
+    server: tuple[str, str] | None,
 ) -> HostError:
-    """``PLUGIN_START_FAILED`` for a listing with ``problems`` (all of them in ``data.problems``)."""
+    """``PLUGIN_START_FAILED`` for a listing with ``problems`` (all of them in ``data.problems``), naming the
+    server release that sent it (``server``: its ``serverInfo`` name and version) when known."""
     data: dict[str, Any] = {"plugin": plugin_id, "problems": [p.to_wire() for p in problems]}
     if missing:
         data["missing"] = missing
     if unexpected:
         data["unexpected"] = unexpected
+    sender = ""
+    if server is not None and server[0]:
+        data["server"] = {"name": server[0], "version": server[1]}
+        sender = f" of {_quote(server[0])}{' version ' + _quote(server[1]) if server[1] else ''}"
     first = problems[0]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return HostError(
         ErrorKind.PLUGIN_START_FAILED,
-        f"plugin {plugin_id!r}: tool listing rejected: tool {_quote(first.tool)}, "
+        f"plugin {plugin_id!r}: tool listing{sender} rejected: tool {_quote(first.tool)}, "
         f"{first.field or 'tool'}: {first.message}{more}",
         **data,
     )

@@ -272,11 +272,17 @@ class InstanceRunner:
         backend = manifest.backend
         async with trio.open_nursery() as nursery:
             discovery = await nursery.start(link.run, backend.startup_timeout_seconds)
-            tools = await self._convert(discovery.tools, discovery.protocol_version, link.session.capabilities)
-            self.protocol_version = discovery.protocol_version
-            self.era = discovery.era
+            # Known before the listing is checked: a rejected listing's status and error name the release.
             self.server_name = discovery.server_name
             self.server_version = discovery.server_version
+            tools = await self._convert(
+                discovery.tools,
+                discovery.protocol_version,
+                link.session.capabilities,
+                (discovery.server_name, discovery.server_version),
+            )
+            self.protocol_version = discovery.protocol_version
+            self.era = discovery.era
             await self._publish(tools)
             self.started_at = time.time()
             self._ready_since = time.monotonic()
@@ -344,11 +350,16 @@ class InstanceRunner:
         self._registry.register(self.plugin_id, screened.allowed)
 
     async def _convert(
-        self, raw: list[dict[str, Any]], protocol_version: str | None, offered: dict[str, Any]
+        self,
+        raw: list[dict[str, Any]],
+        protocol_version: str | None,
+        offered: dict[str, Any],
+        server: tuple[str, str] | None = None,
     ) -> list[RegisteredTool]:
         """Validate a listing against the manifest (in a worker thread: schema checks cost).
         ``offered``: the client capabilities this instance was offered; they decide which
-        conditional tools (``contributes.tools[].needs``) the listing must hold."""
+        conditional tools (``contributes.tools[].needs``) the listing must hold. ``server``: the
+        ``serverInfo`` (name, version) a rejection names."""
         manifest = self.manifest
         features = offered_features(offered)
 
@@ -359,6 +370,7 @@ class InstanceRunner:
                 permissions=trust.listing_permissions(manifest, listing),
                 contributes=trust.expected_tools(manifest, listing, features),
                 protocol_version=protocol_version,
+                server=server if server is not None else (self.server_name or "", self.server_version or ""),
             )
             return trust.served(manifest, tools)
 
