@@ -284,6 +284,7 @@ def test_a_record_taken_back_gives_the_same_record(tmp_path: Path) -> None:
         pins={"echo": "sha256:pin"},
         disabled_tools={"echo"},
         folders={"write": [str(tmp_path)]},
+        start_error={"kind": "PLUGIN_START_FAILED", "message": "m", "time": "2026-12-06T06:00:00Z", "reason": "r"},
     )
     record = state.to_record(restarts=3)
     assert record.to_json() == {
@@ -298,6 +299,7 @@ def test_a_record_taken_back_gives_the_same_record(tmp_path: Path) -> None:
         "limits": {"max_rss_bytes": 1 << 20},
         "disabledTools": ["echo"],
         "folders": {"write": [str(tmp_path)]},
+        "startError": {"kind": "PLUGIN_START_FAILED", "message": "m", "time": "2026-12-06T06:00:00Z", "reason": "r"},
     }
     taken = RecordedState(path=folder, manifest_digest=digest)
     taken.take_record(record, manifest)

@@ -632,3 +632,9 @@ class StateRecord(Wire):
         description="folders the parent granted ([`plugins/grant`](#pluginsgrant)): `read` / `write` → absolute "
         "paths (a member absent: none)"
     )
+    start_error: dict[str, str] | None = Field(
+        alias="startError",
+        description="why its last start failed while enabled: `kind`, `message`, `time` (ISO 8601 UTC) and the "
+        "error's `reason` when it had one; `null` once a start succeeds or it is disabled. A hostd serving with "
+        "`--no-restore` shows the plugin `error` with it instead of starting it",
+    )

@@ -69,6 +69,9 @@ class HostSettings:
     #: Hosts a registry entry's bundle URL may name though they resolve to a private or loopback address
     #: (``--allow-private-download``: the user's own mirror; hostd/install/serverjson.py).
     download_allow_private: tuple[str, ...] = ()
+    #: Start the enabled plugins at start-up (False: ``hostd serve --no-restore``; each starts at its
+    #: ``plugins/enable``, and one whose last start failed shows ``error`` with that reason).
+    restore: bool = True
 
     def isolation_policy(
         self,
@@ -167,6 +170,8 @@ class RecordedState:
     disabled_tools: set[str] = field(default_factory=set)
     #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
     folders: dict[str, list[str]] = field(default_factory=dict)
+    #: Why its last start failed while enabled (:attr:`hostd.storage.state.PluginRecord.start_error`).
+    start_error: dict[str, str] | None = None
 
     def to_record(self, restarts: int) -> PluginRecord:
         """What the state store keeps of this plugin, with its restart count."""
@@ -182,6 +187,7 @@ class RecordedState:
             limits=dict(self.limits),
             disabled_tools=sorted(self.disabled_tools),
             folders={k: list(v) for k, v in self.folders.items()},
+            start_error=dict(self.start_error) if self.start_error is not None else None,
         )
 
     def take_record(self, record: PluginRecord, manifest: Manifest) -> None:
@@ -195,6 +201,7 @@ class RecordedState:
         self.limits = dict(record.limits)
         self.disabled_tools = set(record.disabled_tools)
         self.folders = {k: list(v) for k, v in record.folders.items()}
+        self.start_error = dict(record.start_error) if record.start_error is not None and record.enabled else None
 
 
 @dataclass(kw_only=True)
