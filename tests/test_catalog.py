@@ -288,6 +288,7 @@ def test_a_record_taken_back_gives_the_same_record(tmp_path: Path) -> None:
         secret_arguments=True,
         install={"id": "0123456789abcdef", "origin": f"folder:{folder}"},
         call_grants={str(tmp_path / "q3.xlsx"): "read"},
+        start_error={"kind": "PLUGIN_START_FAILED", "message": "m", "time": "2026-12-06T06:00:00Z", "reason": "r"},
     )
     record = state.to_record(restarts=3)
     assert record.to_json() == {
@@ -305,6 +306,7 @@ def test_a_record_taken_back_gives_the_same_record(tmp_path: Path) -> None:
         "secretArguments": True,
         "install": {"id": "0123456789abcdef", "origin": f"folder:{folder}"},
         "callGrants": {str(tmp_path / "q3.xlsx"): "read"},
+        "startError": {"kind": "PLUGIN_START_FAILED", "message": "m", "time": "2026-12-06T06:00:00Z", "reason": "r"},
     }
     taken = RecordedState(path=folder, manifest_digest=digest)
     taken.take_record(record, manifest)

@@ -131,6 +131,14 @@ def test_the_state_record_model_is_what_the_store_writes() -> None:
         path="/p", manifest_digest="sha256:x", granted=["b", "a"], network_ports=[443], limits={"max_rss_bytes": 1.0}
     )
     stored = record.to_json()
+    assert list(stored) == [f.alias or n for n, f in p.StateRecord.model_fields.items() if f.is_required()]
+    assert p.StateRecord.model_validate(stored).wire() == stored
+    # The members written only when set, in the model's order.
+    record.secret_arguments = True
+    record.install = {"id": "00ff", "origin": "folder:/p"}
+    record.call_grants = {"/d/q3.xlsx": "read"}
+    record.start_error = {"kind": "PLUGIN_START_FAILED", "message": "m", "time": "2026-12-06T06:00:00Z"}
+    stored = record.to_json()
     assert list(stored) == [f.alias or n for n, f in p.StateRecord.model_fields.items()]
     assert p.StateRecord.model_validate(stored).wire() == stored
 

@@ -118,14 +118,15 @@ async def test_call_with_a_bad_timeout_is_a_usage_error() -> None:
 # -- status, help ------------------------------------------------------------------
 
 
-async def test_status_shows_ready(user_state: Path) -> None:
+async def test_status_shows_stopped_and_starts_nothing(user_state: Path) -> None:
+    """status reads: the plugin the call enabled is enabled, and stopped (status starts no plugin, issue 28)."""
     assert (await hostctl("call", str(ECHO), "echo", '{"text": "x"}')).returncode == 0
     done = await hostctl("status")
     assert done.returncode == 0, done.stderr
     header, _, *rows = done.stdout.splitlines()
     assert header.split() == ["PLUGIN", "STATUS", "ENABLED", "TOOLS", "SERVER", "PROTOCOL", "ERROR"]
     assert len(rows) == 1
-    assert re.fullmatch(r"mcp-echo\s+ready\s+yes\s+7/7\s+mcp-echo 1\.0\.0\s+2025-11-25", rows[0])
+    assert re.fullmatch(r"mcp-echo\s+stopped\s+yes\s+0/0\s+-\s+-", rows[0])
     assert (user_state / "state.json").is_file()
 
 
@@ -137,7 +138,7 @@ async def test_status_reports_a_plugin_that_failed_to_start(make_plugin: MakePlu
     assert done.returncode == 1
     lines = done.stdout.splitlines()
     assert re.fullmatch(r"broken-echo\s+error\s+yes\s+0/0\s+-\s+-\s+exited with code 1 during start", lines[2])
-    assert re.match(r"mcp-echo\s+ready\s+yes\s+7/7\s", lines[3])
+    assert re.match(r"mcp-echo\s+stopped\s+yes\s+0/0\s", lines[3])
     assert "error: broken-echo is enabled but error: exited with code 1 during start" in done.stderr
 
 

@@ -32,14 +32,14 @@ async def test_granted_counts_permissions_and_features_are_shown_as_features(
     folder = make_plugin(permissions=["echo.use", "echo.inspect", "mcp.sampling", "mcp.roots"])
     assert (await hostctl(state, "install", str(folder))).returncode == 0
     listed = await hostctl(state, "list")
-    assert _row(listed.stdout, "mcp-echo")[5:7] == ["0/2", "sampling, roots"]
+    assert _row(listed.stdout, "mcp-echo")[6:8] == ["0/2", "sampling, roots"]
     assert " ".join(listed.stdout.split()).endswith(FEATURES_NOTE)  # unfolded: rich folds at 200 columns
     assert (await hostctl(state, "grant", "mcp-echo", "echo.use", "echo.inspect", "mcp.roots")).returncode == 0
-    assert _row((await hostctl(state, "list")).stdout, "mcp-echo")[5:7] == ["2/2", "sampling, roots (granted)"]
+    assert _row((await hostctl(state, "list")).stdout, "mcp-echo")[6:8] == ["2/2", "sampling, roots (granted)"]
     plain = make_plugin("plain-echo")  # no reserved permission: no features
     assert (await hostctl(state, "install", str(plain))).returncode == 0
     again = await hostctl(state, "list")
-    assert _row(again.stdout, "plain-echo")[5:7] == ["0/2", "-"]
+    assert _row(again.stdout, "plain-echo")[6:8] == ["0/2", "-"]
 
 
 async def test_a_tool_count_that_differs_from_the_manifest_says_why(tmp_path: Path) -> None:

@@ -175,3 +175,31 @@ async def test_hostd_killed_with_sigkill_comes_back_with_the_same_plugins(
         assert [t["name"] for t in after["tools"]] == [t["name"] for t in before["tools"]]
         result = await second.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "again"}})
         assert result["structuredContent"] == {"text": "again", "length": 5}
+
+
+@pytest.mark.parametrize(
+    ("stored", "read"),
+    [
+        # The class: a recorded start failure is a field of the document, attacker input like the rest.
+        (
+            {"kind": "PLUGIN_START_FAILED", "message": "m", "time": "t"},
+            {"kind": "PLUGIN_START_FAILED", "message": "m", "time": "t"},
+        ),
+        (
+            {"kind": "K", "message": "m", "time": "t", "reason": "r"},
+            {"kind": "K", "message": "m", "time": "t", "reason": "r"},
+        ),
+        ({"kind": "K", "message": "m", "time": "t", "reason": 7}, {"kind": "K", "message": "m", "time": "t"}),
+        ({"kind": "K", "message": "x" * 5000, "time": "t"}, {"kind": "K", "message": "x" * 2000, "time": "t"}),
+        ({"kind": "K", "message": 3, "time": "t"}, None),
+        ({"kind": "K", "time": "t"}, None),
+        ("failed", None),
+        ([1, 2], None),
+        (None, None),
+    ],
+)
+def test_a_recorded_start_failure_is_read_within_bounds_or_dropped(stored: object, read: object) -> None:
+    """A malformed ``startError`` is dropped (the plugin shows ``stopped``), never a broken record; text is cut."""
+    value = PluginRecord(path="/p", manifest_digest="sha256:x").to_json()
+    value["startError"] = stored
+    assert PluginRecord.from_json(value).start_error == read

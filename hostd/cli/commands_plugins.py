@@ -30,12 +30,10 @@ from hostd.cli.connection import (
     show,
     with_progress,
 )
-from hostd.cli.remedies import rejection_remedy
 from hostd.cli.render import (
     FEATURES_NOTE,
     STATUS_HEADER,
     as_typed,
-    error_details,
     launch_details,
     make_console,
     next_action,
@@ -291,28 +289,14 @@ async def _set_tool(client: HostdClient, opts: Options, name: str, enabled: bool
 
 
 async def cmd_enable(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
-    """``hostctl enable ID`` (start it, and at every later hostctl command) or ``enable ID.TOOL``."""
+    """``hostctl enable ID`` (start it now, also after a failed start; later, a hostd serving the folder starts it
+    at its start-up, a hostctl command when it uses it) or ``enable ID.TOOL``."""
     if "." in args.id:
         return await _set_tool(client, opts, args.id, True)
     plugins = await settle(client, [args.id])
     info = await prepare_if_needed(client, find_plugin(plugins, args.id))  # npx, uvx: the packages first
     if info["status"] == "ready" and info["enabled"]:
         status = await client.request("plugins/status", {"id": args.id})
-    elif info["status"] == "error" and info["enabled"]:
-        # This command's hostd has just started it (restore) and it failed: starting it again
-        # now would only print the same lines twice. Report that start's error.
-        status = await client.request("plugins/status", {"id": args.id})
-        error = status.get("error") if isinstance(status.get("error"), Mapping) else {}
-        kind = str(error.get("kind") or "PLUGIN_START_FAILED")
-        details = error_details(error, str(error.get("message", "")))
-        remedy, fix = rejection_remedy(info, error)  # a listing hostd refused: the release, what it lacks
-        details += remedy
-        fix = fix or next_command(kind, error, str(info["path"]))
-        raise Failure(
-            kind,
-            str(error.get("message") or f"{args.id} failed to start"),
-            [*details, *([f"next: {as_typed(fix)}"] if fix else [])],
-        )
     else:
         status = await enable_plugin(client, args.id)
     if opts.as_json:

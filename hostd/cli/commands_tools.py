@@ -54,7 +54,9 @@ async def cmd_status(client: HostdClient, opts: Options, args: argparse.Namespac
     statuses = [await client.request("plugins/status", {"id": info["id"]}) for info in chosen]
     enabled = {info["id"]: bool(info["enabled"]) for info in chosen}
     infos = {info["id"]: info for info in chosen}
-    broken = [s for s in statuses if enabled[s["plugin_id"]] and s["status"] != "ready"]
+    # Enabled and stopped is no fault where this command's own hostd answers: it starts no plugin (--no-restore).
+    fine = ("ready",) if getattr(client, "attached", True) else ("ready", "stopped")
+    broken = [s for s in statuses if enabled[s["plugin_id"]] and s["status"] not in fine]
     if opts.as_json:
         print_json({"plugins": statuses})
     else:
@@ -96,6 +98,10 @@ async def cmd_tools(client: HostdClient, opts: Options, args: argparse.Namespace
     out = make_console()
     tools = listing["tools"]
     if not tools:
+        if not getattr(client, "attached", True):  # this command's own hostd starts no plugin (issue 28)
+            say(out, "no tools: only running plugins have tools, and this hostctl command starts none")
+            next_step(out, "use a tool (starts its plugin)", "hostctl call ID TOOL")
+            return EXIT_OK
         say(out, "no tools: only running plugins have tools")
         next_step(out, "start a plugin", "hostctl enable ID")
         return EXIT_OK

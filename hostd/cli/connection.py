@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import math
 import os
+import socket
+import struct
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar, cast
 
 import trio
 from rich.console import Console
@@ -31,6 +33,7 @@ from hostd.cli.render import (
     say,
     terminal_safe,
 )
+from hostd.control.attach import socket_address, socket_path
 from hostd.control.core import PROTOCOL_VERSION
 
 EXIT_OK = 0
@@ -83,11 +86,17 @@ HOSTD_FAILURES = (RpcError, EOFError, trio.TooSlowError, trio.BrokenResourceErro
 
 class TracingClient(HostdClient):
     """A :class:`HostdClient` that also remembers how many notifications had
-    arrived when each response did, so a trace can show them in wire order."""
+    arrived when each response did, so a trace can show them in wire order.
 
-    def __init__(self, process: trio.Process) -> None:
+    ``attached``: it talks to a hostd that was already serving the state folder (through its control
+    socket), which restores the enabled plugins itself; False: to a hostd this command started with
+    ``--no-restore``, where nothing starts a plugin but a command that needs it.
+    """
+
+    def __init__(self, process: trio.Process, *, attached: bool = False) -> None:
         super().__init__(process)
         self.answered_after: dict[int | str, int] = {}
+        self.attached = attached
 
     def _route(self, message: dict[str, Any]) -> None:
         rid = message.get("id")
@@ -96,25 +105,47 @@ class TracingClient(HostdClient):
         super()._route(message)
 
 
+_INITIALIZE = {"clientInfo": {"name": "hostctl", "version": __version__}, "protocolVersion": PROTOCOL_VERSION}
+
+
 @asynccontextmanager
 async def open_hostd(
     state_dir: str | None = None, *, ask_grants: RequestHandler | None = None
 ) -> AsyncIterator[TracingClient]:
-    """Start an initialized ``hostd serve`` (a temporary state folder unless
-    ``state_dir``); on exit it is sent ``shutdown`` and ``exit`` and waited for.
+    """An initialized hostd on ``state_dir`` (a temporary state folder unless given); says on stderr which.
+
+    The hostd already serving ``state_dir`` when one listens on its control socket
+    (:mod:`hostd.control.attach`; this command's session ends at exit, that hostd goes on);
+    else a ``hostd serve --no-restore`` of this command's own, which starts no plugin
+    until a command needs one (``plugins/enable``), and is sent ``shutdown`` and
+    ``exit`` and waited for at exit. Two hostds never serve one folder: a second
+    one's ``initialize`` is answered ``STATE_LOCKED`` (its lock, hostd/storage/state.py).
 
     ``ask_grants``: answers hostd's ``grants/request`` (a file a tool call names; ``capabilities.grants`` is
-    declared); ``None``: not declared, such a call fails with ``ACCESS_NOT_GRANTED``."""
+    declared) in a hostd of this command's own; ``None``, or a session on another's socket (whose requests
+    go to its parent): not declared, such a call fails with ``ACCESS_NOT_GRANTED``.
+    """
     with tempfile.TemporaryDirectory(prefix="hostctl-") as scratch:
+        if state_dir is not None:
+            connected = await _connect(Path(state_dir))
+            if connected is not None:
+                sock, pid = connected
+                print(f"hostctl: using the hostd already serving {state_dir} (pid {pid})", file=sys.stderr)
+                async with _attached(sock) as client:
+                    yield client
+                return
         state = state_dir if state_dir is not None else os.path.join(scratch, "state")
-        initialize = {
-            "clientInfo": {"name": "hostctl", "version": __version__},
-            "protocolVersion": PROTOCOL_VERSION,
-            **({"capabilities": {"grants": {}}} if ask_grants is not None else {}),
-        }
+        initialize = {**_INITIALIZE, **({"capabilities": {"grants": {}}} if ask_grants is not None else {})}
         spawn = TracingClient.spawn(
-            ["--state-dir", state, "--log-level", "error"], env=plugin_environment(), initialize=initialize
+            ["--state-dir", state, "--log-level", "error", "--no-restore", "--no-control-socket"],
+            env=plugin_environment(),
+            initialize=initialize,
         )
+        if state_dir is not None:
+            print(
+                f"hostctl: started a hostd for {state_dir} (it starts only the plugins this command uses)",
+                file=sys.stderr,
+            )
         try:
             async with spawn as client:
                 assert isinstance(client, TracingClient)
@@ -127,6 +158,75 @@ async def open_hostd(
             if len(leaves) == 1 and not isinstance(leaves[0], trio.Cancelled):
                 raise leaves[0] from None
             raise
+
+
+async def _connect(state_dir: Path) -> tuple[trio.socket.SocketType, str] | None:
+    """A connection to the control socket of the hostd serving ``state_dir`` and that hostd's pid (``?``
+    where the platform does not say), or None when none listens (no socket file, or a dead hostd's)."""
+    path = socket_path(state_dir)
+    if not path.exists():
+        return None
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with socket_address(path) as address:
+            await sock.connect(address)
+    except OSError:
+        sock.close()
+        return None
+    option = getattr(socket, "SO_PEERCRED", None)
+    pid = "?"
+    if option is not None:
+        pid = str(struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))[0])
+    return sock, pid
+
+
+class _SocketChannel:
+    """What :class:`HostdClient` drives, over a control socket instead of a child's pipes: ``stdin`` and
+    ``stdout`` are the one socket stream; ``wait`` returns when hostd closes it (after ``exit``);
+    ``returncode`` is 0 then; ``kill`` closes the stream."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stdin = stream
+        self.stdout = stream
+        self.returncode: int | None = None
+        self.closed: trio.Event | None = None
+
+    async def wait(self) -> int:
+        assert self.closed is not None
+        await self.closed.wait()
+        self.returncode = 0
+        return 0
+
+    def kill(self) -> None:
+        self.returncode = -1
+
+
+@asynccontextmanager
+async def _attached(sock: trio.socket.SocketType) -> AsyncIterator[TracingClient]:
+    """An initialized session on a connected control socket; ended (``shutdown``, ``exit``) at exit."""
+    stream = trio.SocketStream(sock)
+    channel = _SocketChannel(stream)
+    client = TracingClient(cast(trio.Process, channel), attached=True)
+    channel.closed = client.closed
+    try:
+        async with trio.open_nursery() as nursery:
+            client._nursery = nursery
+            nursery.start_soon(client._reader)
+            try:
+                await client.request("initialize", _INITIALIZE)
+                yield client
+            finally:
+                with trio.CancelScope(shield=True):
+                    await client.close(timeout=REQUEST_TIMEOUT)
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        if len(leaves) == 1 and not isinstance(leaves[0], trio.Cancelled):
+            raise leaves[0] from None
+        raise
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
@@ -281,21 +381,23 @@ async def _more_notifications(client: HostdClient, count: int) -> None:
 
 
 def _restoring(info: Mapping[str, Any]) -> bool:
-    """Whether hostd is still bringing back this enabled plugin: ``starting``, or enabled and
-    not yet begun (restore starts at most 4 at a time). An enabled plugin ends ``ready``,
-    ``unhealthy`` or ``error`` (a refused or failed restore says why in its status)."""
-    return bool(info.get("enabled")) and info.get("status") in ("starting", "stopped")
+    """Whether hostd is still bringing back this enabled plugin: ``starting``. An enabled plugin ends
+    ``ready``, ``unhealthy`` or ``error`` (a refused or failed restore says why in its status); one
+    still queued (restore starts at most 4 at a time) or never started (a hostd serving with
+    ``--no-restore``) is ``stopped``, which is not waited for: nothing may ever start it."""
+    return bool(info.get("enabled")) and info.get("status") == "starting"
 
 
 async def settle(client: HostdClient, only: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """``plugins/list`` once hostd has finished restoring the enabled plugins (those in ``only``).
 
-    Every hostctl command starts a hostd on the state folder, and that hostd starts
-    every plugin the state has enabled, in the background, right after ``initialize``.
-    A command that looks at or uses a plugin must wait for that first: installing the
-    folder again while its restore runs is ``PLUGIN_STATE_CONFLICT``, and a status read
-    then says ``starting``. Waits on hostd's notifications (with the progress display),
-    at most ``ENABLE_TIMEOUT`` seconds (``trio.TooSlowError``).
+    A hostd this command started (``--no-restore``) restores nothing: its listing is
+    returned at once, and no plugin is started. A hostd that was already serving the
+    folder (``client.attached``) starts every enabled plugin in the background after
+    its own ``initialize``; a command that looks at or uses a plugin waits for that
+    first: installing the folder again while its restore runs is ``PLUGIN_STATE_CONFLICT``,
+    and a status read then says ``starting``. Waits on hostd's notifications (with the
+    progress display), at most ``ENABLE_TIMEOUT`` seconds (``trio.TooSlowError``).
     """
     wanted = None if only is None else set(only)
 
@@ -304,6 +406,8 @@ async def settle(client: HostdClient, only: Iterable[str] | None = None) -> list
         return plugins
 
     plugins = await listing()
+    if not getattr(client, "attached", True):
+        return plugins
     pending = [p["id"] for p in plugins if _restoring(p) and (wanted is None or p["id"] in wanted)]
     if not pending:
         return plugins

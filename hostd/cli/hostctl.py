@@ -1,12 +1,14 @@
 """``hostctl``: the parent side of hostd on the command line, for people and scripts.
 
-Every command starts a real ``hostd serve`` through :class:`hostd.cli.client.HostdClient`
-(with :func:`hostd.cli.client.plugin_environment`, so a manifest's bare ``python3``
-is this interpreter) on ONE state folder, the user's (``platformdirs``; ``--state-dir``
-overrides it, for every command alike), drives it over the control protocol exactly
-as an embedding application would, and shuts it down cleanly before exiting. That
-hostd starts the plugins the state has enabled again; every command waits for that
-restore to settle (:func:`hostd.cli.connection.settle`) before it looks at or uses a plugin.
+Every command works on ONE state folder, the user's (``platformdirs``; ``--state-dir``
+overrides it, for every command alike), and drives a hostd over the control protocol exactly
+as an embedding application would (:func:`hostd.cli.connection.open_hostd`): the hostd already
+serving that folder when one listens on its control socket (an application's sidecar; its
+restore is waited for, :func:`hostd.cli.connection.settle`), else a real ``hostd serve
+--no-restore`` of its own through :class:`hostd.cli.client.HostdClient` (with
+:func:`hostd.cli.client.plugin_environment`, so a manifest's bare ``python3`` is this
+interpreter), which starts no plugin unless the command needs one, shut down cleanly before
+exiting. It says which on stderr, in one line.
 
 ``list``, ``install DIR``, ``import CONFIG``, ``grant ID [PERM...|--all]``,
 ``approve ID [--yes]``, ``enable ID|ID.TOOL`` (an npx/uvx plugin's packages installed first),

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Literal
 import trio
 
 from hostd import __version__
+from hostd.control.attach import Fanout, serve_control_socket
 from hostd.control.core import EXIT_SOFTWARE, EXIT_USAGE, InitializeOptions, Notify
-from hostd.control.outbox import OUTBOX_BYTES
+from hostd.control.outbox import OUTBOX_BYTES, current_outbox
 from hostd.control.server import serve_stdio
 from hostd.storage.state import StateError, StateStore
 from hostd.wire.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, RESULT_LIMIT
@@ -67,6 +68,17 @@ def _add_channel_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--state-dir", help="state folder (default: the platform's user state dir for hostd)")
     serve.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="stderr log level"
+    )
+    serve.add_argument(
+        "--no-restore",
+        action="store_true",
+        help="do not start the enabled plugins now; each starts at its plugins/enable, and one whose last start "
+        "failed is shown in error with that reason (hostctl's own hostd runs so)",
+    )
+    serve.add_argument(
+        "--no-control-socket",
+        action="store_true",
+        help="do not listen on <state dir>/control.sock (mode 0600), through which hostctl reaches this hostd",
     )
     serve.add_argument(
         "--trust",
@@ -274,6 +286,7 @@ def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> Hos
     async def host_factory(options: InitializeOptions, notify: Notify, nursery: trio.Nursery) -> HostApi:
         # Imported here, after initialize was answered: this is the heavy part.
         module = await trio.to_thread.run_sync(importlib.import_module, "hostd.host.service")
+        fanout = Fanout(notify)  # the parent, and each session on the control socket
         settings = module.HostSettings(
             trust_development=args.trust == "development",
             pass_proxy=bool(args.pass_proxy_env),
@@ -292,8 +305,13 @@ def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> Hos
             registries=module.Registries.from_environment(args.npm_registry, args.python_index),
             bundle_trust_roots=trust_roots,
             download_allow_private=tuple(args.allow_private_download),
+            restore=not args.no_restore,
         )
-        host: HostApi = await module.Host.create(options, notify, nursery, settings)
+        host: HostApi = await module.Host.create(options, fanout.notify, nursery, settings)
+        store = options.state_store
+        if store is not None and not args.no_control_socket:
+            # Listening before the host is handed over: a client that reads this hostd's answers finds the socket.
+            await nursery.start(serve_control_socket, host, store, fanout, current_outbox())
         return host
 
     return host_factory

@@ -777,8 +777,29 @@ class StateRecord(Wire):
         description="folders the parent granted ([`plugins/grant`](#pluginsgrant)): `read` / `write` → absolute "
         "paths (a member absent: none)"
     )
-    call_grants: dict[str, str] = Field(
+    secret_arguments: bool | None = Field(
+        default=None,
+        alias="secretArguments",
+        description="`true` when the parent let secrets travel as arguments (`plugins/grant` `secretArguments`); "
+        "absent otherwise",
+    )
+    install: dict[str, str] | None = Field(
+        default=None,
+        description="the install's identity: `id` (random hex) and `origin` (who stands behind it); its data "
+        "folder and secrets are this install's only",
+    )
+    call_grants: dict[str, str] | None = Field(
+        default=None,
         alias="callGrants",
         description="files and folders granted for good at a tool call ([Call-time grants](#call-time-grants), "
-        "[`plugins/grantPath`](#pluginsgrantpath)): real path → `read` | `write`",
+        "[`plugins/grantPath`](#pluginsgrantpath)): real path → `read` | `write`; absent when none",
     )
+    start_error: dict[str, str] | None = Field(
+        default=None,
+        alias="startError",
+        description="why its last start failed while enabled: `kind`, `message`, `time` (ISO 8601 UTC) and the "
+        "error's `reason` when it had one; absent once a start succeeds or it is disabled. A hostd serving with "
+        "`--no-restore` shows the plugin `error` with it instead of starting it",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"secret_arguments", "install", "call_grants", "start_error"})

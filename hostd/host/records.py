@@ -73,6 +73,9 @@ class HostSettings:
     #: Hosts a registry entry's bundle URL may name though they resolve to a private or loopback address
     #: (``--allow-private-download``: the user's own mirror; hostd/install/serverjson.py).
     download_allow_private: tuple[str, ...] = ()
+    #: Start the enabled plugins at start-up (False: ``hostd serve --no-restore``; each starts at its
+    #: ``plugins/enable``, and one whose last start failed shows ``error`` with that reason).
+    restore: bool = True
 
     def isolation_policy(
         self,
@@ -177,6 +180,8 @@ class RecordedState:
     secret_arguments: bool = False
     #: Whose install this is (hostd/host/installs.py): its data folder and secrets are this install's only.
     install: dict[str, str] = field(default_factory=dict)
+    #: Why its last start failed while enabled (:attr:`hostd.storage.state.PluginRecord.start_error`).
+    start_error: dict[str, str] | None = None
 
     def to_record(self, restarts: int) -> PluginRecord:
         """What the state store keeps of this plugin, with its restart count."""
@@ -195,6 +200,7 @@ class RecordedState:
             call_grants=dict(self.call_grants),
             secret_arguments=self.secret_arguments,
             install=dict(self.install),
+            start_error=dict(self.start_error) if self.start_error is not None else None,
         )
 
     def take_record(self, record: PluginRecord, manifest: Manifest) -> None:
@@ -211,6 +217,7 @@ class RecordedState:
         self.call_grants = dict(record.call_grants)
         self.secret_arguments = record.secret_arguments
         self.install = installs.migrate(record.install, manifest, self.path)  # a record from before: its own now
+        self.start_error = dict(record.start_error) if record.start_error is not None and record.enabled else None
 
 
 @dataclass(kw_only=True)

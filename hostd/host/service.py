@@ -10,6 +10,7 @@ models in :mod:`hostd.control.models`.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import os
 import shutil
@@ -60,6 +61,7 @@ from hostd.storage import secrets as secrets_
 from hostd.storage.logstore import LogFiles
 from hostd.storage.state import (
     PLUGIN_ID,
+    START_ERROR_CHARS,
     PluginRecord,
     StateError,
     StateStore,
@@ -115,6 +117,8 @@ class Host:
         self._shutting_down = False
         #: Around the restore of enabled plugins; :meth:`shutdown` cancels it.
         self._restore_scope = trio.CancelScope()
+        #: Plugins being refused at restore now: their ``error`` is not a failed start (:meth:`_record_start`).
+        self._refusing: set[str] = set()
         self.store: StateStore | None = options.state_store
         #: The plugins, the broken ones and the state document's records (hostd/host/catalog.py).
         self.catalog = Catalog(self.store)
@@ -179,7 +183,10 @@ class Host:
             host.log_files = LogFiles(store.directory / "logs")
             nursery.start_soon(host.log_files.run)
             to_enable = await catalog.restore(host, opened.warnings)
-            nursery.start_soon(host._restore_enabled, to_enable)
+            if host.settings.restore:
+                nursery.start_soon(host._restore_enabled, to_enable)
+            else:
+                await host._show_failed_starts(to_enable)
         return host
 
     @property
@@ -234,7 +241,11 @@ class Host:
     async def _notify_and_keep(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification to the parent; a ``plugins/log`` about a plugin is kept in its ring too, and so
         is hostd's own reason when a ``plugins/statusChanged`` says a plugin went to ``error`` (once per failure:
-        ``plugins/logs`` then says why each start failed, not only what the server wrote)."""
+        ``plugins/logs`` then says why each start failed, not only what the server wrote); a
+        ``plugins/statusChanged`` to ``error`` or ``ready`` of an enabled plugin is recorded as its start
+        failure (or the end of one) in the state document (:meth:`_record_start`)."""
+        if method == "plugins/statusChanged":
+            self._record_start(params)
         if method == "plugins/log" and isinstance(params.get("plugin"), str):
             self._keep_line(
                 params["plugin"], str(params.get("level")), params.get("source"), str(params.get("message"))
@@ -270,6 +281,82 @@ class Host:
                     f"  tool {problem.get('tool')!r}, {problem.get('field') or 'tool'}: {problem.get('message')}",
                 )
 
+    def _record_start(self, status: dict[str, Any]) -> None:
+        """Keep why an enabled plugin's start failed (``status`` is its ``PluginStatus``: ``error`` with the
+        reason) in its record, or forget it (``ready``); the document is written in the background when
+        it changed (a failed write is logged). Read back by :meth:`_show_failed_starts` in a later hostd.
+
+        The class (issue 28): a failure only the hostd that saw it knew, so that every later hostd (one per
+        hostctl command) started the plugin again to find out, printing its start-up lines each time.
+        """
+        plugin = self.plugins.get(str(status.get("plugin_id")))
+        if plugin is None:
+            return
+        error = status.get("error")
+        recorded = plugin.start_error
+        if status.get("status") == "error" and plugin.enabled and isinstance(error, dict):
+            if "failedAt" in error or plugin.manifest.id in self._refusing:  # shown again, or a refusal
+                return
+            kind, message = str(error.get("kind")), str(error.get("message"))
+            if recorded is not None and (recorded["kind"], recorded["message"]) == (kind, message[:START_ERROR_CHARS]):
+                return
+            now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            plugin.start_error = {"kind": kind, "message": message[:START_ERROR_CHARS], "time": now}
+            if isinstance(error.get("reason"), str):
+                plugin.start_error["reason"] = error["reason"][:START_ERROR_CHARS]
+        elif status.get("status") == "ready" and recorded is not None:
+            plugin.start_error = None
+        else:
+            return
+        with contextlib.suppress(RuntimeError):  # the session is ending: the next write records it
+            self.nursery.start_soon(self.catalog.persist_quietly)
+
+    async def _show_failed_starts(self, plugins: list[tuple[InstalledPlugin, PluginRecord]]) -> None:
+        """``--no-restore``: nothing is started. An enabled plugin that restore would refuse (a changed
+        manifest, a grant taken back: :meth:`_restore_one`'s checks, no process started) is shown ``error``
+        with that refusal; else one whose last start failed (its record's ``startError``) with that
+        reason. So ``plugins/list`` and ``plugins/status`` say why without starting it again
+        (``plugins/enable`` tries again)."""
+        for plugin, record in plugins:
+            if await self._restore_check(plugin, record) is None:
+                continue
+            recorded = plugin.start_error
+            if recorded is None:
+                continue
+            kind = ErrorKind.__members__.get(recorded["kind"], ErrorKind.PLUGIN_START_FAILED)
+            message = f"{recorded['message']} (its last start, at {recorded['time']}, failed; not tried again here)"
+            reason = {"reason": recorded["reason"]} if "reason" in recorded else {}
+            await plugin.supervisor.refuse(
+                HostError(kind, message, plugin=plugin.manifest.id, failedAt=recorded["time"], **reason)
+            )
+
+    async def _restore_check(self, plugin: InstalledPlugin, record: PluginRecord) -> Start | None:
+        """What starts ``plugin`` at restore (:meth:`_gate`'s ``Start``), or None when restore refuses it:
+        its manifest changed since approval, or a check of the gate fails; it is then in state ``error``
+        with the refusal (logged), no process started. A refusal is not a failed start: it is found
+        again at each restore, never recorded (:meth:`_record_start`)."""
+        plugin_id = plugin.manifest.id
+        if plugin.manifest_digest != record.manifest_digest:
+            refusal = HostError(
+                ErrorKind.MANIFEST_CHANGED,
+                f"plugin {plugin_id}: its manifest changed on disk since it was approved; "
+                "approve it again, then enable",
+                plugin=plugin_id,
+                path=str(plugin.path),
+            )
+        else:
+            try:
+                return await self._gate(plugin)
+            except HostError as error:
+                refusal = error
+                log.warning("restoring plugin %s refused: %s", plugin_id, error.message)
+        self._refusing.add(plugin_id)
+        try:
+            await plugin.supervisor.refuse(refusal)
+        finally:
+            self._refusing.discard(plugin_id)
+        return None
+
     async def _restore_enabled(self, plugins: list[tuple[InstalledPlugin, PluginRecord]]) -> None:
         """Enable again what was enabled (4 at a time), unless it changed since approval.
 
@@ -294,22 +381,8 @@ class Host:
         """
         plugin_id = plugin.manifest.id
         async with limiter:
-            if plugin.manifest_digest != record.manifest_digest:
-                await plugin.supervisor.refuse(
-                    HostError(
-                        ErrorKind.MANIFEST_CHANGED,
-                        f"plugin {plugin_id}: its manifest changed on disk since it was approved; "
-                        "approve it again, then enable",
-                        plugin=plugin_id,
-                        path=str(plugin.path),
-                    )
-                )
-                return
-            try:
-                start = await self._gate(plugin)
-            except HostError as error:
-                await plugin.supervisor.refuse(error)
-                log.warning("restoring plugin %s refused: %s", plugin_id, error.message)
+            start = await self._restore_check(plugin, record)
+            if start is None:
                 return
             try:
                 await plugin.supervisor.enable(start)

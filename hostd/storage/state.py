@@ -105,6 +105,11 @@ class PluginRecord:
     secret_arguments: bool = False
     #: The install's identity (hostd/host/installs.py): ``{"id": random hex, "origin": who stands behind it}``.
     install: dict[str, str] = field(default_factory=dict)
+    #: Why its last start failed, while it is enabled: ``{"kind", "message", "time"}`` (ISO 8601 UTC) and
+    #: the error's ``reason`` when it had one;
+    #: None once a start succeeds or it is disabled. A hostd that does not start plugins at start-up
+    #: (``hostd serve --no-restore``, hostctl's) shows the plugin ``error`` with this reason (issue 28).
+    start_error: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -120,9 +125,10 @@ class PluginRecord:
             "limits": dict(self.limits),
             "disabledTools": sorted(self.disabled_tools),
             "folders": {k: list(v) for k, v in self.folders.items()},
-            **({"callGrants": dict(sorted(self.call_grants.items()))} if self.call_grants else {}),
             **({"secretArguments": True} if self.secret_arguments else {}),
             **({"install": dict(self.install)} if self.install else {}),
+            **({"callGrants": dict(sorted(self.call_grants.items()))} if self.call_grants else {}),
+            **({"startError": dict(self.start_error)} if self.start_error is not None else {}),
         }
 
     @classmethod
@@ -178,7 +184,33 @@ class PluginRecord:
                 for k, v in typed("callGrants", dict, {}).items()
                 if isinstance(k, str) and os.path.isabs(k) and "\x00" not in k and v in ("read", "write")
             },
+            start_error=_start_error(value.get("startError")),
         )
+
+
+#: Bound of a recorded start failure's ``message``, in characters (the rest is cut: it is a plugin's text).
+START_ERROR_CHARS = 2000
+
+
+def _start_error(value: Any) -> dict[str, str] | None:
+    """A stored ``startError``: ``kind``, ``message`` and ``time`` as strings (cut to bounds), else None.
+
+    The class: a field of the document is attacker input (the file may be edited or damaged); a malformed
+    reason is dropped (the plugin shows ``stopped``, as if no start had failed), never a broken record.
+    """
+    if not isinstance(value, dict):
+        return None
+    fields = {name: value.get(name) for name in ("kind", "message", "time")}
+    if not all(isinstance(item, str) for item in fields.values()):
+        return None
+    found = {
+        "kind": str(fields["kind"])[:64],
+        "message": str(fields["message"])[:START_ERROR_CHARS],
+        "time": str(fields["time"])[:40],
+    }
+    if isinstance(value.get("reason"), str):
+        found["reason"] = value["reason"][:START_ERROR_CHARS]
+    return found
 
 
 class RecordError(ValueError):
