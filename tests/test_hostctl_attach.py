@@ -70,7 +70,7 @@ async def test_reading_commands_start_no_plugin(tmp_path: Path, make_plugin: Mak
         assert f"hostctl: started a hostd for {state} (it starts only the plugins this command uses)" in done.stderr
     listed = await hostctl(state, "list")
     row = listed.stdout.splitlines()[2].split()
-    assert row[:4] == ["mcp-echo", "1.0.0", "stopped", "yes"]
+    assert row[:5] == ["mcp-echo", "1.0.0", "-", "stopped", "yes"]
     # A command that needs it starts it (that one only), and the next reading command again does not.
     called = await hostctl(state, "call", "mcp-echo", "echo", '{"text": "x"}')
     assert called.returncode == 0, called.stderr
@@ -92,7 +92,7 @@ async def test_a_failed_start_is_reported_and_not_tried_again(tmp_path: Path, ma
         assert starts(state) == 1, verb
         assert "attach-fixture: cannot start" not in done.stderr, verb  # no start, no start-up line
     listed = await hostctl(state, "list")
-    assert listed.stdout.splitlines()[2].split()[:4] == ["mcp-echo", "1.0.0", "error", "yes"]
+    assert listed.stdout.splitlines()[2].split()[:5] == ["mcp-echo", "1.0.0", "-", "error", "yes"]
     status = await hostctl(state, "status", "mcp-echo")
     assert status.returncode == 1
     row = status.stdout.splitlines()[2].split(maxsplit=6)
@@ -114,7 +114,7 @@ async def test_a_failed_start_is_reported_and_not_tried_again(tmp_path: Path, ma
     # Disabled, the recorded failure is forgotten.
     assert (await hostctl(state, "disable", "mcp-echo")).returncode == 0
     listed = await hostctl(state, "list")
-    assert listed.stdout.splitlines()[2].split()[:4] == ["mcp-echo", "1.0.0", "stopped", "no"]
+    assert listed.stdout.splitlines()[2].split()[:5] == ["mcp-echo", "1.0.0", "-", "stopped", "no"]
 
 
 async def test_hostctl_uses_the_hostd_already_serving_the_folder(tmp_path: Path, make_plugin: MakePlugin) -> None:

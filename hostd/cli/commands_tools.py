@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from rich.console import Console
+
 from hostd.cli.client import HostdClient
 from hostd.cli.connection import (
     CALL_TIMEOUT,
@@ -99,8 +101,7 @@ async def cmd_tools(client: HostdClient, opts: Options, args: argparse.Namespace
     tools = listing["tools"]
     if not tools:
         if not getattr(client, "attached", True):  # this command's own hostd starts no plugin (issue 28)
-            say(out, "no tools: only running plugins have tools, and this hostctl command starts none")
-            next_step(out, "use a tool (starts its plugin)", "hostctl call ID TOOL")
+            await _print_declared_tools(client, out, args.id)
             return EXIT_OK
         say(out, "no tools: only running plugins have tools")
         next_step(out, "start a plugin", "hostctl enable ID")
@@ -116,6 +117,24 @@ async def cmd_tools(client: HostdClient, opts: Options, args: argparse.Namespace
     ]
     print_table(out, ["TOOL", "ENABLED", "PERMISSION", "DESCRIPTION"], rows)
     return EXIT_OK
+
+
+async def _print_declared_tools(client: HostdClient, out: Console, plugin_id: str | None) -> None:
+    """What ``hostctl tools`` shows when its own hostd runs no plugin (reading commands start none, issue
+    28): the tools each enabled plugin's manifest declares (``PluginInfo.tools``), said to be that, with
+    how to use one; a plugin that declares none lists its tools only while it runs."""
+    plugins = (await client.request("plugins/list", {}))["plugins"]
+    chosen = [p for p in plugins if p["enabled"] and (plugin_id is None or p["id"] == plugin_id)]
+    rows = [[f"{p['id']}.{name}", "-", "-", "declared in its manifest"] for p in chosen for name in p["tools"]]
+    if rows:
+        print_table(out, ["TOOL", "ENABLED", "PERMISSION", "DESCRIPTION"], rows)
+        say(out, "the tools the manifests declare: this hostctl command starts no plugin, and a running plugin")
+        say(out, "lists its own, with their descriptions. Use one (starts its plugin):")
+        say(out, as_typed("hostctl call ID TOOL 'ARGUMENTS AS JSON'"))
+        return
+    say(out, "no tools to show: this hostctl command starts no plugin, and only a running plugin lists the")
+    say(out, "tools its manifest does not declare. Use one (starts its plugin):")
+    say(out, as_typed("hostctl call ID TOOL 'ARGUMENTS AS JSON'"))
 
 
 async def ensure_ready(client: HostdClient, target: str, opts: Options) -> str:
