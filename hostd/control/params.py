@@ -84,6 +84,8 @@ class Limits(_Params):
     max_rss_mb: float | None = Field(default=None, alias="maxRssMb", gt=0)
     max_cpu_percent: float | None = Field(default=None, alias="maxCpuPercent", gt=0)
     max_disk_mb: float | None = Field(default=None, alias="maxDiskMb", gt=0)
+    max_tools: int | None = Field(default=None, alias="maxTools", ge=1, le=100_000)
+    max_listing_mb: float | None = Field(default=None, alias="maxListingMb", gt=0, le=1024)
 
 
 class FolderGrants(_Params):

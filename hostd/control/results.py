@@ -235,6 +235,14 @@ class GrantedLimits(Wire):
     max_disk_mb: float | None = Field(
         alias="maxDiskMb", description="MiB allocated beneath the data folder and `TMPDIR` (`--max-disk-mb`)"
     )
+    max_tools: int | None = Field(
+        default=None, alias="maxTools", description="tools the plugin may list (`LISTING_TOO_LARGE`; default 1024)"
+    )
+    max_listing_mb: float | None = Field(
+        default=None,
+        alias="maxListingMb",
+        description="MiB of one listing of the plugin, as compact JSON (`LISTING_TOO_LARGE`; default 16)",
+    )
 
 
 class ConfigItem(Wire):
@@ -283,7 +291,7 @@ class PluginInfo(Wire):
         "`--sandbox strict`",
     )
     limits: GrantedLimits = Field(
-        description="`{maxRssMb, maxCpuPercent, maxDiskMb}` granted to this "
+        description="`{maxRssMb, maxCpuPercent, maxDiskMb, maxTools, maxListingMb}` granted to this "
         "plugin (`null` members: the host's limits apply)"
     )
     launch: Launch | LaunchUnresolved | None = Field(
@@ -622,7 +630,7 @@ class StateRecord(Wire):
     network_ports: list[int] = Field(alias="networkPorts", description="granted TCP ports, sorted")
     limits: dict[str, float] = Field(
         description="granted limits in the units hostd enforces: `max_rss_bytes`, `max_cpu_percent`, "
-        "`max_disk_bytes` (a member absent: the host's limit applies)"
+        "`max_disk_bytes`, `max_tools`, `max_listing_bytes` (a member absent: the host's limit applies)"
     )
     disabled_tools: list[str] = Field(
         alias="disabledTools",

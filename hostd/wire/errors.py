@@ -112,6 +112,12 @@ class ErrorKind(Enum):
         "The tool's plugin is installed but not ready (data.state: stopped, starting, unhealthy, error;"
         " data.nextRetryAt while a restart is due); data.transient says whether retrying later may work.",
     )
+    LISTING_TOO_LARGE = (
+        -32050,
+        "A plugin listed more tools (prompts, resources, resource templates) than its bound: data.listing, what it"
+        " sent (data.count, data.bytes: compact JSON) and the bounds (data.maxCount, default 1024; data.maxBytes,"
+        " default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin.",
+    )
     RESOURCE_EXHAUSTED = (
         -32044,
         "The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno);"

@@ -1,0 +1,99 @@
+"""Aggregate bounds of a plugin's listings and the pages of the parent-facing ``tools/list`` (issue 29).
+
+The class: every input is bounded per item, but a *sum* of items was not: one plugin listing many legal
+tools made hostd hold (and the parent's ``tools/list`` carry) any amount. Members tried here, each with a
+real hostd and a real fixture server (``fixtures/mcp-echo`` variant ``many-tools``, ``--count`` tools of
+``--description-bytes`` characters): too many tools (the count bound), too many bytes of tools (the bytes
+bound, with hostd's peak RSS measured), a parent-set bound (``plugins/grant`` ``limits.maxTools``) and a
+legal listing larger than the parent's line bound (paged, every tool reachable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from hostd.cli.client import HostdClient, RpcError
+from tests.conftest import MakePlugin, ready
+from tests.test_corpus_framing import HOSTILE, assert_healthy, enable_healthy
+
+MIB = 1024 * 1024
+#: The documented defaults (docs/protocol.md, LISTING_TOO_LARGE): 1024 tools, 16 MiB of tools.
+MAX_TOOLS = 1024
+MAX_LISTING_BYTES = 16 * MIB
+
+
+def peak_rss(hostd: HostdClient) -> int:
+    """hostd's peak resident memory so far (``VmHWM`` of /proc/PID/status), in bytes."""
+    status = Path(f"/proc/{hostd.process.pid}/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
+def many(make_plugin: MakePlugin, count: int, description_bytes: int, pages: int) -> Path:
+    names = [f"t{i:04d}" for i in range(count)]
+    args = ["--count", str(count), "--description-bytes", str(description_bytes), "--pages", str(pages)]
+    return make_plugin(variant="many-tools", tools=names, args=args, backend={"startup_timeout_seconds": 60})
+
+
+async def refused(hostd: HostdClient, folder: Path) -> RpcError:
+    with pytest.raises(RpcError) as failed:
+        await ready(hostd, folder)
+    return failed.value
+
+
+async def test_too_many_tools_are_refused_at_discovery_naming_what_was_sent_and_the_bound(
+    hostd: HostdClient, make_plugin: MakePlugin
+) -> None:
+    with trio.fail_after(60):
+        await enable_healthy(hostd, make_plugin)
+        error = await refused(hostd, many(make_plugin, 1600, 64, 4))  # pages of 400 tools
+        assert error.kind == "LISTING_TOO_LARGE"
+        # Refused at the page that crossed the bound: 3 pages, 1200 tools.
+        assert error.data["plugin"] == HOSTILE
+        assert error.data["listing"] == "tools"
+        assert error.data["count"] == 1200
+        assert error.data["maxCount"] == MAX_TOOLS
+        assert error.data["maxBytes"] == MAX_LISTING_BYTES
+        assert "1200 tools" in error.message and "1024" in error.message
+        status = await hostd.request("plugins/status", {"id": HOSTILE})
+        assert status["status"] == "error"
+        assert status["tools_count"] == 0
+        await assert_healthy(hostd)
+
+
+async def test_too_many_bytes_of_tools_are_refused_and_hostd_memory_stays_bounded(
+    hostd: HostdClient, make_plugin: MakePlugin
+) -> None:
+    # 1,600 legal tools of ~110 KB each (~176 MB in all, in 16 pages of ~11 MB): hostd grew to ~590 MiB.
+    with trio.fail_after(120):
+        await enable_healthy(hostd, make_plugin)
+        error = await refused(hostd, many(make_plugin, 1600, 110_000, 16))
+        assert error.kind == "LISTING_TOO_LARGE"
+        assert error.data["listing"] == "tools"
+        assert error.data["count"] == 200  # the second page crossed 16 MiB
+        assert MAX_LISTING_BYTES < error.data["bytes"] < 2 * 11_200_000
+        assert error.data["maxBytes"] == MAX_LISTING_BYTES
+        # What hostd held: at most two pages and their parse, never the listing.
+        assert peak_rss(hostd) < 300 * MIB, peak_rss(hostd)
+        await assert_healthy(hostd)
+
+
+async def test_the_parent_raises_a_plugins_bound_with_plugins_grant(
+    hostd: HostdClient, make_plugin: MakePlugin
+) -> None:
+    with trio.fail_after(60):
+        folder = many(make_plugin, 1600, 64, 4)
+        info = await hostd.request("plugins/install", {"path": str(folder)})
+        limits = {"maxTools": 2000}
+        await hostd.request("plugins/grant", {"id": HOSTILE, "permissions": info["permissions"], "limits": limits})
+        await hostd.request("plugins/approve", {"id": HOSTILE, "digest": info["launch"]["digest"]})
+        status = await hostd.request("plugins/enable", {"id": HOSTILE})
+        assert status["status"] == "ready"
+        assert status["tools_count"] == 1600
+        shown = next(i for i in (await hostd.request("plugins/list"))["plugins"] if i["id"] == HOSTILE)
+        assert shown["limits"]["maxTools"] == 2000
+        tools = (await hostd.request("tools/list", {"plugin": HOSTILE}))["tools"]
+        assert [t["name"] for t in tools] == [f"{HOSTILE}.t{i:04d}" for i in range(1600)]
