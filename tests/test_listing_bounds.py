@@ -11,11 +11,14 @@ legal listing larger than the parent's line bound (paged, every tool reachable).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 import trio
 
 from hostd.cli.client import HostdClient, RpcError
+from hostd.wire.framing import PARENT_FRAME_LIMIT
 from tests.conftest import MakePlugin, ready
 from tests.test_corpus_framing import HOSTILE, assert_healthy, enable_healthy
 
@@ -97,3 +100,46 @@ async def test_the_parent_raises_a_plugins_bound_with_plugins_grant(
         assert shown["limits"]["maxTools"] == 2000
         tools = (await hostd.request("tools/list", {"plugin": HOSTILE}))["tools"]
         assert [t["name"] for t in tools] == [f"{HOSTILE}.t{i:04d}" for i in range(1600)]
+
+
+async def raw_page(hostd: HostdClient, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """One ``tools/list`` answer as sent, without the client's paging, and the bytes of its result."""
+    response = await hostd.start("tools/list", params)
+    result: dict[str, Any] = await response()
+    return result, len(orjson.dumps(result))
+
+
+async def test_a_listing_over_the_parents_line_bound_is_paged_and_every_tool_listed(
+    hostd: HostdClient, make_plugin: MakePlugin
+) -> None:
+    # 90 tools of 100 KiB: ~9.2 MB of tools, over the 8 MiB (8,388,608-byte) line bound of the Python and TS clients.
+    with trio.fail_after(60):
+        await enable_healthy(hostd, make_plugin)
+        status = await ready(hostd, many(make_plugin, 90, 100 * 1024, 4))
+        assert status["status"] == "ready"
+        expected = [f"{HOSTILE}.t{i:04d}" for i in range(90)]
+        # The client pages through: every tool, in name order, one revision.
+        listing = await hostd.request("tools/list", {"plugin": HOSTILE})
+        assert [t["name"] for t in listing["tools"]] == expected
+        assert "nextCursor" not in listing
+        everything = await hostd.request("tools/list", {})
+        assert [t["name"] for t in everything["tools"] if t["plugin"] == HOSTILE] == expected
+        # Page by page as sent: each well under the line bound, the cursor passed back, nothing twice.
+        names: list[str] = []
+        cursor = None
+        pages = 0
+        while True:
+            page, size = await raw_page(hostd, {"plugin": HOSTILE, "cursor": cursor})
+            pages += 1
+            assert size < PARENT_FRAME_LIMIT // 4, size
+            names += [t["name"] for t in page["tools"]]
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                break
+        assert names == expected
+        assert pages == 9  # ten tools of ~103 KB a page: 1 MiB each
+        with pytest.raises(RpcError) as bad:
+            await hostd.request("tools/list", {"cursor": "not a cursor"})
+        assert bad.value.kind == "INVALID_PARAMS"
+        assert bad.value.data["field"] == "cursor"
+        await assert_healthy(hostd)

@@ -130,11 +130,12 @@ class ImportParams(_Params):
 
 
 class ToolsListParams(_Params):
-    """``tools/list {plugin?, includeDisabled?}``; ``includeDisabled``: list the tools the user disabled too
-    (with ``enabled: false``)."""
+    """``tools/list {plugin?, includeDisabled?, cursor?}``; ``includeDisabled``: list the tools the user disabled
+    too (with ``enabled: false``); ``cursor``: the ``nextCursor`` of the previous page (absent: the first page)."""
 
     plugin: str | None = None
     include_disabled: bool = Field(default=False, alias="includeDisabled")
+    cursor: str | None = Field(default=None, max_length=4096)
 
 
 class ToolSetEnabledParams(_Params):

@@ -483,10 +483,21 @@ class ImportResult(Wire):
 
 
 class ToolsListResult(Wire):
-    """``tools/list`` result."""
+    """``tools/list`` result: one page of the registered tools."""
 
-    tools: list[HostTool] = Field(description="every registered tool (only `plugin`'s when given), sorted by `name`")
+    omit_none = frozenset({"next_cursor"})
+
+    tools: list[HostTool] = Field(
+        description="the registered tools (only `plugin`'s when given), sorted by `name`: one page, whose tools "
+        "total at most 1 MiB as JSON (at least one tool), so an answer always fits the 8 MiB line bound"
+    )
     revision: int = Field(description="goes up on every change of the registry; the one `tools/listChanged` carries")
+    next_cursor: str | None = Field(
+        default=None,
+        alias="nextCursor",
+        description="pass it back as `cursor` (with the same `plugin` and `includeDisabled`) for the next page; "
+        "omitted on the last page. hostd's Python and TypeScript clients and hostctl follow it",
+    )
 
 
 class ToolsCallResult(Wire):

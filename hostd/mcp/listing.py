@@ -48,6 +48,15 @@ class ListingBounds:
         )
 
 
+def _size(item: Any) -> int:
+    """Bytes of ``item`` as compact UTF-8 JSON; 0 for one orjson cannot write (over its depth of 255, which
+    :func:`hostd.mcp.convert.convert_tools` refuses by name, field and pointer)."""
+    try:
+        return len(orjson.dumps(item))
+    except TypeError:
+        return 0
+
+
 class ListingCount:
     """The running count of one listing walk (``listing``: ``"tools"``, ``"prompts"``...) of ``plugin_id``."""
 
@@ -66,7 +75,7 @@ class ListingCount:
         including this page, and the bounds.
         """
         self.count += len(items)
-        self.bytes += sum(len(orjson.dumps(item)) for item in items)
+        self.bytes += sum(_size(item) for item in items)
         bounds = self.bounds
         if self.count <= bounds.max_items and self.bytes <= bounds.max_bytes:
             return

@@ -158,6 +158,10 @@ export interface GrantedLimits {
   maxCpuPercent: number | null;
   /** MiB allocated beneath the data folder and `TMPDIR` (`--max-disk-mb`) */
   maxDiskMb: number | null;
+  /** tools the plugin may list (`LISTING_TOO_LARGE`; default 1024) */
+  maxTools?: number | null;
+  /** MiB of one listing of the plugin, as compact JSON (`LISTING_TOO_LARGE`; default 16) */
+  maxListingMb?: number | null;
 }
 
 /** A tool as hostd offers it. Returned by `tools/list`. */
@@ -325,6 +329,8 @@ export interface Limits {
   maxRssMb?: number | null;
   maxCpuPercent?: number | null;
   maxDiskMb?: number | null;
+  maxTools?: number | null;
+  maxListingMb?: number | null;
 }
 
 /** `tools/listChanged` params. */
@@ -429,7 +435,7 @@ export interface PluginInfo {
   tools: string[];
   /** TCP ports the parent granted, sorted ([`plugins/grant`](#pluginsgrant)); reachable under `--sandbox strict` */
   networkPorts: number[];
-  /** `{maxRssMb, maxCpuPercent, maxDiskMb}` granted to this plugin (`null` members: the host's limits apply) */
+  /** `{maxRssMb, maxCpuPercent, maxDiskMb, maxTools, maxListingMb}` granted to this plugin (`null` members: the host's limits apply) */
   limits: GrantedLimits;
   /** [`Launch`](#launch): what will run, for the approval prompt; [`LaunchUnresolved`](#launchunresolved) `{error, kind}` when the command cannot be resolved */
   launch: Launch | LaunchUnresolved | null;
@@ -667,20 +673,23 @@ export interface ToolsCallResult {
 }
 
 /**
- * `tools/list {plugin?, includeDisabled?}`; `includeDisabled`: list the tools the user disabled too
- * (with `enabled: false`).
+ * `tools/list {plugin?, includeDisabled?, cursor?}`; `includeDisabled`: list the tools the user disabled
+ * too (with `enabled: false`); `cursor`: the `nextCursor` of the previous page (absent: the first page).
  */
 export interface ToolsListParams {
   plugin?: string | null;
   includeDisabled?: boolean;
+  cursor?: string | null;
 }
 
-/** `tools/list` result. */
+/** `tools/list` result: one page of the registered tools. */
 export interface ToolsListResult {
-  /** every registered tool (only `plugin`'s when given), sorted by `name` */
+  /** the registered tools (only `plugin`'s when given), sorted by `name`: one page, whose tools total at most 1 MiB as JSON (at least one tool), so an answer always fits the 8 MiB line bound */
   tools: HostTool[];
   /** goes up on every change of the registry; the one `tools/listChanged` carries */
   revision: number;
+  /** pass it back as `cursor` (with the same `plugin` and `includeDisabled`) for the next page; omitted on the last page. hostd's Python and TypeScript clients and hostctl follow it */
+  nextCursor?: string | null;
 }
 
 /** Requests the parent sends; hostd answers with `result`. */
@@ -748,7 +757,7 @@ export interface Requests {
     params: PluginRef;
     result: PluginStatus;
   };
-  /** `tools/list {plugin?, includeDisabled?}`; `includeDisabled`: list the tools the user disabled too (with `enabled: false`). */
+  /** `tools/list {plugin?, includeDisabled?, cursor?}`; `includeDisabled`: list the tools the user disabled too (with `enabled: false`); `cursor`: the `nextCursor` of the previous page (absent: the first page). */
   "tools/list": {
     params: ToolsListParams;
     result: ToolsListResult;
@@ -956,6 +965,8 @@ export const ErrorCodes = {
   RESOURCE_EXHAUSTED: -32044,
   /** The tool's plugin is installed but not ready (data.state: stopped, starting, unhealthy, error; data.nextRetryAt while a restart is due); data.transient says whether retrying later may work. */
   PLUGIN_NOT_READY: -32045,
+  /** A plugin listed more tools (prompts, resources, resource templates) than its bound: data.listing, what it sent (data.count, data.bytes: compact JSON) and the bounds (data.maxCount, default 1024; data.maxBytes, default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin. */
+  LISTING_TOO_LARGE: -32050,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */
