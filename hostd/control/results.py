@@ -380,7 +380,7 @@ class PluginStatus(Wire):
 class HostTool(Wire):
     """A tool as hostd offers it. Returned by `tools/list`."""
 
-    omit_none = frozenset({"output_schema", "annotations", "permission", "execution"})
+    omit_none = frozenset({"output_schema", "annotations", "permission", "execution", "invisible_characters"})
 
     name: str = Field(description="`<plugin id>.<MCP tool name>`, exact and stable (`mcp-echo.echo`)")
     function_name: str = Field(
@@ -404,6 +404,14 @@ class HostTool(Wire):
         default=None,
         description='the MCP `execution` (`{taskSupport: "forbidden" | "optional" | "required"}`); omitted when '
         "absent. hostd calls a `required` tool as a task (`tools/call` looks the same to the parent)",
+    )
+    invisible_characters: Literal[True] | None = Field(
+        default=None,
+        alias="invisibleCharacters",
+        description="`true` when `description` holds characters a person cannot see (format and control "
+        "characters other than newline and tab, tag characters U+E0000-E007F, the word joiner, private-use, "
+        "unassigned and default-ignorable code points): text only a model reads. An app should warn, or show "
+        "them escaped as hostctl does; omitted otherwise",
     )
     plugin: str = Field(description="the plugin's `id`")
     enabled: bool = Field(

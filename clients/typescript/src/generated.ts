@@ -182,6 +182,8 @@ export interface HostTool {
   permission?: string | null;
   /** the MCP `execution` (`{taskSupport: "forbidden" | "optional" | "required"}`); omitted when absent. hostd calls a `required` tool as a task (`tools/call` looks the same to the parent) */
   execution?: { [key: string]: unknown } | null;
+  /** `true` when `description` holds characters a person cannot see (format and control characters other than newline and tab, tag characters U+E0000-E007F, the word joiner, private-use, unassigned and default-ignorable code points): text only a model reads. An app should warn, or show them escaped as hostctl does; omitted otherwise */
+  invisibleCharacters?: true | null;
   /** the plugin's `id` */
   plugin: string;
   /** `false` when the user disabled the tool ([`tools/setEnabled`](#toolssetenabled)): only listed with `includeDisabled`, and a call is refused with `TOOL_DISABLED` */
