@@ -143,3 +143,44 @@ async def test_a_listing_over_the_parents_line_bound_is_paged_and_every_tool_lis
         assert bad.value.kind == "INVALID_PARAMS"
         assert bad.value.data["field"] == "cursor"
         await assert_healthy(hostd)
+
+
+async def test_every_plugins_prompts_are_paged_and_each_plugins_walk_bounded(
+    hostd: HostdClient, make_plugin: MakePlugin
+) -> None:
+    """The same class for prompts: ``prompts/list`` without ``plugin`` gathered every page of every plugin into
+    one answer. Now each plugin's walk is bounded and the answer is paged by hostd."""
+    with trio.fail_after(60):
+        args = ["--count", "90", "--description-bytes", str(100 * 1024), "--pages", "3"]
+        assert (await ready(hostd, make_plugin("prompts-a", variant="many-prompts", args=args)))["status"] == "ready"
+        listing = await hostd.request("prompts/list", {})  # the client follows nextCursor
+        assert [x["name"] for x in listing["prompts"]] == [f"prompts-a.p{i:04d}" for i in range(90)]
+        first, size = await raw_page_of(hostd, "prompts/list", {"cursor": None})
+        assert len(first["prompts"]) == 10 and size < 2 * MIB
+        too_many = ["--count", "1100", "--description-bytes", "8", "--pages", "2"]
+        assert (await ready(hostd, make_plugin("prompts-b", variant="many-prompts", args=too_many)))[
+            "status"
+        ] == "ready"
+        with pytest.raises(RpcError) as refused:
+            await hostd.request("prompts/list", {})
+        assert refused.value.kind == "LISTING_TOO_LARGE"
+        assert (refused.value.data["plugin"], refused.value.data["listing"]) == ("prompts-b", "prompts")
+        assert (refused.value.data["count"], refused.value.data["maxCount"]) == (1100, MAX_TOOLS)
+
+
+async def test_a_prompt_name_outside_the_allowlist_is_an_upstream_error(
+    hostd: HostdClient, make_plugin: MakePlugin
+) -> None:
+    with trio.fail_after(30):
+        assert (await ready(hostd, make_plugin(variant="invisible-prompt")))["status"] == "ready"
+        with pytest.raises(RpcError) as refused:
+            await hostd.request("prompts/list", {"plugin": HOSTILE})
+        assert refused.value.kind == "MCP_UPSTREAM_ERROR"
+        assert "contains U+2060 at 3" in refused.value.message
+
+
+async def raw_page_of(hostd: HostdClient, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """One answer of ``method`` as sent, without the client's paging, and the bytes of its result."""
+    response = await hostd.start(method, params)
+    result: dict[str, Any] = await response()
+    return result, len(orjson.dumps(result))

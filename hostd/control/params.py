@@ -175,10 +175,11 @@ class ResourceParams(_Params):
 
 
 class PromptsListParams(_Params):
-    """``prompts/list {plugin?, cursor?}`` (a ``cursor`` needs the ``plugin`` it came from)."""
+    """``prompts/list {plugin?, cursor?}``: with ``plugin``, ``cursor`` is its server's; without, hostd's (the
+    ``nextCursor`` of the previous page of every plugin's prompts)."""
 
     plugin: str | None = None
-    cursor: str | None = None
+    cursor: str | None = Field(default=None, max_length=4096)
 
 
 class PromptsGetParams(_Params):

@@ -563,7 +563,8 @@ class PagedResult(Wire):
     next_cursor: str | None = Field(
         default=None,
         alias="nextCursor",
-        description="the server's cursor for the next page (pass it back with the same `plugin`); omitted at the end."
+        description="the cursor of the next page (pass it back with the same `plugin`: the server's; `prompts/list`"
+        " without `plugin`: hostd's, whose pages of every plugin's prompts total at most 1 MiB); omitted at the end."
         " Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name`"
         " is the host name `<plugin>.<name>`, with `plugin`)",
     )

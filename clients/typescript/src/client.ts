@@ -147,7 +147,7 @@ export interface ClientOptions {
  * The listings hostd pages for the parent (method -> the member holding the items): `request` follows their
  * `nextCursor` (docs/protocol.md, `tools/list`), so an answer never has to exceed the 8 MiB line bound.
  */
-export const PAGED: Readonly<Record<string, string>> = { "tools/list": "tools" };
+export const PAGED: Readonly<Record<string, string>> = { "tools/list": "tools", "prompts/list": "prompts" };
 
 export class HostdClient {
   readonly #transport: Transport;

@@ -384,7 +384,7 @@ export interface LogsResult {
  * `prompts/list`).
  */
 export interface PagedResult {
-  /** the server's cursor for the next page (pass it back with the same `plugin`); omitted at the end. Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name` is the host name `<plugin>.<name>`, with `plugin`) */
+  /** the cursor of the next page (pass it back with the same `plugin`: the server's; `prompts/list` without `plugin`: hostd's, whose pages of every plugin's prompts total at most 1 MiB); omitted at the end. Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name` is the host name `<plugin>.<name>`, with `plugin`) */
   nextCursor?: string | null;
   [key: string]: unknown;
 }
@@ -567,7 +567,10 @@ export interface PromptsGetParams {
   arguments?: { [key: string]: string } | null;
 }
 
-/** `prompts/list {plugin?, cursor?}` (a `cursor` needs the `plugin` it came from). */
+/**
+ * `prompts/list {plugin?, cursor?}`: with `plugin`, `cursor` is its server's; without, hostd's (the
+ * `nextCursor` of the previous page of every plugin's prompts).
+ */
 export interface PromptsListParams {
   plugin?: string | null;
   cursor?: string | null;
@@ -829,7 +832,7 @@ export interface Requests {
     params: ResourceParams;
     result: Empty;
   };
-  /** `prompts/list {plugin?, cursor?}` (a `cursor` needs the `plugin` it came from). */
+  /** `prompts/list {plugin?, cursor?}`: with `plugin`, `cursor` is its server's; without, hostd's (the `nextCursor` of the previous page of every plugin's prompts). */
   "prompts/list": {
     params: PromptsListParams;
     result: PagedResult;
