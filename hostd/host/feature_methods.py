@@ -11,7 +11,6 @@ plugins, its options, its result bound), so this module does not import the host
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
@@ -304,8 +303,9 @@ async def prompts_list(host: FeatureHost, params: Any, ctx: RequestContext) -> d
     has no prompts), ``cursor`` the server's. Without: every page of every ready plugin
     that declares prompts, each plugin's walk held to its listing bounds
     (``LISTING_TOO_LARGE``, hostd/mcp/listing.py), answered in pages of hostd's own
-    (hostd/host/pages.py: sorted by host name, ``cursor`` the ``nextCursor`` of the
-    previous page) so an answer always fits the parent's line bound (issue 29).
+    (hostd/host/pages.py: in plugin id order, then each server's order; ``cursor`` the
+    ``nextCursor`` of the previous page, a position) so an answer always fits the parent's
+    line bound (issue 29).
     """
     args = p.parse_params(p.PromptsListParams, params)
     if args.plugin is not None:
@@ -336,13 +336,8 @@ async def prompts_list(host: FeatureHost, params: Any, ctx: RequestContext) -> d
             cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
             if cursor is None:
                 break
-    # Keys unique and sorted for the pages: the host name, then the position among equal names.
-    counts: Counter[str] = Counter()
-    keyed: list[tuple[str, dict[str, Any]]] = []
-    for prompt in everything:
-        keyed.append((f"{prompt['name']}\x00{counts[prompt['name']]:08d}", prompt))
-        counts[prompt["name"]] += 1
-    keyed.sort(key=lambda entry: entry[0])
+    # The keys of the pages: the position in plugin id order, then each server's order (unique, sorted).
+    keyed = [(f"{index:08d}", prompt) for index, prompt in enumerate(everything)]
     prompts_page, next_cursor = page_of(keyed, lambda entry: entry[0], lambda entry: entry[1], args.cursor)
     answer: dict[str, Any] = {"prompts": prompts_page}
     if next_cursor is not None:
