@@ -4,7 +4,7 @@
     .venv/bin/python -m bench --quick              # a few iterations of each (< 60 s; CI's smoke run)
     .venv/bin/python -m bench --only latency       # one bench (repeat --only, or use commas)
 
-Benches: latency, throughput, startup, memory, framing (``docs/performance.md``
+Benches: latency, throughput, startup, memory, framing, listing (``docs/performance.md``
 says what each number means). The tables go to stdout as Markdown; the full
 results with the machine's description go to ``bench/results/<time>-<mode>.json``
 (or ``--out``). Exit status: 0 when every bench ran and left no process
@@ -26,9 +26,9 @@ from typing import Any
 
 import trio
 
-from bench import common, framing, latency, memory, startup, throughput
+from bench import common, framing, latency, listing, memory, startup, throughput
 
-BENCHES = ("latency", "throughput", "startup", "memory", "framing")
+BENCHES = ("latency", "throughput", "startup", "memory", "framing", "listing")
 RESULTS = Path(__file__).resolve().parent / "results"
 #: A safety net per bench (seconds); every loop inside is bounded on its own.
 BENCH_DEADLINE = {"quick": 120.0, "full": 1200.0}
@@ -39,6 +39,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "startup": startup.table,
     "memory": memory.table,
     "framing": framing.table,
+    "listing": listing.table,
 }
 TITLES = {
     "latency": "Call latency: the same tools/call by four paths, interleaved",
@@ -46,6 +47,7 @@ TITLES = {
     "startup": "Enable and start-up",
     "memory": "Memory (echo fixture plugins)",
     "framing": "Framing: LineDecoder alone",
+    "listing": "Listing: tools/list of 500 plugins' tools, page by page",
 }
 
 
@@ -76,6 +78,8 @@ def _run_one(name: str, quick: bool, scratch_dir: Path) -> dict[str, Any]:
     deadline = BENCH_DEADLINE["quick" if quick else "full"]
     if name == "framing":
         return framing.run(quick)
+    if name == "listing":
+        return listing.run(quick)
     module = {"latency": latency, "throughput": throughput, "startup": startup, "memory": memory}[name]
 
     async def main() -> dict[str, Any]:

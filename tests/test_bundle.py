@@ -421,6 +421,30 @@ async def test_hostile_bundles_through_install(tmp_path: Path, hostd: HostdClien
     assert (await hostd.request("plugins/list", {}))["plugins"] == []
 
 
+async def test_archives_are_validated_as_a_tree_before_extraction(tmp_path: Path, hostd: HostdClient) -> None:
+    """Issue 29, found item 8: an archive holding the file ``lib`` and ``lib/x.py`` failed with
+    ``INTERNAL_ERROR``. The class: names that cannot all exist as one tree (a file and a folder of one
+    name, in either order and at any depth; a name twice, as a file and as a folder); each is
+    ``PACKAGE_INVALID`` naming the entry, through hostd's install, and nothing is left behind."""
+    manifest = ("manifest.json", json.dumps(mcpb_manifest()).encode())
+    cases = {
+        "file-then-folder": ([("lib", b"x"), ("lib/x.py", b"")], "lib/x.py", "which the archive also holds as a file"),
+        "folder-then-file": ([("lib/x.py", b""), ("lib", b"x")], "lib", "is a file where other entries make a folder"),
+        "deep": ([("a/b", b"x"), ("a/b/c/d.py", b"")], "a/b/c/d.py", "inside 'a/b', which the archive also holds"),
+        "twice": ([("lib/", b""), ("lib", b"x")], "lib", "appears twice in the archive"),
+    }
+    for name, (members, entry, words) in cases.items():
+        path = tmp_path / f"{name}.mcpb"
+        path.write_bytes(archive_of(manifest, *members))
+        with pytest.raises(RpcError) as refused:
+            await hostd.request("plugins/install", {"path": str(path)})
+        assert refused.value.kind == "PACKAGE_INVALID", name
+        assert refused.value.data["entry"] == entry, name
+        assert words in refused.value.message, (name, refused.value.message)
+    assert os.listdir(tmp_path / "state" / "bundles") == []
+    assert (await hostd.request("plugins/list", {}))["plugins"] == []
+
+
 # -- damaged and unsupported archives (issue 31, class 2) -----------------------------------------
 # The class: zipfile and its decompressors raise whatever they like on an archive that is damaged or
 # uses what hostd does not read (NotImplementedError, OSError, LZMAError, ValueError, ENAMETOOLONG...).

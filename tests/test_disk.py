@@ -166,7 +166,13 @@ async def test_a_plugin_over_its_disk_bound_is_stopped_and_another_keeps_serving
         granted = await hostd.request(
             "plugins/grant", {"id": "filler", "permissions": installed["permissions"], "limits": {"maxDiskMb": 8}}
         )
-        assert granted["limits"] == {"maxRssMb": None, "maxCpuPercent": None, "maxDiskMb": 8.0}
+        assert granted["limits"] == {
+            "maxRssMb": None,
+            "maxCpuPercent": None,
+            "maxDiskMb": 8.0,
+            "maxTools": None,
+            "maxListingMb": None,
+        }
         await hostd.request("plugins/approve", {"id": "filler", "digest": granted["launch"]["digest"]})
         assert (await ready(hostd, other))["status"] == "ready"  # the host's bound (1 GiB) for this one
         await hostd.request("plugins/enable", {"id": "filler"})

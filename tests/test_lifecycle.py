@@ -376,7 +376,13 @@ async def test_parent_grants_ports_and_per_plugin_limits(tmp_path: Path, make_pl
             },
         )
         assert granted["networkPorts"] == [443]
-        assert granted["limits"] == {"maxRssMb": 100.0, "maxCpuPercent": None, "maxDiskMb": None}
+        assert granted["limits"] == {
+            "maxRssMb": 100.0,
+            "maxCpuPercent": None,
+            "maxDiskMb": None,
+            "maxTools": None,
+            "maxListingMb": None,
+        }
         layers = granted["launch"]["isolation"]
         assert "landlock-net" in layers and "netns" not in layers  # TCP 443 only, by Landlock
         assert granted["launch"]["digest"] != info["launch"]["digest"]

@@ -93,12 +93,12 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
 LONG_70 = "a" * 70
 SIXTY_X = "b" * 55 + "x" * 5
 SIXTY_Y = "b" * 55 + "y" * 5
-D1_NAMES = ["calendar.read", "github/git_commit", "New Tool", "naïve_ü", LONG_70, SIXTY_X, SIXTY_Y]
+D1_NAMES = ["calendar.read", "github.git_commit", "New-Tool", "v1.2-beta_3", LONG_70, SIXTY_X, SIXTY_Y]
 D1_EXPECTED = {
     "names.calendar.read": "names_calendar_read",
-    "names.github/git_commit": "names_github_git_commit",
-    "names.New Tool": "names_New_Tool",
-    "names.naïve_ü": "names_na_ve__",
+    "names.github.git_commit": "names_github_git_commit",
+    "names.New-Tool": "names_New-Tool",
+    "names.v1.2-beta_3": "names_v1_2-beta_3",
     f"names.{LONG_70}": "names_" + "a" * 49 + "_d2f1ee9f",
     f"names.{SIXTY_X}": "names_" + "b" * 49 + "_96667529",
     f"names.{SIXTY_Y}": "names_" + "b" * 49 + "_63dc4511",
@@ -173,14 +173,27 @@ def test_empty_and_duplicate_names_are_precise_problems() -> None:
     ]
 
 
+ALLOWED = "only A-Z, a-z, 0-9, '_', '-' and '.' are allowed"
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
         ({"inputSchema": OBJECT}, "the tool has no name"),
         (tool(7), "the tool name must be a string, got a number"),
-        (tool("bad\nname"), "the tool name 'bad\\nname' contains control character U+000A at 3"),
+        (tool("bad\nname"), f"the tool name 'bad\\nname' contains U+000A at 3; {ALLOWED}"),
         (tool("x" * 129), "the tool name is 129 characters long; at most 128 are allowed"),
-        (tool("lone\ud800"), "the tool name 'lone\\ud800' contains control character U+D800 at 4"),
+        (tool("lone\ud800"), f"the tool name 'lone\\ud800' contains U+D800 at 4; {ALLOWED}"),
+        # Issue 29: names are MCP's allowlist, not "anything but controls".
+        (tool("github/git_commit"), f"the tool name 'github/git_commit' contains U+002F '/' at 6; {ALLOWED}"),
+        (tool("New Tool"), f"the tool name 'New Tool' contains U+0020 ' ' at 3; {ALLOWED}"),
+        (tool("naïve_ü"), f"the tool name 'naïve_ü' contains U+00EF 'ï' at 2; {ALLOWED}"),
+        (tool("echo\u2060"), f"the tool name 'echo\\u2060' contains U+2060 at 4; {ALLOWED}"),
+        (tool("echo\U000e0041"), f"the tool name 'echo\\U000e0041' contains U+E0041 at 4; {ALLOWED}"),
+        (tool("\u061cecho"), f"the tool name '\\u061cecho' contains U+061C at 0; {ALLOWED}"),
+        (tool("ec\u200dho"), f"the tool name 'ec\\u200dho' contains U+200D at 2; {ALLOWED}"),
+        (tool("echo\ufe0f"), f"the tool name 'echo\ufe0f' contains U+FE0F at 4; {ALLOWED}"),
+        (tool("\ufeffecho"), f"the tool name '\\ufeffecho' contains U+FEFF at 0; {ALLOWED}"),
     ],
 )
 def test_unusable_names_are_reported_by_index(raw: dict[str, Any], message: str) -> None:

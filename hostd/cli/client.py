@@ -61,6 +61,11 @@ class Notification:
 RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
+#: The listings hostd pages for the parent (method -> the member holding the items): :meth:`HostdClient.request`
+#: follows their ``nextCursor``.
+PAGED: dict[str, str] = {"tools/list": "tools", "prompts/list": "prompts"}
+
+
 class HostdClient:
     """Drives one hostd process. Use :meth:`spawn` (an async context manager).
 
@@ -279,11 +284,28 @@ class HostdClient:
     async def request(self, method: str, params: Any = None, *, timeout: float = 60.0) -> Any:
         """Send a request and wait (at most ``timeout`` seconds) for its result.
 
+        A paged listing (``tools/list``, ``prompts/list``: :data:`PAGED`) requested without a ``cursor`` is
+        followed to its last page: the result holds every page's items and the last page's other members
+        (``revision``), without ``nextCursor``; ``timeout`` applies to each page. Send ``cursor`` (``None``
+        for the first page) to get one page as hostd sent it.
+
         Raises :class:`RpcError` for an error response, ``trio.TooSlowError`` on timeout.
         """
         response = await self.start(method, params)
         with trio.fail_after(timeout):
-            return await response()
+            result = await response()
+        items = PAGED.get(method)
+        if items is None or (isinstance(params, Mapping) and "cursor" in params) or not isinstance(result, dict):
+            return result
+        collected = list(result.get(items) or [])
+        while isinstance(result.get("nextCursor"), str):
+            response = await self.start(method, {**(params or {}), "cursor": result["nextCursor"]})
+            with trio.fail_after(timeout):
+                result = await response()
+            collected += result.get(items) or []
+        result = {k: v for k, v in result.items() if k != "nextCursor"}
+        result[items] = collected
+        return result
 
     async def wait_for(
         self, method: str, predicate: Callable[[dict[str, Any]], bool] = lambda _: True, *, timeout: float = 30.0

@@ -13,7 +13,6 @@ import re
 import shlex
 import shutil
 import sys
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,28 +22,20 @@ from rich.table import Table
 from rich.text import Text
 
 from hostd.mcp.client_features import CLIENT_FEATURE_PERMISSIONS, RESERVED_PERMISSIONS
-
-# Format characters that reorder or hide text on a terminal (bidi embeddings, overrides
-# and isolates, zero-width marks); control characters (Cc: C0, DEL, C1) are found by category.
-_HIDING_FORMATS = frozenset(
-    "\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff"
-)
+from hostd.wire.text import escape_invisible
 
 
 def terminal_safe(text: str, *, one_line: bool = False) -> str:
-    """``text`` with every control character and bidi/zero-width format character escaped.
+    """``text`` with every non-printable and default-ignorable code point escaped
+    (:func:`hostd.wire.text.invisible`: controls, format characters such as bidi controls, the word joiner
+    and tag characters, private-use and unassigned code points, variation selectors...; an allowlist of
+    what renders, not a list of known hiding characters: issue 29).
 
-    Each becomes ``\\uXXXX`` (a valid JSON escape too, so ``--json`` output stays
-    JSON). ``\\n`` and ``\\t`` are kept unless ``one_line``: then a value cannot
+    Each becomes ``\\uXXXX`` (a surrogate pair above U+FFFF: a valid JSON escape too, so ``--json``
+    output stays JSON). ``\\n`` and ``\\t`` are kept unless ``one_line``: then a value cannot
     start a line of its own (a forged "approving the launch" line, say).
     """
-    kept = "" if one_line else "\n\t"
-    if text.isprintable() and not any(c in _HIDING_FORMATS for c in text):
-        return text
-    return "".join(
-        f"\\u{ord(c):04x}" if c not in kept and (c in _HIDING_FORMATS or unicodedata.category(c) == "Cc") else c
-        for c in text
-    )
+    return escape_invisible(text, kept="" if one_line else "\n\t")
 
 
 #: The hostctl command that fixes an error kind, filled from the error's ``data`` (``{plugin}``, ``{tool}``)

@@ -90,6 +90,8 @@ class Limits(_Params):
     max_rss_mb: float | None = Field(default=None, alias="maxRssMb", gt=0)
     max_cpu_percent: float | None = Field(default=None, alias="maxCpuPercent", gt=0)
     max_disk_mb: float | None = Field(default=None, alias="maxDiskMb", gt=0)
+    max_tools: int | None = Field(default=None, alias="maxTools", ge=1, le=100_000)
+    max_listing_mb: float | None = Field(default=None, alias="maxListingMb", gt=0, le=1024)
 
 
 class FolderGrants(_Params):
@@ -157,11 +159,12 @@ class ImportParams(_Params):
 
 
 class ToolsListParams(_Params):
-    """``tools/list {plugin?, includeDisabled?}``; ``includeDisabled``: list the tools the user disabled too
-    (with ``enabled: false``)."""
+    """``tools/list {plugin?, includeDisabled?, cursor?}``; ``includeDisabled``: list the tools the user disabled
+    too (with ``enabled: false``); ``cursor``: the ``nextCursor`` of the previous page (absent: the first page)."""
 
     plugin: str | None = None
     include_disabled: bool = Field(default=False, alias="includeDisabled")
+    cursor: str | None = Field(default=None, max_length=4096)
 
 
 class ToolSetEnabledParams(_Params):
@@ -201,10 +204,11 @@ class ResourceParams(_Params):
 
 
 class PromptsListParams(_Params):
-    """``prompts/list {plugin?, cursor?}`` (a ``cursor`` needs the ``plugin`` it came from)."""
+    """``prompts/list {plugin?, cursor?}``: with ``plugin``, ``cursor`` is its server's; without, hostd's (the
+    ``nextCursor`` of the previous page of every plugin's prompts)."""
 
     plugin: str | None = None
-    cursor: str | None = None
+    cursor: str | None = Field(default=None, max_length=4096)
 
 
 class PromptsGetParams(_Params):

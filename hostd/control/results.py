@@ -329,6 +329,14 @@ class GrantedLimits(Wire):
     max_disk_mb: float | None = Field(
         alias="maxDiskMb", description="MiB allocated beneath the data folder and `TMPDIR` (`--max-disk-mb`)"
     )
+    max_tools: int | None = Field(
+        default=None, alias="maxTools", description="tools the plugin may list (`LISTING_TOO_LARGE`; default 1024)"
+    )
+    max_listing_mb: float | None = Field(
+        default=None,
+        alias="maxListingMb",
+        description="MiB of one listing of the plugin, as compact JSON (`LISTING_TOO_LARGE`; default 16)",
+    )
 
 
 class ConfigItem(Wire):
@@ -395,7 +403,7 @@ class PluginInfo(Wire):
         "`--sandbox strict`",
     )
     limits: GrantedLimits = Field(
-        description="`{maxRssMb, maxCpuPercent, maxDiskMb}` granted to this "
+        description="`{maxRssMb, maxCpuPercent, maxDiskMb, maxTools, maxListingMb}` granted to this "
         "plugin (`null` members: the host's limits apply)"
     )
     launch: Launch | LaunchUnresolved | None = Field(
@@ -490,7 +498,7 @@ class PluginStatus(Wire):
 class HostTool(Wire):
     """A tool as hostd offers it. Returned by `tools/list`."""
 
-    omit_none = frozenset({"output_schema", "annotations", "permission", "execution"})
+    omit_none = frozenset({"output_schema", "annotations", "permission", "execution", "invisible_characters"})
 
     name: str = Field(description="`<plugin id>.<MCP tool name>`, exact and stable (`mcp-echo.echo`)")
     function_name: str = Field(
@@ -514,6 +522,14 @@ class HostTool(Wire):
         default=None,
         description='the MCP `execution` (`{taskSupport: "forbidden" | "optional" | "required"}`); omitted when '
         "absent. hostd calls a `required` tool as a task (`tools/call` looks the same to the parent)",
+    )
+    invisible_characters: Literal[True] | None = Field(
+        default=None,
+        alias="invisibleCharacters",
+        description="`true` when `description` holds characters a person cannot see (format and control "
+        "characters other than newline and tab, tag characters U+E0000-E007F, the word joiner, private-use, "
+        "unassigned and default-ignorable code points): text only a model reads. An app should warn, or show "
+        "them escaped as hostctl does; omitted otherwise",
     )
     plugin: str = Field(description="the plugin's `id`")
     enabled: bool = Field(
@@ -593,10 +609,21 @@ class ImportResult(Wire):
 
 
 class ToolsListResult(Wire):
-    """``tools/list`` result."""
+    """``tools/list`` result: one page of the registered tools."""
 
-    tools: list[HostTool] = Field(description="every registered tool (only `plugin`'s when given), sorted by `name`")
+    omit_none = frozenset({"next_cursor"})
+
+    tools: list[HostTool] = Field(
+        description="the registered tools (only `plugin`'s when given), sorted by `name`: one page, whose tools "
+        "total at most 1 MiB as JSON (at least one tool), so an answer always fits the 8 MiB line bound"
+    )
     revision: int = Field(description="goes up on every change of the registry; the one `tools/listChanged` carries")
+    next_cursor: str | None = Field(
+        default=None,
+        alias="nextCursor",
+        description="pass it back as `cursor` (with the same `plugin` and `includeDisabled`) for the next page; "
+        "omitted on the last page. hostd's Python and TypeScript clients and hostctl follow it",
+    )
 
 
 class ToolsCallResult(Wire):
@@ -654,7 +681,8 @@ class PagedResult(Wire):
     next_cursor: str | None = Field(
         default=None,
         alias="nextCursor",
-        description="the server's cursor for the next page (pass it back with the same `plugin`); omitted at the end."
+        description="the cursor of the next page (pass it back with the same `plugin`: the server's; `prompts/list`"
+        " without `plugin`: hostd's, whose pages of every plugin's prompts total at most 1 MiB); omitted at the end."
         " Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name`"
         " is the host name `<plugin>.<name>`, with `plugin`)",
     )
@@ -767,7 +795,7 @@ class StateRecord(Wire):
     network_ports: list[int] = Field(alias="networkPorts", description="granted TCP ports, sorted")
     limits: dict[str, float] = Field(
         description="granted limits in the units hostd enforces: `max_rss_bytes`, `max_cpu_percent`, "
-        "`max_disk_bytes` (a member absent: the host's limit applies)"
+        "`max_disk_bytes`, `max_tools`, `max_listing_bytes` (a member absent: the host's limit applies)"
     )
     disabled_tools: list[str] = Field(
         alias="disabledTools",

@@ -19,9 +19,12 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions, Notify, ParentRequest, RequestContext
+from hostd.host.pages import page_of
 from hostd.install.manifest import Manifest
 from hostd.mcp.client_features import PluginFeatures, ProgressFn, plugin_request
+from hostd.mcp.convert import name_character_problem
 from hostd.mcp.link import MAX_LIST_PAGES, LinkClosed, PluginLink, ReplyTooLarge
+from hostd.mcp.listing import ListingBounds, ListingCount
 from hostd.mcp.session import PluginRequestError
 from hostd.plugins.supervisor import PluginSupervisor
 from hostd.wire.content import ContentLimits, bound_content
@@ -47,6 +50,11 @@ class FeaturePlugin(Protocol):
 
     @property
     def launch(self) -> Launch | None: ...
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        """Limits the parent granted (``plugins/grant``): the listing bounds among them."""
+        ...
 
 
 class ResultBound(Protocol):
@@ -273,17 +281,31 @@ async def resources_unsubscribe(host: FeatureHost, params: Any, ctx: RequestCont
 
 
 def _host_prompt(plugin_id: str, prompt: Any) -> dict[str, Any]:
+    """A plugin's prompt with its host name ``<plugin>.<name>``; ``MCP_UPSTREAM_ERROR`` for a prompt without a
+    name or whose name is not MCP's ``[A-Za-z0-9_.-]``, 1-128 characters (issue 29: names are an allowlist)."""
     if not isinstance(prompt, dict) or not isinstance(prompt.get("name"), str):
         raise HostError(ErrorKind.MCP_UPSTREAM_ERROR, f"plugin {plugin_id} listed a prompt without a name")
-    return {**prompt, "name": f"{plugin_id}.{prompt['name']}", "plugin": plugin_id}
+    name = prompt["name"]
+    problem = (
+        f"the prompt name is {len(name)} characters long; 1 to 128 are allowed"
+        if not 1 <= len(name) <= 128
+        else name_character_problem("prompt", name)
+    )
+    if problem is not None:
+        raise HostError(ErrorKind.MCP_UPSTREAM_ERROR, f"plugin {plugin_id}: {problem}", plugin=plugin_id)
+    return {**prompt, "name": f"{plugin_id}.{name}", "plugin": plugin_id}
 
 
 async def prompts_list(host: FeatureHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
     """``prompts/list {plugin?, cursor?}`` -> ``{prompts, nextCursor?}`` with host names ``<plugin>.<name>``.
 
     With ``plugin``: that plugin's page (``CAPABILITY_NOT_SUPPORTED`` if its server
-    has no prompts). Without: every page of every ready plugin that declares
-    prompts, in plugin id order (``cursor`` needs ``plugin``).
+    has no prompts), ``cursor`` the server's. Without: every page of every ready plugin
+    that declares prompts, each plugin's walk held to its listing bounds
+    (``LISTING_TOO_LARGE``, hostd/mcp/listing.py), answered in pages of hostd's own
+    (hostd/host/pages.py: in plugin id order, then each server's order; ``cursor`` the
+    ``nextCursor`` of the previous page, a position) so an answer always fits the parent's
+    line bound (issue 29).
     """
     args = p.parse_params(p.PromptsListParams, params)
     if args.plugin is not None:
@@ -295,8 +317,6 @@ async def prompts_list(host: FeatureHost, params: Any, ctx: RequestContext) -> d
         return _bounded(
             host, args.plugin, "prompts/list", {**result, "prompts": [_host_prompt(args.plugin, x) for x in prompts]}
         )
-    if args.cursor is not None:
-        raise HostError(ErrorKind.INVALID_PARAMS, "a cursor needs the plugin it came from", field="cursor")
     everything: list[dict[str, Any]] = []
     for plugin_id in sorted(host.plugins):
         plugin = host.plugins[plugin_id]
@@ -304,17 +324,25 @@ async def prompts_list(host: FeatureHost, params: Any, ctx: RequestContext) -> d
         if running is None or running.server_capabilities.get("prompts") is None:
             continue
         link = running
+        counted = ListingCount(plugin_id, "prompts", ListingBounds.of_limits(plugin.limits))
         cursor: str | None = None
         for _ in range(MAX_LIST_PAGES):
             page = await _ask(plugin, link, "prompts/list", _cursor(cursor))
             prompts = page.get("prompts")
             if not isinstance(prompts, list):
                 raise HostError(ErrorKind.MCP_UPSTREAM_ERROR, "prompts/list: the result has no 'prompts' array")
+            counted.add(prompts)
             everything.extend(_host_prompt(plugin_id, x) for x in prompts)
             cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
             if cursor is None:
                 break
-    return {"prompts": everything}
+    # The keys of the pages: the position in plugin id order, then each server's order (unique, sorted).
+    keyed = [(f"{index:08d}", prompt) for index, prompt in enumerate(everything)]
+    prompts_page, next_cursor = page_of(keyed, lambda entry: entry[0], lambda entry: entry[1], args.cursor)
+    answer: dict[str, Any] = {"prompts": prompts_page}
+    if next_cursor is not None:
+        answer["nextCursor"] = next_cursor
+    return answer
 
 
 def _split(host: FeatureHost, name: str) -> tuple[str, str]:

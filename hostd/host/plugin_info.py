@@ -74,6 +74,8 @@ def info_model(plugin: InstalledPlugin) -> p.PluginInfo:
             maxRssMb=limits["max_rss_bytes"] / (1024 * 1024) if "max_rss_bytes" in limits else None,
             maxCpuPercent=limits.get("max_cpu_percent"),
             maxDiskMb=limits["max_disk_bytes"] / (1024 * 1024) if "max_disk_bytes" in limits else None,
+            maxTools=limits.get("max_tools"),
+            maxListingMb=limits["max_listing_bytes"] / (1024 * 1024) if "max_listing_bytes" in limits else None,
         ),
         launch=launch,
         package=package_version(plugin),

@@ -166,7 +166,8 @@ class RecordedState:
     enabled: bool = False
     #: TCP ports the parent granted (each declared in backend.tcp_ports).
     network_ports: set[int] = field(default_factory=set)
-    #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes.
+    #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes, max_tools,
+    #: max_listing_bytes.
     limits: dict[str, Any] = field(default_factory=dict)
     #: Tool pins recorded for the approval (:mod:`hostd.plugins.trust`); None: the next discovery pins.
     pins: trust.Pins | None = None

@@ -45,6 +45,7 @@ from hostd.host.records import (
 from hostd.install.ecosystems import Registries
 from hostd.install.manifest import Manifest
 from hostd.mcp import client_features as features
+from hostd.mcp.listing import ListingBounds
 from hostd.plugins.registry import ToolRegistry
 from hostd.plugins.restart import RestartPolicy
 from hostd.plugins.supervisor import (
@@ -609,6 +610,7 @@ class Host:
             pins=plugin.pins,
             limits=plugin.policy,
             disk_limit=self._disk_limit(plugin),
+            listing=ListingBounds.of_limits(plugin.limits),
         )
 
     async def disable(self, params: Any, ctx: RequestContext) -> dict[str, Any]:

@@ -108,6 +108,8 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
                     ("max_rss_bytes", _mib(args.limits.max_rss_mb)),
                     ("max_cpu_percent", args.limits.max_cpu_percent),
                     ("max_disk_bytes", _mib(args.limits.max_disk_mb)),
+                    ("max_tools", args.limits.max_tools),
+                    ("max_listing_bytes", _mib(args.limits.max_listing_mb)),
                 )
                 if v is not None
             }

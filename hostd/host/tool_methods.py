@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions, Notify, RequestContext
 from hostd.host.call_grants import GrantHost, reach
+from hostd.host.pages import page_of
 from hostd.host.records import InstalledPlugin
 from hostd.mcp.tools import validate_arguments
 from hostd.plugins.registry import ToolRegistry
@@ -48,16 +49,23 @@ class ToolHost(GrantHost, Protocol):
 
 
 async def tools_list(host: ToolHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
-    """``tools/list {plugin?}`` -> ``{tools: [HostTool], revision}``."""
+    """``tools/list {plugin?, includeDisabled?, cursor?}`` -> ``{tools: [HostTool], revision, nextCursor?}``: one
+    page (hostd/host/pages.py), sorted by name; ``INVALID_PARAMS`` for a cursor hostd did not make."""
     args = p.parse_params(p.ToolsListParams, params)
     if args.plugin is not None:
         host._plugin(args.plugin)
-    tools = []
-    for tool in host.registry.tools(args.plugin):
-        enabled = not _tool_disabled(host, tool.plugin, tool.remote_name)
-        if enabled or args.include_disabled:
-            tools.append(tool.to_model(enabled=enabled))
-    return p.ToolsListResult(tools=tools, revision=host.registry.revision).wire()
+    listed = [
+        (tool, enabled)
+        for tool in host.registry.tools(args.plugin)
+        if (enabled := not _tool_disabled(host, tool.plugin, tool.remote_name)) or args.include_disabled
+    ]
+    tools, next_cursor = page_of(
+        listed, lambda entry: entry[0].name, lambda entry: entry[0].to_model(enabled=entry[1]).wire(), args.cursor
+    )
+    result: dict[str, Any] = {"tools": tools, "revision": host.registry.revision}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
 
 
 def _tool_disabled(host: ToolHost, plugin_id: str, remote_name: str) -> bool:

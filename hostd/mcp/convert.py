@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import unicodedata
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from hostd.mcp.tools import (
 )
 from hostd.wire.errors import ErrorKind, HostError
 from hostd.wire.jsonlimits import MAX_TOOL_BYTES, check_json
+from hostd.wire.text import invisible
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -179,7 +179,7 @@ def convert_tools(
     ``MAX_JSON_DEPTH`` (64) levels deep, the whole definition at most ``MAX_TOOL_BYTES``
     (128 KiB) as JSON; a tool over one gets that problem only (field and pointer named).
     Then it is checked for: a name that is a non-empty string of at most 128
-    characters without control characters, unique in the listing; an ``inputSchema``
+    characters of MCP's ``[A-Za-z0-9_.-]`` (:func:`name_character_problem`), unique in the listing; an ``inputSchema``
     that is present, an object with ``"type": "object"``, valid for the draft its
     ``$schema`` names (2020-12 by default), whose every ``$ref`` is local (``#...``,
     never fetched) and resolves inside the schema; the same for ``outputSchema`` when
@@ -343,12 +343,29 @@ def _name_problem(name: object) -> str | None:
         return "the tool name is empty"
     if len(name) > TOOL_NAME_MAX_LENGTH:
         return f"the tool name is {len(name)} characters long; at most {TOOL_NAME_MAX_LENGTH} are allowed"
-    for position, character in enumerate(name):
-        # Cc: C0/C1 controls (newlines, escapes); Cs: lone surrogates, which cannot be encoded as UTF-8.
-        if unicodedata.category(character) in {"Cc", "Cs"}:
-            code = f"U+{ord(character):04X}"
-            return f"the tool name {_quote(name)} contains control character {code} at {position}"
-    return None
+    return name_character_problem("tool", name)
+
+
+#: The characters of an MCP tool (and prompt) name (MCP 2025-11-25, "Tool names"): an allowlist.
+NAME_CHARACTERS: Final = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def name_character_problem(what: str, name: str) -> str | None:
+    """Why ``name`` (of a ``what``: "tool", "prompt") is not made of MCP's name characters ``[A-Za-z0-9_.-]``,
+    naming the first other character by code point and position, or ``None``.
+
+    The class (issue 29, found item 7): a deny-list of control characters let through names that differ
+    only by invisible characters (word joiner, tag characters, Arabic letter mark), which every rendering
+    shows alike; so names are an allowlist, the spec's.
+    """
+    if NAME_CHARACTERS.fullmatch(name):
+        return None
+    position, character = next((i, c) for i, c in enumerate(name) if not NAME_CHARACTERS.fullmatch(c))
+    shown = f"U+{ord(character):04X}" + ("" if invisible(character) else f" {character!r}")
+    return (
+        f"the {what} name {_quote(name)} contains {shown} at {position}; "
+        f"only A-Z, a-z, 0-9, '_', '-' and '.' are allowed"
+    )
 
 
 def _limit_problems(label: str | int, raw: Mapping[str, Any]) -> list[ToolProblem]:

@@ -51,6 +51,7 @@ from typing import Any, Literal, Required, TypedDict
 import trio
 
 from hostd import __version__
+from hostd.mcp.listing import ListingBounds, ListingCount
 from hostd.mcp.negotiate import EraNegotiation, ProgressSink, ProtocolChoice, _result_of, _Waiter
 from hostd.mcp.session import (
     METHOD_NOT_FOUND,
@@ -291,6 +292,9 @@ class PluginLink(EraNegotiation):
         self._tool_calls = 0
         #: True while stdout is not read because the parent is behind (docs/protocol.md "Flow control").
         self.paused = False
+        #: The aggregate bounds of this plugin's listings (hostd/mcp/listing.py); the supervisor sets the
+        #: plugin's own (plugins/grant limits) before :meth:`run`.
+        self.listing_bounds = ListingBounds()
 
     # -- the public surface ---------------------------------------------------------
 
@@ -528,10 +532,13 @@ class PluginLink(EraNegotiation):
         """Walk every ``tools/list`` page (MCP "Pagination"); return the raw tools.
 
         Only an absent or null ``nextCursor`` ends the walk. A repeated cursor or
-        more than 100 pages raises ``PLUGIN_START_FAILED`` naming the server.
+        more than 100 pages raises ``PLUGIN_START_FAILED`` naming the server; a walk over
+        :attr:`listing_bounds` (tools, or their bytes as compact JSON) raises ``LISTING_TOO_LARGE``
+        at the page that crossed it (hostd/mcp/listing.py).
         Raises :class:`PluginRequestError` / :class:`LinkClosed` like :meth:`request`.
         """
         self._stage = "tools/list"
+        counted = ListingCount(self.plugin_id, "tools", self.listing_bounds)
         tools: list[dict[str, Any]] = []
         seen: set[str] = set()
         names: set[str] = set()
@@ -559,6 +566,7 @@ class PluginLink(EraNegotiation):
                     "the listing never ends"
                 )
             names |= page_names
+            counted.add(page_tools, **self.stderr.excerpt())
             tools.extend(page_tools)
             if next_cursor is None:
                 return tools

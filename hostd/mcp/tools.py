@@ -26,6 +26,7 @@ from hostd.control import models as protocol
 from hostd.wire import lazy
 from hostd.wire.errors import ErrorKind, HostError
 from hostd.wire.jsonlimits import check_json
+from hostd.wire.text import has_invisible
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -106,6 +107,7 @@ class RegisteredTool:
             annotations=self.annotations,
             permission=self.permission,
             execution=self.execution,
+            invisibleCharacters=True if has_invisible(self.description) else None,
             plugin=self.plugin,
             enabled=enabled,
         )

@@ -34,6 +34,7 @@ from hostd.install.shims import find_shim
 from hostd.mcp.client_features import offered_features
 from hostd.mcp.convert import convert_tools
 from hostd.mcp.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
+from hostd.mcp.listing import ListingBounds
 from hostd.mcp.tools import RegisteredTool
 from hostd.mcp.transport.stdio import StdioLink
 from hostd.plugins import lifecycle, trust
@@ -112,6 +113,7 @@ class InstanceRunner:
     _instance_done: trio.Event | None
     _last_seen_fallback: float | None
     _disk_limit: int | None
+    _listing_bounds: ListingBounds
     _disk_paths: tuple[str, ...]
     _on_event: OnEvent
     _ready_since: float | None
@@ -228,6 +230,7 @@ class InstanceRunner:
     async def _run_link(self, instance: Instance, tmpdir: str | None, task_status: trio.TaskStatus[None]) -> None:
         """Serve ``instance`` until its link ends; always ends through the same ``finally`` (module header)."""
         link = instance.link
+        link.listing_bounds = self._listing_bounds
         self._stop_grace = STOP_GRACE
         self.isolation = list(instance.isolation)
         done = trio.Event()

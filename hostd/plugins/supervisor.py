@@ -39,7 +39,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -48,6 +48,7 @@ import trio
 from hostd.control.models import PluginStatus
 from hostd.install.manifest import Manifest
 from hostd.mcp.link import LinkClosed, PluginLink, ReplyTooLarge
+from hostd.mcp.listing import ListingBounds
 from hostd.mcp.tools import RegisteredTool
 from hostd.plugins import lifecycle, trust
 from hostd.plugins.backends import Instance
@@ -104,7 +105,8 @@ class Start:
     with. ``pins``: the tool pins (:mod:`hostd.plugins.trust`; None: the first discovery
     pins). ``limits``: the isolation policy (the watchdog's RSS and CPU limits).
     ``disk_limit``: the bound of the data folder and TMPDIR together, in bytes
-    (None: no bound).
+    (None: no bound). ``listing``: the aggregate bounds of the plugin's listings
+    (hostd/mcp/listing.py; the parent's ``plugins/grant`` limits, else the defaults).
     """
 
     launch: Launch
@@ -112,6 +114,7 @@ class Start:
     pins: trust.Pins | None = None
     limits: IsolationPolicy | None = None
     disk_limit: int | None = None
+    listing: ListingBounds = field(default_factory=ListingBounds)
 
 
 def _iso(stamp: float | None) -> str | None:
@@ -189,6 +192,8 @@ class PluginSupervisor(InstanceRunner):
         self.limits: IsolationPolicy | None = None
         #: The disk bound of the running instance in bytes (None: no bound).
         self._disk_limit: int | None = None
+        #: The aggregate bounds of the running instance's listings (hostd/mcp/listing.py).
+        self._listing_bounds = ListingBounds()
         #: The folders the disk bound covers for the running instance (data folder, TMPDIR).
         self._disk_paths: tuple[str, ...] = ()
         #: The isolation layers the shim reported in force for the running instance.
@@ -328,6 +333,7 @@ class PluginSupervisor(InstanceRunner):
             self.manifest, self.pinned = start.manifest, start.pins
             self.running_launch = start.launch
             self.limits, self._disk_limit = start.limits, start.disk_limit
+            self._listing_bounds = start.listing
         try:
             await self._feed(event, launch=start.launch)
         except HostError:

@@ -82,6 +82,10 @@ class StateTooNew(StateError):
     """The document was written by a newer hostd; it is left as it is (exit code 78)."""
 
 
+#: The members of a plugin record's ``limits`` (``plugins/grant``'s ``limits`` in the units hostd enforces).
+LIMIT_KEYS = ("max_rss_bytes", "max_cpu_percent", "max_disk_bytes", "max_tools", "max_listing_bytes")
+
+
 @dataclass
 class PluginRecord:
     """One installed plugin as stored (field names are the document's)."""
@@ -169,9 +173,7 @@ class PluginRecord:
             },
             network_ports=[p for p in typed("networkPorts", list, []) if isinstance(p, int)],
             limits={
-                k: v
-                for k, v in typed("limits", dict, {}).items()
-                if k in ("max_rss_bytes", "max_cpu_percent", "max_disk_bytes") and isinstance(v, int | float)
+                k: v for k, v in typed("limits", dict, {}).items() if k in LIMIT_KEYS and isinstance(v, int | float)
             },
             disabled_tools=sorted(disabled),
             folders={

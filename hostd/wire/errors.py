@@ -124,6 +124,12 @@ class ErrorKind(Enum):
         " machine reads it in /proc/<pid>/cmdline: pass it through env, or opt in with plugins/grant"
         " secretArguments: true (shown in launch.secretArguments, a new digest to approve).",
     )
+    LISTING_TOO_LARGE = (
+        -32050,
+        "A plugin listed more tools (prompts, resources, resource templates) than its bound: data.listing, what it"
+        " sent (data.count, data.bytes: compact JSON) and the bounds (data.maxCount, default 1024; data.maxBytes,"
+        " default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin.",
+    )
     RESOURCE_EXHAUSTED = (
         -32044,
         "The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno);"

@@ -143,6 +143,12 @@ export interface ClientOptions {
   onStray?: (stray: Stray) => void;
 }
 
+/**
+ * The listings hostd pages for the parent (method -> the member holding the items): `request` follows their
+ * `nextCursor` (docs/protocol.md, `tools/list`), so an answer never has to exceed the 8 MiB line bound.
+ */
+export const PAGED: Readonly<Record<string, string>> = { "tools/list": "tools", "prompts/list": "prompts" };
+
 export class HostdClient {
   readonly #transport: Transport;
   readonly #pending = new Map<number, Pending>();
@@ -192,8 +198,39 @@ export class HostdClient {
     return this.requestUntyped(method, params as Record<string, unknown> | undefined, options) as Promise<ResultOf<M>>;
   }
 
-  /** `request` for a method this build's types do not know (a newer hostd); same behaviour. */
+  /**
+   * `request` for a method this build's types do not know (a newer hostd); same behaviour.
+   *
+   * A listing hostd pages for the parent ({@link PAGED}: `tools/list`) requested without a `cursor` is
+   * followed to its last page: the result holds every page's items and the last page's other members
+   * (`revision`), without `nextCursor`. Send `cursor` (`null` for the first page) to get one page as sent.
+   */
   requestUntyped(method: string, params?: Record<string, unknown>, options: RequestOptions = {}): Promise<unknown> {
+    const items = PAGED[method];
+    if (items === undefined || (params !== undefined && "cursor" in params)) {
+      return this.#requestOnce(method, params, options);
+    }
+    return this.#allPages(method, items, params ?? {}, options);
+  }
+
+  async #allPages(
+    method: string,
+    items: string,
+    params: Record<string, unknown>,
+    options: RequestOptions,
+  ): Promise<unknown> {
+    let result = (await this.#requestOnce(method, params, options)) as Record<string, unknown>;
+    const collected: unknown[] = [...((result[items] as unknown[] | undefined) ?? [])];
+    while (typeof result["nextCursor"] === "string") {
+      const cursor = result["nextCursor"];
+      result = (await this.#requestOnce(method, { ...params, cursor }, options)) as Record<string, unknown>;
+      collected.push(...((result[items] as unknown[] | undefined) ?? []));
+    }
+    const { nextCursor: _last, ...rest } = result;
+    return { ...rest, [items]: collected };
+  }
+
+  #requestOnce(method: string, params: Record<string, unknown> | undefined, options: RequestOptions): Promise<unknown> {
     if (this.#closedWith) return Promise.reject(this.#closedWith);
     const { signal, onProgress, meta } = options;
     if (signal?.aborted) return Promise.reject(signal.reason as Error);

@@ -221,6 +221,10 @@ export interface GrantedLimits {
   maxCpuPercent: number | null;
   /** MiB allocated beneath the data folder and `TMPDIR` (`--max-disk-mb`) */
   maxDiskMb: number | null;
+  /** tools the plugin may list (`LISTING_TOO_LARGE`; default 1024) */
+  maxTools?: number | null;
+  /** MiB of one listing of the plugin, as compact JSON (`LISTING_TOO_LARGE`; default 16) */
+  maxListingMb?: number | null;
 }
 
 /** A tool as hostd offers it. Returned by `tools/list`. */
@@ -241,6 +245,8 @@ export interface HostTool {
   permission?: string | null;
   /** the MCP `execution` (`{taskSupport: "forbidden" | "optional" | "required"}`); omitted when absent. hostd calls a `required` tool as a task (`tools/call` looks the same to the parent) */
   execution?: { [key: string]: unknown } | null;
+  /** `true` when `description` holds characters a person cannot see (format and control characters other than newline and tab, tag characters U+E0000-E007F, the word joiner, private-use, unassigned and default-ignorable code points): text only a model reads. An app should warn, or show them escaped as hostctl does; omitted otherwise */
+  invisibleCharacters?: true | null;
   /** the plugin's `id` */
   plugin: string;
   /** `false` when the user disabled the tool ([`tools/setEnabled`](#toolssetenabled)): only listed with `includeDisabled`, and a call is refused with `TOOL_DISABLED` */
@@ -396,6 +402,8 @@ export interface Limits {
   maxRssMb?: number | null;
   maxCpuPercent?: number | null;
   maxDiskMb?: number | null;
+  maxTools?: number | null;
+  maxListingMb?: number | null;
 }
 
 /** `tools/listChanged` params. */
@@ -479,7 +487,7 @@ export interface PackageVersion {
  * `prompts/list`).
  */
 export interface PagedResult {
-  /** the server's cursor for the next page (pass it back with the same `plugin`); omitted at the end. Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name` is the host name `<plugin>.<name>`, with `plugin`) */
+  /** the cursor of the next page (pass it back with the same `plugin`: the server's; `prompts/list` without `plugin`: hostd's, whose pages of every plugin's prompts total at most 1 MiB); omitted at the end. Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name` is the host name `<plugin>.<name>`, with `plugin`) */
   nextCursor?: string | null;
   [key: string]: unknown;
 }
@@ -534,7 +542,7 @@ export interface PluginInfo {
   tools: string[];
   /** TCP ports the parent granted, sorted ([`plugins/grant`](#pluginsgrant)); reachable under `--sandbox strict` */
   networkPorts: number[];
-  /** `{maxRssMb, maxCpuPercent, maxDiskMb}` granted to this plugin (`null` members: the host's limits apply) */
+  /** `{maxRssMb, maxCpuPercent, maxDiskMb, maxTools, maxListingMb}` granted to this plugin (`null` members: the host's limits apply) */
   limits: GrantedLimits;
   /** [`Launch`](#launch): what will run, for the approval prompt; [`LaunchUnresolved`](#launchunresolved) `{error, kind}` when the command cannot be resolved */
   launch: Launch | LaunchUnresolved | null;
@@ -666,7 +674,10 @@ export interface PromptsGetParams {
   arguments?: { [key: string]: string } | null;
 }
 
-/** `prompts/list {plugin?, cursor?}` (a `cursor` needs the `plugin` it came from). */
+/**
+ * `prompts/list {plugin?, cursor?}`: with `plugin`, `cursor` is its server's; without, hostd's (the
+ * `nextCursor` of the previous page of every plugin's prompts).
+ */
 export interface PromptsListParams {
   plugin?: string | null;
   cursor?: string | null;
@@ -820,20 +831,23 @@ export interface ToolsCallResult {
 }
 
 /**
- * `tools/list {plugin?, includeDisabled?}`; `includeDisabled`: list the tools the user disabled too
- * (with `enabled: false`).
+ * `tools/list {plugin?, includeDisabled?, cursor?}`; `includeDisabled`: list the tools the user disabled
+ * too (with `enabled: false`); `cursor`: the `nextCursor` of the previous page (absent: the first page).
  */
 export interface ToolsListParams {
   plugin?: string | null;
   includeDisabled?: boolean;
+  cursor?: string | null;
 }
 
-/** `tools/list` result. */
+/** `tools/list` result: one page of the registered tools. */
 export interface ToolsListResult {
-  /** every registered tool (only `plugin`'s when given), sorted by `name` */
+  /** the registered tools (only `plugin`'s when given), sorted by `name`: one page, whose tools total at most 1 MiB as JSON (at least one tool), so an answer always fits the 8 MiB line bound */
   tools: HostTool[];
   /** goes up on every change of the registry; the one `tools/listChanged` carries */
   revision: number;
+  /** pass it back as `cursor` (with the same `plugin` and `includeDisabled`) for the next page; omitted on the last page. hostd's Python and TypeScript clients and hostctl follow it */
+  nextCursor?: string | null;
 }
 
 /** Requests the parent sends; hostd answers with `result`. */
@@ -911,7 +925,7 @@ export interface Requests {
     params: PluginRef;
     result: PluginStatus;
   };
-  /** `tools/list {plugin?, includeDisabled?}`; `includeDisabled`: list the tools the user disabled too (with `enabled: false`). */
+  /** `tools/list {plugin?, includeDisabled?, cursor?}`; `includeDisabled`: list the tools the user disabled too (with `enabled: false`); `cursor`: the `nextCursor` of the previous page (absent: the first page). */
   "tools/list": {
     params: ToolsListParams;
     result: ToolsListResult;
@@ -981,7 +995,7 @@ export interface Requests {
     params: ResourceParams;
     result: Empty;
   };
-  /** `prompts/list {plugin?, cursor?}` (a `cursor` needs the `plugin` it came from). */
+  /** `prompts/list {plugin?, cursor?}`: with `plugin`, `cursor` is its server's; without, hostd's (the `nextCursor` of the previous page of every plugin's prompts). */
   "prompts/list": {
     params: PromptsListParams;
     result: PagedResult;
@@ -1126,6 +1140,8 @@ export const ErrorCodes = {
   PLUGIN_NOT_READY: -32045,
   /** The launch would put a secret (data.secrets: its names) on the command line, where every process of the machine reads it in /proc/<pid>/cmdline: pass it through env, or opt in with plugins/grant secretArguments: true (shown in launch.secretArguments, a new digest to approve). */
   SECRET_IN_ARGUMENTS: -32049,
+  /** A plugin listed more tools (prompts, resources, resource templates) than its bound: data.listing, what it sent (data.count, data.bytes: compact JSON) and the bounds (data.maxCount, default 1024; data.maxBytes, default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin. */
+  LISTING_TOO_LARGE: -32050,
   /** A tools/call names a local file or folder the plugin may not reach, and the parent did not grant it (data.reason: declined, no-capability, refused); data.grants holds the plugins/grantPath params that would, data.commands the hostctl commands. The server never saw the call. */
   ACCESS_NOT_GRANTED: -32052,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */

@@ -141,3 +141,22 @@ test("params carry _meta; an abort before the answer sends $/cancelRequest; clos
   await assert.rejects(other, (error: unknown) => error instanceof HostdClosedError && error.exitCode === 3);
   assert.equal((await client.closed).message, "gone");
 });
+
+test("tools/list without a cursor follows nextCursor to the last page; with one, one page as sent", async () => {
+  const wire = new Loopback();
+  const client = new HostdClient(wire);
+  const all = client.request("tools/list", { plugin: "p" });
+  const [first] = (await wire.next(1)) as Array<{ id: number; params: Record<string, unknown> }>;
+  assert.deepEqual(first!.params, { plugin: "p" });
+  wire.deliver({ jsonrpc: "2.0", id: first!.id, result: { tools: [{ name: "p.a" }], revision: 3, nextCursor: "k1.YQ==" } });
+  const [, second] = (await wire.next(2)) as Array<{ id: number; params: Record<string, unknown> }>;
+  assert.deepEqual(second!.params, { plugin: "p", cursor: "k1.YQ==" });
+  wire.deliver({ jsonrpc: "2.0", id: second!.id, result: { tools: [{ name: "p.b" }], revision: 4 } });
+  assert.deepEqual(await all, { tools: [{ name: "p.a" }, { name: "p.b" }], revision: 4 });
+
+  const one = client.request("tools/list", { cursor: null });
+  const third = (await wire.next(3))[2] as { id: number; params: Record<string, unknown> };
+  assert.deepEqual(third.params, { cursor: null });
+  wire.deliver({ jsonrpc: "2.0", id: third.id, result: { tools: [{ name: "p.a" }], revision: 4, nextCursor: "k1.YQ==" } });
+  assert.deepEqual(await one, { tools: [{ name: "p.a" }], revision: 4, nextCursor: "k1.YQ==" });
+});

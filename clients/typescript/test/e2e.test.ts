@@ -8,6 +8,8 @@
  */
 
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { HostdClosedError, HostdError, type PluginStatus, type ProgressParams, type Stray } from "../src/index.js";
@@ -170,4 +172,46 @@ test("hostd crashing rejects the pending requests and closes the client", async 
   await assert.rejects(client.request("ping"), HostdClosedError);
   // shutdown on a dead hostd resolves at once with its exit code.
   assert.equal(await session.shutdown(), null);
+});
+
+test("a listing over the 8 MiB line bound reaches the client whole, page by page (issue 29)", async () => {
+  // 90 tools of 100 KiB: ~9.2 MB of tools, over the client's 8 MiB line bound in one answer.
+  const own = fixture();
+  try {
+    const names = Array.from({ length: 90 }, (_, i) => `t${String(i).padStart(4, "0")}`);
+    const manifest = {
+      id: "mcp-echo",
+      name: "many tools",
+      version: "1.0.0",
+      permissions: ["echo.use"],
+      contributes: { tools: names.map((n) => `mcp-echo.${n}`) },
+      backend: {
+        type: "mcp",
+        transport: "stdio",
+        command: "python3",
+        args: ["server.py", "--variant", "many-tools", "--count", "90", "--description-bytes", "102400"],
+        startup_timeout_seconds: 30,
+      },
+    };
+    writeFileSync(join(own.plugin, "plugin.yaml"), JSON.stringify(manifest));
+    const session = await start(own);
+    const { client } = session;
+    const info = await client.request("plugins/install", { path: own.plugin });
+    await client.request("plugins/grant", { id: info.id, permissions: info.permissions });
+    assert.ok(info.launch !== null && "digest" in info.launch);
+    await client.request("plugins/approve", { id: info.id, digest: info.launch.digest });
+    assert.equal((await client.request("plugins/enable", { id: info.id })).status, "ready");
+    const listed = await client.request("tools/list", { plugin: info.id });
+    assert.deepEqual(
+      listed.tools.map((t) => t.name),
+      names.map((n) => `mcp-echo.${n}`),
+    );
+    assert.equal(listed.nextCursor, undefined);
+    const first = await client.request("tools/list", { plugin: info.id, cursor: null });
+    assert.equal(first.tools.length, 10);
+    assert.equal(typeof first.nextCursor, "string");
+    assert.equal(await session.shutdown(), 0);
+  } finally {
+    own.cleanup();
+  }
 });
