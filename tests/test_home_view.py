@@ -10,15 +10,13 @@ under the real ``HOME`` are reached through ``~`` as the real ones, a runtime's 
 
 Real processes: hostd with a temporary ``HOME`` and the probe fixture, whose ``first.py`` creates
 ``~/.fixture-config`` at start. What it proves for an unprivileged user: nothing here needs root (the
-view is folders and symbolic links; Landlock needs none), and the last test repeats the key checks as
-nobody (tests/nobody.py).
+view is folders and symbolic links; Landlock needs none); the tests run as whoever runs the suite.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,6 @@ import yaml
 from hostd.cli.client import HostdClient
 from sandbox.home_view import ASIDE, RESERVED, HomeView, make_view, plan_view
 from tests.conftest import ROOT, hostd_with_home
-from tests.nobody import nobody_folder, run_driver, skip_reason
 from tests.platform_facts import need_layers
 
 PROBE = ROOT / "fixtures" / "mcp-probe"
@@ -197,30 +194,3 @@ def test_making_the_view_never_follows_a_link_the_plugin_planted(tmp_path: Path)
     assert os.readlink(data / "home" / ".npmrc") == "/x"
     assert (data / "home" / (".npmrc" + ASIDE) / "kept").read_text() == "mine"
     assert sorted(os.listdir(real)) == []
-
-
-# -- the same, as an unprivileged user ----------------------------------------------------------------
-
-
-@pytest.fixture
-def nobody_work() -> Iterator[Path]:
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    with nobody_folder() as folder:
-        yield folder
-
-
-async def test_the_private_home_holds_for_an_unprivileged_user(nobody_work: Path) -> None:
-    """As nobody (what a real user is): the view is made without root, a server creates its config
-    folder there and finds it at its next start, reads its granted file through ``~``, and writes
-    neither that file, nor a runtime's startup file, nor anything in the real HOME."""
-    need_layers("landlock-fs")
-    result = await run_driver(ROOT / "fixtures" / "sandbox" / "unprivileged_home_view.py", nobody_work)
-    run = [True, "clusters: []\n", "EACCES", "EACCES", "EACCES"]
-    assert result == {
-        "runs": [[run[0], 1, *run[1:]], [run[0], 2, *run[1:]]],
-        "home": [".kube", ".kube/config"],
-        "uid": 65534,
-    }
-    assert (nobody_work / "data" / "home" / ".fixture-config" / "starts").read_text() == "2"
