@@ -17,7 +17,7 @@ from pathlib import Path
 
 import trio
 
-from hostd.cli.client import HostdClient
+from hostd.cli.client import HostdClient, plugin_environment
 from hostd.cli.render import terminal_safe
 from hostd.wire.text import has_invisible, invisible
 from tests.conftest import ECHO_TOOLS, MakePlugin, ready, run_hostctl
@@ -67,11 +67,16 @@ async def test_hostctl_shows_tag_characters_escaped(tmp_path: Path, make_plugin:
     for verb in (["install", str(folder)], ["grant", HOSTILE, "--all"], ["approve", HOSTILE, "--yes"]):
         assert (await run_hostctl(state, *verb, env=env)).returncode == 0
     assert (await run_hostctl(state, "enable", HOSTILE, env=env)).returncode == 0
-    table = await run_hostctl(state, "tools", HOSTILE, env=env)
+    # hostctl's own hostd starts no plugin for `tools` (issue 28): ask the hostd that runs it, on its socket.
+    async with HostdClient.spawn(
+        ["--state-dir", str(state)], env={**plugin_environment(), "HOSTD_SECRETS": "file"}
+    ) as running:
+        await running.request("plugins/enable", {"id": HOSTILE}, timeout=60)
+        table = await run_hostctl(state, "tools", HOSTILE, env=env)
+        as_json = await run_hostctl(state, "tools", HOSTILE, "--json", env=env)
     assert table.returncode == 0, table.stderr
     assert not has_invisible(table.stdout), [hex(ord(c)) for c in table.stdout if invisible(c) and c != "\n"]
     assert "text.\\udb40\\udc69\\udb40\\udc67" in table.stdout, table.stdout  # the table folds the text
-    as_json = await run_hostctl(state, "tools", HOSTILE, "--json", env=env)
     assert as_json.returncode == 0, as_json.stderr
     assert f'"description": "Return the text.{TAGS_ESCAPED}"' in as_json.stdout
     echo = next(t for t in json.loads(as_json.stdout)["tools"] if t["name"] == f"{HOSTILE}.echo")

@@ -265,9 +265,12 @@ async def test_server_filesystem(tmp_path: Path, home: Path) -> None:
         # The server sends the block twice (content and structuredContent, its outputSchema).
         assert media["structuredContent"] == {"content": [content]}
 
-        # Outside the served folder: the server refuses by itself (and the sandbox would too).
-        outside = await call_fails(hostd, "server-filesystem.read_text_file", {"path": str(home / "secret.txt")})
-        assert outside == [f"Access denied - path outside allowed directories: {home / 'secret.txt'} not in {files}"]
+        # Outside the served folder: hostd finds the path in the call and, with a parent that cannot be asked,
+        # refuses it before the server sees it (issue 25: call-time grants), naming the grant.
+        with pytest.raises(RpcError) as outside:
+            await call(hostd, "server-filesystem.read_text_file", {"path": str(home / "secret.txt")})
+        assert (outside.value.kind, outside.value.data["reason"]) == ("ACCESS_NOT_GRANTED", "no-capability")
+        assert [p["path"] for p in outside.value.data["paths"]] == [str(home / "secret.txt")]
 
 
 async def test_server_filesystem_reads_a_1_mib_image(tmp_path: Path, home: Path) -> None:
@@ -331,7 +334,9 @@ async def test_server_memory_keeps_its_graph_in_the_data_folder(tmp_path: Path, 
         # The relations touching a found entity come with it.
         assert found["structuredContent"] == {"entities": [ENTITIES[0]], "relations": [RELATION]}
         await hostd.request("plugins/uninstall", {"id": "server-memory"})
-        assert [json.loads(line) for line in stored.read_text().splitlines()] == memory_lines()
+        # Kept aside for this install (issue 25: private state belongs to an install, not a name).
+        [kept] = (tmp_path / "state" / "kept" / "server-memory").glob("*/data/memory.jsonl")
+        assert [json.loads(line) for line in kept.read_text().splitlines()] == memory_lines()
         assert not (stored.parent / "cache").exists()
 
 
@@ -425,13 +430,17 @@ async def test_mcp_server_git_reads_the_users_git_config(tmp_path: Path, home: P
             f"Commit: {first}\nAuthor: Ada Lovelace\nDate: 2026-01-02 03:04:05+00:00\nMessage: First notes\n\n"
         ]
 
-        # A repository outside the declared folder is out of the sandbox's reach: the server, denied even a
-        # look (EACCES), reports it as a path that does not exist (GitPython's NoSuchPathError).
+        # A repository outside the declared folder is out of the sandbox's reach. Before issue 25 the server,
+        # denied even a look (EACCES), reported it as a path that does not exist (GitPython's NoSuchPathError);
+        # now hostd finds the path in the call and, with a parent that cannot be asked, refuses the call
+        # before the server sees it, naming the grant that would allow it.
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
         git(elsewhere, home, "init", "--quiet")
-        refused = await call_fails(hostd, "mcp-server-git.git_status", {"repo_path": str(elsewhere)})
-        assert refused == [f"Error executing tool git_status: {elsewhere}"]
+        with pytest.raises(RpcError) as refused:
+            await call(hostd, "mcp-server-git.git_status", {"repo_path": str(elsewhere)})
+        assert (refused.value.kind, refused.value.data["reason"]) == ("ACCESS_NOT_GRANTED", "no-capability")
+        assert [p["path"] for p in refused.value.data["paths"]] == [str(elsewhere)]
 
 
 # -- mcp-server-fetch -----------------------------------------------------------------------
@@ -546,7 +555,12 @@ async def test_claude_desktop_config_with_home_paths_and_an_env_path(tmp_path: P
             "~/Desktop": str(home / "Desktop"),
             "~/Downloads": str(home / "Downloads"),
         }
-        assert launches["memory"]["folders"] == {"$MEMORY_FILE_PATH": str(memory_file)}
+        # The env value names a file (read-only, like an argument); the importer knows server-memory writes it
+        # and declares its folder writable (issue 25: KNOWN_DATA_ENV), so it stays writable once it exists.
+        assert launches["memory"]["folders"] == {
+            "$MEMORY_FILE_PATH": str(memory_file),
+            "sandbox.write[0]": str(memory_file.parent),
+        }
         for plugin_id, tools in (
             ("filesystem", manifest_of(FILESYSTEM)["contributes"]["tools"]),
             ("memory", manifest_of(MEMORY)["contributes"]["tools"]),
