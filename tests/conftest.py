@@ -274,3 +274,41 @@ async def run_hostctl(
     The one way tests run hostctl as a person would."""
     argv = [sys.executable, "-m", "hostd.cli.hostctl", *args, "--state-dir", str(state)]
     return await run_quietly(argv, env=env, timeout=timeout)
+
+
+async def hostctl_on_a_terminal(
+    state: Path, answer: bytes, prompt: bytes, *args: str, env: dict[str, str] | None = None, columns: int = 200
+) -> tuple[int, str]:
+    """``python -m hostd.cli.hostctl *args --state-dir state`` with a pseudo-terminal as stdin, stdout and
+    stderr (a person's terminal, ``columns`` wide; ``env``: this process's environment when None); ``answer``
+    is typed once ``prompt`` is on the screen. Returns (exit code, screen). Fails after 120 s."""
+    master, slave = os.openpty()
+    screen = bytearray()
+    try:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "hostd.cli.hostctl", *args, "--state-dir", str(state)],
+            cwd=ROOT,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env={**(os.environ if env is None else env), "TERM": "xterm-256color", "COLUMNS": str(columns)},
+        )
+    finally:
+        os.close(slave)
+    terminal = trio.lowlevel.FdStream(master)
+    answered = False
+    with trio.fail_after(120):
+        while True:
+            try:
+                data = await terminal.receive_some(65536)
+            except trio.BrokenResourceError:  # EIO: every writer of the terminal has closed it
+                data = b""
+            if not data:
+                break
+            screen += data
+            if not answered and prompt in screen:
+                await terminal.send_all(answer)
+                answered = True
+        code = await process.wait()
+    await terminal.aclose()
+    return code, screen.decode(errors="replace")

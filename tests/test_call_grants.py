@@ -17,20 +17,17 @@ without a grant for a user's files).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 import yaml
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
-from tests.conftest import ROOT, run_hostctl
+from tests.conftest import ROOT, hostctl_on_a_terminal, run_hostctl
 from tests.nobody import nobody_folder, run_driver, skip_reason
 from tests.platform_facts import need_layers
 
@@ -314,41 +311,6 @@ async def test_the_capability_set_lists_everything_the_plugin_may_reach_with_why
     assert capabilities["packages"] == []
 
 
-async def on_a_terminal(state: Path, env: dict[str, str], answer: bytes, *args: str) -> tuple[int, str]:
-    """hostctl with a pseudo-terminal as stdin, stdout and stderr (a person's terminal); ``answer`` is typed
-    once the grant question is on the screen. Returns (exit code, screen)."""
-    master, slave = os.openpty()
-    screen = bytearray()
-    try:
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "hostd.cli.hostctl", *args, "--state-dir", str(state)],
-            cwd=ROOT,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env={**env, "TERM": "xterm-256color", "COLUMNS": "200"},
-        )
-    finally:
-        os.close(slave)
-    terminal = trio.lowlevel.FdStream(master)
-    answered = False
-    with trio.fail_after(120):
-        while True:
-            try:
-                data = await terminal.receive_some(65536)
-            except trio.BrokenResourceError:  # EIO: every writer of the terminal has closed it
-                data = b""
-            if not data:
-                break
-            screen += data
-            if not answered and b"[N]o:" in screen:
-                await terminal.send_all(answer)
-                answered = True
-        code = await process.wait()
-    await terminal.aclose()
-    return code, screen.decode(errors="replace")
-
-
 async def test_hostctl_call_asks_in_the_terminal(tmp_path: Path, home: Path) -> None:
     report = home / "docs" / "report.txt"
     state = tmp_path / "state"
@@ -358,11 +320,15 @@ async def test_hostctl_call_asks_in_the_terminal(tmp_path: Path, home: Path) -> 
         done = await run_hostctl(state, *step, env=env, timeout=120)
         assert done.returncode == 0, done.stderr
     arguments = json.dumps({"path": "~/docs/report.txt"})
-    code, screen = await on_a_terminal(state, env, b"n\n", "call", "mcp-files", "read_file", arguments)
+    code, screen = await hostctl_on_a_terminal(
+        state, b"n\n", b"[N]o:", "call", "mcp-files", "read_file", arguments, env=env
+    )
     assert code == 1
     assert f"{report} (read)" in screen and "Allow? [o]nce / [a]lways / [N]o:" in screen
     assert "ACCESS_NOT_GRANTED" in screen
-    code, screen = await on_a_terminal(state, env, b"a\n", "call", "mcp-files", "read_file", arguments)
+    code, screen = await hostctl_on_a_terminal(
+        state, b"a\n", b"[N]o:", "call", "mcp-files", "read_file", arguments, env=env
+    )
     assert code == 0, screen
     assert "the quarterly report" in screen
     stored = json.loads((state / "state.json").read_text())

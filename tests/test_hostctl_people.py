@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from hostd.cli.client import HostdClient, plugin_environment
-from tests.conftest import ECHO, HOSTCTL, ROOT, MakePlugin, run_hostctl
+from tests.conftest import ECHO, HOSTCTL, ROOT, MakePlugin, hostctl_on_a_terminal, run_hostctl
 from tests.test_hostctl import hostile_plugin
 
 
@@ -263,50 +263,15 @@ async def test_every_plugin_provided_string_reaches_the_terminal_escaped(tmp_pat
             assert control not in done.stdout + done.stderr, (done.args, control)
 
 
-async def _on_a_terminal(state: Path, answer: bytes, *args: str) -> tuple[int, str]:
-    """Run hostctl with a pseudo-terminal as stdin, stdout and stderr (a person's terminal);
-    type ``answer`` once the approval question is on the screen. Returns (exit code, screen)."""
-    master, slave = os.openpty()
-    screen = bytearray()
-    try:
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "hostd.cli.hostctl", *args, "--state-dir", str(state)],
-            cwd=ROOT,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "160"},
-        )
-    finally:
-        os.close(slave)
-    terminal = trio.lowlevel.FdStream(master)
-    answered = False
-    with trio.fail_after(120):
-        while True:
-            try:
-                data = await terminal.receive_some(65536)
-            except trio.BrokenResourceError:  # EIO: every writer of the terminal has closed it
-                data = b""
-            if not data:
-                break
-            screen += data
-            if not answered and b"[y/N]" in screen:
-                await terminal.send_all(answer)
-                answered = True
-        code = await process.wait()
-    await terminal.aclose()
-    return code, screen.decode(errors="replace")
-
-
 async def test_approve_asks_on_a_terminal(tmp_path: Path, make_plugin: MakePlugin) -> None:
     state = tmp_path / "state"
     assert (await hostctl(state, "install", str(make_plugin()))).returncode == 0
-    code, screen = await _on_a_terminal(state, b"n\n", "approve", "mcp-echo")
+    code, screen = await hostctl_on_a_terminal(state, b"n\n", b"[y/N]", "approve", "mcp-echo", columns=160)
     assert code == 1
     assert "mcp-echo would run:" in screen and "Approve this launch of mcp-echo? [y/N]" in screen
     assert "error: NOT_APPROVED: the launch of mcp-echo was not approved" in screen
     assert (await as_json(state, "list"))["plugins"][0]["launch"]["approved"] is False
-    code, screen = await _on_a_terminal(state, b"y\n", "approve", "mcp-echo")
+    code, screen = await hostctl_on_a_terminal(state, b"y\n", b"[y/N]", "approve", "mcp-echo", columns=160)
     assert code == 0, screen
     assert "mcp-echo: approved sha256:" in screen
     assert (await as_json(state, "list"))["plugins"][0]["launch"]["approved"] is True
