@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_typescript_client import REPO, compiled_node, run_example_app, run_node_tests
+from tests.test_typescript_client import PACKAGE, REPO, compiled_node, run_example_app, run_node_tests, written_tests
 
 sys.path.insert(0, str(REPO / "packaging"))
 from build_sidecar import target_triple  # type: ignore[import-not-found]
@@ -51,7 +51,9 @@ def test_sidecar_is_named_for_tauri(sidecar: Path) -> None:
 def test_node_flow_through_the_sidecar(sidecar: Path) -> None:
     node = compiled_node()
     stdout = run_node_tests(node, ["dist/test/e2e.test.js", "dist/test/tauri.test.js"], [str(sidecar)])
-    assert "# pass 5" in stdout
+    written = written_tests(PACKAGE / "test" / "e2e.test.ts", PACKAGE / "test" / "tauri.test.ts")
+    assert written >= 6
+    assert f"# pass {written}\n" in stdout, stdout[-3000:]
 
 
 def test_example_app_through_the_sidecar(sidecar: Path, tmp_path: Path) -> None:

@@ -118,11 +118,14 @@ def test_node_client_end_to_end() -> None:
     tests = sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "dist" / "test").glob("*.test.js"))
     stdout = run_node_tests(node, tests, [sys.executable, "-m", "hostd"])
     # Every test of the sources ran and passed (a count from the sources, not a number to keep in step).
-    written = sum(
-        len(re.findall(r"^test\(", f.read_text(), flags=re.MULTILINE)) for f in (PACKAGE / "test").glob("*.test.ts")
-    )
+    written = written_tests(*(PACKAGE / "test").glob("*.test.ts"))
     assert written >= 19
     assert f"# pass {written}\n" in stdout, stdout[-3000:]
+
+
+def written_tests(*sources: Path) -> int:
+    """How many ``test(...)`` the TypeScript test ``sources`` hold (each at the start of a line)."""
+    return sum(len(re.findall(r"^test\(", f.read_text(), flags=re.MULTILINE)) for f in sources)
 
 
 def test_example_app_prints_tool_results(tmp_path: Path) -> None:
