@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 import trio
@@ -118,6 +119,10 @@ async def browser(hostd: HostdClient, nursery: trio.Nursery, method: str, params
 
 def manifest(url: str, context: dict[str, Any]) -> dict[str, Any]:
     backend: dict[str, Any] = {"type": "mcp", "transport": "streamable-http", "url": url, "protocol": "auto"}
+    # The suite's authorization server listens on another loopback port than its MCP server. hostd reaches
+    # loopback only at the approved endpoint itself unless the manifest names the host (issue 29: every
+    # destination is judged against the approved endpoint), as a user approving such a setup would.
+    backend["allow_private"] = [urlsplit(url).hostname]
     if "client_id" in context:  # a client registered in advance (auth/pre-registration)
         backend["oauth"] = {"client_id": context["client_id"]}
         if "client_secret" in context:
