@@ -65,10 +65,15 @@ class GrantHost(Protocol):
         ...
 
 
+def _confined(launch: Launch | None) -> bool:
+    """Whether Landlock file rules apply to ``launch`` (else the plugin reaches what the user reaches:
+    nothing to grant). A field test, cheap enough for every tools/call."""
+    return launch is not None and launch.plan is not None and "landlock-fs" in launch.isolation
+
+
 def _rules(launch: Launch | None) -> dict[str, list[str]] | None:
-    """The Landlock path lists ``launch`` runs under; ``None`` when no Landlock file rules apply (the
-    plugin reaches what the user reaches: nothing to grant)."""
-    if launch is None or launch.plan is None or "landlock-fs" not in launch.isolation:
+    """The Landlock path lists ``launch`` runs under; ``None`` when no Landlock file rules apply."""
+    if launch is None or launch.plan is None or not _confined(launch):
         return None
     return launch.plan.rule_lists()
 
@@ -139,7 +144,9 @@ async def reach(host: GrantHost, plugin: InstalledPlugin, tool: RegisteredTool, 
     asking. One decision at a time per plugin; a cancel while the parent is asked grants nothing.
     """
     plugin_id = plugin.manifest.id
-    if _rules(plugin.supervisor.running_launch) is None:
+    # The hot path of every tools/call: field tests and a walk of the arguments' strings, no rule lists
+    # built and no stat, unless a string is written as a local path.
+    if not _confined(plugin.supervisor.running_launch):
         return False
     home = str(Path.home())
     if not may_name_paths(arguments, home):
