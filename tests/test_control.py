@@ -209,12 +209,14 @@ async def _read_until(stream: trio.abc.ReceiveStream, seen: bytearray, needle: b
 
 
 async def test_second_sigterm_skips_the_graces(tmp_path: Path, make_plugin: MakePlugin) -> None:
-    # slow-exit needs 1.5 s after stdin EOF to write its marker, and an orderly stop gives it that
+    # slow-exit writes its marker a while after stdin EOF, and an orderly stop waits for it within the grace
     # (test_corpus_processes::test_e7_slow_exit_gets_its_grace). A second SIGTERM, sent as soon as hostd
     # says the first one started the shutdown, skips the graces: the plugin is killed before its marker.
+    # Its delay here (60 s) is far past any grace, so only skipping the graces can end hostd in time.
     shared = tmp_path / "shared"
     shared.mkdir()
-    folder = make_plugin(variant="slow-exit", backend={"env": {"ECHO_MARKER_DIR": str(shared)}})
+    env = {"ECHO_MARKER_DIR": str(shared), "ECHO_EXIT_DELAY": "60"}
+    folder = make_plugin(variant="slow-exit", backend={"env": env})
     args = ["--state-dir", str(tmp_path / "state"), "--allow-write", str(shared)]
     async with HostdClient.spawn(args, env=plugin_environment(), stderr=subprocess.PIPE) as client:
         await ready(client, folder)

@@ -235,7 +235,7 @@ async def test_e7_slow_exit_gets_its_grace(hostd: HostdClient, make_plugin: Make
         await ready(hostd, folder)
         status = await hostd.request("plugins/disable", {"id": HOSTILE})
         assert status["status"] == "stopped"
-        assert status["last_exit"] == "stdin-eof, code 0"  # it exited by itself, after its 1.5 s flush
+        assert status["last_exit"] == "stdin-eof, code 0"  # it exited by itself, after its 1 s flush
         marker = tmp_path / "shared" / "exited.marker"
         assert marker.exists()
         assert int(marker.read_text()) > 0

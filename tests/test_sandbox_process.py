@@ -25,7 +25,7 @@ from sandbox.policy import order_layers
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.sweep import TOKEN_VAR, _pids_with_token, sweep_leftovers, sweep_orphans
 from tests.platform_facts import need_layers
-from tests.waiting import alive, exited, until
+from tests.waiting import GENEROUS, alive, exited, until
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
 PYTHON_DIR = os.path.dirname(os.path.realpath(sys.executable))
@@ -125,7 +125,6 @@ async def test_echo_a_line_then_stdin_eof_ends_it(isolation: tuple[str, ...]) ->
         assert report.step == "stdin-eof"
         assert report.returncode == 0
         assert proc.returncode == 0
-        assert report.seconds < 1.0
         assert not alive(proc.pid)
 
 
@@ -158,7 +157,7 @@ async def test_stubborn_child_ends_with_sigkill(isolation: tuple[str, ...]) -> N
         report = await proc.stop(grace=0.3)
         assert report.step == "sigkill"
         assert report.returncode == -signal.SIGKILL
-        assert 0.6 <= report.seconds < 1.5
+        assert report.seconds >= 0.6  # both graces were given (a lower bound: how long it took is bench/'s)
         assert not alive(proc.pid)
 
 
@@ -190,10 +189,9 @@ async def test_main_exits_on_eof_but_its_children_are_still_ended(isolation: tup
     with trio.fail_after(10):
         proc = await spawn(fixture_launch("tree.py", "eof", isolation=isolation))
         pids = await read_pids(proc)
-        report = await proc.stop(grace=1.0)
+        report = await proc.stop(grace=GENEROUS)
         assert report.step == "stdin-eof"
         assert report.returncode == 0
-        assert report.seconds < 1.0
         assert [pid for pid in pids if alive(pid)] == []
 
 
@@ -220,7 +218,7 @@ async def test_wrapper_that_does_not_forward_sigterm(isolation: tuple[str, ...])
         line = json.loads(await read_line(proc.stdout))
         pids = line["pids"]
         assert line["child"] == "ready"
-        report = await proc.stop(grace=0.3)
+        report = await proc.stop(grace=GENEROUS)
         assert report.step == "stdin-eof"  # the wrapper exits at EOF; its child would not
         assert report.returncode == 0
         assert [pid for pid in pids if alive(pid)] == []
@@ -234,7 +232,7 @@ async def test_graceful_slow_exit_gets_the_default_grace(tmp_path: Path, isolati
         report = await proc.stop()
         assert report.step == "stdin-eof"
         assert report.returncode == 0
-        assert 1.5 <= report.seconds < 2.0
+        assert report.seconds >= 1.0  # the plugin's flush was waited for (a lower bound)
         assert marker.read_text() == "flushed\n"
 
 
@@ -405,13 +403,13 @@ async def test_plugin_main_exit_status_and_the_shim_ending_its_rest() -> None:
 
 
 async def test_sigterm_step_is_reported() -> None:
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         proc = await spawn(fixture_launch("wrapper.py", "stubborn.py", "--ignore-eof"))
         pids = json.loads(await read_line(proc.stdout))["pids"]
-        report = await proc.stop(grace=0.3)
+        report = await proc.stop(grace=GENEROUS)
         assert report.step == "sigterm"
         assert report.returncode == 0  # the wrapper's handler exits 0 without forwarding
-        assert report.seconds >= 0.3  # the grace was given (a lower bound: how long it took is bench/'s)
+        assert report.seconds >= GENEROUS  # the grace was given (a lower bound: how long it took is bench/'s)
         assert [pid for pid in pids if alive(pid)] == []
 
 

@@ -16,6 +16,7 @@ from sandbox.launch import Launch, resolve_launch
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.watchdog import LimitHit, sample_tree, watch
+from tests.waiting import GENEROUS
 
 #: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
 PRIVATE_TMP = os.path.realpath(tempfile.mkdtemp(prefix="hostd-tests-"))
@@ -43,7 +44,7 @@ async def first_line(proc: SandboxedProcess) -> bytes:
 
 async def test_memory_hog_is_reported_with_the_rss_limit() -> None:
     policy = IsolationPolicy(max_rss_bytes=100 * MB)
-    with trio.fail_after(30):
+    with trio.fail_after(60):
         proc = await spawn(launch_of("hog.py", "300", policy=policy))
         try:
             pids = json.loads(await first_line(proc))["pids"]
@@ -51,7 +52,7 @@ async def test_memory_hog_is_reported_with_the_rss_limit() -> None:
             assert os.getsid(pids[1]) == pids[1]
             hit = await watch(proc, policy, interval=0.1)
         finally:
-            report = await proc.stop(grace=0.1)
+            report = await proc.stop(grace=GENEROUS)
     assert isinstance(hit, LimitHit)
     assert hit.limit == "rss"
     assert hit.threshold == 100 * MB

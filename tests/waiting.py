@@ -13,6 +13,12 @@ from collections.abc import Callable
 import psutil
 import trio
 
+#: The grace, in seconds, for a stop step that is expected to END the process (stdin EOF that the
+#: plugin honours, SIGTERM that it honours). A stop returns as soon as the process exits, so a long
+#: grace costs nothing when the step works; a short one (0.1 s) turns a busy machine's scheduling
+#: delay into the next step's name, a flaky assertion. (Steps expected to FAIL keep short graces.)
+GENEROUS = 5.0
+
 
 def alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
