@@ -19,6 +19,7 @@ import trio
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from sandbox.environment import trim_path
 from tests.conftest import MakePlugin, ready, spawn_hostd
+from tests.plugin_pids import host_pids
 from tests.test_corpus_framing import (
     HOSTILE,
     MIB,
@@ -32,13 +33,14 @@ from tests.test_corpus_framing import (
 from tests.waiting import alive, exited
 
 
-def logged_pids(hostd: HostdClient, pattern: str) -> list[int]:
-    """Pids the hostile plugin printed on stderr as ``pattern`` (a regex with one group)."""
+def logged_pids(hostd: HostdClient, prefix: str) -> list[int]:
+    """Pids the hostile plugin printed on stderr as ``<prefix> <pid> in <pid namespace>``, as the host's pids
+    (the plugin sees only its own namespace: tests/plugin_pids.py)."""
     found = []
     for note in logs(hostd, source="stderr"):
-        match = re.fullmatch(pattern, note["message"])
+        match = re.fullmatch(re.escape(prefix) + r" (\d+) in (\S+)", note["message"])
         if match:
-            found.append(int(match.group(1)))
+            found += host_pids(match.group(2), [int(match.group(1))])
     return found
 
 
@@ -104,8 +106,8 @@ async def test_e3_wrapper_and_its_child_both_end(hostd: HostdClient, make_plugin
         assert status["status"] == "ready"
         assert (await echo(hostd, "through the wrapper"))["structuredContent"]["text"] == "through the wrapper"
         tree = plugin_pids(hostd) - before
-        await hostd.wait_until(lambda: bool(logged_pids(hostd, r"wrapper child pid (\d+)")), timeout=5)
-        children = logged_pids(hostd, r"wrapper child pid (\d+)")
+        await hostd.wait_until(lambda: bool(logged_pids(hostd, "wrapper child pid")), timeout=5)
+        children = logged_pids(hostd, "wrapper child pid")
         assert children[0] in tree
         assert len(tree) >= 3  # shim, wrapper, child
         status = await hostd.request("plugins/disable", {"id": HOSTILE})
@@ -126,8 +128,8 @@ async def test_e4_nothing_outlives_a_killed_host(tmp_path: Path, make_plugin: Ma
             await ready(hostd, make_plugin(variant="setsid-child"))
             wrapped = make_plugin("wrapped", variant="wrapper")
             await ready(hostd, wrapped)
-            await hostd.wait_until(lambda: len(logged_pids(hostd, r"child pid (\d+)")) >= 2, timeout=5)
-            escapees = logged_pids(hostd, r"child pid (\d+)")
+            await hostd.wait_until(lambda: len(logged_pids(hostd, "child pid")) >= 2, timeout=5)
+            escapees = logged_pids(hostd, "child pid")
             tree = plugin_pids(hostd)
             assert set(escapees) <= tree  # the setsid child and the double-forked grandchild
             assert len(tree) >= 9  # 3 shims, 3 servers, the wrapper's child, the two escapees

@@ -29,6 +29,7 @@ from sandbox.probe import probe
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.sweep import sweep_leftovers
 from tests.platform_facts import need_layers, platform_offers
+from tests.plugin_pids import host_pids
 from tests.waiting import alive, exited
 
 #: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
@@ -401,8 +402,8 @@ async def read_pids(proc: SandboxedProcess) -> list[int]:
         chunk = await proc.stdout.receive_some(4096)
         assert chunk
         line += chunk
-    pids: list[int] = json.loads(line)["pids"]
-    return pids
+    report = json.loads(line)
+    return host_pids(report["pidns"], report["pids"])
 
 
 async def test_hostile_tree_ends_under_every_layer(folders: dict[str, Path]) -> None:

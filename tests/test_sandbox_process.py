@@ -25,6 +25,7 @@ from sandbox.policy import order_layers
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.sweep import TOKEN_VAR, _pids_with_token, sweep_leftovers, sweep_orphans
 from tests.platform_facts import need_layers
+from tests.plugin_pids import host_pids
 from tests.waiting import GENEROUS, alive, exited, until
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sandbox"
@@ -105,9 +106,8 @@ async def read_line(stream: trio.abc.ReceiveStream, buf: bytearray | None = None
 
 
 async def read_pids(proc: SandboxedProcess) -> list[int]:
-    line = await read_line(proc.stdout)
-    pids: list[int] = json.loads(line)["pids"]
-    return pids
+    report = json.loads(await read_line(proc.stdout))
+    return host_pids(report["pidns"], report["pids"])
 
 
 async def test_echo_a_line_then_stdin_eof_ends_it(isolation: tuple[str, ...]) -> None:
@@ -216,7 +216,7 @@ async def test_wrapper_that_does_not_forward_sigterm(isolation: tuple[str, ...])
     with trio.fail_after(10):
         proc = await spawn(fixture_launch("wrapper.py", "stubborn.py", isolation=isolation))
         line = json.loads(await read_line(proc.stdout))
-        pids = line["pids"]
+        pids = host_pids(line["pidns"], line["pids"])
         assert line["child"] == "ready"
         report = await proc.stop(grace=GENEROUS)
         assert report.step == "stdin-eof"  # the wrapper exits at EOF; its child would not
@@ -405,7 +405,8 @@ async def test_plugin_main_exit_status_and_the_shim_ending_its_rest() -> None:
 async def test_sigterm_step_is_reported() -> None:
     with trio.fail_after(30):
         proc = await spawn(fixture_launch("wrapper.py", "stubborn.py", "--ignore-eof"))
-        pids = json.loads(await read_line(proc.stdout))["pids"]
+        line = json.loads(await read_line(proc.stdout))
+        pids = host_pids(line["pidns"], line["pids"])
         report = await proc.stop(grace=GENEROUS)
         assert report.step == "sigterm"
         assert report.returncode == 0  # the wrapper's handler exits 0 without forwarding

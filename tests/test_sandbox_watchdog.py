@@ -16,6 +16,7 @@ from sandbox.launch import Launch, resolve_launch
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.watchdog import LimitHit, sample_tree, watch
+from tests.plugin_pids import host_pids
 from tests.waiting import GENEROUS
 
 #: A private TMPDIR for launches with a policy (a shared /tmp is refused as a plugin TMPDIR).
@@ -47,7 +48,8 @@ async def test_memory_hog_is_reported_with_the_rss_limit() -> None:
     with trio.fail_after(60):
         proc = await spawn(launch_of("hog.py", "300", policy=policy))
         try:
-            pids = json.loads(await first_line(proc))["pids"]
+            line = json.loads(await first_line(proc))
+            pids = host_pids(line["pidns"], line["pids"])
             # The hog is a setsid child, outside the plugin's process group: the tree still counts it.
             assert os.getsid(pids[1]) == pids[1]
             hit = await watch(proc, policy, interval=0.1)
