@@ -9,6 +9,7 @@ shim, so it reads no file. Stdlib only.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import signal
@@ -115,16 +116,89 @@ def plugin_main(spec: dict[str, Any], err_w: int, modules: dict[str, types.Modul
 
     Resets its signals, starts a session of its own, ties its parent-death
     signal to pid 1, writes ``P<its pid in /proc's namespace>\\n`` to
-    ``err_w`` (the pid hostd knows it by), then confines itself and execs
-    like ``shim.child_main``.
+    ``err_w`` (the pid hostd knows it by), then (``private-proc``) gives its
+    tree a ``/proc`` of its own namespace (:func:`mount_private_proc`: after
+    that ``P`` record, which needs the host's ``/proc``), then confines
+    itself and execs like ``shim.child_main``.
     """
     stage = ["signals"]
     try:
         shim._own_session(stage, os.getppid, 1)
         stage[0] = "pid"
         os.write(err_w, b"P%d\n" % int(os.readlink("/proc/self")))
+        if "private-proc" in shim.requested_layers(spec):
+            stage[0] = "private-proc"
+            mount_private_proc()
+            applied.append("private-proc")
         shim._confine_and_exec(spec, applied, err_w, modules, stage)
     except BaseException as exc:
         shim._fail(err_w, stage[0], exc)
     finally:
         os._exit(shim.EXIT_SETUP_FAILED)
+
+
+#: mount(2) flags (linux/mount.h) and unshare(2)'s CLONE_NEWNS (linux/sched.h).
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+CLONE_NEWNS = 0x00020000
+#: ``hidepid`` values tried in order (proc(5), Linux 5.8+ for the name); the last, no option, is every kernel's.
+_HIDEPID = (b"hidepid=ptraceable", b"")
+
+
+def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None) -> None:
+    """mount(2) through libc; raises OSError."""
+    mount = shim._libc.mount
+    mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    mount.restype = ctypes.c_int
+    ctypes.set_errno(0)
+    if mount(source, target, fstype, flags, data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target.decode()}: {os.strerror(err)}")
+
+
+def mount_private_proc() -> str:
+    """Give the caller (and every process it starts) a ``/proc`` that shows only its pid namespace.
+
+    Issue 25: the host's procfs lists every process of the machine, and
+    ``/proc/<pid>/cmdline`` of each (hostd's, another plugin's) is readable by
+    anyone. The class is "a plugin reaches another process through the host's
+    procfs": by listing it, by a pid it learned elsewhere (hostd's pid, a
+    second plugin's), through ``cmdline``, ``status``, ``mountinfo``,
+    ``environ``; every member ends with a procfs that has no entry for them.
+
+    The caller must be a member (not the creator) of a pid namespace whose
+    user namespace it holds ``CAP_SYS_ADMIN`` in (``plugin_main``, forked by
+    pid 1 of the ``pidns`` layer). Steps: ``unshare(CLONE_NEWNS)`` (a mount
+    namespace of its own), every mount made private (``MS_REC |
+    MS_PRIVATE``: nothing propagates in or out; the kernel makes a mount
+    namespace of a less privileged user namespace a slave already), then a
+    fresh ``proc`` mounted over ``/proc`` (``nosuid,nodev,noexec`` as the
+    kernel demands of a procfs mounted in a user namespace) for the
+    caller's pid namespace, with ``hidepid=ptraceable`` where the kernel
+    knows it (a process then sees only the processes it may ptrace: under
+    Landlock, not even the namespace's pid 1). ``self``, ``cpuinfo``,
+    ``meminfo``, ``sys``... stay: only the pid entries change. The mounts
+    below the host's ``/proc`` stay, covered by the new one. Landlock rules
+    naming ``/proc`` are made after this, so they name the new mount.
+
+    Returns the mount options used. Raises OSError (EPERM where the kernel
+    refuses: no user namespace, or a host ``/proc`` with masked parts, as in
+    a container, which the kernel then will not let a user namespace mount
+    again). Runs single-threaded before ``execve``; no cancellation.
+    """
+    if shim._unshare is None:
+        raise OSError(errno.ENOSYS, "a private /proc needs Linux")
+    ctypes.set_errno(0)
+    if shim._unshare(CLONE_NEWNS) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")
+    _mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    for option in _HIDEPID:
+        try:
+            _mount(b"proc", b"/proc", b"proc", flags, option or None)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL or not option:
+                raise
+            continue
+        return option.decode() or "no hidepid"
+    raise OSError(errno.EINVAL, "no mount option was accepted")  # unreachable: the last option raises

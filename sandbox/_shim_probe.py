@@ -93,6 +93,42 @@ def _try_pidns() -> str:
     return "unprivileged user + pid namespace (the tree ends with its pid 1)"
 
 
+#: Why the kernel refuses a procfs mount in a user namespace (fs/namespace.c ``mount_too_revealing``).
+_PROC_REFUSED = (
+    "; the kernel mounts a procfs in a user namespace only where the host's /proc is fully visible "
+    "(a container that masks parts of /proc forbids it)"
+)
+
+
+def _try_private_proc() -> str:
+    """Enter a user + pid namespace; its pid 1 mounts a private ``/proc`` and must see itself alone there."""
+    shim.enter_namespaces(network=False, pid=True)
+    init = shim.load_sibling("_shim_init")
+    read_end, write_end = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(read_end)
+        try:
+            used = init.mount_private_proc()
+            seen = sorted(name for name in os.listdir("/proc") if name.isdigit())
+            message = f"ok {used}" if seen == ["1"] else f"no {errno.EINVAL} /proc lists {seen}, not only pid 1"
+        except OSError as exc:
+            message = f"no {exc.errno} {exc.strerror}"
+        os.write(write_end, message.encode("utf-8", "replace"))
+        os._exit(0)
+    os.close(write_end)
+    data = b""
+    while chunk := os.read(read_end, 4096):
+        data += chunk
+    os.close(read_end)
+    os.waitpid(first, 0)
+    verdict, code, text = [*data.decode("utf-8", "replace").split(" ", 2), "", ""][:3]
+    if verdict != "ok":
+        number = int(code) if code.isdigit() else errno.EINVAL
+        raise OSError(number, (text or "the trial died") + (_PROC_REFUSED if number == errno.EPERM else ""))
+    return f"mount + pid namespace: /proc shows only the plugin's own processes ({code}{' ' + text if text else ''})"
+
+
 def _try_landlock() -> str:
     module = shim.load_layer_module("_landlock")
     abi = int(module.abi_version())
@@ -136,7 +172,7 @@ def probe() -> dict[str, object]:
     """What this kernel lets this user apply, each layer tried in a throwaway child."""
     result: dict[str, object] = {"linux": shim.LINUX}
     if not shim.LINUX:
-        for name in ("landlock", "netns", "pidns", "seccomp", "seccomp-net", "subreaper"):
+        for name in ("landlock", "netns", "pidns", "private-proc", "seccomp", "seccomp-net", "subreaper"):
             result[name] = [False, f"Linux only (this is {sys.platform})"]
         result["landlock_abi"] = 0
         return result
@@ -149,6 +185,7 @@ def probe() -> dict[str, object]:
     result["landlock"] = _trial(_try_landlock)
     result["netns"] = _trial(_try_netns)
     result["pidns"] = _trial(_try_pidns)
+    result["private-proc"] = _trial(_try_private_proc)
     result["seccomp"] = _trial(_try_seccomp)
     result["seccomp-net"] = _trial(_try_seccomp_net)
     return result

@@ -85,6 +85,7 @@ LAYER_ORDER: tuple[str, ...] = (
     "userns",
     "netns",
     "pidns",
+    "private-proc",
     "seccomp",
     "seccomp-net",
 )
@@ -305,6 +306,8 @@ def plan_layers(
     holds no capability over the host. ``pidns`` is added wherever the
     probe found it works, whatever the policy: it is how a plugin's process
     tree is ended for sure (without it, the shim's sweep races the tree).
+    ``private-proc`` (a mount namespace with a procfs of that pid
+    namespace) comes with ``pidns`` wherever the probe found it works.
 
     Raises :class:`IsolationUnavailable` when ``network="deny"`` cannot be
     enforced (no network namespace and no Landlock ABI 4; or ports asked for
@@ -342,6 +345,9 @@ def plan_layers(
         # Containment by construction: the plugin's tree lives in a pid namespace whose pid 1 the shim
         # owns; when that ends, the kernel ends every process of it, however fast it forks or hides.
         layers.append("pidns")
+        if "private-proc" in have:
+            # Issue 25: /proc of the plugin's own pid namespace (no other process's cmdline, hostd's included).
+            layers.append("private-proc")
     if euid == 0 and "netns" in have and "netns" not in layers:
         # Root in its own user namespace keeps no capability over the host (measured: without it,
         # a Landlocked root plugin still reads other root processes' /proc/<pid>/environ).

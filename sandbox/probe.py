@@ -5,7 +5,10 @@ Theory of operation. :func:`probe` runs the supervisor shim once as
 throwaway child (create and enforce a Landlock ruleset and check that a read
 is denied; enter a user + network namespace and check that only ``lo`` is
 left; enter a user + pid namespace and check that the next child is its
-pid 1 and that a process of it dies with that pid 1; install the seccomp
+pid 1 and that a process of it dies with that pid 1; have that pid 1 mount
+a ``/proc`` of its own namespace in a mount namespace of its own and check
+that it lists only itself (``private-proc``; where the kernel refuses, the
+detail is its errno, e.g. a container's masked ``/proc``); install the seccomp
 filter and check ``Seccomp: 2``), as the user
 hostd runs as, so a distribution that disables unprivileged user namespaces
 (Ubuntu 24.04's AppArmor rule, Docker's default seccomp profile) or a kernel
@@ -16,7 +19,7 @@ bubblewrap and a delegated cgroup v2 (reported, not used by ``sandbox``).
 
 Capability names are the layer names of :class:`~sandbox.launch.Launch`
 (``shim``, ``landlock-fs``, ``landlock-net``, ``landlock-scope``,
-``netns``, ``pidns``, ``seccomp``, ``seccomp-net``) plus ``bubblewrap`` and ``cgroup-v2``.
+``netns``, ``pidns``, ``private-proc``, ``seccomp``, ``seccomp-net``) plus ``bubblewrap`` and ``cgroup-v2``.
 ``seccomp-net`` (the socket allowlist planned under network ``"deny"``) is
 tried on its own: an MPTCP socket must be refused, a TCP socket not.
 """
@@ -46,6 +49,7 @@ CAPABILITY_NAMES: tuple[str, ...] = (
     "landlock-scope",
     "netns",
     "pidns",
+    "private-proc",
     "seccomp",
     "seccomp-net",
     "bubblewrap",
@@ -170,6 +174,12 @@ def _build() -> tuple[list[Capability], int]:
         )
     caps.append(Capability("netns", *_pair(raw, "netns")))
     caps.append(Capability("pidns", *_pair(raw, "pidns")))
+    pidns = caps[-1]
+    caps.append(
+        Capability("private-proc", *_pair(raw, "private-proc"))
+        if pidns.available
+        else Capability("private-proc", False, f"needs pidns ({pidns.detail})")
+    )
     caps.append(Capability("seccomp", *_pair(raw, "seccomp")))
     caps.append(Capability("seccomp-net", *_pair(raw, "seccomp-net")))
     caps.append(_bubblewrap())

@@ -413,6 +413,7 @@ _LAYER_STAGES = frozenset(
         "netns",
         "userns",
         "pidns",
+        "private-proc",
         "landlock",
         "seccomp",
         "layers",

@@ -28,7 +28,11 @@ _LANDLOCK_CREATE_RULESET_VERSION = 1
 #: The Landlock ABI each layer needs (sandbox/probe.py states the same, from the kernel's documentation).
 _LANDLOCK_ABI = {"landlock-fs": 1, "landlock-net": 4, "landlock-scope": 6}
 #: unshare's flags for a user namespace plus the layer's own.
-_NAMESPACES = {"netns": ("--net",), "pidns": ("--pid", "--fork")}
+_NAMESPACES = {
+    "netns": ("--net",),
+    "pidns": ("--pid", "--fork"),
+    "private-proc": ("--pid", "--fork", "--mount", "--mount-proc"),
+}
 _SECCOMP = ("seccomp", "seccomp-net")
 
 

@@ -30,6 +30,7 @@ from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from hostd.install.manifest import load_manifest
 from hostd.mcp.client_features import RESERVED_PERMISSIONS
 from tests.conftest import ROOT, run_quietly
+from tests.platform_facts import platform_offers
 
 pytestmark = pytest.mark.real_server
 
@@ -186,6 +187,8 @@ async def test_server_everything(hostd: HostdClient, everything_served: str) -> 
     status = await enable(hostd, EVERYTHING)
     assert status["server_name"] == "mcp-servers/everything"
     assert status["server_version"] == "2.0.0"
+    # Issue 25: the real npm server (node) runs with its own /proc wherever the kernel offers one.
+    assert ("private-proc" in status["isolation"]) == platform_offers("private-proc")[0]
     assert status["tools_count"] == len(EVERYTHING_TOOLS)
 
     listing = await hostd.request("tools/list", {"plugin": "server-everything"})
