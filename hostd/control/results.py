@@ -265,8 +265,9 @@ class Launch(Wire):
     )
     isolation: list[str] = Field(
         description="the isolation layers that will be in force, in a fixed order: `shim`, `rlimits`, "
-        "`no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `seccomp`, "
-        "`seccomp-net` ([What a plugin sees](#what-a-plugin-sees)); which ones depends on `--sandbox` and on "
+        "`no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `pidns`, "
+        "`private-proc` (the plugin's own `/proc`), `seccomp`, `seccomp-net` "
+        "([What a plugin sees](#what-a-plugin-sees)); which ones depends on `--sandbox` and on "
         "what the kernel offers"
     )
     digest: str = Field(
