@@ -65,7 +65,9 @@ async def test_memory_hog_is_reported_with_the_rss_limit() -> None:
 
 
 async def test_sustained_cpu_is_reported_and_an_idle_plugin_is_not() -> None:
-    policy = IsolationPolicy(max_cpu_percent=40.0, cpu_window_seconds=1.0)
+    # 20 % of one CPU: a spinner gets that even with ten runnable tasks on two cores (the suite runs
+    # four workers on two), while an idle plugin's start-up (~50 ms of CPU) stays far below it in a window.
+    policy = IsolationPolicy(max_cpu_percent=20.0, cpu_window_seconds=1.0)
     with trio.fail_after(30):
         idle = await spawn(launch_of("echo.py", policy=policy))
         try:
@@ -84,7 +86,7 @@ async def test_sustained_cpu_is_reported_and_an_idle_plugin_is_not() -> None:
         finally:
             await busy.stop(grace=0.1)
     assert hit.limit == "cpu"
-    assert hit.value > 40.0 and hit.threshold == 40.0
+    assert hit.value > 20.0 and hit.threshold == 20.0
     assert elapsed >= 1.0  # judged only over a full window (a lower bound; the cost is bench/'s)
     assert "1 s" in hit.message
 
