@@ -1,0 +1,385 @@
+"""``hostd mcp``: hostd as an MCP server, on stdin/stdout, in front of the host of one state folder.
+
+Theory of operation
+-------------------
+
+A client that speaks only MCP (Claude Desktop, Cursor, VS Code, an SDK's client) starts ``hostd mcp --state-dir
+DIR`` as it would start any stdio server. :class:`Gateway` drives a :class:`hostd.host.service.Host` in-process,
+as ``hostd serve`` does for its parent: the same state folder (locked by the caller: two hostds never serve one
+folder), the same plugins started from it, the same trust gate (the gateway approves and grants nothing: plugins
+are installed, granted and approved with hostctl or an app, which reach this hostd through its control socket),
+the same sandbox and bounds. What it serves is the host's own methods, reached by name through
+:meth:`Host.handle`:
+
+- ``tools/list`` -> the host's ``tools/list`` (one page per page, disabled tools left out), each ``HostTool`` as an
+  MCP ``Tool`` under the same name (:func:`hostd.gateway.tools.mcp_tool`); ``tools/call`` -> the host's
+  ``tools/call``: its result as it came, its failures as :func:`hostd.gateway.tools.call_failure` says.
+- ``notifications/cancelled {requestId}`` cancels the request's scope: the host's cancel path (the plugin gets
+  ``notifications/cancelled``), and the request is not answered (MCP "Cancellation").
+- A call's progress (the host's ``$/progress``) -> ``notifications/progress`` with the client's
+  ``progressToken``, when it gave one.
+- The host's notifications: ``tools/listChanged`` -> ``notifications/tools/list_changed``; ``plugins/log`` ->
+  ``notifications/message`` at the client's log level (legacy era; a 2026-07-28 session has no channel for a
+  log line outside a request).
+
+The MCP era is :mod:`hostd.gateway.session`'s (both eras hostd speaks as a client); the wire is hostd's own
+framing (:class:`hostd.wire.framing.LineDecoder`, :func:`~hostd.wire.framing.encode`, bounded lines of JSON); what
+a message is, :func:`hostd.control.core.classify` (the control channel's rules on ids and envelopes). In the
+2026-07-28 era list changes go to the client's ``subscriptions/listen`` streams, tagged with the stream's id.
+
+Bounds: at most :data:`~hostd.control.core.MAX_INFLIGHT_REQUESTS` requests in flight (then ``HOST_OVERLOADED``);
+one message from the client at most ``max_frame_bytes``. Every request runs in a task of its own, so a slow tool
+never holds up another. stdin EOF, SIGTERM or SIGINT stop every plugin and end the process (exit 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from hostd.control.attach import Fanout, serve_control_socket
+from hostd.control.core import (
+    MAX_INFLIGHT_REQUESTS,
+    IncomingNotification,
+    IncomingRequest,
+    InitializeOptions,
+    ParentAnswer,
+    Refusal,
+    RequestContext,
+    RequestId,
+    classify,
+    error_response,
+)
+from hostd.gateway.session import ServerSession
+from hostd.gateway.tools import call_failure, mcp_tool
+from hostd.host.service import Host, HostSettings
+from hostd.mcp.session import SUBSCRIPTION_ID_META_KEY
+from hostd.storage.state import StateStore
+from hostd.wire.errors import ErrorKind, HostError
+from hostd.wire.framing import PARENT_FRAME_LIMIT, FrameTooLarge, InvalidJSON, LineDecoder, Message, encode
+
+log = logging.getLogger("hostd.gateway")
+
+_READ_BYTES = 65536
+#: Seconds the first ``tools/list`` or ``tools/call`` waits for the enabled plugins' restore (each start is
+#: bounded by its own ``startup_timeout_seconds``; this bounds a preparation that takes longer).
+RESTORE_WAIT = 60.0
+
+#: The capabilities the gateway serves (``ServerCapabilities``).
+CAPABILITIES: dict[str, Any] = {"tools": {"listChanged": True}, "logging": {}}
+
+#: The host's notifications that are list changes, and the 2026-07-28 ``SubscriptionFilter`` member of each.
+LIST_CHANGES = {"tools/listChanged": ("notifications/tools/list_changed", "toolsListChanged")}
+
+Handler = Callable[["Gateway", RequestId, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class Gateway:
+    """One MCP client on ``receive`` / ``send`` (stdin, stdout) in front of the host of ``store``.
+
+    ``store``: the state folder, already locked by the caller. ``settings``: the host's policy (``hostd mcp``'s
+    options). ``control_socket``: also listen on ``<state>/control.sock`` (hostctl reaches the same host there).
+    """
+
+    def __init__(
+        self,
+        receive: trio.abc.ReceiveStream,
+        send: trio.abc.SendStream,
+        store: StateStore,
+        settings: HostSettings,
+        *,
+        control_socket: bool = True,
+        max_frame_bytes: int = PARENT_FRAME_LIMIT,
+    ) -> None:
+        self._receive = receive
+        self._send_stream = send
+        self._store = store
+        self._settings = settings
+        self._control_socket = control_socket
+        self._max_frame_bytes = max_frame_bytes
+        self._write_lock = trio.Lock()
+        self.session = ServerSession(capabilities=CAPABILITIES)
+        #: Requests in flight: id -> the cancel scope ``notifications/cancelled`` cancels.
+        self._inflight: dict[RequestId, trio.CancelScope] = {}
+        #: 2026-07-28 ``subscriptions/listen`` streams: id -> the notifications the client asked for.
+        self._listeners: dict[RequestId, dict[str, Any]] = {}
+        self._host: Host | None = None
+        self._host_ready = trio.Event()
+        self._closed = False
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def serve(self) -> int:
+        """Serve until stdin ends, the client stops reading, or a signal; stop every plugin; return the exit
+        code (0). The host is built at once: the enabled plugins start while the client initializes."""
+        async with trio.open_nursery() as nursery:
+            options = InitializeOptions(
+                client_name="mcp-client",
+                client_version="",
+                protocol_version="0",
+                known_permissions=None,
+                state_dir=str(self._store.directory),
+                state_store=self._store,
+            )
+            fanout = Fanout(self._host_notification)
+            host = await Host.create(options, fanout.notify, nursery, self._settings)
+            self._host = host
+            if self._control_socket:
+                await nursery.start(serve_control_socket, host, self._store, fanout, None)
+            self._host_ready.set()
+            nursery.start_soon(self._signals, nursery.cancel_scope)
+            try:
+                async with trio.open_nursery() as requests:
+                    await self._read(requests)
+                    requests.cancel_scope.cancel()
+            finally:
+                self._closed = True
+                with trio.CancelScope(shield=True):
+                    await host.shutdown(fast=False)
+                nursery.cancel_scope.cancel()
+        return 0
+
+    async def _signals(self, scope: trio.CancelScope) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("%s: stopping", signal.Signals(signum).name)
+                scope.cancel()
+                return
+
+    async def _read(self, requests: trio.Nursery) -> None:
+        """Read stdin until EOF; hand each message on without waiting for its answer."""
+        decoder = LineDecoder(self._max_frame_bytes)
+        while True:
+            try:
+                data = await self._receive.receive_some(_READ_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not data:
+                return
+            for event in decoder.feed(data):
+                if isinstance(event, Message):
+                    await self._incoming(event.value, event.size, requests)
+                elif isinstance(event, FrameTooLarge):
+                    error = HostError(
+                        ErrorKind.FRAME_TOO_LARGE, f"a message over the {event.limit}-byte bound", limit=event.limit
+                    )
+                    await self._write(error_response(None, error))
+                elif isinstance(event, InvalidJSON):
+                    await self._write(error_response(None, HostError(ErrorKind.PARSE_ERROR, "not JSON")))
+
+    async def _incoming(self, message: Any, size: int, requests: trio.Nursery) -> None:
+        event = classify(message, size)
+        if isinstance(event, Refusal):
+            await self._write(error_response(event.rid, event.error))
+        elif isinstance(event, ParentAnswer):
+            log.debug("an answer to no request of the gateway: dropped")
+        elif isinstance(event, IncomingNotification):
+            self._notification(event.method, event.params)
+        elif isinstance(event, IncomingRequest):
+            if event.rid in self._inflight:
+                error = HostError(ErrorKind.INVALID_REQUEST, f"request id {event.rid!r} is already in flight")
+                await self._write(error_response(event.rid, error))
+            elif len(self._inflight) >= MAX_INFLIGHT_REQUESTS:
+                error = HostError(
+                    ErrorKind.HOST_OVERLOADED,
+                    f"{MAX_INFLIGHT_REQUESTS} requests are in flight; retry when one is answered",
+                    transient=True,
+                )
+                await self._write(error_response(event.rid, error))
+            else:
+                params = event.params if isinstance(event.params, dict) else {}
+                scope = trio.CancelScope()
+                self._inflight[event.rid] = scope
+                requests.start_soon(self._request, event.rid, event.method, params, scope)
+
+    def _notification(self, method: str, params: Any) -> None:
+        """``notifications/cancelled {requestId}``: cancel that request (it is not answered). Others: none
+        needs an action (``notifications/initialized``, ``notifications/roots/list_changed``...)."""
+        if method == "notifications/cancelled" and isinstance(params, dict):
+            scope = self._inflight.get(params.get("requestId"))  # type: ignore[arg-type]
+            if scope is not None:
+                scope.cancel()
+
+    async def _request(self, rid: RequestId, method: str, params: dict[str, Any], scope: trio.CancelScope) -> None:
+        """Serve one request in ``scope``; answer it unless the client cancelled it."""
+        message: dict[str, Any] | None = None
+        try:
+            with scope:
+                try:
+                    self.session.admit(method, params)
+                    handler = HANDLERS.get(method)
+                    if handler is None:
+                        raise HostError(ErrorKind.METHOD_NOT_FOUND, f"hostd's gateway does not serve {method}")
+                    result = await handler(self, rid, params)
+                    message = {"jsonrpc": "2.0", "id": rid, "result": self.session.result(method, result)}
+                except HostError as error:
+                    message = error_response(rid, error)
+                except Exception as exc:  # a bug: answered, logged, the gateway goes on
+                    log.exception("%s failed", method)
+                    message = error_response(rid, HostError(ErrorKind.INTERNAL_ERROR, f"{method}: {exc!r}"))
+        finally:
+            self._inflight.pop(rid, None)
+            self._listeners.pop(rid, None)
+        if message is not None and not scope.cancelled_caught:
+            await self._write(message)
+
+    # -- output -------------------------------------------------------------------------------
+
+    async def _write(self, message: dict[str, Any]) -> None:
+        """Write one message (a line); a client that stopped reading ends the gateway's reading too."""
+        if self._closed:
+            return
+        try:
+            data = encode(message)
+        except TypeError as exc:
+            log.error("unserialisable message replaced by an error: %r", exc)
+            data = encode(error_response(message.get("id"), HostError(ErrorKind.INTERNAL_ERROR, repr(exc))))
+        async with self._write_lock:
+            try:
+                await self._send_stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._closed = True
+                await self._receive.aclose()
+
+    async def _notify_client(self, method: str, params: dict[str, Any]) -> None:
+        await self._write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def _host_notification(self, method: str, params: dict[str, Any]) -> None:
+        """The host's notifications, as MCP's (see the module's notes); the others are the control protocol's."""
+        change = LIST_CHANGES.get(method)
+        if change is not None:
+            await self._list_changed(*change)
+        elif method == "plugins/log" and self.session.era == "legacy":
+            level = params.get("level")
+            level = level if isinstance(level, str) else "info"
+            if self.session.relays(level):
+                await self._notify_client(
+                    "notifications/message",
+                    {"level": level, "logger": params.get("plugin") or "hostd", "data": params.get("message")},
+                )
+
+    async def _list_changed(self, notification: str, member: str) -> None:
+        if self.session.era == "legacy":
+            await self._notify_client(notification, {})
+            return
+        for rid, wanted in list(self._listeners.items()):
+            if wanted.get(member):
+                await self._notify_client(notification, {"_meta": {SUBSCRIPTION_ID_META_KEY: rid}})
+
+    # -- the methods ----------------------------------------------------------------------------
+
+    async def host(self) -> Host:
+        """The host, once built and done restoring the enabled plugins (at most :data:`RESTORE_WAIT` seconds: a
+        client lists tools once after ``initialize``, and a plugin still starting would be missing from it;
+        one that starts later is announced with ``list_changed``)."""
+        await self._host_ready.wait()
+        assert self._host is not None
+        with trio.move_on_after(RESTORE_WAIT):
+            await self._host.restored.wait()
+        return self._host
+
+    def context(self, rid: RequestId, method: str, params: dict[str, Any]) -> RequestContext:
+        """The host's view of one client request: its ``$/progress`` becomes ``notifications/progress`` with the
+        client's ``progressToken`` (none given: dropped)."""
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+
+        async def notify(note: str, values: dict[str, Any]) -> None:
+            if note == "$/progress" and token is not None:
+                progress = {"progressToken": token, "progress": values.get("progress")}
+                for key in ("total", "message"):
+                    if values.get(key) is not None:
+                        progress[key] = values[key]
+                await self._notify_client("notifications/progress", progress)
+
+        return RequestContext(rid, method, notify)
+
+
+async def _initialize(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    return gateway.session.initialize(params)
+
+
+async def _discover(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    return gateway.session.discover(params)
+
+
+async def _ping(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+async def _set_level(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    gateway.session.set_log_level(params)
+    return {}
+
+
+async def _listen(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    """``subscriptions/listen {notifications}`` (2026-07-28): acknowledge what is honoured (the list changes the
+    gateway serves), then keep the stream open; it ends with the session (or a cancel)."""
+    wanted = params.get("notifications")
+    if not isinstance(wanted, dict):
+        raise HostError(ErrorKind.INVALID_PARAMS, "subscriptions/listen needs notifications (an object)")
+    honoured = {member: True for _, member in LIST_CHANGES.values() if wanted.get(member) is True}
+    gateway._listeners[rid] = honoured
+    await gateway._notify_client(
+        "notifications/subscriptions/acknowledged",
+        {"notifications": honoured, "_meta": {SUBSCRIPTION_ID_META_KEY: rid}},
+    )
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+async def _tools_list(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    """The host's ``tools/list`` page at the client's ``cursor``, as MCP tools."""
+    host = await gateway.host()
+    request: dict[str, Any] = {}
+    if isinstance(params.get("cursor"), str):
+        request["cursor"] = params["cursor"]
+    page = await host.handle("tools/list", request, gateway.context(rid, "tools/list", params))
+    result: dict[str, Any] = {"tools": [mcp_tool(tool) for tool in page["tools"]]}
+    if page.get("nextCursor") is not None:
+        result["nextCursor"] = page["nextCursor"]
+    return result
+
+
+async def _tools_call(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    """The host's ``tools/call {name, arguments}``: ``{content, structuredContent?}``, or the failure as a tool
+    result (:func:`hostd.gateway.tools.call_failure`)."""
+    host = await gateway.host()
+    request = {"name": params.get("name"), "arguments": params.get("arguments") or {}}
+    try:
+        result: dict[str, Any] = await host.handle("tools/call", request, gateway.context(rid, "tools/call", params))
+    except HostError as error:
+        failure = call_failure(error)
+        if failure is None:
+            raise
+        return failure
+    return result
+
+
+HANDLERS: dict[str, Handler] = {
+    "initialize": _initialize,
+    "server/discover": _discover,
+    "ping": _ping,
+    "logging/setLevel": _set_level,
+    "subscriptions/listen": _listen,
+    "tools/list": _tools_list,
+    "tools/call": _tools_call,
+}
+
+
+async def serve_gateway(
+    store: StateStore, settings: HostSettings, *, control_socket: bool = True, max_frame_bytes: int = PARENT_FRAME_LIMIT
+) -> int:
+    """``hostd mcp``'s main: a :class:`Gateway` on this process's stdin and stdout; returns the exit code."""
+    receive = trio.lowlevel.FdStream(os.dup(0))
+    send = trio.lowlevel.FdStream(os.dup(1))
+    gateway = Gateway(receive, send, store, settings, control_socket=control_socket, max_frame_bytes=max_frame_bytes)
+    return await gateway.serve()
+
+
+__all__ = ["CAPABILITIES", "Gateway", "serve_gateway"]

@@ -1,0 +1,180 @@
+"""``hostd mcp``: hostd as an MCP server, driven by the official SDK's client (``mcp`` 2.x ``ClientSession`` over
+stdio) as any MCP client would, with real plugin processes behind it (issue 27).
+
+One gateway process serves several assertions (the suite's time, issue 28): the listing under hostd's names, a
+call's result and structured content, a tool's own error (``isError``), hostd's refusals as tool errors carrying the
+hostctl command, progress relayed, a cancel reaching the plugin, ``list_changed`` after a plugin is enabled from
+hostctl through the control socket, and the state folder's lock against a second hostd. Both MCP eras are driven:
+2025-11-25 (``initialize``) and 2026-07-28 (``server/discover``, the per-request envelope, ``subscriptions/listen``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import trio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.subscriptions import ToolsListChanged, listen
+
+from hostd.cli.client import plugin_environment
+from hostd.control.core import EXIT_TEMPFAIL
+from tests.conftest import ECHO_TOOLS, ROOT, MakePlugin, ready, run_hostctl, run_quietly, spawn_hostd
+
+ECHO_NAMES = sorted(f"mcp-echo.{tool}" for tool in ECHO_TOOLS)
+
+
+async def prepare(tmp_path: Path, make_plugin: MakePlugin) -> Path:
+    """A state folder with ``mcp-echo`` enabled and ``second`` installed, granted and approved but not enabled
+    (through ``hostd serve``, as an app or hostctl would); returns the state folder."""
+    async with spawn_hostd(tmp_path) as client:
+        await ready(client, make_plugin("mcp-echo"))
+        info = await client.request("plugins/install", {"path": str(make_plugin("second"))})
+        await client.request("plugins/grant", {"id": "second", "permissions": info["permissions"]})
+        await client.request("plugins/approve", {"id": "second", "digest": info["launch"]["digest"]})
+    return tmp_path / "state"
+
+
+@asynccontextmanager
+async def gateway(tmp_path: Path, **session: Any) -> AsyncIterator[ClientSession]:
+    """``python -m hostd mcp --state-dir <tmp>/state`` started by the SDK's stdio client; the session is not yet
+    initialized (``session``: the ``ClientSession``'s callbacks)."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "hostd", "mcp", "--state-dir", str(tmp_path / "state"), "--allow-write", str(tmp_path / "shared")],
+        env=plugin_environment(),
+        cwd=ROOT,
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write, **session) as client:
+        yield client
+
+
+async def test_an_mcp_client_lists_calls_cancels_and_sees_a_plugin_enabled_from_hostctl(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    state = await prepare(tmp_path, make_plugin)
+    outside = tmp_path / "outside.txt"  # a file the plugin's sandbox does not cover
+    outside.write_text("not for the plugin")
+    changed = trio.Event()
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    async with gateway(tmp_path, message_handler=on_message, logging_callback=on_log) as client:
+        opened = await client.initialize()
+        assert (opened.protocol_version, opened.server_info.name) == ("2025-11-25", "hostd")
+        assert opened.capabilities.tools is not None and opened.capabilities.tools.list_changed is True
+
+        # The listing: the enabled plugin's tools under hostd's names, with the plugin's schemas.
+        listed = await client.list_tools()
+        assert [tool.name for tool in listed.tools] == ECHO_NAMES
+        echo = next(tool for tool in listed.tools if tool.name == "mcp-echo.echo")
+        assert echo.input_schema["properties"] == {"text": {"type": "string"}}
+        assert echo.output_schema is not None
+
+        # A call: content and structured content as the plugin sent them.
+        result = await client.call_tool("mcp-echo.echo", {"text": "hi"})
+        assert (result.is_error, result.structured_content) == (False, {"text": "hi", "length": 2})
+        assert [(c.type, getattr(c, "text", None)) for c in result.content] == [("text", "hi")]
+
+        # The tool's own error is relayed as a tool error.
+        failed = await client.call_tool("mcp-echo.fail", {"message": "boom"})
+        assert failed.is_error is True
+        assert [getattr(c, "text", None) for c in failed.content] == ["boom"]
+
+        # hostd's refusal of a file the sandbox does not cover: a tool error naming the hostctl command; the
+        # gateway answers no grants/request itself (consent needs a person).
+        refused = await client.call_tool("mcp-echo.echo", {"text": str(outside)})
+        assert refused.is_error is True
+        assert refused.meta is not None
+        error = refused.meta["hostd/error"]
+        assert (error["code"], error["data"]["kind"], error["data"]["reason"]) == (
+            -32052,
+            "ACCESS_NOT_GRANTED",
+            "no-capability",
+        )
+        assert error["data"]["commands"] and all("hostctl" in command for command in error["data"]["commands"])
+        assert str(outside) in getattr(refused.content[0], "text", "")
+
+        # A tool not served: the JSON-RPC error itself.
+        try:
+            await client.call_tool("mcp-echo.nothing", {})
+        except Exception as exc:  # the SDK's MCPError
+            assert getattr(exc, "error", None) is not None and exc.error.code == -32020  # type: ignore[attr-defined]
+        else:
+            raise AssertionError("a tool no plugin has was answered")
+
+        # Progress: the plugin's notifications reach the client under its own token.
+        steps: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            steps.append((progress, total, message))
+
+        slept = await client.call_tool("mcp-echo.sleep", {"seconds": 0.1, "steps": 2}, progress_callback=on_progress)
+        assert [getattr(c, "text", None) for c in slept.content] == ["slept 0.1"]
+        assert steps == [(1, 2, "step 1/2"), (2, 2, "step 2/2")]
+
+        # Cancel: the client abandons a call after its first progress; the plugin gets notifications/cancelled.
+        with trio.CancelScope() as scope:
+
+            async def cancel_at_first(progress: float, total: float | None, message: str | None) -> None:
+                scope.cancel()
+
+            await client.call_tool("mcp-echo.sleep", {"seconds": 600, "steps": 600}, progress_callback=cancel_at_first)
+        assert scope.cancelled_caught
+        seen: dict[str, Any] = {}
+
+        async def plugin_saw_cancel() -> bool:
+            seen.update((await client.call_tool("mcp-echo.seen", {})).structured_content or {})
+            return len(seen.get("cancelled", [])) == 1
+
+        with trio.fail_after(30):
+            while not await plugin_saw_cancel():
+                await trio.sleep(0.05)
+        assert "notifications/cancelled" in seen["notifications"]
+
+        # Enabled from hostctl, through the control socket of this very hostd: list_changed, then the tools.
+        done = await run_hostctl(state, "enable", "second", env=plugin_environment())
+        assert done.returncode == 0, done.stderr
+        with trio.fail_after(30):
+            await changed.wait()
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert names == sorted([*ECHO_NAMES, *(f"second.{tool}" for tool in ECHO_TOOLS)])
+
+        # Two hostds never serve one state folder.
+        second = await run_quietly(
+            [sys.executable, "-m", "hostd", "serve", "--state-dir", str(state)], env=None, timeout=60
+        )
+        assert second.returncode == EXIT_TEMPFAIL, second.stderr
+        assert f"state directory {state} is in use by another hostd" in second.stderr
+
+
+async def test_the_2026_era_discovers_lists_calls_and_listens(tmp_path: Path, make_plugin: MakePlugin) -> None:
+    """2026-07-28: ``server/discover`` (no handshake), every request in the envelope, list changes on a
+    ``subscriptions/listen`` stream tagged with its id; a version hostd does not speak is refused with -32022."""
+    state = await prepare(tmp_path, make_plugin)
+    async with gateway(tmp_path) as client:
+        discovered = await client.discover()
+        assert client.protocol_version == "2026-07-28"
+        assert discovered.supported_versions == ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
+        assert client.server_info is not None and client.server_info.name == "hostd"
+        assert [tool.name for tool in (await client.list_tools()).tools] == ECHO_NAMES
+        result = await client.call_tool("mcp-echo.echo", {"text": "modern"})
+        assert result.structured_content == {"text": "modern", "length": 6}
+        async with listen(client, tools_list_changed=True) as events:
+            done = await run_hostctl(state, "enable", "second", env=plugin_environment())
+            assert done.returncode == 0, done.stderr
+            with trio.fail_after(30):
+                event = await events.__anext__()
+            assert isinstance(event, ToolsListChanged)
+        assert len((await client.list_tools()).tools) == 2 * len(ECHO_TOOLS)
