@@ -24,7 +24,7 @@ from mcp.client.subscriptions import ToolsListChanged, listen
 
 from hostd.cli.client import plugin_environment
 from hostd.control.core import EXIT_TEMPFAIL
-from tests.conftest import ECHO_TOOLS, ROOT, MakePlugin, ready, run_hostctl, run_quietly, spawn_hostd
+from tests.conftest import ECHO_TOOLS, FIXTURES, ROOT, MakePlugin, ready, run_hostctl, run_quietly, spawn_hostd
 
 ECHO_NAMES = sorted(f"mcp-echo.{tool}" for tool in ECHO_TOOLS)
 
@@ -178,3 +178,44 @@ async def test_the_2026_era_discovers_lists_calls_and_listens(tmp_path: Path, ma
                 event = await events.__anext__()
             assert isinstance(event, ToolsListChanged)
         assert len((await client.list_tools()).tools) == 2 * len(ECHO_TOOLS)
+
+
+async def test_resources_prompts_and_sampling_reach_the_client(tmp_path: Path) -> None:
+    """The SDK-written fixture's resource, template and prompt through the gateway; its ``sample`` tool's
+    ``sampling/createMessage`` answered by the MCP client (which declared sampling; the user granted
+    ``mcp.sampling``)."""
+    folder = tmp_path / "mcp-gateway"
+    folder.mkdir()
+    for name in ("server.py", "plugin.yaml"):
+        (folder / name).write_bytes((FIXTURES / "mcp-gateway" / name).read_bytes())
+    async with spawn_hostd(tmp_path) as hostd:
+        status = await ready(hostd, folder)
+        assert status["status"] == "ready", status
+    asked: list[types.CreateMessageRequestParams] = []
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append(params)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="a model's answer"), model="test-model"
+        )
+
+    async with gateway(tmp_path, sampling_callback=sampling) as client:
+        opened = await client.initialize()
+        assert opened.capabilities.resources is not None and opened.capabilities.prompts is not None
+        resources = (await client.list_resources()).resources
+        assert [(r.uri, r.name, r.meta) for r in resources] == [
+            ("notes://readme", "readme", {"hostd/plugin": "mcp-gateway"})
+        ]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [(t.uri_template, t.meta) for t in templates] == [("notes://{name}", {"hostd/plugin": "mcp-gateway"})]
+        for uri, text in (("notes://readme", "read me"), ("notes://ada", "note ada")):
+            contents = (await client.read_resource(uri)).contents
+            assert [getattr(c, "text", None) for c in contents] == [text]
+        prompts = (await client.list_prompts()).prompts
+        assert [p.name for p in prompts] == ["mcp-gateway.greet"]
+        greeting = await client.get_prompt("mcp-gateway.greet", {"name": "Ada"})
+        assert [getattr(m.content, "text", None) for m in greeting.messages] == ["Hello, Ada!"]
+        sampled = await client.call_tool("mcp-gateway.sample", {"prompt": "hi"})
+        assert [getattr(c, "text", None) for c in sampled.content] == ["a model's answer"]
+        assert [[getattr(m.content, "text", None) for m in p.messages] for p in asked] == [["hi"]]
+        assert asked[0].max_tokens == 5

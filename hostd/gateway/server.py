@@ -18,7 +18,13 @@ the same sandbox and bounds. What it serves is the host's own methods, reached b
   ``notifications/cancelled``), and the request is not answered (MCP "Cancellation").
 - A call's progress (the host's ``$/progress``) -> ``notifications/progress`` with the client's
   ``progressToken``, when it gave one.
-- The host's notifications: ``tools/listChanged`` -> ``notifications/tools/list_changed``; ``plugins/log`` ->
+- Resources, templates and prompts of every ready plugin (:mod:`hostd.gateway.features`).
+- A plugin's ``sampling/createMessage``, ``elicitation/create`` and ``roots/list`` go to the client
+  (:meth:`Gateway.request_client`) when it declared the feature and the user granted the plugin the permission
+  (``mcp.sampling``...): the client's capabilities are the host's parent's, so the host is built once the client
+  opened the session.
+- The host's notifications: ``tools/listChanged`` -> ``notifications/tools/list_changed`` (and the resources' and
+  prompts' likewise); ``plugins/log`` ->
   ``notifications/message`` at the client's log level (legacy era; a 2026-07-28 session has no channel for a
   log line outside a request).
 
@@ -34,10 +40,12 @@ never holds up another. stdin EOF, SIGTERM or SIGINT stop every plugin and end t
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -54,7 +62,9 @@ from hostd.control.core import (
     RequestId,
     classify,
     error_response,
+    parse_client_capabilities,
 )
+from hostd.gateway import features
 from hostd.gateway.session import ServerSession
 from hostd.gateway.tools import call_failure, mcp_tool
 from hostd.host.service import Host, HostSettings
@@ -71,12 +81,33 @@ _READ_BYTES = 65536
 RESTORE_WAIT = 60.0
 
 #: The capabilities the gateway serves (``ServerCapabilities``).
-CAPABILITIES: dict[str, Any] = {"tools": {"listChanged": True}, "logging": {}}
+CAPABILITIES: dict[str, Any] = {
+    "tools": {"listChanged": True},
+    "resources": {"listChanged": True},
+    "prompts": {"listChanged": True},
+    "logging": {},
+}
 
 #: The host's notifications that are list changes, and the 2026-07-28 ``SubscriptionFilter`` member of each.
-LIST_CHANGES = {"tools/listChanged": ("notifications/tools/list_changed", "toolsListChanged")}
+LIST_CHANGES = {
+    "tools/listChanged": ("notifications/tools/list_changed", "toolsListChanged"),
+    "resources/listChanged": ("notifications/resources/list_changed", "resourcesListChanged"),
+    "prompts/listChanged": ("notifications/prompts/list_changed", "promptsListChanged"),
+}
 
 Handler = Callable[["Gateway", RequestId, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(eq=False, slots=True)
+class _Asked:
+    """One request of the gateway to the client, waiting for its answer."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    answer: dict[str, Any] | None = None
+
+
+#: The requests a plugin's server may make of the client, forwarded when the client declared the feature.
+CLIENT_METHODS = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
 
 
 class Gateway:
@@ -110,29 +141,24 @@ class Gateway:
         self._listeners: dict[RequestId, dict[str, Any]] = {}
         self._host: Host | None = None
         self._host_ready = trio.Event()
+        #: Set once the client opened the session: the host is built then (:meth:`_build_host`).
+        self._opened = trio.Event()
         self._closed = False
+        #: The gateway's own requests to the client (sampling, elicitation, roots): id -> the answer's slot.
+        self._asked: dict[str, _Asked] = {}
+        self._ask_ids = itertools.count(1)
+        #: Which plugin serves a resource URI (hostd/gateway/features.py).
+        self.routes = features.ResourceRoutes()
 
     # -- running ------------------------------------------------------------------------------
 
     async def serve(self) -> int:
         """Serve until stdin ends, the client stops reading, or a signal; stop every plugin; return the exit
-        code (0). The host is built at once: the enabled plugins start while the client initializes."""
+        code (0). The host is built once the client opened the session (``initialize``, or the first request of
+        the 2026-07-28 era), so the plugins it starts are offered the client features that client serves."""
         async with trio.open_nursery() as nursery:
-            options = InitializeOptions(
-                client_name="mcp-client",
-                client_version="",
-                protocol_version="0",
-                known_permissions=None,
-                state_dir=str(self._store.directory),
-                state_store=self._store,
-            )
-            fanout = Fanout(self._host_notification)
-            host = await Host.create(options, fanout.notify, nursery, self._settings)
-            self._host = host
-            if self._control_socket:
-                await nursery.start(serve_control_socket, host, self._store, fanout, None)
-            self._host_ready.set()
             nursery.start_soon(self._signals, nursery.cancel_scope)
+            nursery.start_soon(self._build_host, nursery)
             try:
                 async with trio.open_nursery() as requests:
                     await self._read(requests)
@@ -140,9 +166,38 @@ class Gateway:
             finally:
                 self._closed = True
                 with trio.CancelScope(shield=True):
-                    await host.shutdown(fast=False)
+                    if self._host is not None:
+                        await self._host.shutdown(fast=False)
                 nursery.cancel_scope.cancel()
         return 0
+
+    async def _build_host(self, nursery: trio.Nursery) -> None:
+        """Once the client opened the session: the host, with the client's capabilities as the parent's
+        (sampling, elicitation, roots: hostd.control.core.parse_client_capabilities) and :meth:`request_client`
+        as its way to ask them; then the control socket."""
+        await self._opened.wait()
+        try:
+            served = parse_client_capabilities(self.session.client_capabilities)
+        except ValueError:
+            served = {}
+        served.pop("grants", None)  # hostd's grants/request is not MCP: consent here needs hostctl
+        info = self.session.client_info
+        options = InitializeOptions(
+            client_name=str(info.get("name") or "mcp-client"),
+            client_version=str(info.get("version") or ""),
+            protocol_version="0",
+            known_permissions=None,
+            state_dir=str(self._store.directory),
+            state_store=self._store,
+            client_capabilities=served,
+            request_parent=self.request_client,
+        )
+        fanout = Fanout(self._host_notification)
+        host = await Host.create(options, fanout.notify, nursery, self._settings)
+        self._host = host
+        if self._control_socket:
+            await nursery.start(serve_control_socket, host, self._store, fanout, None)
+        self._host_ready.set()
 
     async def _signals(self, scope: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -177,7 +232,12 @@ class Gateway:
         if isinstance(event, Refusal):
             await self._write(error_response(event.rid, event.error))
         elif isinstance(event, ParentAnswer):
-            log.debug("an answer to no request of the gateway: dropped")
+            asked = self._asked.pop(str(event.message.get("id")), None)
+            if asked is None:
+                log.debug("an answer to no request of the gateway: dropped")
+            else:
+                asked.answer = event.message
+                asked.done.set()
         elif isinstance(event, IncomingNotification):
             self._notification(event.method, event.params)
         elif isinstance(event, IncomingRequest):
@@ -216,6 +276,8 @@ class Gateway:
                     if handler is None:
                         raise HostError(ErrorKind.METHOD_NOT_FOUND, f"hostd's gateway does not serve {method}")
                     result = await handler(self, rid, params)
+                    if self.session.era is not None:
+                        self._opened.set()
                     message = {"jsonrpc": "2.0", "id": rid, "result": self.session.result(method, result)}
                 except HostError as error:
                     message = error_response(rid, error)
@@ -227,6 +289,50 @@ class Gateway:
             self._listeners.pop(rid, None)
         if message is not None and not scope.cancelled_caught:
             await self._write(message)
+
+    # -- the gateway's requests to the client ----------------------------------------------------
+
+    async def request_client(self, method: str, params: dict[str, Any], timeout: float) -> Any:
+        """The host's request to its parent, made of the MCP client (the host's ``request_parent``).
+
+        ``sampling/createMessage`` and ``elicitation/create`` ``{plugin, params}`` -> the same method with the
+        plugin's ``params``; ``roots/list {plugin}`` -> ``roots/list``. The host asks only for what the client
+        declared (``client_capabilities``). Returns the client's result; raises ``PARENT_REQUEST_FAILED`` for its
+        error or for no answer within ``timeout`` seconds (the client is sent ``notifications/cancelled``), and
+        ``METHOD_NOT_FOUND`` for any other method (hostd's own ``grants/request`` and ``auth/authorize`` are not
+        MCP). A cancel of the caller withdraws the request likewise.
+        """
+        if method not in CLIENT_METHODS:
+            raise HostError(ErrorKind.METHOD_NOT_FOUND, f"an MCP client is not asked {method}")
+        rid = f"hostd-{next(self._ask_ids)}"
+        asked = _Asked()
+        self._asked[rid] = asked
+        inner = params.get("params")
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if isinstance(inner, dict):
+            message["params"] = inner
+        try:
+            await self._write(message)
+            with trio.move_on_after(timeout):
+                await asked.done.wait()
+        finally:
+            if not asked.done.is_set():
+                self._asked.pop(rid, None)
+                with trio.CancelScope(shield=True):
+                    await self._notify_client("notifications/cancelled", {"requestId": rid, "reason": "withdrawn"})
+        answer = asked.answer
+        if answer is None:
+            raise HostError(
+                ErrorKind.PARENT_REQUEST_FAILED, f"the MCP client did not answer {method} within {timeout:g} s"
+            )
+        if "error" in answer:
+            error = answer["error"] if isinstance(answer["error"], dict) else {}
+            raise HostError(
+                ErrorKind.PARENT_REQUEST_FAILED,
+                f"the MCP client refused {method}: {str(error.get('message'))[:500]}",
+                upstream=error,
+            )
+        return answer.get("result")
 
     # -- output -------------------------------------------------------------------------------
 
@@ -361,7 +467,39 @@ async def _tools_call(gateway: Gateway, rid: RequestId, params: dict[str, Any]) 
     return result
 
 
+async def _resources_list(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    host = await gateway.host()
+    return await features.resources_list(host, gateway.routes, gateway.context(rid, "resources/list", params))
+
+
+async def _templates_list(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    host = await gateway.host()
+    ctx = gateway.context(rid, "resources/templates/list", params)
+    return await features.resource_templates_list(host, gateway.routes, ctx)
+
+
+async def _resources_read(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    host = await gateway.host()
+    ctx = gateway.context(rid, "resources/read", params)
+    return await features.resources_read(host, gateway.routes, params, ctx)
+
+
+async def _prompts_list(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    host = await gateway.host()
+    return await features.prompts_list(host, params, gateway.context(rid, "prompts/list", params))
+
+
+async def _prompts_get(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+    host = await gateway.host()
+    return await features.prompts_get(host, params, gateway.context(rid, "prompts/get", params))
+
+
 HANDLERS: dict[str, Handler] = {
+    "resources/list": _resources_list,
+    "resources/templates/list": _templates_list,
+    "resources/read": _resources_read,
+    "prompts/list": _prompts_list,
+    "prompts/get": _prompts_get,
     "initialize": _initialize,
     "server/discover": _discover,
     "ping": _ping,
