@@ -10,6 +10,7 @@ hostctl through the control socket, and the state folder's lock against a second
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,8 +25,21 @@ from mcp.client.subscriptions import ToolsListChanged, listen
 
 from hostd.cli.client import plugin_environment
 from hostd.control.core import EXIT_TEMPFAIL
-from tests.conftest import ECHO_TOOLS, FIXTURES, ROOT, MakePlugin, ready, run_hostctl, run_quietly, spawn_hostd
+from hostd.gateway.features import template_pattern
+from hostd.gateway.search import terms
+from tests.conftest import (
+    ECHO_TOOLS,
+    FIXTURES,
+    ROOT,
+    MakePlugin,
+    ready,
+    run_hostctl,
+    run_quietly,
+    spawn_hostd,
+    stdio_plugin,
+)
 
+VERBS = ("create", "list", "get", "update", "delete", "search", "archive", "export", "import", "share")
 ECHO_NAMES = sorted(f"mcp-echo.{tool}" for tool in ECHO_TOOLS)
 
 
@@ -41,12 +55,13 @@ async def prepare(tmp_path: Path, make_plugin: MakePlugin) -> Path:
 
 
 @asynccontextmanager
-async def gateway(tmp_path: Path, **session: Any) -> AsyncIterator[ClientSession]:
-    """``python -m hostd mcp --state-dir <tmp>/state`` started by the SDK's stdio client; the session is not yet
-    initialized (``session``: the ``ClientSession``'s callbacks)."""
+async def gateway(tmp_path: Path, *options: str, **session: Any) -> AsyncIterator[ClientSession]:
+    """``python -m hostd mcp --state-dir <tmp>/state *options`` started by the SDK's stdio client; the session is
+    not yet initialized (``session``: the ``ClientSession``'s callbacks)."""
+    state, shared = str(tmp_path / "state"), str(tmp_path / "shared")
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "hostd", "mcp", "--state-dir", str(tmp_path / "state"), "--allow-write", str(tmp_path / "shared")],
+        args=["-m", "hostd", "mcp", "--state-dir", state, "--allow-write", shared, *options],
         env=plugin_environment(),
         cwd=ROOT,
     )
@@ -219,3 +234,86 @@ async def test_resources_prompts_and_sampling_reach_the_client(tmp_path: Path) -
         assert [getattr(c, "text", None) for c in sampled.content] == ["a model's answer"]
         assert [[getattr(m.content, "text", None) for m in p.messages] for p in asked] == [["hi"]]
         assert asked[0].max_tokens == 5
+
+
+def catalog_tools() -> list[dict[str, Any]]:
+    """fixtures/mcp-catalog's tools (the fixture's own :func:`catalog`, loaded by path)."""
+    spec = importlib.util.spec_from_file_location("mcp_catalog", FIXTURES / "mcp-catalog" / "server.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tools: list[dict[str, Any]] = module.catalog(2)
+    return tools
+
+
+async def test_tool_search_lists_two_tools_and_finds_the_right_one_among_400(tmp_path: Path) -> None:
+    """``--tool-search``: the listing is ``search_tools`` and ``call_tool``; a search ranks the catalog's 400 tools
+    by name, description and schema property names; ``call_tool`` runs the tool found."""
+    names = [tool["name"] for tool in catalog_tools()]
+    assert len(names) == 400
+    folder = stdio_plugin(
+        tmp_path / "catalog", FIXTURES / "mcp-catalog", "Catalog (fixture)", tools=names, permissions=[]
+    )
+    async with spawn_hostd(tmp_path) as hostd:
+        status = await ready(hostd, folder)
+        assert (status["status"], status["tools_count"]) == ("ready", 400)
+    async with gateway(tmp_path, "--tool-search") as client:
+        await client.initialize()
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["search_tools", "call_tool"]
+
+        async def found(query: str, limit: int = 5) -> list[str]:
+            result = await client.call_tool("search_tools", {"query": query, "limit": limit})
+            assert result.is_error is False and result.structured_content is not None
+            return [tool["name"] for tool in result.structured_content["tools"]]
+
+        # The name and the description: the one tool that exports the shop's dashboard comes first.
+        assert (await found("export the shop dashboard"))[0] == "catalog.shop_export_dashboard"
+        assert (await found("create an invoice in the crm"))[0] == "catalog.crm_create_invoice"
+        # A property name alone: every tool on shipments, and only those, takes a tracking_number.
+        shipments = {f"catalog.{service}_{verb}_shipment" for service in ("crm", "shop") for verb in VERBS}
+        assert set(await found("tracking_number", 20)) == shipments
+        # Each result carries the definition the model needs to call it.
+        result = await client.call_tool("search_tools", {"query": "playlist shuffle", "limit": 1})
+        assert result.structured_content is not None
+        [best] = result.structured_content["tools"]
+        assert best["inputSchema"]["properties"].keys() >= {"tracks", "shuffle"}
+        # call_tool runs it (as tools/call would); a direct call by name works as well.
+        called = await client.call_tool(
+            "call_tool", {"name": "catalog.shop_export_dashboard", "arguments": {"id": "d1"}}
+        )
+        assert called.structured_content == {"called": "shop_export_dashboard", "arguments": {"id": "d1"}}
+        direct = await client.call_tool("catalog.crm_get_user", {"id": "u1"})
+        assert direct.structured_content == {"called": "crm_get_user", "arguments": {"id": "u1"}}
+        # A search with no query is the model's mistake: a tool error, not a protocol error.
+        wrong = await client.call_tool("search_tools", {"limit": 3})
+        assert wrong.is_error is True
+
+
+def test_search_terms_and_resource_templates_split_as_documented() -> None:
+    """No process: the terms a tool's name, description and properties give (camelCase humps, punctuation, stop
+    words), and which URIs a template routes to its plugin (each expression at least one character; ``/`` only in
+    ``{+...}``/``{#...}``)."""
+    assert terms("getHTTPResponse of the crm_create-invoice.v2/Path") == [
+        "get",
+        "http",
+        "response",
+        "crm",
+        "create",
+        "invoice",
+        "v",
+        "2",
+        "path",
+    ]
+    note = template_pattern("notes://{name}")
+    assert [bool(note.fullmatch(uri)) for uri in ("notes://ada", "notes://", "notes://a/b", "notes:/xada")] == [
+        True,
+        False,
+        False,
+        False,
+    ]
+    file = template_pattern("file:///{+path}.txt")
+    assert [bool(file.fullmatch(uri)) for uri in ("file:///a/b.txt", "file:///.txt", "file:///a/bxtxt")] == [
+        True,
+        False,
+        False,
+    ]

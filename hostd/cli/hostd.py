@@ -85,6 +85,12 @@ def _add_mcp_arguments(mcp: argparse.ArgumentParser) -> None:
         help="do not listen on <state dir>/control.sock (mode 0600), through which hostctl reaches this hostd",
     )
     mcp.add_argument(
+        "--tool-search",
+        action="store_true",
+        help="list two tools only, search_tools (ranked by BM25 over every tool's name, description and schema "
+        "property names) and call_tool, instead of every tool: a few hundred tokens of the model's context",
+    )
+    mcp.add_argument(
         "--max-message-bytes",
         type=int,
         default=PARENT_FRAME_LIMIT,
@@ -449,6 +455,7 @@ def _serve_mcp(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> int:
         settings,
         control_socket=not args.no_control_socket,
         max_frame_bytes=args.max_message_bytes,
+        tool_search=args.tool_search,
     )
     try:
         code: int = trio.run(serve)

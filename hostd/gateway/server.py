@@ -64,7 +64,7 @@ from hostd.control.core import (
     error_response,
     parse_client_capabilities,
 )
-from hostd.gateway import features
+from hostd.gateway import features, search
 from hostd.gateway.session import ServerSession
 from hostd.gateway.tools import call_failure, mcp_tool
 from hostd.host.service import Host, HostSettings
@@ -126,8 +126,12 @@ class Gateway:
         *,
         control_socket: bool = True,
         max_frame_bytes: int = PARENT_FRAME_LIMIT,
+        tool_search: bool = False,
     ) -> None:
         self._receive = receive
+        #: ``--tool-search``: list ``search_tools`` and ``call_tool`` only (hostd/gateway/search.py).
+        self.tool_search = tool_search
+        self._index: search.ToolIndex | None = None
         self._send_stream = send
         self._store = store
         self._settings = settings
@@ -389,6 +393,24 @@ class Gateway:
             await self._host.restored.wait()
         return self._host
 
+    async def index(self, rid: RequestId) -> search.ToolIndex:
+        """The search index of every enabled tool (the host's ``tools/list``, every page), rebuilt when the
+        registry's revision changed since it was built."""
+        host = await self.host()
+        revision = host.registry.revision
+        if self._index is None or self._index.revision != revision:
+            tools: list[dict[str, Any]] = []
+            cursor: str | None = None
+            while True:
+                request = {"cursor": cursor} if cursor is not None else {}
+                page = await host.handle("tools/list", request, self.context(rid, "tools/list", {}))
+                tools.extend(mcp_tool(tool) for tool in page["tools"])
+                cursor = page.get("nextCursor")
+                if cursor is None:
+                    break
+            self._index = search.ToolIndex(tools, revision)
+        return self._index
+
     def context(self, rid: RequestId, method: str, params: dict[str, Any]) -> RequestContext:
         """The host's view of one client request: its ``$/progress`` becomes ``notifications/progress`` with the
         client's ``progressToken`` (none given: dropped)."""
@@ -440,7 +462,10 @@ async def _listen(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> d
 
 
 async def _tools_list(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
-    """The host's ``tools/list`` page at the client's ``cursor``, as MCP tools."""
+    """The host's ``tools/list`` page at the client's ``cursor``, as MCP tools; under ``--tool-search``,
+    ``search_tools`` and ``call_tool`` only."""
+    if gateway.tool_search:
+        return {"tools": [search.SEARCH_TOOL, search.CALL_TOOL]}
     host = await gateway.host()
     request: dict[str, Any] = {}
     if isinstance(params.get("cursor"), str):
@@ -455,8 +480,13 @@ async def _tools_list(gateway: Gateway, rid: RequestId, params: dict[str, Any]) 
 async def _tools_call(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
     """The host's ``tools/call {name, arguments}``: ``{content, structuredContent?}``, or the failure as a tool
     result (:func:`hostd.gateway.tools.call_failure`)."""
+    name, arguments = params.get("name"), params.get("arguments") or {}
+    if gateway.tool_search and name == search.SEARCH_TOOL_NAME:
+        return await _search_tools(gateway, rid, arguments)
+    if gateway.tool_search and name == search.CALL_TOOL_NAME and isinstance(arguments, dict):
+        name, arguments = arguments.get("name"), arguments.get("arguments") or {}
     host = await gateway.host()
-    request = {"name": params.get("name"), "arguments": params.get("arguments") or {}}
+    request = {"name": name, "arguments": arguments}
     try:
         result: dict[str, Any] = await host.handle("tools/call", request, gateway.context(rid, "tools/call", params))
     except HostError as error:
@@ -494,6 +524,27 @@ async def _prompts_get(gateway: Gateway, rid: RequestId, params: dict[str, Any])
     return await features.prompts_get(host, params, gateway.context(rid, "prompts/get", params))
 
 
+async def _search_tools(gateway: Gateway, rid: RequestId, arguments: Any) -> dict[str, Any]:
+    """``search_tools {query, limit?}`` -> ``{content: [JSON text], structuredContent: {tools}}``: the best tools,
+    each ``{name, description, inputSchema}`` (hostd/gateway/search.py); a query that is not a string, or a limit
+    that is not an integer, is a tool error."""
+    query = arguments.get("query") if isinstance(arguments, dict) else None
+    limit = arguments.get("limit", search.DEFAULT_LIMIT) if isinstance(arguments, dict) else None
+    if not isinstance(query, str) or not isinstance(limit, int) or isinstance(limit, bool):
+        text = "search_tools needs query (a string) and, optionally, limit (an integer)"
+        return {"content": [{"type": "text", "text": text}], "isError": True}
+    index = await gateway.index(rid)
+    found = [
+        {key: match.tool[key] for key in ("name", "description", "inputSchema") if key in match.tool}
+        for match in index.search(query, limit)
+    ]
+    structured = {"tools": found}
+    return {
+        "content": [{"type": "text", "text": encode(structured).decode().rstrip()}],
+        "structuredContent": structured,
+    }
+
+
 HANDLERS: dict[str, Handler] = {
     "resources/list": _resources_list,
     "resources/templates/list": _templates_list,
@@ -511,12 +562,25 @@ HANDLERS: dict[str, Handler] = {
 
 
 async def serve_gateway(
-    store: StateStore, settings: HostSettings, *, control_socket: bool = True, max_frame_bytes: int = PARENT_FRAME_LIMIT
+    store: StateStore,
+    settings: HostSettings,
+    *,
+    control_socket: bool = True,
+    max_frame_bytes: int = PARENT_FRAME_LIMIT,
+    tool_search: bool = False,
 ) -> int:
     """``hostd mcp``'s main: a :class:`Gateway` on this process's stdin and stdout; returns the exit code."""
     receive = trio.lowlevel.FdStream(os.dup(0))
     send = trio.lowlevel.FdStream(os.dup(1))
-    gateway = Gateway(receive, send, store, settings, control_socket=control_socket, max_frame_bytes=max_frame_bytes)
+    gateway = Gateway(
+        receive,
+        send,
+        store,
+        settings,
+        control_socket=control_socket,
+        max_frame_bytes=max_frame_bytes,
+        tool_search=tool_search,
+    )
     return await gateway.serve()
 
 
