@@ -317,3 +317,41 @@ def test_search_terms_and_resource_templates_split_as_documented() -> None:
         False,
         False,
     ]
+
+
+async def test_a_file_grant_is_asked_of_the_person_through_the_clients_form_elicitation(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    """A client that declared form elicitation is asked hostd's call-time file grant (the gateway decides
+    nothing): ``decline`` fails the call with ``ACCESS_NOT_GRANTED`` (``declined``), refused before the plugin;
+    ``once`` grants it, the plugin restarts with the file in its sandbox, and the call goes through."""
+    async with spawn_hostd(tmp_path) as hostd:
+        await ready(hostd, make_plugin("mcp-echo"))
+    outside = tmp_path / "outside.txt"
+    outside.write_text("for the plugin, once")
+    answers = ["decline", "once"]
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        answer = answers.pop(0)
+        if answer == "decline":
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"grant": answer})
+
+    async with gateway(tmp_path, elicitation_callback=elicitation) as client:
+        await client.initialize()
+        refused = await client.call_tool("mcp-echo.echo", {"text": str(outside)})
+        assert refused.is_error is True and refused.meta is not None
+        error = refused.meta["hostd/error"]
+        assert (error["data"]["kind"], error["data"]["reason"]) == ("ACCESS_NOT_GRANTED", "declined")
+        granted = await client.call_tool("mcp-echo.echo", {"text": str(outside)})
+        assert (granted.is_error, granted.structured_content) == (
+            False,
+            {"text": str(outside), "length": len(str(outside))},
+        )
+        assert answers == [] and len(asked) == 2
+        message = getattr(asked[0], "message", "")
+        assert f"- {outside} (read)" in message and "mcp-echo" in message
+        schema = getattr(asked[0], "requested_schema", None)
+        assert schema is not None and schema["properties"]["grant"]["enum"] == ["no", "once", "always"]

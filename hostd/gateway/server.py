@@ -108,6 +108,8 @@ class _Asked:
 
 #: The requests a plugin's server may make of the client, forwarded when the client declared the feature.
 CLIENT_METHODS = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
+#: The answers to a call-time file grant (hostd.control.models.GrantAnswer's ``grant``).
+GRANTS = ("no", "once", "always")
 
 
 class Gateway:
@@ -184,7 +186,9 @@ class Gateway:
             served = parse_client_capabilities(self.session.client_capabilities)
         except ValueError:
             served = {}
-        served.pop("grants", None)  # hostd's grants/request is not MCP: consent here needs hostctl
+        served.pop("grants", None)  # hostd's grants/request is not MCP: asked as a form elicitation, or hostctl
+        if "form" in served.get("elicitation", {}):
+            served["grants"] = {}
         info = self.session.client_info
         options = InitializeOptions(
             client_name=str(info.get("name") or "mcp-client"),
@@ -303,17 +307,60 @@ class Gateway:
         plugin's ``params``; ``roots/list {plugin}`` -> ``roots/list``. The host asks only for what the client
         declared (``client_capabilities``). Returns the client's result; raises ``PARENT_REQUEST_FAILED`` for its
         error or for no answer within ``timeout`` seconds (the client is sent ``notifications/cancelled``), and
-        ``METHOD_NOT_FOUND`` for any other method (hostd's own ``grants/request`` and ``auth/authorize`` are not
-        MCP). A cancel of the caller withdraws the request likewise.
+        ``METHOD_NOT_FOUND`` for any other method (hostd's ``auth/authorize`` is not MCP). hostd's own
+        ``grants/request`` becomes a form elicitation (:meth:`_consent`). A cancel of the caller withdraws the
+        request likewise.
         """
+        if method == "grants/request":
+            return await self._consent(params, timeout)
         if method not in CLIENT_METHODS:
             raise HostError(ErrorKind.METHOD_NOT_FOUND, f"an MCP client is not asked {method}")
+        inner = params.get("params")
+        return await self._ask_client(method, inner if isinstance(inner, dict) else None, timeout)
+
+    async def _consent(self, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """hostd's ``grants/request`` (a call names files the plugin's sandbox does not cover), asked of a person
+        through the client as a form ``elicitation/create`` (MCP 2025-11-25 "Elicitation"): one field ``grant``,
+        ``no`` / ``once`` / ``always``. Only a client that declared form elicitation is asked (else the host
+        answers the call ``ACCESS_NOT_GRANTED`` with the hostctl command). ``accept`` with a valid ``grant`` is
+        that answer; ``decline``, ``cancel`` or anything else is ``no``."""
+        given = params.get("paths")
+        paths: list[Any] = given if isinstance(given, list) else []
+        listed = "\n".join(
+            f"- {item.get('path')} ({'read-write' if item.get('access') == 'write' else 'read'})"
+            for item in paths
+            if isinstance(item, dict)
+        )
+        request = {
+            "mode": "form",
+            "message": f"{params.get('reason')}.\n{listed}\nAllow plugin {params.get('plugin')} to reach it?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "grant": {
+                        "type": "string",
+                        "title": "Allow",
+                        "description": "no; once (until hostd stops); always (until revoked with hostctl)",
+                        "enum": list(GRANTS),
+                        "default": "no",
+                    }
+                },
+                "required": ["grant"],
+            },
+        }
+        answer = await self._ask_client("elicitation/create", request, timeout)
+        content = answer.get("content") if isinstance(answer, dict) else None
+        grant = content.get("grant") if isinstance(content, dict) else None
+        accepted = isinstance(answer, dict) and answer.get("action") == "accept"
+        return {"grant": grant if accepted and grant in GRANTS else "no"}
+
+    async def _ask_client(self, method: str, inner: dict[str, Any] | None, timeout: float) -> Any:
+        """Send ``method`` with ``inner`` as params to the client; its result (see :meth:`request_client`)."""
         rid = f"hostd-{next(self._ask_ids)}"
         asked = _Asked()
         self._asked[rid] = asked
-        inner = params.get("params")
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if isinstance(inner, dict):
+        if inner is not None:
             message["params"] = inner
         try:
             await self._write(message)
