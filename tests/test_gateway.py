@@ -11,6 +11,8 @@ hostctl through the control socket, and the state folder's lock against a second
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,6 +29,7 @@ from hostd.cli.client import plugin_environment
 from hostd.control.core import EXIT_TEMPFAIL
 from hostd.gateway.features import template_pattern
 from hostd.gateway.search import terms
+from hostd.wire.framing import LineDecoder, Message
 from tests.conftest import (
     ECHO_TOOLS,
     FIXTURES,
@@ -38,9 +41,11 @@ from tests.conftest import (
     spawn_hostd,
     stdio_plugin,
 )
+from tests.waiting import GENEROUS, until
 
 VERBS = ("create", "list", "get", "update", "delete", "search", "archive", "export", "import", "share")
 ECHO_NAMES = sorted(f"mcp-echo.{tool}" for tool in ECHO_TOOLS)
+OPENING = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
 
 
 async def prepare(tmp_path: Path, make_plugin: MakePlugin) -> Path:
@@ -355,3 +360,69 @@ async def test_a_file_grant_is_asked_of_the_person_through_the_clients_form_elic
         assert f"- {outside} (read)" in message and "mcp-echo" in message
         schema = getattr(asked[0], "requested_schema", None)
         assert schema is not None and schema["properties"]["grant"]["enum"] == ["no", "once", "always"]
+
+
+async def test_a_client_that_does_not_read_stalls_nothing_and_gets_the_latest_progress(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    """Flow control (the control channel's outbox): while the client reads nothing, a plugin floods 6 MB of
+    progress; the gateway keeps reading the plugin (the flood completes: its marker file appears), holds the
+    request's latest progress instead of every one, and answers the next call. Once the client reads: far fewer
+    progress notifications than sent, the last one the flood's last value, then both answers."""
+    tools = [*ECHO_TOOLS, "progress-flood", "log-flood"]
+    async with spawn_hostd(tmp_path) as hostd:
+        await ready(hostd, make_plugin("mcp-echo", "flood", tools=tools))
+    marker = tmp_path / "shared" / "flood.marker"
+    state, shared = str(tmp_path / "state"), str(tmp_path / "shared")
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "hostd", "mcp", "--state-dir", state, "--allow-write", shared],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=plugin_environment(),
+        cwd=ROOT,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    decoder = LineDecoder(64 * 1024 * 1024)
+    received: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        assert process.stdin is not None
+        await process.stdin.send_all(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+    async def read_until(rid: int) -> None:
+        assert process.stdout is not None
+        while not any(m.get("id") == rid for m in received):
+            data = await process.stdout.receive_some(65536)
+            assert data, "the gateway ended"
+            received.extend(e.value for e in decoder.feed(data) if isinstance(e, Message))
+
+    try:
+        with trio.fail_after(120):
+            await send({"id": 1, "method": "initialize", "params": OPENING})
+            await read_until(1)
+            flood = {"count": 3000, "bytes": 2000, "marker": str(marker)}
+            call = {"name": "mcp-echo.progress-flood", "arguments": flood, "_meta": {"progressToken": "flood"}}
+            await send({"id": 2, "method": "tools/call", "params": call})
+            await until(marker.exists)  # the plugin wrote all 3000 while the client read nothing
+            await send(
+                {"id": 3, "method": "tools/call", "params": {"name": "mcp-echo.echo", "arguments": {"text": "go"}}}
+            )
+            await read_until(3)
+            await read_until(2)
+    finally:
+        with trio.CancelScope(shield=True):
+            await process.stdin.aclose()
+            with trio.move_on_after(GENEROUS):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    answers = {m["id"]: m for m in received if "id" in m and m["id"] in (2, 3)}
+    assert answers[2]["result"]["content"] == [{"type": "text", "text": "sent 3000"}]
+    assert answers[3]["result"]["structuredContent"] == {"text": "go", "length": 2}
+    progress = [m["params"] for m in received if m.get("method") == "notifications/progress"]
+    assert {p["progressToken"] for p in progress} == {"flood"}
+    assert 0 < len(progress) < 3000
+    before_answer = received[: received.index(answers[2])]
+    last = [m for m in before_answer if m.get("method") == "notifications/progress"][-1]["params"]
+    assert (last["progress"], last["total"]) == (3000, 3000)

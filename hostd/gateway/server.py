@@ -35,13 +35,19 @@ a message is, :func:`hostd.control.core.classify` (the control channel's rules o
 
 Bounds: at most :data:`~hostd.control.core.MAX_INFLIGHT_REQUESTS` requests in flight (then ``HOST_OVERLOADED``);
 one message from the client at most ``max_frame_bytes``. Every request runs in a task of its own, so a slow tool
-never holds up another. stdin EOF, SIGTERM or SIGINT stop every plugin and end the process (exit 0).
+never holds up another. What goes to the client waits in the control channel's :class:`~hostd.control.outbox.Outbox`
+(``docs/protocol.md`` "Flow control"), written by one writer task: nothing that produces a message waits for the
+client to read it; responses are never dropped, list changes coalesce, a request's progress is written at most 10
+times a second (the latest value wins, the last one just before its answer), log lines past their share are dropped
+and counted; over budget, the plugins' links stop reading their plugins. A client that reads nothing therefore
+stalls no plugin and no other call. stdin EOF, SIGTERM or SIGINT stop every plugin and end the process (exit 0).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -64,6 +70,7 @@ from hostd.control.core import (
     error_response,
     parse_client_capabilities,
 )
+from hostd.control.outbox import OUTBOX_BYTES, Outbox, set_current_outbox
 from hostd.gateway import features, search
 from hostd.gateway.session import ServerSession
 from hostd.gateway.tools import call_failure, mcp_tool
@@ -76,6 +83,7 @@ from hostd.wire.framing import PARENT_FRAME_LIMIT, FrameTooLarge, InvalidJSON, L
 log = logging.getLogger("hostd.gateway")
 
 _READ_BYTES = 65536
+_WRITE_BATCH_BYTES = 256 * 1024
 #: Seconds the first ``tools/list`` or ``tools/call`` waits for the enabled plugins' restore (each start is
 #: bounded by its own ``startup_timeout_seconds``; this bounds a preparation that takes longer).
 RESTORE_WAIT = 60.0
@@ -129,6 +137,7 @@ class Gateway:
         control_socket: bool = True,
         max_frame_bytes: int = PARENT_FRAME_LIMIT,
         tool_search: bool = False,
+        max_outbox_bytes: int = OUTBOX_BYTES,
     ) -> None:
         self._receive = receive
         #: ``--tool-search``: list ``search_tools`` and ``call_tool`` only (hostd/gateway/search.py).
@@ -139,7 +148,12 @@ class Gateway:
         self._settings = settings
         self._control_socket = control_socket
         self._max_frame_bytes = max_frame_bytes
-        self._write_lock = trio.Lock()
+        #: What waits to be written to the client, bounded in bytes with a policy per kind (the control channel's
+        #: own, hostd/control/outbox.py): responses never dropped, list changes coalesced, progress at most 10 a
+        #: second per request (the latest value wins), log lines dropped past their share; over budget, the
+        #: plugins' links stop reading their plugins. Nothing that puts into it waits.
+        self._outbox = Outbox(max_outbox_bytes)
+        self._writer_done = trio.Event()
         self.session = ServerSession(capabilities=CAPABILITIES)
         #: Requests in flight: id -> the cancel scope ``notifications/cancelled`` cancels.
         self._inflight: dict[RequestId, trio.CancelScope] = {}
@@ -162,20 +176,58 @@ class Gateway:
         """Serve until stdin ends, the client stops reading, or a signal; stop every plugin; return the exit
         code (0). The host is built once the client opened the session (``initialize``, or the first request of
         the 2026-07-28 era), so the plugins it starts are offered the client features that client serves."""
+        set_current_outbox(self._outbox)  # the plugin links started from here pause while the client is behind
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._signals, nursery.cancel_scope)
+            nursery.start_soon(self._writer)
             nursery.start_soon(self._build_host, nursery)
             try:
                 async with trio.open_nursery() as requests:
                     await self._read(requests)
                     requests.cancel_scope.cancel()
             finally:
-                self._closed = True
                 with trio.CancelScope(shield=True):
                     if self._host is not None:
                         await self._host.shutdown(fast=False)
+                    self._closed = True
+                    self._outbox.wake()
+                    with trio.move_on_after(5):  # what waits is written, for a client still reading
+                        await self._writer_done.wait()
                 nursery.cancel_scope.cancel()
         return 0
+
+    async def _writer(self) -> None:
+        """The one task that writes to the client: what the outbox holds, in batches, until the gateway ends; a
+        client that stopped reading (a broken pipe) ends the reading of stdin too."""
+        outbox = self._outbox
+        try:
+            while True:
+                entries = outbox.take(_WRITE_BATCH_BYTES, trio.current_time())
+                if not entries:
+                    if self._closed:
+                        return
+                    due = outbox.next_due()
+                    await outbox.wait_work(due if due is not None else math.inf)
+                    continue
+                try:
+                    await self._send_stream.send_all(b"".join([entry.data for entry in entries]))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    log.warning("stdout is broken: the MCP client is gone")
+                    outbox.close()
+                    self._closed = True
+                    await self._receive.aclose()
+                    return
+                finally:
+                    outbox.written(entries)
+                for plugin, count in outbox.take_drop_counts().items():
+                    note = {
+                        "level": "warning",
+                        "logger": plugin or "hostd",
+                        "data": f"{count} log lines dropped: the client did not read them in time",
+                    }
+                    outbox.put_log(plugin, _encode_notification("notifications/message", note), force=True)
+        finally:
+            self._writer_done.set()
 
     async def _build_host(self, nursery: trio.Nursery) -> None:
         """Once the client opened the session: the host, with the client's capabilities as the parent's
@@ -204,7 +256,7 @@ class Gateway:
         host = await Host.create(options, fanout.notify, nursery, self._settings)
         self._host = host
         if self._control_socket:
-            await nursery.start(serve_control_socket, host, self._store, fanout, None)
+            await nursery.start(serve_control_socket, host, self._store, fanout, self._outbox)
         self._host_ready.set()
 
     async def _signals(self, scope: trio.CancelScope) -> None:
@@ -218,6 +270,9 @@ class Gateway:
         """Read stdin until EOF; hand each message on without waiting for its answer."""
         decoder = LineDecoder(self._max_frame_bytes)
         while True:
+            # A client that writes without reading the answers the reader made itself: stop reading it until it
+            # reads (its own pipe then blocks it); its requests' answers never stop the reader.
+            await self._outbox.wait_reader_room()
             try:
                 data = await self._receive.receive_some(_READ_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -231,14 +286,15 @@ class Gateway:
                     error = HostError(
                         ErrorKind.FRAME_TOO_LARGE, f"a message over the {event.limit}-byte bound", limit=event.limit
                     )
-                    await self._write(error_response(None, error))
+                    await self._write(error_response(None, error), from_reader=True)
                 elif isinstance(event, InvalidJSON):
-                    await self._write(error_response(None, HostError(ErrorKind.PARSE_ERROR, "not JSON")))
+                    error = HostError(ErrorKind.PARSE_ERROR, "not JSON")
+                    await self._write(error_response(None, error), from_reader=True)
 
     async def _incoming(self, message: Any, size: int, requests: trio.Nursery) -> None:
         event = classify(message, size)
         if isinstance(event, Refusal):
-            await self._write(error_response(event.rid, event.error))
+            await self._write(error_response(event.rid, event.error), from_reader=True)
         elif isinstance(event, ParentAnswer):
             asked = self._asked.pop(str(event.message.get("id")), None)
             if asked is None:
@@ -251,14 +307,14 @@ class Gateway:
         elif isinstance(event, IncomingRequest):
             if event.rid in self._inflight:
                 error = HostError(ErrorKind.INVALID_REQUEST, f"request id {event.rid!r} is already in flight")
-                await self._write(error_response(event.rid, error))
+                await self._write(error_response(event.rid, error), from_reader=True)
             elif len(self._inflight) >= MAX_INFLIGHT_REQUESTS:
                 error = HostError(
                     ErrorKind.HOST_OVERLOADED,
                     f"{MAX_INFLIGHT_REQUESTS} requests are in flight; retry when one is answered",
                     transient=True,
                 )
-                await self._write(error_response(event.rid, error))
+                await self._write(error_response(event.rid, error), from_reader=True)
             else:
                 params = event.params if isinstance(event.params, dict) else {}
                 scope = trio.CancelScope()
@@ -295,6 +351,7 @@ class Gateway:
         finally:
             self._inflight.pop(rid, None)
             self._listeners.pop(rid, None)
+            self._outbox.end_progress(rid)  # its last progress, before its answer
         if message is not None and not scope.cancelled_caught:
             await self._write(message)
 
@@ -387,24 +444,19 @@ class Gateway:
 
     # -- output -------------------------------------------------------------------------------
 
-    async def _write(self, message: dict[str, Any]) -> None:
-        """Write one message (a line); a client that stopped reading ends the gateway's reading too."""
-        if self._closed:
-            return
+    async def _write(self, message: dict[str, Any], *, from_reader: bool = False) -> None:
+        """Queue a response, or a message that must not be dropped, for the writer (never waits).
+        ``from_reader``: the stdin reader made it itself (counted against the reader's share)."""
         try:
             data = encode(message)
         except TypeError as exc:
             log.error("unserialisable message replaced by an error: %r", exc)
             data = encode(error_response(message.get("id"), HostError(ErrorKind.INTERNAL_ERROR, repr(exc))))
-        async with self._write_lock:
-            try:
-                await self._send_stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._closed = True
-                await self._receive.aclose()
+        self._outbox.put_reply(data, from_reader=from_reader)
 
     async def _notify_client(self, method: str, params: dict[str, Any]) -> None:
-        await self._write({"jsonrpc": "2.0", "method": method, "params": params})
+        """Queue a notification that must not be dropped (an acknowledgment, a withdrawn request)."""
+        self._outbox.put_reply(_encode_notification(method, params))
 
     async def _host_notification(self, method: str, params: dict[str, Any]) -> None:
         """The host's notifications, as MCP's (see the module's notes); the others are the control protocol's."""
@@ -415,18 +467,17 @@ class Gateway:
             level = params.get("level")
             level = level if isinstance(level, str) else "info"
             if self.session.relays(level):
-                await self._notify_client(
-                    "notifications/message",
-                    {"level": level, "logger": params.get("plugin") or "hostd", "data": params.get("message")},
-                )
+                note = {"level": level, "logger": params.get("plugin") or "hostd", "data": params.get("message")}
+                self._outbox.put_log(params.get("plugin"), _encode_notification("notifications/message", note))
 
     async def _list_changed(self, notification: str, member: str) -> None:
         if self.session.era == "legacy":
-            await self._notify_client(notification, {})
+            self._outbox.put_state((notification,), _encode_notification(notification, {}))
             return
         for rid, wanted in list(self._listeners.items()):
             if wanted.get(member):
-                await self._notify_client(notification, {"_meta": {SUBSCRIPTION_ID_META_KEY: rid}})
+                params = {"_meta": {SUBSCRIPTION_ID_META_KEY: rid}}
+                self._outbox.put_state((notification, rid), _encode_notification(notification, params))
 
     # -- the methods ----------------------------------------------------------------------------
 
@@ -470,7 +521,8 @@ class Gateway:
                 for key in ("total", "message"):
                     if values.get(key) is not None:
                         progress[key] = values[key]
-                await self._notify_client("notifications/progress", progress)
+                data = _encode_notification("notifications/progress", progress)
+                self._outbox.put_progress(rid, data, trio.current_time())
 
         return RequestContext(rid, method, notify)
 
@@ -590,6 +642,10 @@ async def _search_tools(gateway: Gateway, rid: RequestId, arguments: Any) -> dic
         "content": [{"type": "text", "text": encode(structured).decode().rstrip()}],
         "structuredContent": structured,
     }
+
+
+def _encode_notification(method: str, params: dict[str, Any]) -> bytes:
+    return encode({"jsonrpc": "2.0", "method": method, "params": params})
 
 
 HANDLERS: dict[str, Handler] = {
