@@ -426,3 +426,23 @@ async def test_a_client_that_does_not_read_stalls_nothing_and_gets_the_latest_pr
     before_answer = received[: received.index(answers[2])]
     last = [m for m in before_answer if m.get("method") == "notifications/progress"][-1]["params"]
     assert (last["progress"], last["total"]) == (3000, 3000)
+
+
+async def test_a_state_folder_hostd_cannot_use_is_answered_not_a_crash(tmp_path: Path) -> None:
+    """A state document of a newer hostd: the gateway answers the client's requests with ``STATE_UNUSABLE``
+    (what ``hostd serve`` answers its parent) and leaves the document as it was."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    content = b'{"version": 99, "plugins": {}, "future": true}\n'
+    (state / "state.json").write_bytes(content)
+    async with gateway(tmp_path) as client:
+        await client.initialize()
+        for attempt in (client.list_tools, client.list_prompts):
+            try:
+                await attempt()
+            except Exception as exc:  # the SDK's MCPError
+                error = getattr(exc, "error", None)
+                assert error is not None and (error.code, error.data["kind"]) == (-32028, "STATE_UNUSABLE")
+            else:
+                raise AssertionError("an unusable state folder was served")
+    assert (state / "state.json").read_bytes() == content

@@ -160,6 +160,8 @@ class Gateway:
         #: 2026-07-28 ``subscriptions/listen`` streams: id -> the notifications the client asked for.
         self._listeners: dict[RequestId, dict[str, Any]] = {}
         self._host: Host | None = None
+        #: Why the host could not be built (the state folder is unusable), answered to every request needing it.
+        self._host_error: HostError | None = None
         self._host_ready = trio.Event()
         #: Set once the client opened the session: the host is built then (:meth:`_build_host`).
         self._opened = trio.Event()
@@ -253,7 +255,13 @@ class Gateway:
             request_parent=self.request_client,
         )
         fanout = Fanout(self._host_notification)
-        host = await Host.create(options, fanout.notify, nursery, self._settings)
+        try:
+            host = await Host.create(options, fanout.notify, nursery, self._settings)
+        except HostError as error:  # STATE_UNUSABLE: every request that needs the host is answered with it
+            log.error("%s", error.message)
+            self._host_error = error
+            self._host_ready.set()
+            return
         self._host = host
         if self._control_socket:
             await nursery.start(serve_control_socket, host, self._store, fanout, self._outbox)
@@ -486,7 +494,8 @@ class Gateway:
         client lists tools once after ``initialize``, and a plugin still starting would be missing from it;
         one that starts later is announced with ``list_changed``)."""
         await self._host_ready.wait()
-        assert self._host is not None
+        if self._host is None:
+            raise self._host_error or HostError(ErrorKind.SHUTTING_DOWN, "hostd is shutting down")
         with trio.move_on_after(RESTORE_WAIT):
             await self._host.restored.wait()
         return self._host
