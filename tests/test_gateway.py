@@ -19,10 +19,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import trio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ToolsListChanged, listen
 
 from hostd.cli.client import plugin_environment
@@ -446,3 +448,73 @@ async def test_a_state_folder_hostd_cannot_use_is_answered_not_a_crash(tmp_path:
             else:
                 raise AssertionError("an unusable state folder was served")
     assert (state / "state.json").read_bytes() == content
+
+
+async def test_streamable_http_on_loopback_with_a_token_and_no_rebinding(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    """``hostd mcp --http 0``: the SDK's Streamable HTTP client with the bearer token from ``mcp-http.json`` lists,
+    calls, gets progress and, on its GET stream, ``list_changed`` after a plugin is enabled from hostctl; without
+    the token, with another ``Host`` (DNS rebinding) or another ``Origin``, or on another path, a request is
+    refused before it is read; the client's ``DELETE`` at its end ends the gateway."""
+    state = await prepare(tmp_path, make_plugin)
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "hostd", "mcp", "--state-dir", str(state), "--http", "0"],
+        stdin=subprocess.DEVNULL,
+        env=plugin_environment(),
+        cwd=ROOT,
+    )
+    try:
+        await until((state / "mcp-http.json").exists)
+        assert (state / "mcp-http.json").stat().st_mode & 0o777 == 0o600
+        endpoint = json.loads((state / "mcp-http.json").read_text())
+        url, token = endpoint["url"], endpoint["token"]
+        port = url.split(":")[2].split("/")[0]
+        assert url == f"http://127.0.0.1:{port}/mcp" and len(token) >= 40
+        bearer = {"Authorization": f"Bearer {token}"}
+        changed = trio.Event()
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                changed.set()
+
+        async with httpx2.AsyncClient(timeout=30) as raw:
+            opening = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": OPENING}
+            refusals = [
+                ({}, url),
+                ({"Authorization": "Bearer wrong"}, url),
+                ({**bearer, "Host": f"rebound.example:{port}"}, url),
+                ({**bearer, "Origin": "http://rebound.example"}, url),
+                (bearer, url.removesuffix("/mcp") + "/other"),
+            ]
+            statuses = [(await raw.post(to, json=opening, headers=headers)).status_code for headers, to in refusals]
+            assert statuses == [401, 401, 403, 403, 404]
+        async with (
+            httpx2.AsyncClient(headers=bearer, timeout=httpx2.Timeout(30, read=120)) as authorized,
+            streamable_http_client(url, http_client=authorized) as (read, write),
+            ClientSession(read, write, message_handler=on_message) as client,
+        ):
+            opened = await client.initialize()
+            assert opened.server_info.name == "hostd"
+            assert [tool.name for tool in (await client.list_tools()).tools] == ECHO_NAMES
+            result = await client.call_tool("mcp-echo.echo", {"text": "over http"})
+            assert result.structured_content == {"text": "over http", "length": 9}
+            steps: list[float] = []
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                steps.append(progress)
+
+            await client.call_tool("mcp-echo.sleep", {"seconds": 0.1, "steps": 2}, progress_callback=on_progress)
+            assert steps == [1, 2]
+            done = await run_hostctl(state, "enable", "second", env=plugin_environment())
+            assert done.returncode == 0, done.stderr
+            with trio.fail_after(30):
+                await changed.wait()
+            assert len((await client.list_tools()).tools) == 2 * len(ECHO_TOOLS)
+        with trio.fail_after(GENEROUS * 6):  # the DELETE ends the session: every plugin is stopped, then the exit
+            assert await process.wait() == 0
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+                await process.wait()

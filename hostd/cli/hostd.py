@@ -85,6 +85,13 @@ def _add_mcp_arguments(mcp: argparse.ArgumentParser) -> None:
         help="do not listen on <state dir>/control.sock (mode 0600), through which hostctl reaches this hostd",
     )
     mcp.add_argument(
+        "--http",
+        type=int,
+        metavar="PORT",
+        help="serve Streamable HTTP on 127.0.0.1:PORT (0: a free port) instead of stdio; the URL and the bearer "
+        "token every request must carry are written to <state dir>/mcp-http.json (mode 0600)",
+    )
+    mcp.add_argument(
         "--tool-search",
         action="store_true",
         help="list two tools only, search_tools (ranked by BM25 over every tool's name, description and schema "
@@ -449,14 +456,15 @@ def _serve_mcp(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> int:
     module = importlib.import_module("hostd.host.service")
     gateway = importlib.import_module("hostd.gateway.server")
     settings = _host_settings(module, args, trust_roots)
-    serve = functools.partial(
-        gateway.serve_gateway,
-        store,
-        settings,
-        control_socket=not args.no_control_socket,
-        max_frame_bytes=args.max_message_bytes,
-        tool_search=args.tool_search,
-    )
+    options: dict[str, Any] = {
+        "control_socket": not args.no_control_socket,
+        "max_frame_bytes": args.max_message_bytes,
+        "tool_search": args.tool_search,
+    }
+    if args.http is not None:
+        serve = functools.partial(gateway.serve_gateway_http, store, settings, port=args.http, **options)
+    else:
+        serve = functools.partial(gateway.serve_gateway, store, settings, **options)
     try:
         code: int = trio.run(serve)
     except KeyboardInterrupt:

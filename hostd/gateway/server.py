@@ -28,6 +28,9 @@ the same sandbox and bounds. What it serves is the host's own methods, reached b
   ``notifications/message`` at the client's log level (legacy era; a 2026-07-28 session has no channel for a
   log line outside a request).
 
+Over Streamable HTTP (``hostd mcp --http PORT``, :func:`serve_gateway_http`) the same gateway reads and writes the
+same lines through :mod:`hostd.gateway.http`, which carries them on HTTP requests and SSE streams.
+
 The MCP era is :mod:`hostd.gateway.session`'s (both eras hostd speaks as a client); the wire is hostd's own
 framing (:class:`hostd.wire.framing.LineDecoder`, :func:`~hostd.wire.framing.encode`, bounded lines of JSON); what
 a message is, :func:`hostd.control.core.classify` (the control channel's rules on ids and envelopes). In the
@@ -71,7 +74,7 @@ from hostd.control.core import (
     parse_client_capabilities,
 )
 from hostd.control.outbox import OUTBOX_BYTES, Outbox, set_current_outbox
-from hostd.gateway import features, search
+from hostd.gateway import features, http, search
 from hostd.gateway.session import ServerSession
 from hostd.gateway.tools import call_failure, mcp_tool
 from hostd.host.service import Host, HostSettings
@@ -696,4 +699,40 @@ async def serve_gateway(
     return await gateway.serve()
 
 
-__all__ = ["CAPABILITIES", "Gateway", "serve_gateway"]
+async def serve_gateway_http(
+    store: StateStore,
+    settings: HostSettings,
+    *,
+    port: int,
+    control_socket: bool = True,
+    max_frame_bytes: int = PARENT_FRAME_LIMIT,
+    tool_search: bool = False,
+) -> int:
+    """``hostd mcp --http PORT``'s main: a :class:`Gateway` behind Streamable HTTP on 127.0.0.1:``port`` (0: a free
+    port), the URL and bearer token written to ``<state>/mcp-http.json`` (hostd/gateway/http.py); returns the exit
+    code once the session ended (``DELETE``) or a signal came."""
+    listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+    listener = listeners[0]
+    bound = listener.socket.getsockname()[1]
+    url = f"http://127.0.0.1:{bound}{http.PATH}"
+    token = await trio.to_thread.run_sync(http.credentials, store.directory, url)
+    inbound = http.Inbound()
+    front = http.HttpFront(inbound, bound, token, max_frame_bytes)
+    gateway = Gateway(
+        inbound,
+        http.Outbound(front.route),
+        store,
+        settings,
+        control_socket=control_socket,
+        max_frame_bytes=max_frame_bytes,
+        tool_search=tool_search,
+    )
+    log.info("serving MCP at %s (the bearer token is in %s)", url, store.directory / http.CREDENTIALS_FILE)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(front.serve, listener)
+        code = await gateway.serve()
+        nursery.cancel_scope.cancel()
+    return code
+
+
+__all__ = ["CAPABILITIES", "Gateway", "serve_gateway", "serve_gateway_http"]
