@@ -4,7 +4,7 @@
     .venv/bin/python -m bench --quick              # a few iterations of each (< 60 s; CI's smoke run)
     .venv/bin/python -m bench --only latency       # one bench (repeat --only, or use commas)
 
-Benches: latency, throughput, startup, memory, framing, listing (``docs/performance.md``
+Benches: latency, throughput, startup, memory, framing, listing, tool_search (``docs/performance.md``
 says what each number means). The tables go to stdout as Markdown; the full
 results with the machine's description go to ``bench/results/<time>-<mode>.json``
 (or ``--out``). Exit status: 0 when every bench ran and left no process
@@ -26,9 +26,9 @@ from typing import Any
 
 import trio
 
-from bench import common, framing, latency, listing, memory, startup, throughput
+from bench import common, framing, latency, listing, memory, startup, throughput, tool_search
 
-BENCHES = ("latency", "throughput", "startup", "memory", "framing", "listing")
+BENCHES = ("latency", "throughput", "startup", "memory", "framing", "listing", "tool_search")
 RESULTS = Path(__file__).resolve().parent / "results"
 #: A safety net per bench (seconds); every loop inside is bounded on its own.
 BENCH_DEADLINE = {"quick": 120.0, "full": 1200.0}
@@ -40,6 +40,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "memory": memory.table,
     "framing": framing.table,
     "listing": listing.table,
+    "tool_search": tool_search.table,
 }
 TITLES = {
     "latency": "Call latency: the same tools/call by four paths, interleaved",
@@ -48,6 +49,7 @@ TITLES = {
     "memory": "Memory (echo fixture plugins)",
     "framing": "Framing: LineDecoder alone",
     "listing": "Listing: tools/list of 500 plugins' tools, page by page",
+    "tool_search": "Tool search: the listing an MCP client's model reads, with and without hostd mcp --tool-search",
 }
 
 
@@ -80,6 +82,8 @@ def _run_one(name: str, quick: bool, scratch_dir: Path) -> dict[str, Any]:
         return framing.run(quick)
     if name == "listing":
         return listing.run(quick)
+    if name == "tool_search":
+        return tool_search.run(quick)
     module = {"latency": latency, "throughput": throughput, "startup": startup, "memory": memory}[name]
 
     async def main() -> dict[str, Any]:

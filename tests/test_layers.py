@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"hostd.mcp", "hostd.install"},
     {"hostd.plugins"},
     {"hostd.host"},
+    {"hostd.gateway"},
     {"hostd.cli"},
 ]
 #: The stable public surface (docs/architecture.md "Public surface"): re-exports for a parent application or a

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
@@ -60,7 +60,61 @@ def _parser() -> argparse.ArgumentParser:
     _add_channel_arguments(serve)
     _add_isolation_arguments(serve)
     _add_plugin_arguments(serve)
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve the tools of a state folder's enabled plugins as an MCP server on stdin/stdout",
+        description="Serve MCP on stdin/stdout (an MCP client's config: command hostd, args mcp --state-dir DIR): "
+        "the tools of the enabled plugins of the state folder, each sandboxed and gated as through hostd serve. "
+        "Install, grant and approve plugins with hostctl; this command approves nothing.",
+    )
+    _add_mcp_arguments(mcp)
+    _add_isolation_arguments(mcp)
+    _add_plugin_arguments(mcp)
     return parser
+
+
+def _add_mcp_arguments(mcp: argparse.ArgumentParser) -> None:
+    """``hostd mcp``'s state folder, log level and message bounds (its trust mode is always strict)."""
+    mcp.add_argument("--state-dir", help="state folder (default: the platform's user state dir for hostd)")
+    mcp.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="stderr log level"
+    )
+    mcp.add_argument(
+        "--no-control-socket",
+        action="store_true",
+        help="do not listen on <state dir>/control.sock (mode 0600), through which hostctl reaches this hostd",
+    )
+    mcp.add_argument(
+        "--http",
+        type=int,
+        metavar="PORT",
+        help="serve Streamable HTTP on 127.0.0.1:PORT (0: a free port) instead of stdio; the URL and the bearer "
+        "token every request must carry are written to <state dir>/mcp-http.json (mode 0600)",
+    )
+    mcp.add_argument(
+        "--tool-search",
+        action="store_true",
+        help="list two tools only, search_tools (ranked by BM25 over every tool's name, description and schema "
+        "property names) and call_tool, instead of every tool: a few hundred tokens of the model's context",
+    )
+    mcp.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=PARENT_FRAME_LIMIT,
+        help=f"bound of one message from the MCP client, in bytes (default {PARENT_FRAME_LIMIT})",
+    )
+    mcp.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=RESULT_LIMIT,
+        help=f"bound of one tool result sent to the client, in bytes (default {RESULT_LIMIT})",
+    )
+    mcp.add_argument(
+        "--max-plugin-message-bytes",
+        type=int,
+        default=PLUGIN_FRAME_LIMIT,
+        help=f"bound of one message from a plugin, in bytes (default {PLUGIN_FRAME_LIMIT})",
+    )
 
 
 def _add_channel_arguments(serve: argparse.ArgumentParser) -> None:
@@ -287,26 +341,7 @@ def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> Hos
         # Imported here, after initialize was answered: this is the heavy part.
         module = await trio.to_thread.run_sync(importlib.import_module, "hostd.host.service")
         fanout = Fanout(notify)  # the parent, and each session on the control socket
-        settings = module.HostSettings(
-            trust_development=args.trust == "development",
-            pass_proxy=bool(args.pass_proxy_env),
-            restart=args.restart,
-            ping_interval=args.ping_interval,
-            ping_timeout=args.ping_timeout,
-            max_result_bytes=args.max_result_bytes,
-            max_plugin_frame_bytes=args.max_plugin_message_bytes,
-            sandbox=args.sandbox,
-            max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
-            max_cpu_percent=args.max_cpu_percent,
-            max_disk_bytes=int(args.max_disk_mb * 1024 * 1024) if args.max_disk_mb else None,
-            allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
-            allow_read=tuple(os.path.abspath(p) for p in args.allow_read),
-            login_path=not args.no_login_path,
-            registries=module.Registries.from_environment(args.npm_registry, args.python_index),
-            bundle_trust_roots=trust_roots,
-            download_allow_private=tuple(args.allow_private_download),
-            restore=not args.no_restore,
-        )
+        settings = _host_settings(module, args, trust_roots)
         host: HostApi = await module.Host.create(options, fanout.notify, nursery, settings)
         store = options.state_store
         if store is not None and not args.no_control_socket:
@@ -315,6 +350,31 @@ def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> Hos
         return host
 
     return host_factory
+
+
+def _host_settings(module: Any, args: argparse.Namespace, trust_roots: tuple[str, ...]) -> Any:
+    """The host's ``HostSettings`` (of ``module``, ``hostd.host.service``) from ``serve``'s or ``mcp``'s arguments
+    (``mcp`` has no ``--trust`` and no ``--no-restore``: strict, and the enabled plugins start)."""
+    return module.HostSettings(
+        trust_development=getattr(args, "trust", "strict") == "development",
+        pass_proxy=bool(args.pass_proxy_env),
+        restart=args.restart,
+        ping_interval=args.ping_interval,
+        ping_timeout=args.ping_timeout,
+        max_result_bytes=args.max_result_bytes,
+        max_plugin_frame_bytes=args.max_plugin_message_bytes,
+        sandbox=args.sandbox,
+        max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
+        max_cpu_percent=args.max_cpu_percent,
+        max_disk_bytes=int(args.max_disk_mb * 1024 * 1024) if args.max_disk_mb else None,
+        allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
+        allow_read=tuple(os.path.abspath(p) for p in args.allow_read),
+        login_path=not args.no_login_path,
+        registries=module.Registries.from_environment(args.npm_registry, args.python_index),
+        bundle_trust_roots=trust_roots,
+        download_allow_private=tuple(args.allow_private_download),
+        restore=not getattr(args, "no_restore", False),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger("hostd").error("--bundle-trust-root: %s", exc)
             return EXIT_USAGE
 
+    if args.command == "mcp":
+        return _serve_mcp(args, trust_roots)
     host_factory = _host_factory(args, trust_roots)
 
     store: StateStore | None = None
@@ -378,6 +440,39 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         logging.getLogger("hostd").exception("internal error")
         return EXIT_SOFTWARE
+
+
+def _serve_mcp(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> int:
+    """``hostd mcp``: lock the state folder (``STATE_LOCKED``'s exit code when another hostd serves it), then serve
+    MCP on stdin/stdout until stdin ends (hostd/gateway/server.py)."""
+    from hostd.storage.state import default_state_dir  # noqa: PLC0415
+
+    store = StateStore(Path(args.state_dir) if args.state_dir is not None else default_state_dir())
+    try:
+        store.lock()
+    except StateError as exc:
+        logging.getLogger("hostd").error("%s", exc)
+        return exc.exit_code
+    module = importlib.import_module("hostd.host.service")
+    gateway = importlib.import_module("hostd.gateway.server")
+    settings = _host_settings(module, args, trust_roots)
+    options: dict[str, Any] = {
+        "control_socket": not args.no_control_socket,
+        "max_frame_bytes": args.max_message_bytes,
+        "tool_search": args.tool_search,
+    }
+    if args.http is not None:
+        serve = functools.partial(gateway.serve_gateway_http, store, settings, port=args.http, **options)
+    else:
+        serve = functools.partial(gateway.serve_gateway, store, settings, **options)
+    try:
+        code: int = trio.run(serve)
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        logging.getLogger("hostd").exception("internal error")
+        return EXIT_SOFTWARE
+    return code
 
 
 if __name__ == "__main__":

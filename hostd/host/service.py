@@ -118,6 +118,9 @@ class Host:
         self._shutting_down = False
         #: Around the restore of enabled plugins; :meth:`shutdown` cancels it.
         self._restore_scope = trio.CancelScope()
+        #: Set once the restore of the enabled plugins is over (each started, failed or refused), or at once when
+        #: there is none to do; ``hostd mcp`` answers its first ``tools/list`` after it (hostd/gateway/server.py).
+        self.restored = trio.Event()
         #: Plugins being refused at restore now: their ``error`` is not a failed start (:meth:`_record_start`).
         self._refusing: set[str] = set()
         self.store: StateStore | None = options.state_store
@@ -188,6 +191,8 @@ class Host:
                 nursery.start_soon(host._restore_enabled, to_enable)
             else:
                 await host._show_failed_starts(to_enable)
+        if not host.settings.restore or host.store is None:
+            host.restored.set()
         return host
 
     @property
@@ -365,10 +370,13 @@ class Host:
         a plugin still queued is not started, one mid-start ends ``stopped``.
         """
         limiter = trio.CapacityLimiter(4)
-        with self._restore_scope:
-            async with trio.open_nursery() as nursery:
-                for plugin, record in plugins:
-                    nursery.start_soon(self._restore_one, plugin, record, limiter)
+        try:
+            with self._restore_scope:
+                async with trio.open_nursery() as nursery:
+                    for plugin, record in plugins:
+                        nursery.start_soon(self._restore_one, plugin, record, limiter)
+        finally:
+            self.restored.set()
 
     async def _restore_one(self, plugin: InstalledPlugin, record: PluginRecord, limiter: trio.CapacityLimiter) -> None:
         """Restore one plugin: refused (state ``error``) only for what restore itself found.
