@@ -457,6 +457,19 @@ class Shim:
         spec: dict[str, Any] = json.loads(line.decode("utf-8", "surrogateescape"), strict=False)
         return spec
 
+    def enter_cgroup(self, spec: dict[str, Any]) -> bool:
+        """Move the shim into the tree's cgroup (the spec's ``cgroup``: ``cgroup.procs`` files, one per
+        hierarchy; sandbox/cgroups.py) before anything of the plugin is forked, and before any namespace:
+        every process of the tree is born inside, none can fork its way out first. False (and an ``error
+        cgroup`` line) when the kernel refuses."""
+        for procs in spec.get("cgroup", ()):
+            try:
+                _write_file(str(procs), str(os.getpid()))
+            except OSError as exc:
+                write_line(self.control, f"error cgroup {exc.errno or 0} {exc.strerror or exc}: {procs}")
+                return False
+        return True
+
     def start(self, spec: dict[str, Any]) -> bool:
         """Fork and exec the plugin; report ``pid`` or ``error``. False on failure."""
         self.grace = float(spec.get("grace", 2.0))
@@ -738,7 +751,7 @@ def supervise(lifeline: int, control: int) -> int:
         spec = shim.read_spec()
         if spec is None:
             return 0
-        if not shim.start(spec):
+        if not shim.enter_cgroup(spec) or not shim.start(spec):
             return EXIT_SETUP_FAILED
         return shim.run()
     except BaseException as exc:

@@ -1,0 +1,245 @@
+"""Kernel accounting of plugin trees (sandbox/cgroups.py) and the watchdog's counting where there is none.
+
+The class (issue 29, finding 5): a resource charged to an object rather than to a process hides from a bound
+that enumerates processes: memory in a memfd, a /dev/shm file or a mapping whose descriptor is closed; disk in a
+deleted file kept alive by a mapping. Where a cgroup is usable the kernel charges the pages themselves and the
+kernel's own figures are asserted; elsewhere the watchdog must count each such file once.
+
+What this proves for an unprivileged user: on this machine (a cgroup v1 hybrid, CI's layout) nobody cannot
+write the v1 hierarchies, so a user gets the watchdog's counting; ``test_nobody_gets_the_counting_fallback``
+runs the memfd hog as nobody and shows it stopped. The fork bomb is run only under a cgroup (the fallback
+has no process bound, and says so).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import trio
+
+from sandbox import cgroups
+from sandbox.cgroups import Mechanism, choose, parse_membership, parse_mountinfo
+from sandbox.policy import IsolationPolicy
+from sandbox.process import SandboxedProcess, spawn
+from sandbox.watchdog import LimitHit, watch, watch_disk
+from tests.nobody import nobody_folder, run_driver, skip_reason
+from tests.test_sandbox_watchdog import PRIVATE_TMP, first_line, launch_of
+from tests.waiting import GENEROUS
+
+MIB = 1 << 20
+ROOT = Path(__file__).resolve().parent.parent
+
+# -- the choice, sans-IO -----------------------------------------------------------------------------------
+
+HYBRID_MOUNTS = """\
+30 25 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755
+31 30 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw
+32 30 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu
+33 30 0:29 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+34 30 0:30 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids
+"""
+HYBRID_CGROUP = "8:pids:/\n4:memory:/process_api/abc\n1:cpu:/\n0::/\n"
+V2_MOUNTS = "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n"
+V2_CGROUP = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope\n"
+USER = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service"
+
+
+def test_a_hybrid_host_gets_v1_with_the_cpu_hierarchy_when_writable() -> None:
+    writable = {"/sys/fs/cgroup/memory/process_api/abc", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu"}
+    found = choose(
+        parse_mountinfo(HYBRID_MOUNTS),
+        parse_membership(HYBRID_CGROUP),
+        writable=writable.__contains__,
+        read=lambda path: "" if path.endswith("cgroup.controllers") else None,
+    )
+    assert found.kind == "cgroup-v1"
+    assert dict(found.folders) == {
+        "memory": "/sys/fs/cgroup/memory/process_api/abc",
+        "pids": "/sys/fs/cgroup/pids",
+        "cpu": "/sys/fs/cgroup/cpu",
+    }
+    assert found.cpu == "cpu.shares"
+    # Without the cpu hierarchy: still v1, and the CPU weight says why it is not applied.
+    no_cpu = choose(
+        parse_mountinfo(HYBRID_MOUNTS),
+        parse_membership(HYBRID_CGROUP),
+        writable=(writable - {"/sys/fs/cgroup/cpu"}).__contains__,
+        read=lambda path: None,
+    )
+    assert (no_cpu.kind, no_cpu.cpu) == ("cgroup-v1", "none: no writable v1 cpu hierarchy")
+    # An unprivileged user (nothing writable): the watchdog, with both reasons.
+    user = choose(
+        parse_mountinfo(HYBRID_MOUNTS), parse_membership(HYBRID_CGROUP), writable=lambda p: False, read=lambda p: None
+    )
+    assert user.kind == "watchdog"
+    assert "cgroup v2: /sys/fs/cgroup/unified is not writable" in user.reason
+    assert "cgroup v1: /sys/fs/cgroup/memory/process_api/abc is not writable" in user.reason
+
+
+def test_a_delegated_v2_session_uses_the_top_of_its_delegation() -> None:
+    scope = f"{USER}/app.slice/app-x.scope"
+    writable = {f"{USER}{p}" for p in ("", "/cgroup.procs", "/app.slice", "/app.slice/cgroup.procs")}
+    writable |= {scope, f"{scope}/cgroup.procs"}
+    texts = {f"{USER}/cgroup.controllers": "cpu memory pids", f"{USER}/cgroup.subtree_control": "cpu memory pids"}
+    found = choose(
+        parse_mountinfo(V2_MOUNTS), parse_membership(V2_CGROUP), writable=writable.__contains__, read=texts.get
+    )
+    assert (found.kind, set(found.folders.values()), found.cpu) == ("cgroup-v2", {USER}, "cpu.weight")
+    # The same delegation without the pids controller is refused with the reason, as is a disabled backend.
+    texts[f"{USER}/cgroup.controllers"] = "memory"
+    refused = choose(
+        parse_mountinfo(V2_MOUNTS), parse_membership(V2_CGROUP), writable=writable.__contains__, read=texts.get
+    )
+    assert refused.kind == "watchdog"
+    assert f"cgroup v2: {USER} does not offer the pids controller(s)" in refused.reason
+    off = choose([], {}, writable=writable.__contains__, read=texts.get, disabled="cgroups disabled (x)")
+    assert off == Mechanism("watchdog", "cgroups disabled (x)")
+
+
+def test_mountinfo_escapes_and_multi_controller_lines_are_read() -> None:
+    mounts = parse_mountinfo("40 30 0:31 /in\\040ns /sys/fs/cgroup/cpu\\054cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n")
+    assert mounts[0].root == "/in ns" and mounts[0].point == "/sys/fs/cgroup/cpu,cpuacct"
+    assert mounts[0].options >= {"cpu", "cpuacct"}
+    assert parse_membership("2:cpu,cpuacct:/a\n0::/b\n") == {"cpu": "/a", "cpuacct": "/a", "": "/b"}
+
+
+# -- the cgroup path, real processes -------------------------------------------------------------------------
+
+
+#: This machine's accounting, found once at import: a skip says the reason (pytest-trio loses a skip's
+#: message raised inside an async test).
+HERE = cgroups.detect()
+
+
+def _only(kind: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(HERE.kind != kind, reason=f"this machine's accounting is {HERE.kind}: {HERE.reason}")
+
+
+needs_cgroup = pytest.mark.skipif(not HERE.usable, reason=f"no cgroup backend here: {HERE.reason}")
+
+
+def _gone(process: SandboxedProcess) -> None:
+    assert process.cgroup is not None
+    for folder in process.cgroup.folders.values():
+        assert not os.path.exists(folder), folder
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param("cgroup-v1", marks=_only("cgroup-v1")), pytest.param("cgroup-v2", marks=_only("cgroup-v2"))]
+)
+async def test_a_memfd_hog_is_stopped_at_the_cgroup_memory_bound(kind: str) -> None:
+    mechanism = cgroups.detect(refresh=True)
+    assert mechanism.kind == kind
+    policy = IsolationPolicy(max_rss_bytes=100 * MIB)
+    with trio.fail_after(60):
+        proc = await spawn(launch_of("memfd_hog.py", "300", policy=policy), limits=policy)
+        assert proc.cgroup is not None and proc.accounting == mechanism
+        try:
+            hit = await watch(proc, policy, interval=0.1)
+            figures = proc.cgroup.figures()
+        finally:
+            await proc.stop(grace=GENEROUS)
+    # The kernel's figures: the limit written, the peak never past it, the OOM kill that ended the hog.
+    assert figures.memory_limit == 100 * MIB
+    assert figures.memory_peak is not None and 90 * MIB < figures.memory_peak <= 100 * MIB
+    assert figures.oom_kills >= 1
+    assert isinstance(hit, LimitHit)
+    assert (hit.limit, hit.value, hit.threshold) == ("rss", float(figures.memory_peak), float(100 * MIB))
+    assert "memfd" in hit.message and "104.9 MB" in hit.message
+    _gone(proc)
+
+
+@needs_cgroup
+async def test_a_fork_bomb_is_stopped_at_the_pids_bound_and_nothing_is_left() -> None:
+    policy = IsolationPolicy(max_pids=32)
+    with trio.fail_after(60):
+        proc = await spawn(launch_of("forkbomb.py", "200", policy=policy), limits=policy)
+        assert proc.cgroup is not None
+        try:
+            bomb = json.loads(await first_line(proc))
+            hit = await watch(proc, policy, interval=0.1)
+            figures = proc.cgroup.figures()
+            members = (proc.cgroup.procs_files[0], Path(proc.cgroup.procs_files[0]).read_text().split())
+        finally:
+            report = await proc.stop(grace=GENEROUS)
+    assert bomb["errno"] == errno.EAGAIN
+    assert (figures.pids_current, figures.pids_limit) == (32, 32)
+    assert figures.pids_refused >= 1
+    # Every process of the tree is in the cgroup: the shim, pid 1 of the namespace, the bomb, its children.
+    assert len(members[1]) == 32 and str(proc.pid) in members[1]
+    assert (hit.limit, hit.value, hit.threshold) == ("pids", 32.0, 32.0)
+    assert report.step == "stdin-eof"
+    _gone(proc)
+
+
+@needs_cgroup
+def test_a_stale_parent_left_by_a_crashed_hostd_is_swept_with_its_processes() -> None:
+    mechanism = cgroups.detect(refresh=True)
+    # Named as a hostd of our pid namespace whose start time is not ours: gone, so stale.
+    stale = f"hostd-{os.getpid()}-0-{os.stat('/proc/self/ns/pid').st_ino}"
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        for base in dict.fromkeys(mechanism.folders.values()):
+            os.makedirs(os.path.join(base, stale, "tree"))
+            Path(base, stale, "tree", "cgroup.procs").write_text(str(sleeper.pid))
+        removed = cgroups.sweep_stale(mechanism)
+        assert sleeper.wait(timeout=GENEROUS) == -9
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert sorted(removed) == sorted(os.path.join(b, stale) for b in dict.fromkeys(mechanism.folders.values()))
+    assert not any(os.path.exists(os.path.join(b, stale)) for b in mechanism.folders.values())
+
+
+# -- the counting fallback -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["memfd", "mapped", "shm"])
+async def test_without_cgroups_the_watchdog_counts_memory_files(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cgroups.DISABLE_VAR, "off")
+    # Landlock keeps a plugin out of /dev/shm; a policy without it (``--sandbox`` off) lets it in.
+    policy = IsolationPolicy(max_rss_bytes=100 * MIB, landlock=where != "shm")
+    with trio.fail_after(60):
+        proc = await spawn(launch_of("memfd_hog.py", "300", where, policy=policy), limits=policy)
+        try:
+            held = json.loads(await first_line(proc))
+            hit = await watch(proc, policy, interval=0.1)
+        finally:
+            await proc.stop(grace=GENEROUS)
+    assert proc.cgroup is None
+    assert proc.accounting == Mechanism("watchdog", "cgroups disabled (HOSTD_CGROUPS=off)")
+    assert held["bytes"] == 300 * MIB
+    assert hit.limit == "rss" and hit.threshold == 100 * MIB
+    assert 300 * MIB <= hit.value < 400 * MIB  # the file once, plus the plugin's own RSS
+    assert "in memfd and shared-memory files" in hit.message
+
+
+async def test_a_deleted_file_kept_only_by_a_mapping_counts_on_the_disk_bound() -> None:
+    policy = IsolationPolicy(max_rss_bytes=400 * MIB)
+    with trio.fail_after(60):
+        proc = await spawn(launch_of("memfd_hog.py", "120", "deleted", policy=policy))
+        try:
+            held = json.loads(await first_line(proc))
+            assert not os.listdir(PRIVATE_TMP)  # no walk can see it
+            hit = await watch_disk([PRIVATE_TMP], 50 * MIB, interval=0.1, process=proc)
+        finally:
+            await proc.stop(grace=GENEROUS)
+    assert held["bytes"] == 120 * MIB
+    assert hit.limit == "disk" and hit.threshold == 50 * MIB
+    assert 120 * MIB <= hit.value < 130 * MIB
+    assert "deleted files it keeps" in hit.message
+
+
+@pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
+async def test_nobody_gets_the_counting_fallback_and_is_stopped() -> None:
+    with nobody_folder() as work:
+        result = await run_driver(ROOT / "fixtures" / "sandbox" / "unprivileged_memfd.py", work)
+    assert result["kind"] == "watchdog"
+    assert "not writable by uid 65534" in result["reason"]
+    assert result["limit"] == "rss" and result["threshold"] == 100 * MIB
+    assert result["value"] > 100 * MIB  # caught while it wrote, or after
