@@ -13,6 +13,7 @@ has no process bound, and says so).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -22,11 +23,13 @@ from pathlib import Path
 import pytest
 import trio
 
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from sandbox import cgroups
 from sandbox.cgroups import Mechanism, choose, parse_membership, parse_mountinfo
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.watchdog import LimitHit, watch, watch_disk
+from tests.conftest import MakePlugin
 from tests.nobody import nobody_folder, run_driver, skip_reason
 from tests.test_sandbox_watchdog import PRIVATE_TMP, first_line, launch_of
 from tests.waiting import GENEROUS
@@ -243,3 +246,41 @@ async def test_nobody_gets_the_counting_fallback_and_is_stopped() -> None:
     assert "not writable by uid 65534" in result["reason"]
     assert result["limit"] == "rss" and result["threshold"] == 100 * MIB
     assert result["value"] > 100 * MIB  # caught while it wrote, or after
+
+
+# -- through hostd: the same named error on either path ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cgroup",
+    [pytest.param(True, marks=needs_cgroup), False],
+    ids=["kernel", "counting"],
+)
+async def test_hostd_stops_a_plugin_holding_a_memfd_with_the_rss_limit(
+    tmp_path: Path, make_plugin: MakePlugin, cgroup: bool
+) -> None:
+    folder = make_plugin(variant="memfd-hog")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    env = plugin_environment()
+    if not cgroup:
+        env[cgroups.DISABLE_VAR] = "off"
+    command = ["--state-dir", str(tmp_path / "state"), "--allow-write", str(shared), "--restart", "never"]
+    async with HostdClient.spawn(command, env=env) as hostd:
+        installed = await hostd.request("plugins/install", {"path": str(folder)})
+        granted = await hostd.request(
+            "plugins/grant",
+            {"id": "mcp-echo", "permissions": installed["permissions"], "limits": {"maxRssMb": 100}},
+        )
+        await hostd.request("plugins/approve", {"id": "mcp-echo", "digest": granted["launch"]["digest"]})
+        await hostd.request("plugins/enable", {"id": "mcp-echo"})
+        with contextlib.suppress(RpcError):  # the call may be answered before the stop, or fail with it
+            await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "x"}})
+        stopped = await hostd.wait_for("plugins/statusChanged", lambda s: s["status"] == "unhealthy", timeout=30)
+    limit = stopped["error"]["limit"]
+    assert (limit["limit"], limit["threshold"]) == ("rss", 100 * MIB)
+    assert "exceeding a limit: memory" in stopped["error"]["reason"]
+    if cgroup:  # the kernel's peak, never past the bound
+        assert 90 * MIB < limit["value"] <= 100 * MIB
+    else:  # the watchdog's count: the memfd once, plus the server's RSS
+        assert 300 * MIB <= limit["value"] < 400 * MIB
