@@ -51,6 +51,8 @@ _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _ELAPSED = re.compile(r"within \d+(?:\.\d+)? s \(timeout")
 _PID = re.compile(r"\(pid \d+\)")
 _ISOLATION = re.compile(r'"isolation":\[[^\]]*\]')
+#: ``launch.accounting``: which cgroup (path included) or the watchdog, as the machine that ran hostd has it.
+_ACCOUNTING = re.compile(r'"accounting":\{[^{}]*\}')
 #: Fields of a ``PluginStatus`` kept when a notification is shortened.
 STATUS_KEEP = ("plugin_id", "status", "tools_count", "error", "restarts", "last_exit", "next_retry_at", "pinned")
 #: Fields of a ``PluginInfo`` kept when it is shortened.
@@ -58,8 +60,8 @@ INFO_KEEP = ("id", "name", "version", "path", "permissions", "granted", "enabled
 
 
 def mask(text: str) -> str:
-    """``text`` with every ``"isolation":[…]`` list emptied (machine-dependent)."""
-    return _ISOLATION.sub('"isolation":[…]', text)
+    """``text`` with every ``"isolation":[…]`` list and ``"accounting":{…}`` object emptied (machine-dependent)."""
+    return _ACCOUNTING.sub('"accounting":{…}', _ISOLATION.sub('"isolation":[…]', text))
 
 
 def _short(value: Any, keep: Sequence[str] | None = None, *, items: int | None = None) -> str:

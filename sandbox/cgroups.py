@@ -54,6 +54,7 @@ from typing import Literal
 __all__ = [
     "DEFAULT_MAX_PIDS",
     "DISABLE_VAR",
+    "DISK_BOUND",
     "CgroupError",
     "Figures",
     "Mechanism",
@@ -61,6 +62,7 @@ __all__ = [
     "TreeLimits",
     "choose",
     "create",
+    "describe",
     "detect",
     "parse_keyed",
     "parse_membership",
@@ -72,6 +74,13 @@ __all__ = [
 DISABLE_VAR = "HOSTD_CGROUPS"
 #: Tasks (processes and threads) a plugin tree may run at once under a cgroup (``pids.max``).
 DEFAULT_MAX_PIDS = 1024
+#: What bounds a plugin's data folder and ``TMPDIR`` (the same under every mechanism).
+DISK_BOUND = (
+    "watchdog: the blocks allocated beneath the data folder and TMPDIR (st_blocks, hard links once, a folder "
+    "made unreadable still read), plus deleted files the tree holds open or mapped; no kernel quota (no project "
+    "quota or size-limited mount is made: neither is available to hostd without privileges or a dedicated "
+    "filesystem)"
+)
 #: Seconds :meth:`TreeCgroup.remove` waits for the processes it killed to leave the cgroup.
 _REMOVE_WAIT = 5.0
 _PARENT = re.compile(r"^hostd-(\d+)-(\d+)-(\d+)$")
@@ -292,6 +301,12 @@ def _choose_v1(
     return Mechanism(
         "cgroup-v1", f"cgroup v1 (hybrid): {folders['memory']} and {folders['pids']}, writable", folders, cpu
     )
+
+
+def describe(mechanism: Mechanism) -> dict[str, str]:
+    """``{"memory", "reason", "cpu", "disk"}``: the mechanism as ``hostd doctor`` and ``Launch.accounting`` say it."""
+    cpu = mechanism.cpu or "none: no cgroup (the watchdog's maxCpuPercent only)"
+    return {"memory": mechanism.kind, "reason": mechanism.reason, "cpu": cpu, "disk": DISK_BOUND}
 
 
 # -- IO: detection, creation, figures, removal ---------------------------------------------------------

@@ -18,6 +18,7 @@ import errno
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -268,6 +269,13 @@ async def test_hostd_stops_a_plugin_holding_a_memfd_with_the_rss_limit(
     command = ["--state-dir", str(tmp_path / "state"), "--allow-write", str(shared), "--restart", "never"]
     async with HostdClient.spawn(command, env=env) as hostd:
         installed = await hostd.request("plugins/install", {"path": str(folder)})
+        # The launch the user approves says what bounds the tree here, and why.
+        accounting = installed["launch"]["accounting"]
+        if cgroup:
+            assert accounting == cgroups.describe(HERE)
+        else:
+            assert (accounting["memory"], accounting["reason"]) == ("watchdog", "cgroups disabled (HOSTD_CGROUPS=off)")
+        assert accounting["disk"] == cgroups.DISK_BOUND
         granted = await hostd.request(
             "plugins/grant",
             {"id": "mcp-echo", "permissions": installed["permissions"], "limits": {"maxRssMb": 100}},
@@ -284,3 +292,22 @@ async def test_hostd_stops_a_plugin_holding_a_memfd_with_the_rss_limit(
         assert 90 * MIB < limit["value"] <= 100 * MIB
     else:  # the watchdog's count: the memfd once, plus the server's RSS
         assert 300 * MIB <= limit["value"] < 400 * MIB
+
+
+async def test_doctor_says_which_mechanism_is_in_force_and_why() -> None:
+    env = {**plugin_environment(), "PYTHONPATH": str(ROOT)}
+    found = {}
+    for value in ("", "off"):
+        env[cgroups.DISABLE_VAR] = value
+        done = await trio.run_process(
+            [sys.executable, "-m", "hostd.cli.hostd", "doctor"], env=env, capture_stdout=True, check=True
+        )
+        row = next(line for line in done.stdout.decode().splitlines() if line.startswith("accounting "))
+        found[value] = row.split(None, 2)[1:]
+    said = cgroups.describe(HERE)
+    assert found[""] == [
+        "yes" if HERE.usable else "no",
+        f"{said['memory']}: {said['reason']}; CPU weight: {said['cpu']}; disk: {said['disk']}",
+    ]
+    assert found["off"][0] == "no"
+    assert found["off"][1].startswith("watchdog: cgroups disabled (HOSTD_CGROUPS=off); CPU weight: none")
