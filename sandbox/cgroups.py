@@ -68,6 +68,7 @@ __all__ = [
     "parse_membership",
     "parse_mountinfo",
     "sweep_stale",
+    "sweep_stale_detected",
 ]
 
 #: hostd's environment variable that forces the watchdog's counting (``off``, ``0``, ``no``).
@@ -425,6 +426,18 @@ def sweep_stale(mechanism: Mechanism) -> list[str]:
             if _rmdir_when_empty(parent):
                 removed.append(parent)
     return removed
+
+
+def sweep_stale_detected() -> list[str]:
+    """:func:`sweep_stale` for the mechanism :func:`detect` finds (hostd's start); ``[]`` without a cgroup.
+
+    Marks the sweep done, so :func:`create` does not repeat it. Blocking.
+    """
+    mechanism = detect()
+    if not mechanism.usable:
+        return []
+    _swept.add(mechanism.kind)
+    return sweep_stale(mechanism)
 
 
 def _write(path: str, text: str) -> None:

@@ -19,6 +19,10 @@ Theory of operation.
   write end only hostd holds. EOF on the lifeline means hostd died (SIGKILL
   included): the tree is killed at once. Later lines are commands:
   ``stop <grace seconds>``.
+- When the spec names a cgroup (``cgroup``: the ``cgroup.procs`` files of the
+  tree's cgroup, sandbox/cgroups.py) the shim writes its own pid into each
+  before it forks anything (``error cgroup ...`` when refused): every process
+  of the plugin is born inside.
 - Its child calls ``setsid``, sets ``PR_SET_PDEATHSIG(SIGKILL)`` and checks
   ``getppid()`` (the shim is single-threaded, so the signal is tied to the
   shim itself and not to a thread that may retire: the trio worker-thread

@@ -17,7 +17,6 @@ import contextlib
 import errno
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from sandbox.cgroups import Mechanism, choose, parse_membership, parse_mountinfo
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.watchdog import LimitHit, watch, watch_disk
-from tests.conftest import MakePlugin
+from tests.conftest import MakePlugin, spawn_hostd
 from tests.nobody import nobody_folder, run_driver, skip_reason
 from tests.test_sandbox_watchdog import PRIVATE_TMP, first_line, launch_of
 from tests.waiting import GENEROUS
@@ -182,22 +181,29 @@ async def test_a_fork_bomb_is_stopped_at_the_pids_bound_and_nothing_is_left() ->
 
 
 @needs_cgroup
-def test_a_stale_parent_left_by_a_crashed_hostd_is_swept_with_its_processes() -> None:
+async def test_a_stale_parent_left_by_a_crashed_hostd_is_swept_at_the_next_start(tmp_path: Path) -> None:
     mechanism = cgroups.detect(refresh=True)
     # Named as a hostd of our pid namespace whose start time is not ours: gone, so stale.
     stale = f"hostd-{os.getpid()}-0-{os.stat('/proc/self/ns/pid').st_ino}"
-    sleeper = subprocess.Popen(["sleep", "600"])
+    bases = list(dict.fromkeys(mechanism.folders.values()))
+    sleeper = await trio.lowlevel.open_process(["sleep", "600"])
     try:
-        for base in dict.fromkeys(mechanism.folders.values()):
+        for base in bases:
             os.makedirs(os.path.join(base, stale, "tree"))
             Path(base, stale, "tree", "cgroup.procs").write_text(str(sleeper.pid))
-        removed = cgroups.sweep_stale(mechanism)
-        assert sleeper.wait(timeout=GENEROUS) == -9
+        async with spawn_hostd(tmp_path) as hostd:
+            assert (await hostd.request("plugins/list", {}))["plugins"] == []  # the host is up: its start swept
+            with trio.fail_after(GENEROUS):
+                assert await sleeper.wait() == -9
     finally:
-        sleeper.kill()
-        sleeper.wait()
-    assert sorted(removed) == sorted(os.path.join(b, stale) for b in dict.fromkeys(mechanism.folders.values()))
-    assert not any(os.path.exists(os.path.join(b, stale)) for b in mechanism.folders.values())
+        with trio.CancelScope(shield=True):
+            sleeper.kill()
+            await sleeper.wait()
+        for base in bases:  # only if the sweep failed
+            for folder in (os.path.join(base, stale, "tree"), os.path.join(base, stale)):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+    assert not any(os.path.exists(os.path.join(base, stale)) for base in bases)
 
 
 # -- the counting fallback -----------------------------------------------------------------------------------
