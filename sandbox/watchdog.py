@@ -166,12 +166,12 @@ def _mapped_files(pid: int) -> Iterator[tuple[str, tuple[int, int], str, int]]:
         yield path, key, f"/proc/{pid}/map_files/{span}", extent
 
 
-def _held_files(pids: Sequence[int], wanted: Callable[[str], bool], devices: set[int] | None = None) -> int:
-    """Bytes allocated to files ``wanted(path)`` that the members ``pids`` hold open or mapped, each once.
+def _held_files(pids: Sequence[int], wanted: Callable[[str, int], bool]) -> int:
+    """Bytes allocated to files ``wanted(path, st_dev)`` that the members ``pids`` hold open or mapped, each once.
 
-    An open descriptor is measured by ``stat`` (``st_blocks * 512``); a file only mapped through
-    ``/proc/<pid>/map_files`` (root), else by the furthest extent its mappings reach. With ``devices``,
-    only files on those filesystems (``st_dev``).
+    ``path``: the name ``/proc`` gives the file (``" (deleted)"`` appended once unlinked). An open
+    descriptor is measured by ``stat`` (``st_blocks * 512``); a file only mapped through
+    ``/proc/<pid>/map_files`` (root), else by the furthest extent its mappings reach.
     """
     sizes: dict[tuple[int, int], int] = {}
     extents: dict[tuple[int, int], int] = {}
@@ -180,13 +180,14 @@ def _held_files(pids: Sequence[int], wanted: Callable[[str], bool], devices: set
         with contextlib.suppress(OSError):
             for name in os.listdir(folder):
                 with contextlib.suppress(OSError):
-                    if not wanted(os.readlink(f"{folder}/{name}")):
-                        continue
+                    path = os.readlink(f"{folder}/{name}")
+                    if not path.startswith("/"):
+                        continue  # pipe:, socket:, anon_inode:
                     st = os.stat(f"{folder}/{name}")
-                    if stat.S_ISREG(st.st_mode) and (devices is None or st.st_dev in devices):
+                    if stat.S_ISREG(st.st_mode) and wanted(path, st.st_dev):
                         sizes[(st.st_dev, st.st_ino)] = st.st_blocks * 512
         for path, key, entry, extent in _mapped_files(pid):
-            if key in sizes or not wanted(path) or (devices is not None and key[0] not in devices):
+            if key in sizes or not wanted(path, key[0]):
                 continue
             try:
                 st = os.stat(entry)
@@ -197,11 +198,30 @@ def _held_files(pids: Sequence[int], wanted: Callable[[str], bool], devices: set
     return sum(sizes.values()) + sum(size for key, size in extents.items() if key not in sizes)
 
 
+def _tmpfs_devices() -> set[int]:
+    """``st_dev`` of every tmpfs mounted in our view (``/proc/self/mountinfo``): files there are memory."""
+    devices: set[int] = set()
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            if right.split()[:1] == ["tmpfs"] and len(fields) > 2 and ":" in fields[2]:
+                with contextlib.suppress(ValueError):
+                    major, minor = (int(part) for part in fields[2].split(":"))
+                    devices.add(os.makedev(major, minor))
+    return devices
+
+
 def hidden_memory(pids: Sequence[int]) -> int:
-    """Bytes of ``memfd``, ``/dev/shm`` and SysV shared-memory files the processes ``pids`` hold (open or
-    mapped), each file once across them; memory in no process's RSS (a plugin held 600 MiB in a ``memfd``
-    past a 100 MiB bound). Blocking; processes that vanish are skipped."""
-    return _held_files(pids, lambda path: path.startswith(_MEMORY_FILES))
+    """Bytes of memory files the processes ``pids`` hold (open or mapped), each file once across them:
+    ``memfd``, ``/dev/shm`` and SysV shared-memory files, and deleted files on any tmpfs (no folder walk
+    sees them); memory in no process's RSS (a plugin held 600 MiB in a ``memfd`` past a 100 MiB bound).
+    Blocking; processes that vanish are skipped."""
+    tmpfs = _tmpfs_devices()
+    return _held_files(
+        pids,
+        lambda path, dev: path.startswith(_MEMORY_FILES) or (path.endswith(" (deleted)") and dev in tmpfs),
+    )
 
 
 def sample_tree(process: SandboxedProcess, *, hidden: bool = True) -> TreeSample:
@@ -415,7 +435,7 @@ def deleted_open_bytes(process: SandboxedProcess, devices: set[int]) -> int:
     vanish are skipped.
     """
     pids = [member.pid for member in _members(process)]
-    return _held_files(pids, lambda path: path.endswith(" (deleted)"), devices)
+    return _held_files(pids, lambda path, dev: path.endswith(" (deleted)") and dev in devices)
 
 
 def _outermost(roots: Sequence[str]) -> list[str]:
