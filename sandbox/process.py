@@ -479,10 +479,14 @@ def _isolation_failed(launch: Launch, detail: str) -> LaunchError:
 async def _tree_cgroup(
     launch: Launch, token: str, limits: IsolationPolicy | None
 ) -> tuple[cgroups.Mechanism, cgroups.TreeCgroup | None]:
-    """The tree's cgroup (:mod:`sandbox.cgroups`) when ``limits`` are given and a backend is usable."""
-    mechanism = await trio.to_thread.run_sync(cgroups.detect)
+    """The tree's cgroup (:mod:`sandbox.cgroups`) when ``limits`` are given and a backend is usable.
+
+    Without ``limits`` it returns at once, with no checkpoint (a spawn without limits reaches the fork
+    server as it did before). The detection is cached (a few small reads once), so it runs inline.
+    """
     if limits is None:
         return cgroups.Mechanism("watchdog", "no limits given to spawn"), None
+    mechanism = cgroups.detect()
     if not mechanism.usable:
         return mechanism, None
     bounds = cgroups.TreeLimits(memory_bytes=limits.max_rss_bytes, pids=limits.max_pids or cgroups.DEFAULT_MAX_PIDS)
