@@ -549,14 +549,20 @@ def create(mechanism: Mechanism, name: str, limits: TreeLimits) -> TreeCgroup:
 
 
 def _make_parent(mechanism: Mechanism, base: str, parent: str) -> None:
+    """hostd's parent cgroup; v2: with memory and pids enabled for its children, and cpu where the kernel
+    lets it be (best effort: a cpu controller that cannot be enabled leaves the tree without a weight)."""
     if mechanism.kind == "cgroup-v2":
-        wanted = ["memory", "pids", *(["cpu"] if "cpu" in mechanism.folders else [])]
-        enabled = set((_read(os.path.join(base, "cgroup.subtree_control")) or "").split())
-        if not set(wanted) <= enabled:
-            _write(os.path.join(base, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted))
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(parent, 0o755)
-        _write(os.path.join(parent, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted))
+        for folder in (base, parent):
+            if folder == parent:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(parent, 0o755)
+            control = os.path.join(folder, "cgroup.subtree_control")
+            enabled = set((_read(control) or "").split())
+            if not {"memory", "pids"} <= enabled:
+                _write(control, "+memory +pids")
+            if "cpu" in mechanism.folders and "cpu" not in enabled:
+                with contextlib.suppress(OSError):
+                    _write(control, "+cpu")
         return
     with contextlib.suppress(FileExistsError):
         os.mkdir(parent, 0o755)
@@ -573,7 +579,8 @@ def _write_limits(mechanism: Mechanism, folders: dict[str, str], limits: TreeLim
         with contextlib.suppress(FileNotFoundError):
             _write(os.path.join(memory, "memory.oom.group"), "1")  # an OOM kill ends the whole tree
         if "cpu" in folders:
-            _write(os.path.join(folders["cpu"], "cpu.weight"), str(limits.cpu_weight))
+            with contextlib.suppress(FileNotFoundError):  # cpu could not be enabled (see _make_parent)
+                _write(os.path.join(folders["cpu"], "cpu.weight"), str(limits.cpu_weight))
         return
     if limits.memory_bytes is not None:
         _write(os.path.join(memory, "memory.limit_in_bytes"), str(limits.memory_bytes))

@@ -28,7 +28,7 @@ from sandbox import cgroups
 from sandbox.cgroups import Mechanism, choose, parse_membership, parse_mountinfo
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
-from sandbox.watchdog import LimitHit, watch, watch_disk
+from sandbox.watchdog import LimitHit, cgroup_hit, watch, watch_disk
 from tests.conftest import MakePlugin, spawn_hostd
 from tests.nobody import nobody_folder, run_driver, skip_reason
 from tests.test_sandbox_watchdog import PRIVATE_TMP, first_line, launch_of
@@ -109,6 +109,38 @@ def test_mountinfo_escapes_and_multi_controller_lines_are_read() -> None:
     assert mounts[0].root == "/in ns" and mounts[0].point == "/sys/fs/cgroup/cpu,cpuacct"
     assert mounts[0].options >= {"cpu", "cpuacct"}
     assert parse_membership("2:cpu,cpuacct:/a\n0::/b\n") == {"cpu": "/a", "cpuacct": "/a", "": "/b"}
+
+
+def test_v2_counters_are_read_as_the_kernel_writes_them(tmp_path: Path) -> None:
+    """The v2 files' formats (cgroup-v2.rst), from files written here: no v2 hierarchy with controllers
+    exists on CI; the real-process v2 test above runs where one does."""
+    texts = {
+        "memory.current": "1048576\n",
+        "memory.peak": "104857600\n",
+        "memory.max": "104857600\n",
+        "memory.events": "low 0\nhigh 0\nmax 7\noom 1\noom_kill 2\noom_group_kill 1\n",
+        "pids.current": "3\n",
+        "pids.max": "max\n",
+        "pids.events": "max 0\n",
+    }
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+    mechanism = Mechanism("cgroup-v2", "test", {"memory": str(tmp_path), "pids": str(tmp_path)})
+    tree = cgroups.TreeCgroup(mechanism, dict(mechanism.folders), cgroups.TreeLimits(memory_bytes=100 * MIB))
+    figures = tree.figures()
+    assert figures == cgroups.Figures(
+        memory_current=MIB,
+        memory_peak=100 * MIB,
+        memory_limit=100 * MIB,
+        oom_kills=2,
+        memory_max_hits=7,
+        pids_current=3,
+        pids_limit=None,
+        pids_refused=0,
+    )
+    hit = cgroup_hit(figures)
+    assert hit is not None and (hit.limit, hit.value, hit.threshold) == ("rss", 100.0 * MIB, 100.0 * MIB)
+    assert "the kernel ended 2 of its process(es)" in hit.message
 
 
 # -- the cgroup path, real processes -------------------------------------------------------------------------
