@@ -43,6 +43,7 @@ import trio
 from hostd.cli.client import HostdClient, RpcError
 from hostd.control import models as p
 from hostd.wire.framing import PARENT_FRAME_LIMIT as PARENT_LIMIT
+from sandbox import cgroups
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "fixtures" / "mcp-echo"
@@ -233,6 +234,10 @@ class Normaliser:
             (str(tmp), "/tmp/hostd-docs"),
             (os.path.realpath(tmp), "/tmp/hostd-docs"),
         ]
+        for folder in set(cgroups.detect().folders.values()):  # launch.accounting names hostd's own cgroup
+            parts = folder.split("/")
+            if len(parts) > 5 and folder.startswith("/sys/fs/cgroup/"):
+                pairs.append((folder, "/".join(parts[:5]) + "/<hostd's cgroup>"))
         self.pairs = sorted(pairs, key=lambda pair: -len(pair[0]))
         self.digests: dict[str, str] = {}
 
