@@ -203,6 +203,10 @@ async def test_a_fork_bomb_is_stopped_at_the_pids_bound_and_nothing_is_left() ->
         finally:
             report = await proc.stop(grace=GENEROUS)
     assert bomb["errno"] == errno.EAGAIN
+    # Its first line of code already ran inside: the shim entered the cgroup before it forked the plugin.
+    token = os.path.basename(proc.cgroup.folders["pids"])
+    line = next(line for line in bomb["cgroup"] if ":pids:" in line or line.startswith("0::"))
+    assert line.endswith("/" + token)
     assert (figures.pids_current, figures.pids_limit) == (32, 32)
     assert figures.pids_refused >= 1
     # Every process of the tree is in the cgroup: the shim, pid 1 of the namespace, the bomb, its children.
