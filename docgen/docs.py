@@ -105,6 +105,7 @@ TYPES: Final[Mapping[str, type[BaseModel]]] = {
     "SecretCapability": p.SecretCapability,
     "PackageCapability": p.PackageCapability,
     "RootsRequestParams": p.RootsRequestParams,
+    "Accounting": p.Accounting,
 }
 
 _SCALARS: Final[Mapping[Any, str]] = {

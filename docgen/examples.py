@@ -43,6 +43,7 @@ import trio
 from hostd.cli.client import HostdClient, RpcError
 from hostd.control import models as p
 from hostd.wire.framing import PARENT_FRAME_LIMIT as PARENT_LIMIT
+from sandbox import cgroups
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "fixtures" / "mcp-echo"
@@ -51,6 +52,8 @@ _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _ELAPSED = re.compile(r"within \d+(?:\.\d+)? s \(timeout")
 _PID = re.compile(r"\(pid \d+\)")
 _ISOLATION = re.compile(r'"isolation":\[[^\]]*\]')
+#: ``launch.accounting``: which cgroup (path included) or the watchdog, as the machine that ran hostd has it.
+_ACCOUNTING = re.compile(r'"accounting":\{[^{}]*\}')
 #: Fields of a ``PluginStatus`` kept when a notification is shortened.
 STATUS_KEEP = ("plugin_id", "status", "tools_count", "error", "restarts", "last_exit", "next_retry_at", "pinned")
 #: Fields of a ``PluginInfo`` kept when it is shortened.
@@ -58,8 +61,8 @@ INFO_KEEP = ("id", "name", "version", "path", "permissions", "granted", "enabled
 
 
 def mask(text: str) -> str:
-    """``text`` with every ``"isolation":[…]`` list emptied (machine-dependent)."""
-    return _ISOLATION.sub('"isolation":[…]', text)
+    """``text`` with every ``"isolation":[…]`` list and ``"accounting":{…}`` object emptied (machine-dependent)."""
+    return _ACCOUNTING.sub('"accounting":{…}', _ISOLATION.sub('"isolation":[…]', text))
 
 
 def _short(value: Any, keep: Sequence[str] | None = None, *, items: int | None = None) -> str:
@@ -231,6 +234,10 @@ class Normaliser:
             (str(tmp), "/tmp/hostd-docs"),
             (os.path.realpath(tmp), "/tmp/hostd-docs"),
         ]
+        for folder in set(cgroups.detect().folders.values()):  # launch.accounting names hostd's own cgroup
+            parts = folder.split("/")
+            if len(parts) > 5 and folder.startswith("/sys/fs/cgroup/"):
+                pairs.append((folder, "/".join(parts[:5]) + "/<hostd's cgroup>"))
         self.pairs = sorted(pairs, key=lambda pair: -len(pair[0]))
         self.digests: dict[str, str] = {}
 

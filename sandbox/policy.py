@@ -197,7 +197,10 @@ class IsolationPolicy:
     may lie inside either (hostd's state folder, other plugins' folders;
     :func:`sandbox.paths.check_fences`), except the plugin's own data folder
     and ``TMPDIR`` and, for reading, its own folder and the
-    ``own_read_paths`` (its prepared environments).
+    ``own_read_paths`` (its prepared environments). ``max_pids``: the tasks
+    (processes and threads) the tree may run at once where a cgroup bounds it
+    (``pids.max``; ``None`` = :data:`sandbox.cgroups.DEFAULT_MAX_PIDS`); the
+    watchdog's counting fallback has no process bound.
 
     Raises ``ValueError`` for an inconsistent policy (ports with
     ``"allow"``, a port outside 1..65535, a relative path, a limit <= 0).
@@ -221,6 +224,7 @@ class IsolationPolicy:
     grant_named_paths: bool = False
     fenced_paths: tuple[str, ...] = ()
     own_read_paths: tuple[str, ...] = ()
+    max_pids: int | None = None
 
     def __post_init__(self) -> None:
         if self.network not in ("allow", "deny"):
@@ -239,6 +243,8 @@ class IsolationPolicy:
             raise ValueError("cpu_window_seconds must be positive")
         if self.max_disk_bytes is not None and self.max_disk_bytes <= 0:
             raise ValueError("max_disk_bytes must be positive")
+        if self.max_pids is not None and self.max_pids <= 0:
+            raise ValueError("max_pids must be positive")
         if self.disk_interval_seconds <= 0:
             raise ValueError("disk_interval_seconds must be positive")
         if self.data_dir is not None:

@@ -15,11 +15,13 @@ hostd runs as, so a distribution that disables unprivileged user namespaces
 without Landlock shows up here and not at a plugin's spawn. The result is
 cached for the life of the process (about 50 ms on first call, then free;
 call it at startup, it blocks). It also looks, without trying, for
-bubblewrap and a delegated cgroup v2 (reported, not used by ``sandbox``).
+bubblewrap (reported, not used by ``sandbox``) and a cgroup it can use (:mod:`sandbox.cgroups`).
 
 Capability names are the layer names of :class:`~sandbox.launch.Launch`
 (``shim``, ``landlock-fs``, ``landlock-net``, ``landlock-scope``,
-``netns``, ``pidns``, ``private-proc``, ``seccomp``, ``seccomp-net``) plus ``bubblewrap`` and ``cgroup-v2``.
+``netns``, ``pidns``, ``private-proc``, ``seccomp``, ``seccomp-net``) plus ``bubblewrap``, ``cgroup-v2`` and
+``accounting`` (what bounds a plugin tree's memory and processes: ``cgroup-v2``, ``cgroup-v1`` or the
+watchdog's counting, and why; :mod:`sandbox.cgroups`).
 ``seccomp-net`` (the socket allowlist planned under network ``"deny"``) is
 tried on its own: an MPTCP socket must be refused, a TCP socket not.
 """
@@ -35,6 +37,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from sandbox.cgroups import describe, detect
 
 __all__ = ["CAPABILITY_NAMES", "Capability", "available", "landlock_abi", "probe", "render_table"]
 
@@ -54,6 +58,7 @@ CAPABILITY_NAMES: tuple[str, ...] = (
     "seccomp-net",
     "bubblewrap",
     "cgroup-v2",
+    "accounting",
 )
 
 
@@ -147,7 +152,17 @@ def _cgroup_v2() -> Capability:
         return Capability(
             name, False, f"{folder} is writable but lacks the {', '.join(missing)} controller(s) (hybrid layout?)"
         )
-    return Capability(name, True, f"{folder} (delegated); reported only: sandbox does not use it yet")
+    return Capability(name, True, f"{folder} (delegated); see the accounting row for what is in force")
+
+
+def _accounting() -> Capability:
+    """What bounds plugin trees here (:func:`sandbox.cgroups.detect`): a cgroup, or the watchdog's counting."""
+    said = describe(detect(refresh=True))
+    return Capability(
+        "accounting",
+        said["memory"] != "watchdog",
+        f"{said['memory']}: {said['reason']}; CPU weight: {said['cpu']}; disk: {said['disk']}",
+    )
 
 
 def _build() -> tuple[list[Capability], int]:
@@ -184,6 +199,7 @@ def _build() -> tuple[list[Capability], int]:
     caps.append(Capability("seccomp-net", *_pair(raw, "seccomp-net")))
     caps.append(_bubblewrap())
     caps.append(_cgroup_v2())
+    caps.append(_accounting())
     return caps, abi if landlock_ok else 0
 
 

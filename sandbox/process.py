@@ -59,11 +59,12 @@ from typing import Protocol
 import psutil
 import trio
 
+from sandbox import cgroups
 from sandbox.forkserver import _FORK_SERVER, _SHIM_SLACK, _ControlReader, _ForkedShim, _shim_command
 from sandbox.launch import Launch, LaunchError
 from sandbox.limits import plugin_nofile_soft
 from sandbox.paths import PathRefused, ensure_private_dir
-from sandbox.policy import IsolationPlan, order_layers
+from sandbox.policy import IsolationPlan, IsolationPolicy, order_layers
 from sandbox.sweep import _DEATH_WAIT, TOKEN_VAR, _is_zombie, _new_token, _pids_with_token, _signal_all, sweep_leftovers
 
 __all__ = [
@@ -158,7 +159,10 @@ class SandboxedProcess:
     without the ``"shim"`` layer. ``isolation``: the layers in force for
     this plugin as the shim reported them after applying them (in
     :data:`~sandbox.policy.LAYER_ORDER`; ``()`` without the shim), never
-    merely what was requested.
+    merely what was requested. ``cgroup``: the tree's cgroup
+    (:class:`~sandbox.cgroups.TreeCgroup`) when one accounts it, else ``None``;
+    ``accounting``: the :class:`~sandbox.cgroups.Mechanism` in force for it
+    (``watchdog`` with the reason when no cgroup).
 
     Always call :meth:`stop`, also after the plugin exited by itself: it ends
     the rest of the tree and reaps what hostd started.
@@ -171,6 +175,8 @@ class SandboxedProcess:
     token: str
     shim_pid: int | None
     isolation: tuple[str, ...]
+    cgroup: cgroups.TreeCgroup | None
+    accounting: cgroups.Mechanism
 
     def __init__(self, proc: _ProcessHandle, pid: int, token: str) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -182,6 +188,8 @@ class SandboxedProcess:
         self.token = token
         self.shim_pid = None
         self.isolation = ()
+        self.cgroup = None
+        self.accounting = cgroups.Mechanism("watchdog", "the plugin runs without the supervisor shim")
         self._report: StopReport | None = None
         self._stop_lock = trio.Lock()
 
@@ -391,6 +399,8 @@ class _ShimProcess(SandboxedProcess):
             await trio.to_thread.run_sync(sweep_leftovers, self.token)
         await self._lifeline.aclose()
         await self._control.stream.aclose()
+        if self.cgroup is not None:  # whatever is still inside is killed, then the folder goes
+            await trio.to_thread.run_sync(self.cgroup.remove)
 
         if self._returncode is not None and self._exit_time < started:
             step = "already-exited"
@@ -422,6 +432,7 @@ _LAYER_STAGES = frozenset(
         "setsid",
         "init",
         "pid",
+        "cgroup",
     }
 )
 
@@ -466,15 +477,50 @@ def _isolation_failed(launch: Launch, detail: str) -> LaunchError:
     )
 
 
-async def _spawn_shim(launch: Launch, token: str, env: dict[str, str]) -> SandboxedProcess:
+async def _tree_cgroup(
+    launch: Launch, token: str, limits: IsolationPolicy | None
+) -> tuple[cgroups.Mechanism, cgroups.TreeCgroup | None]:
+    """The tree's cgroup (:mod:`sandbox.cgroups`) when ``limits`` are given and a backend is usable.
+
+    Without ``limits`` it returns at once, with no checkpoint (a spawn without limits reaches the fork
+    server as it did before). The detection is cached (a few small reads once), so it runs inline.
+    """
+    if limits is None:
+        return cgroups.Mechanism("watchdog", "no limits given to spawn"), None
+    mechanism = cgroups.detect()
+    if not mechanism.usable:
+        return mechanism, None
+    bounds = cgroups.TreeLimits(memory_bytes=limits.max_rss_bytes, pids=limits.max_pids or cgroups.DEFAULT_MAX_PIDS)
+    try:
+        made = await trio.to_thread.run_sync(cgroups.create, mechanism, token, bounds)
+    except cgroups.CgroupError as exc:
+        raise _isolation_failed(launch, str(exc)) from exc
+    return mechanism, made
+
+
+async def _spawn_shim(
+    launch: Launch, token: str, env: dict[str, str], limits: IsolationPolicy | None
+) -> SandboxedProcess:
     if not sys.executable:
         raise _exec_failed(launch, "no Python interpreter for the supervisor shim (sys.executable is empty)")
     spec = _spec(launch, env)  # before anything starts: it may refuse the launch
-    if SHIM_START == "fork":
-        shim, lifeline, control = await _fork_shim(launch, token)
-    else:
-        shim, lifeline, control = await _exec_shim(launch, token)
-    return await _start_plugin(launch, token, spec, shim=shim, lifeline=lifeline, control=control)
+    mechanism, cgroup = await _tree_cgroup(launch, token, limits)
+    try:
+        if cgroup is not None:
+            spec = json.dumps({**json.loads(spec), "cgroup": cgroup.procs_files}).encode("ascii") + b"\n"
+        if SHIM_START == "fork":
+            shim, lifeline, control = await _fork_shim(launch, token)
+        else:
+            shim, lifeline, control = await _exec_shim(launch, token)
+        process = await _start_plugin(launch, token, spec, shim=shim, lifeline=lifeline, control=control)
+    except BaseException:
+        if cgroup is not None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(cgroup.remove)
+        raise
+    process.cgroup = cgroup
+    process.accounting = mechanism
+    return process
 
 
 async def _exec_shim(launch: Launch, token: str) -> tuple[_ProcessHandle, trio.lowlevel.FdStream, _ControlReader]:
@@ -610,7 +656,7 @@ async def _abandon(shim: _ProcessHandle, lifeline: trio.lowlevel.FdStream, contr
     await trio.to_thread.run_sync(sweep_leftovers, token)
 
 
-async def spawn(launch: Launch) -> SandboxedProcess:
+async def spawn(launch: Launch, *, limits: IsolationPolicy | None = None) -> SandboxedProcess:
     """Start ``launch`` and return the running :class:`SandboxedProcess`.
 
     The plugin gets ``launch.env`` plus ``HOSTD_SANDBOX_TOKEN`` (a fresh
@@ -631,6 +677,12 @@ async def spawn(launch: Launch) -> SandboxedProcess:
     ``sandbox/README.md``. Every layer other than ``"shim"`` needs the shim.
     Returns once the plugin's executable is running (exec succeeded), with
     :attr:`SandboxedProcess.isolation` set to what the shim reported applied.
+    With ``limits`` (the host's policy) and a usable cgroup backend
+    (:func:`sandbox.cgroups.detect`), the tree runs in a cgroup of its own
+    bounded by ``limits.max_rss_bytes`` and ``limits.max_pids`` (the shim
+    enters it before it forks the plugin; :meth:`SandboxedProcess.stop`
+    removes it); :attr:`SandboxedProcess.accounting` says which mechanism
+    is in force and why.
 
     Raises :class:`~sandbox.launch.LaunchError` with ``kind="EXEC_FAILED"``
     when the process cannot be started (the message names the command and
@@ -645,7 +697,7 @@ async def spawn(launch: Launch) -> SandboxedProcess:
     env = dict(launch.env)
     env[TOKEN_VAR] = token
     if "shim" in launch.isolation:
-        return await _spawn_shim(launch, token, env)
+        return await _spawn_shim(launch, token, env, limits)
     if launch.isolation:
         raise _isolation_failed(launch, "these layers are applied by the supervisor shim, which is not listed")
     try:

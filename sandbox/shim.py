@@ -19,6 +19,10 @@ Theory of operation.
   write end only hostd holds. EOF on the lifeline means hostd died (SIGKILL
   included): the tree is killed at once. Later lines are commands:
   ``stop <grace seconds>``.
+- When the spec names a cgroup (``cgroup``: the ``cgroup.procs`` files of the
+  tree's cgroup, sandbox/cgroups.py) the shim writes its own pid into each
+  before it forks anything (``error cgroup ...`` when refused): every process
+  of the plugin is born inside.
 - Its child calls ``setsid``, sets ``PR_SET_PDEATHSIG(SIGKILL)`` and checks
   ``getppid()`` (the shim is single-threaded, so the signal is tied to the
   shim itself and not to a thread that may retire: the trio worker-thread
@@ -457,6 +461,19 @@ class Shim:
         spec: dict[str, Any] = json.loads(line.decode("utf-8", "surrogateescape"), strict=False)
         return spec
 
+    def enter_cgroup(self, spec: dict[str, Any]) -> bool:
+        """Move the shim into the tree's cgroup (the spec's ``cgroup``: ``cgroup.procs`` files, one per
+        hierarchy; sandbox/cgroups.py) before anything of the plugin is forked, and before any namespace:
+        every process of the tree is born inside, none can fork its way out first. False (and an ``error
+        cgroup`` line) when the kernel refuses."""
+        for procs in spec.get("cgroup", ()):
+            try:
+                _write_file(str(procs), str(os.getpid()))
+            except OSError as exc:
+                write_line(self.control, f"error cgroup {exc.errno or 0} {exc.strerror or exc}: {procs}")
+                return False
+        return True
+
     def start(self, spec: dict[str, Any]) -> bool:
         """Fork and exec the plugin; report ``pid`` or ``error``. False on failure."""
         self.grace = float(spec.get("grace", 2.0))
@@ -738,7 +755,7 @@ def supervise(lifeline: int, control: int) -> int:
         spec = shim.read_spec()
         if spec is None:
             return 0
-        if not shim.start(spec):
+        if not shim.enter_cgroup(spec) or not shim.start(spec):
             return EXIT_SETUP_FAILED
         return shim.run()
     except BaseException as exc:

@@ -13,10 +13,23 @@ reports the hit. It never stops anything itself.
 - The tree: every descendant of the supervisor shim (which, as a child
   subreaper, also adopts double-forked and ``setsid`` members), or without
   the shim the plugin's pid and its descendants.
-- ``rss``: the sum of the members' resident set sizes, against
-  ``max_rss_bytes``, checked at every sample. Shared pages (a runtime's
-  libraries, fork copy-on-write) count once per process, so the sum errs on
-  the high side.
+- ``rss`` where the tree has a cgroup (:mod:`sandbox.cgroups`: the kernel
+  bounds its memory, shared memory, ``memfd`` and page cache included): the
+  kernel's counters, read every ``interval``; an OOM kill in the cgroup is a
+  hit (value: the cgroup's peak usage, threshold: its limit), and so is a
+  ``fork`` the ``pids`` bound refused (``pids``: value the tasks counted,
+  threshold ``pids.max``). Nothing is summed.
+- ``rss`` without a cgroup (the fallback: ``HOSTD_CGROUPS=off``, or an
+  unprivileged user without a delegated cgroup): the sum of the members'
+  resident set sizes plus the memory files the tree holds that are in no
+  RSS: ``memfd`` and shared-memory files (``/dev/shm``, SysV segments)
+  open in any member's ``/proc/<pid>/fd`` or mapped in its
+  ``/proc/<pid>/maps``, each counted once across the tree by device and
+  inode (:func:`hidden_memory`), against ``max_rss_bytes``, checked at every
+  sample. Shared pages (a runtime's libraries, fork copy-on-write) count
+  once per process, so the sum errs on the high side. A file only mapped
+  is measured through ``/proc/<pid>/map_files`` where this user may
+  (root), else by the extent its mappings reach.
 - ``cpu``: CPU seconds (user + system) the members used over the last
   ``cpu_window_seconds``, as a percentage of one CPU (200 = two cores busy),
   against ``max_cpu_percent``; judged only once a full window has been
@@ -35,22 +48,28 @@ reports the hit. It never stops anything itself.
   :data:`DISK_ENTRIES_PER_SAMPLE` entries per sample, in a worker thread; a
   bigger tree is measured across several samples, and a walk that already
   passed the limit part-way reports at once. Inodes are not bounded (empty
-  files allocate nothing).
+  files allocate nothing). Files the tree holds after deleting them count
+  too, whether it holds them open or only mapped (:func:`deleted_open_bytes`).
+  No kernel mechanism bounds the folders here (no project quota or
+  size-limited mount is made): this walk is the disk bound, under a cgroup
+  too (which charges the page cache of what is written, not the blocks).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import psutil
 import trio
 
+from sandbox.cgroups import Figures, TreeCgroup
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess
 
@@ -60,8 +79,11 @@ __all__ = [
     "DiskWalk",
     "LimitHit",
     "TreeSample",
+    "cgroup_hit",
+    "hidden_memory",
     "sample_tree",
     "watch",
+    "watch_cgroup",
     "watch_disk",
 ]
 
@@ -78,7 +100,7 @@ class LimitHit:
     """A limit the plugin tree exceeded.
 
     ``limit``: ``"rss"`` (bytes), ``"cpu"`` (percent of one CPU over the
-    window) or ``"disk"`` (bytes allocated beneath the data folder and
+    window), ``"pids"`` (tasks, where a cgroup bounds them) or ``"disk"`` (bytes allocated beneath the data folder and
     ``TMPDIR``). ``value``: what was measured. ``threshold``: the policy's
     limit. ``message``: one human-readable line naming both, e.g.
     ``"memory: the plugin's processes use 312.0 MB resident, over the limit of 100.0 MB"``.
@@ -92,12 +114,13 @@ class LimitHit:
 
 @dataclass(frozen=True)
 class TreeSample:
-    """One sample of a plugin tree: ``processes`` counted, ``rss_bytes`` summed,
-    ``cpu_seconds`` per member keyed by ``(pid, create_time)``."""
+    """One sample of a plugin tree: ``processes`` counted, ``rss_bytes`` summed (``hidden_bytes`` of it:
+    memory files in no RSS, :func:`hidden_memory`), ``cpu_seconds`` per member keyed by ``(pid, create_time)``."""
 
     processes: int
     rss_bytes: int
     cpu_seconds: dict[tuple[int, float], float]
+    hidden_bytes: int = 0
 
 
 def _members(process: SandboxedProcess) -> list[psutil.Process]:
@@ -112,11 +135,104 @@ def _members(process: SandboxedProcess) -> list[psutil.Process]:
     return members
 
 
-def sample_tree(process: SandboxedProcess) -> TreeSample:
-    """Sample the tree of ``process`` once (blocking; a few milliseconds)."""
+#: Where a memory file's name starts in ``/proc/<pid>/fd`` and ``/proc/<pid>/maps``: ``memfd_create``
+#: files, POSIX shared memory (``shm_open``), SysV segments (``shmget``). All are shmem: in no RSS unless mapped
+#: and touched, freed only with their last reference.
+_MEMORY_FILES = ("/memfd:", "/dev/shm/", "/SYSV")
+
+
+def _mapped_files(pid: int) -> Iterator[tuple[str, tuple[int, int], str, int]]:
+    """``(path, (st_dev, st_ino), map_files entry, extent)`` of each file mapping of ``pid``.
+
+    ``extent``: the file offset the mapping reaches (offset + length), a lower bound of the file's size.
+    """
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
+            lines = fh.readlines()
+    except OSError:
+        return
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or fields[4] == "0":
+            continue
+        span, offset, device, inode, path = fields[0], fields[2], fields[3], fields[4], fields[5].rstrip("\n")
+        try:
+            start, end = (int(part, 16) for part in span.split("-"))
+            major, minor = (int(part, 16) for part in device.split(":"))
+            key = (os.makedev(major, minor), int(inode))
+            extent = int(offset, 16) + end - start
+        except ValueError:
+            continue
+        yield path, key, f"/proc/{pid}/map_files/{span}", extent
+
+
+def _held_files(pids: Sequence[int], wanted: Callable[[str, int], bool]) -> int:
+    """Bytes allocated to files ``wanted(path, st_dev)`` that the members ``pids`` hold open or mapped, each once.
+
+    ``path``: the name ``/proc`` gives the file (``" (deleted)"`` appended once unlinked). An open
+    descriptor is measured by ``stat`` (``st_blocks * 512``); a file only mapped through
+    ``/proc/<pid>/map_files`` (root), else by the furthest extent its mappings reach.
+    """
+    sizes: dict[tuple[int, int], int] = {}
+    extents: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        folder = f"/proc/{pid}/fd"
+        with contextlib.suppress(OSError):
+            for name in os.listdir(folder):
+                with contextlib.suppress(OSError):
+                    path = os.readlink(f"{folder}/{name}")
+                    if not path.startswith("/"):
+                        continue  # pipe:, socket:, anon_inode:
+                    st = os.stat(f"{folder}/{name}")
+                    if stat.S_ISREG(st.st_mode) and wanted(path, st.st_dev):
+                        sizes[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+        for path, key, entry, extent in _mapped_files(pid):
+            if key in sizes or not wanted(path, key[0]):
+                continue
+            try:
+                st = os.stat(entry)
+            except OSError:
+                extents[key] = max(extents.get(key, 0), extent)
+            else:
+                sizes[key] = st.st_blocks * 512
+    return sum(sizes.values()) + sum(size for key, size in extents.items() if key not in sizes)
+
+
+def _tmpfs_devices() -> set[int]:
+    """``st_dev`` of every tmpfs mounted in our view (``/proc/self/mountinfo``): files there are memory."""
+    devices: set[int] = set()
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            if right.split()[:1] == ["tmpfs"] and len(fields) > 2 and ":" in fields[2]:
+                with contextlib.suppress(ValueError):
+                    major, minor = (int(part) for part in fields[2].split(":"))
+                    devices.add(os.makedev(major, minor))
+    return devices
+
+
+def hidden_memory(pids: Sequence[int]) -> int:
+    """Bytes of memory files the processes ``pids`` hold (open or mapped), each file once across them:
+    ``memfd``, ``/dev/shm`` and SysV shared-memory files, and deleted files on any tmpfs (no folder walk
+    sees them); memory in no process's RSS (a plugin held 600 MiB in a ``memfd`` past a 100 MiB bound).
+    Blocking; processes that vanish are skipped."""
+    tmpfs = _tmpfs_devices()
+    return _held_files(
+        pids,
+        lambda path, dev: path.startswith(_MEMORY_FILES) or (path.endswith(" (deleted)") and dev in tmpfs),
+    )
+
+
+def sample_tree(process: SandboxedProcess, *, hidden: bool = True) -> TreeSample:
+    """Sample the tree of ``process`` once (blocking; a few milliseconds).
+
+    With ``hidden``, ``rss_bytes`` includes the memory files the tree holds (:func:`hidden_memory`).
+    """
     rss = 0
     count = 0
     cpu: dict[tuple[int, float], float] = {}
+    pids: list[int] = []
     for member in _members(process):
         with contextlib.suppress(psutil.Error):
             with member.oneshot():
@@ -128,7 +244,9 @@ def sample_tree(process: SandboxedProcess) -> TreeSample:
             rss += memory
             cpu[key] = times.user + times.system
             count += 1
-    return TreeSample(processes=count, rss_bytes=rss, cpu_seconds=cpu)
+            pids.append(member.pid)
+    extra = hidden_memory(pids) if hidden else 0
+    return TreeSample(processes=count, rss_bytes=rss + extra, cpu_seconds=cpu, hidden_bytes=extra)
 
 
 def _mb(value: float) -> str:
@@ -148,13 +266,17 @@ async def watch(
     ``max_cpu_percent``) and, when ``policy.max_disk_bytes`` is set, the
     folders ``disk_paths`` (the plugin's data folder and ``TMPDIR``) every
     ``policy.disk_interval_seconds`` (:func:`watch_disk`). With no limit set
-    it never returns (it sleeps until cancelled). Cancellable at any point;
+    it never returns (it sleeps until cancelled). Where the tree has a cgroup
+    (:attr:`SandboxedProcess.cgroup`) its memory and process bounds are the
+    kernel's: :func:`watch_cgroup` reports their events (whatever the policy
+    says) and the RSS sum is not taken. Cancellable at any point;
     it signals nothing, the caller stops the plugin. A tree that has exited
     simply samples as empty; missing folders count 0 bytes.
     """
-    tree = policy.max_rss_bytes is not None or policy.max_cpu_percent is not None
+    cgroup = process.cgroup
+    tree = (policy.max_rss_bytes is not None and cgroup is None) or policy.max_cpu_percent is not None
     disk = policy.max_disk_bytes is not None and bool(disk_paths)
-    if not tree and not disk:
+    if not tree and not disk and cgroup is None:
         await trio.sleep_forever()
     hits: list[LimitHit] = []
     async with trio.open_nursery() as nursery:
@@ -172,8 +294,14 @@ async def watch(
                 await watch_disk(disk_paths, policy.max_disk_bytes, policy.disk_interval_seconds, process=process)
             )
 
+        async def kernel_watch() -> None:
+            assert cgroup is not None
+            await first(await watch_cgroup(cgroup, interval))
+
         if tree:
             nursery.start_soon(tree_watch)
+        if cgroup is not None:
+            nursery.start_soon(kernel_watch)
         if disk:
             nursery.start_soon(disk_watch)
     return hits[0]
@@ -296,35 +424,18 @@ def _restore_owner_access(folder: str) -> bool:
 
 
 def deleted_open_bytes(process: SandboxedProcess, devices: set[int]) -> int:
-    """Bytes allocated to files the tree of ``process`` holds open after deleting them, on ``devices``.
+    """Bytes allocated to files the tree of ``process`` holds after deleting them, on ``devices``.
 
     An unlinked file no folder walk can see still holds its blocks until the
-    last descriptor closes: a plugin wrote 300 MB that way past a 50 MB bound.
-    Each such file counts once (by device and inode); only files on the
-    filesystems of the plugin's folders (``devices``, ``st_dev`` values).
-    Blocking; processes or descriptors that vanish are skipped.
+    last descriptor closes or the last mapping goes: a plugin wrote 300 MB
+    that way past a 50 MB bound. Open descriptors and memory mappings both
+    count (:func:`_held_files`); each such file counts once (by device and
+    inode); only files on the filesystems of the plugin's folders
+    (``devices``, ``st_dev`` values). Blocking; processes or descriptors that
+    vanish are skipped.
     """
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for member in _members(process):
-        folder = f"/proc/{member.pid}/fd"
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        for name in names:
-            link = f"{folder}/{name}"
-            try:
-                if not os.readlink(link).endswith(" (deleted)"):
-                    continue
-                st = os.stat(link)
-            except OSError:
-                continue
-            key = (st.st_dev, st.st_ino)
-            if st.st_dev in devices and stat.S_ISREG(st.st_mode) and key not in seen:
-                seen.add(key)
-                total += st.st_blocks * 512
-    return total
+    pids = [member.pid for member in _members(process)]
+    return _held_files(pids, lambda path, dev: path.endswith(" (deleted)") and dev in devices)
 
 
 def _outermost(roots: Sequence[str]) -> list[str]:
@@ -382,22 +493,75 @@ async def watch_disk(
         await trio.sleep(interval)
 
 
+def cgroup_hit(figures: Figures) -> LimitHit | None:
+    """The limit a tree's cgroup reports as exceeded in ``figures``, or ``None``.
+
+    ``rss``: the kernel killed a process of the tree for the memory limit (an
+    OOM kill): value the cgroup's peak usage (bytes), threshold its limit.
+    ``pids``: the kernel refused a ``fork`` (or thread) for the process bound:
+    value the tasks counted, threshold ``pids.max``. Pure.
+    """
+    if figures.oom_kills > 0:
+        peak = figures.memory_peak if figures.memory_peak is not None else figures.memory_current
+        limit = figures.memory_limit if figures.memory_limit is not None else peak
+        return LimitHit(
+            limit="rss",
+            value=float(peak),
+            threshold=float(limit),
+            message=(
+                f"memory: the plugin's cgroup reached its limit of {_mb(limit)} (peak {_mb(peak)}, shared memory "
+                f"and memfd included); the kernel ended {figures.oom_kills} of its process(es)"
+            ),
+        )
+    if figures.pids_refused > 0:
+        limit = figures.pids_limit if figures.pids_limit is not None else figures.pids_current
+        return LimitHit(
+            limit="pids",
+            value=float(max(figures.pids_current, limit)),
+            threshold=float(limit),
+            message=(
+                f"processes: the plugin tried to run more than {limit} processes and threads; the kernel "
+                f"refused {figures.pids_refused} fork(s)"
+            ),
+        )
+    return None
+
+
+async def watch_cgroup(cgroup: TreeCgroup, interval: float = 1.0) -> LimitHit:
+    """Return the first :class:`LimitHit` the kernel's counters of ``cgroup`` show (:func:`cgroup_hit`).
+
+    Reads them every ``interval`` seconds (the first at once), in a worker
+    thread. Cancellable at any point.
+    """
+    while True:
+        figures = await trio.to_thread.run_sync(cgroup.figures, abandon_on_cancel=True)
+        hit = cgroup_hit(figures)
+        if hit is not None:
+            return hit
+        await trio.sleep(interval)
+
+
 async def _watch_tree(process: SandboxedProcess, policy: IsolationPolicy, interval: float) -> LimitHit:
     window = policy.cpu_window_seconds
     last: dict[tuple[int, float], float] | None = None  # None until the first sample sets the baseline
     used: collections.deque[tuple[float, float]] = collections.deque()  # (time, CPU seconds in that interval)
     started = time.monotonic()
     while True:
-        sample = await trio.to_thread.run_sync(sample_tree, process, abandon_on_cancel=True)
+        counting = process.cgroup is None and policy.max_rss_bytes is not None
+        sample = await trio.to_thread.run_sync(
+            functools.partial(sample_tree, process, hidden=counting), abandon_on_cancel=True
+        )
         now = time.monotonic()
-        if policy.max_rss_bytes is not None and sample.rss_bytes > policy.max_rss_bytes:
+        if counting and policy.max_rss_bytes is not None and sample.rss_bytes > policy.max_rss_bytes:
+            hidden = sample.hidden_bytes
             return LimitHit(
                 limit="rss",
                 value=float(sample.rss_bytes),
                 threshold=float(policy.max_rss_bytes),
                 message=(
-                    f"memory: the plugin's {sample.processes} process(es) use {_mb(sample.rss_bytes)} resident, "
-                    f"over the limit of {_mb(policy.max_rss_bytes)}"
+                    f"memory: the plugin's {sample.processes} process(es) use {_mb(sample.rss_bytes)}"
+                    + (f" ({_mb(hidden)} of it in memfd and shared-memory files)" if hidden else " resident")
+                    + f", over the limit of {_mb(policy.max_rss_bytes)}"
                 ),
             )
         if policy.max_cpu_percent is not None:

@@ -108,10 +108,17 @@ class MemoryInstance:
     def isolation(self) -> tuple[str, ...]:
         return ()
 
+    @property
+    def accounting(self) -> None:
+        return None
+
     async def watch(self, limits: IsolationPolicy, disk_paths: tuple[str, ...]) -> LimitHit:
         del limits, disk_paths
         await trio.sleep_forever()
         raise AssertionError("unreachable")
+
+    def kernel_hit(self) -> None:
+        return None
 
     async def stop(self, grace: float) -> StopReport:
         self.stops.append(grace)

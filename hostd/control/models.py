@@ -57,6 +57,7 @@ from hostd.control.params import (
     parse_params,
 )
 from hostd.control.results import (
+    Accounting,
     Capabilities,
     CapabilitySet,
     CompleteResult,
@@ -112,6 +113,7 @@ __all__ = [
     "PARENT_REQUESTS",
     "PARENT_RESULTS",
     "RESULTS",
+    "Accounting",
     "ApproveParams",
     "AuthCallbackParams",
     "CancelParams",

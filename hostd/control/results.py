@@ -230,6 +230,24 @@ class ShimNote(Wire):
     message: str = Field(description="what it means, for people (with the fix when `resolved` is absent)")
 
 
+class Accounting(Wire):
+    """``Launch.accounting``: the mechanism that bounds a plugin tree here (sandbox/cgroups.py)."""
+
+    memory: Literal["cgroup-v2", "cgroup-v1", "watchdog"] = Field(
+        description="what bounds memory (`limits.maxRssMb`) and processes: `cgroup-v2` or `cgroup-v1` (the tree "
+        "runs in a cgroup of its own: the kernel charges anonymous memory, shared memory, memfd and page cache, "
+        "and bounds the tasks; an OOM kill or a refused fork stops the plugin with `limit` `rss` / `pids`), or "
+        "`watchdog` (hostd samples the tree: RSS plus the memfd and shared-memory files it holds, each once; "
+        "no process bound)"
+    )
+    reason: str = Field(description="why this mechanism: what was found, or what was missing")
+    cpu: str = Field(
+        description="how the plugin's CPU share is set: `cpu.weight` (v2), `cpu.shares` (v1), or `none: <why>`; "
+        "`limits.maxCpuPercent` is the watchdog's in every case"
+    )
+    disk: str = Field(description="what bounds the data folder and `TMPDIR` (`limits.maxDiskMb`)")
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -305,7 +323,15 @@ class Launch(Wire):
         "process of the machine reads a command line",
     )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "capabilities", "secret_arguments", "shim"})
+    accounting: Accounting | None = Field(
+        default=None,
+        description="[`Accounting`](#accounting): what bounds the plugin tree's memory, processes, CPU share "
+        "and disk on this machine, and why; absent for a remote plugin",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset(
+        {"prepare", "remote", "capabilities", "secret_arguments", "shim", "accounting"}
+    )
 
 
 class LaunchUnresolved(Wire):

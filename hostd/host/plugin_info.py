@@ -1,7 +1,8 @@
 """What the parent sees of an installed plugin: its :class:`hostd.control.models.PluginInfo`, the launch it
 approves (with the approval digest and the preparation state) and its ``userConfig`` items.
 
-Pure functions of an :class:`~hostd.host.records.InstalledPlugin` (memory only, no I/O but ``~``).
+Pure functions of an :class:`~hostd.host.records.InstalledPlugin` (memory only, no I/O but ``~`` and the
+cgroup detection of :func:`sandbox.cgroups.detect`, made once per process and cached).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from hostd.host.capability_set import capability_set
 from hostd.host.records import InstalledPlugin
 from hostd.install.packages import requested_package
 from hostd.storage import secrets as secrets_
+from sandbox import cgroups
 from sandbox.launch import Launch
 
 
@@ -33,6 +35,8 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
     info["folders"] = folders
     info["capabilities"] = capability_set(plugin, launch)
     info["secretArguments"] = sorted(secrets_.references(launch.args)) or None
+    if info.get("remote") is None:  # what bounds the tree on this machine (detected once, then cached)
+        info["accounting"] = p.Accounting.model_validate(cgroups.describe(cgroups.detect()))
     shim = plugin.shim
     if shim is not None:
         info["shim"] = p.ShimNote(

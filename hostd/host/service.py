@@ -68,6 +68,7 @@ from hostd.storage.state import (
     StateStore,
 )
 from hostd.wire.errors import ErrorKind, HostError
+from sandbox import cgroups
 from sandbox.environment import EnvPolicy, login_shell_path, merge_paths
 from sandbox.launch import Launch, LaunchError
 from sandbox.sweep import sweep_orphans
@@ -169,6 +170,9 @@ class Host:
         swept = await trio.to_thread.run_sync(sweep_orphans)
         if swept:
             log.warning("ended %d plugin processes left behind by a previous hostd", swept)
+        stale = await trio.to_thread.run_sync(cgroups.sweep_stale_detected)
+        if stale:
+            log.warning("removed %d cgroups left behind by a previous hostd: %s", len(stale), ", ".join(stale))
         if host.store is not None:
             store = host.store
             try:

@@ -169,7 +169,7 @@ async def _run(sandbox: InstallerSandbox, argv: Sequence[str], env: Mapping[str,
                 host_vars={k: v for k, v in env.items() if k not in _INSTALLER_ENV},
             )
         )
-        process = await spawn(launch)
+        process = await spawn(launch, limits=policy)  # a cgroup where usable: its tasks bounded (issue 29)
     except LaunchError as exc:
         raise PrepareError("sandbox", f"cannot start {os.path.basename(argv[0])} in the sandbox: {exc}") from None
     output = _BoundedOutput()
@@ -193,7 +193,8 @@ async def _run(sandbox: InstallerSandbox, argv: Sequence[str], env: Mapping[str,
 
 
 async def _watch_disk(process: SandboxedProcess, policy: IsolationPolicy, paths: list[str], hit: list[str]) -> None:
-    """Kill ``process``'s tree when the folders it may write pass the policy's disk bound (``hit`` says why)."""
+    """Kill ``process``'s tree when the folders it may write pass the policy's disk bound, or (under a
+    cgroup) the kernel refused a fork or killed a process for memory (``hit`` says why)."""
     found = await watch(process, policy, disk_paths=paths)
     hit.append(found.message)
     process.kill_now()

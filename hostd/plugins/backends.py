@@ -17,9 +17,10 @@ import trio
 
 from hostd.mcp.link import PluginLink
 from hostd.mcp.transport.stdio import StdioLink
+from sandbox.cgroups import Mechanism
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, StopReport
-from sandbox.watchdog import LimitHit, watch
+from sandbox.watchdog import LimitHit, cgroup_hit, watch
 
 
 class Instance(Protocol):
@@ -35,8 +36,20 @@ class Instance(Protocol):
         """The isolation layers in force (what the shim reported; none for a connection)."""
         ...
 
+    @property
+    def accounting(self) -> Mechanism | None:
+        """How the kernel or the watchdog accounts the instance (:mod:`sandbox.cgroups`); None for a connection."""
+        ...
+
     async def watch(self, limits: IsolationPolicy, disk_paths: tuple[str, ...]) -> LimitHit:
         """Return once the instance exceeds ``limits`` (RSS, CPU, the disk of ``disk_paths``)."""
+        ...
+
+    def kernel_hit(self) -> LimitHit | None:
+        """The limit the kernel enforced on the instance so far (an OOM kill, a refused fork), or None.
+
+        Read when the instance ended by itself: a tree the kernel killed for its memory bound is reported
+        with that limit, not as a crash. Blocking (a few small reads)."""
         ...
 
     async def stop(self, grace: float) -> StopReport:
@@ -65,9 +78,19 @@ class ProcessInstance:
         """The isolation layers the shim reported in force."""
         return self.process.isolation
 
+    @property
+    def accounting(self) -> Mechanism | None:
+        """The mechanism in force for the tree (:attr:`sandbox.process.SandboxedProcess.accounting`)."""
+        return self.process.accounting
+
     async def watch(self, limits: IsolationPolicy, disk_paths: tuple[str, ...]) -> LimitHit:
         """The resource watchdog on the process tree (:func:`sandbox.watchdog.watch`)."""
         return await watch(self.process, limits, disk_paths=disk_paths)
+
+    def kernel_hit(self) -> LimitHit | None:
+        """The tree's cgroup counters as a limit hit (:func:`sandbox.watchdog.cgroup_hit`); None without a cgroup."""
+        cgroup = self.process.cgroup
+        return None if cgroup is None or cgroup.removed else cgroup_hit(cgroup.figures())
 
     async def stop(self, grace: float) -> StopReport:
         """End the whole tree (:meth:`sandbox.process.SandboxedProcess.stop`)."""
@@ -93,6 +116,15 @@ class RemoteInstance:
     def isolation(self) -> tuple[str, ...]:
         """None: no local process."""
         return ()
+
+    @property
+    def accounting(self) -> Mechanism | None:
+        """None: no local process."""
+        return None
+
+    def kernel_hit(self) -> LimitHit | None:
+        """None: no local process."""
+        return None
 
     async def watch(self, limits: IsolationPolicy, disk_paths: tuple[str, ...]) -> LimitHit:
         """Never returns: no local process to exceed a limit."""

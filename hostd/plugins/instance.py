@@ -51,6 +51,7 @@ from hostd.wire.redact import Redactor
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
 from sandbox.process import spawn
+from sandbox.watchdog import LimitHit
 
 log = logging.getLogger("hostd.plugins.supervisor")
 
@@ -175,7 +176,8 @@ class InstanceRunner:
             return await self._connect(launch)
         backend = self.manifest.backend
         try:
-            process = await spawn(launch)
+            # Every tree gets a cgroup where one is usable (sandbox/cgroups.py): its memory bound is the policy's.
+            process = await spawn(launch, limits=self.limits if self.limits is not None else IsolationPolicy())
         except LaunchError as exc:
             raise launch_failed(self.plugin_id, exc) from None
         link = StdioLink(
@@ -246,6 +248,11 @@ class InstanceRunner:
             if link.failure is not None:
                 await self._failed(instance, done, tmpdir)
         except HostError as error:
+            hit = instance.kernel_hit() if "limit" not in error.data else None
+            if hit is not None:  # the kernel ended the tree for a bound during its start: say so, by name
+                error.data["limit"] = {"limit": hit.limit, "value": hit.value, "threshold": hit.threshold}
+                error.message = f"{error.message} (the kernel stopped it for exceeding a limit: {hit.message})"
+                error.args = (error.message,)
             if "stderrTail" not in error.data:
                 error.data.update(link.stderr.excerpt())
                 error.data.setdefault("plugin", self.plugin_id)
@@ -297,6 +304,8 @@ class InstanceRunner:
             nursery.start_soon(self._refresher, link, tools)
             nursery.start_soon(self._heartbeat, link)
             limits = self._watch_limits()
+            if limits is None and instance.accounting is not None and instance.accounting.usable:
+                limits = IsolationPolicy()  # no limit of the policy's, still the kernel's process bound
             if limits is not None:
                 nursery.start_soon(self._watchdog, instance, limits)
             await link.done.wait()
@@ -306,11 +315,18 @@ class InstanceRunner:
         """The running instance's link ended with a failure: feed the failure's event."""
         link = instance.link
         assert link.failure is not None
+        reason = link.failure
+        if self.limit_hit is None and self._failure_event is None:
+            hit = instance.kernel_hit()  # the kernel may have ended the tree for a bound before the watchdog saw it
+            if hit is not None:
+                self._record_hit(hit)
+                self._failure_event = Event.LIMIT_EXCEEDED
+                reason = f"was stopped for exceeding a limit: {hit.message} ({link.failure})"
         error = HostError(
             ErrorKind.PLUGIN_HOST_UNAVAILABLE,
-            f"plugin {self.plugin_id} {link.failure}",
+            f"plugin {self.plugin_id} {reason}",
             plugin=self.plugin_id,
-            reason=link.failure,
+            reason=reason,
             stderrTail=link.stderr.tail(10),
             **({"limit": self.limit_hit} if self.limit_hit is not None else {}),
         )
@@ -443,11 +459,15 @@ class InstanceRunner:
             return None
         return limits
 
+    def _record_hit(self, hit: LimitHit) -> None:
+        """Keep ``hit`` for the failure's error data (``limit``: ``{limit, value, threshold}``)."""
+        self.limit_hit = {"limit": hit.limit, "value": hit.value, "threshold": hit.threshold}
+
     async def _watchdog(self, instance: Instance, limits: IsolationPolicy) -> None:
         """Resource limits (host policy): a plugin over its RSS, CPU or disk limit is ended (a remote
         instance has no local process: its watch never returns)."""
         hit = await instance.watch(limits, self._disk_paths)
-        self.limit_hit = {"limit": hit.limit, "value": hit.value, "threshold": hit.threshold}
+        self._record_hit(hit)
         self._fail(instance.link, Event.LIMIT_EXCEEDED, f"was stopped for exceeding a limit: {hit.message}")
 
     async def _heartbeat(self, link: PluginLink) -> None:
