@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx2
 import pytest
@@ -291,3 +291,50 @@ async def test_a_refusal_from_the_authorization_server_is_quoted_as_its_words(
             'plugin remote: the authorization was refused; the authorization server said: "access_denied", '
             '"hostd is broken"'
         )
+
+
+async def test_a_2025_03_26_server_is_authorized_with_the_metadata_at_its_origin(
+    hostd: HostdClient, tmp_path: Path
+) -> None:
+    # No protected resource metadata: the authorization server is the MCP server's origin (MCP 2025-03-26,
+    # "Authorization Base URL"); its metadata at <origin>/.well-known/oauth-authorization-server names the
+    # issuer <origin>/oauth and endpoints under /oauth (the default /authorize, /token, /register are not
+    # there). Before the fix: PLUGIN_START_FAILED, the SDK holding the issuer to the origin exactly.
+    browser = Browser(hostd)
+    hostd.on_request = browser
+    async with oauth_server("--no-resource-metadata", "--metadata-issuer", "{origin}/oauth") as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        status = await hostd.request("plugins/enable", {"id": plugin})
+        assert status["status"] == "ready"
+        assert browser.urls[0].startswith(f"{origin}/oauth/authorize?")
+        assert f"iss={quote(origin + '/oauth', safe='')}" in browser.callbacks[0]  # RFC 9207: held to it
+        counts = await stats(origin)
+        assert (counts["registrations"], counts["authorizations"], counts["codeGrants"]) == (1, 1, 1)
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "legacy"}})
+        assert result["content"] == [{"type": "text", "text": "legacy"}]
+        await hostd.request("plugins/disable", {"id": plugin})
+
+
+#: Servers whose authorization server metadata names an issuer it is not held to. With protected resource
+#: metadata naming the origin, metadata naming <origin>/oauth: held to the named issuer exactly, as before
+#: (the 2025-03-26 rule does not apply). Without it, metadata at the origin naming another origin's issuer,
+#: another port or another host (a mix-up: claiming another authorization server's identity).
+MISMATCHED = [
+    ("--metadata-issuer", "{origin}/oauth"),
+    ("--no-resource-metadata", "--metadata-issuer", "http://127.0.0.1:1/oauth"),
+    ("--no-resource-metadata", "--metadata-issuer", "https://auth.example.com"),
+]
+
+
+async def test_metadata_naming_another_issuer_is_refused(hostd: HostdClient, tmp_path: Path) -> None:
+    hostd.on_request = Browser(hostd)
+    for index, server in enumerate(MISMATCHED):
+        async with oauth_server(*server) as origin:
+            plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp", plugin_id=f"mismatched{index}"))
+            with pytest.raises(RpcError) as failed:
+                await hostd.request("plugins/enable", {"id": plugin})
+            assert failed.value.kind == "PLUGIN_START_FAILED", server
+            assert "Authorization server metadata issuer mismatch" in failed.value.message, failed.value.message
+            counts = await stats(origin)
+            assert (counts["registrations"], counts["authorizations"]) == (0, 0), server
+    assert hostd.requests == []  # the parent was never asked to authorize
