@@ -43,6 +43,13 @@ supplies three things:
   below hostd's log level.
 - **Logout.** ``plugins/logout {id}`` forgets a plugin's credentials and stops
   it (the next enable authorizes again).
+- **Which client hostd is.** A pre-registered client (manifest
+  ``backend.oauth``) first; else, where the authorization server advertises
+  ``client_id_metadata_document_supported``, the URL of the application's
+  client ID metadata document (``initialize.params.oauth.clientIdMetadataDocument``,
+  from the parent: it names the application, so no plugin's manifest may
+  name it); else dynamic registration (MCP authorization 2025-11-25,
+  "Client Registration": that order). The SDK does each; hostd supplies the URL.
 - **Servers of the 2025-03-26 revision** (no protected resource metadata):
   the authorization server is the MCP server's origin, as in the SDK, and
   the ``issuer`` of the metadata found there is held to that origin rather
@@ -99,6 +106,9 @@ class CredentialStore:
         self._memory: dict[str, Any] = {}
         #: A pre-registered client (manifest backend.oauth): it wins over a stored registration.
         self.preset: Any = None
+        #: The parent's ``oauth.clientIdMetadataDocument`` (None: none). A stored client whose ``client_id`` was
+        #: another document URL (the parent changed or dropped it) is not offered: the flow chooses again.
+        self.client_metadata_url: str | None = None
 
     # -- the SDK's TokenStorage ------------------------------------------------------
 
@@ -123,11 +133,17 @@ class CredentialStore:
 
         if self.preset is not None:
             return self.preset
-        data = (await self._load()).get("client")
-        return OAuthClientInformationFull.model_validate(data) if data else None
+        entry = await self._load()
+        data = entry.get("client")
+        document = entry.get("clientIdMetadataDocument")
+        if not data or (document is not None and document != self.client_metadata_url):
+            return None
+        return OAuthClientInformationFull.model_validate(data)
 
     async def set_client_info(self, client_info: Any) -> None:
         await self._update("client", client_info.model_dump(mode="json", exclude_none=True))
+        used = client_info.client_id if client_info.client_id == self.client_metadata_url else None
+        await self._update("clientIdMetadataDocument", used)
 
     # -- storage ---------------------------------------------------------------------
 
@@ -349,17 +365,26 @@ class Authorizer:
 
     ``folder`` is ``<state>/credentials`` (``None``: in memory only);
     ``request_parent`` returns the control channel's hostd->parent request
-    function (None before ``initialize``).
+    function (None before ``initialize``); ``client_metadata_url`` the parent's
+    ``initialize.params.oauth.clientIdMetadataDocument`` (None: the parent has none).
     """
 
-    def __init__(self, folder: Path | None, request_parent: Callable[[], ParentRequest | None]) -> None:
+    def __init__(
+        self,
+        folder: Path | None,
+        request_parent: Callable[[], ParentRequest | None],
+        client_metadata_url: str | None = None,
+    ) -> None:
         self.folder = folder
         self._request_parent = request_parent
+        self.client_metadata_url = client_metadata_url
         self.pending: dict[str, Authorization] = {}
 
     def store(self, plugin_id: str, server_url: str) -> CredentialStore:
         """The credential store of ``plugin_id`` for ``server_url``."""
-        return CredentialStore(self.folder, plugin_id, server_url)
+        store = CredentialStore(self.folder, plugin_id, server_url)
+        store.client_metadata_url = self.client_metadata_url
+        return store
 
     def begin(self, plugin_id: str, on_waiting: Callable[[bool], Awaitable[None]]) -> Authorization:
         """A new :class:`Authorization` for a connection of ``plugin_id`` (replacing an older one)."""
@@ -403,6 +428,9 @@ def provider(
     """The SDK's ``OAuthClientProvider`` for one connection (an ``httpx2.Auth``).
 
     ``client_id``/``client_secret``: a pre-registered client (manifest ``backend.oauth``), used first.
+    ``store.client_metadata_url``: the parent's client ID metadata document URL, which the SDK uses as
+    ``client_id`` where the authorization server advertises ``client_id_metadata_document_supported``
+    (MCP authorization 2025-11-25, "Client ID Metadata Documents"), registering dynamically elsewhere.
 
     Two differences from the SDK's:
 
@@ -486,6 +514,7 @@ def provider(
         store,
         redirect_handler=authorization.redirect,
         callback_handler=authorization.callback,
+        client_metadata_url=store.client_metadata_url,
     )
 
 
