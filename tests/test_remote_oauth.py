@@ -334,6 +334,31 @@ async def test_the_client_id_metadata_document_is_the_client_id_where_the_server
         await hostd.request("plugins/disable", {"id": registered})
 
 
+async def test_a_client_from_another_document_is_not_reused(tmp_path: Path) -> None:
+    # The class: a stored client the parent no longer vouches for is presented again. The parent moved its
+    # document; the next authorization must name the new URL, not the stored client of the old one.
+    state = ["--state-dir", str(tmp_path / "state")]
+    moved = "https://app.example/oauth/client-v2.json"
+    async with oauth_server("--cimd") as origin:
+        folder = remote_plugin(tmp_path, f"{origin}/mcp")
+        urls: list[str] = []
+        for document in (DOCUMENT, moved):
+            hello = {"clientInfo": {"name": "app", "version": "0"}, "oauth": {"clientIdMetadataDocument": document}}
+            async with HostdClient.spawn(state, env=plugin_environment(), initialize=hello) as hostd:
+                browser = Browser(hostd)
+                hostd.on_request = browser
+                if document == DOCUMENT:
+                    plugin = await approve(hostd, folder)
+                status = await hostd.request("plugins/enable", {"id": plugin})
+                assert status["status"] == "ready"
+                await hostd.request("plugins/disable", {"id": plugin})
+                urls += browser.urls
+            async with httpx2.AsyncClient(trust_env=False) as http:
+                await http.post(f"{origin}/test/expire")  # the next start meets a 401: a new authorization
+        assert [client_id_of(url) for url in urls] == [DOCUMENT, moved]
+        assert (await stats(origin))["registrations"] == 0
+
+
 async def test_initialize_refuses_a_document_url_that_cannot_be_a_client_id(tmp_path: Path) -> None:
     # draft-ietf-oauth-client-id-metadata-document section 3: https, a path, no dot segment, no fragment, no
     # user name or password. Each is refused by name; the same process then takes a good one.
