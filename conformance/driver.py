@@ -9,7 +9,8 @@ approved), enables it, does what the scenario asks (:func:`exercise`: tool calls
 prompt get), then shuts hostd down. As the parent it plays the browser for OAuth: it fetches the
 ``auth/authorize`` URL without following redirects and hands the redirect back with ``auth/callback``.
 It serves form elicitation (declared in ``initialize``, ``mcp.elicitation`` granted to the plugin) and
-accepts every form with the schema's defaults (SEP-1034). A pre-registered OAuth client from the context
+accepts every form with the schema's defaults (SEP-1034). It names the client ID metadata document the
+application publishes (:data:`CLIENT_ID_METADATA_DOCUMENT`). A pre-registered OAuth client from the context
 (``client_id``, ``client_secret``) goes into the manifest's ``backend.oauth``, the secret as a
 ``${secret:NAME}`` reference set with ``plugins/configure``, as an application would.
 
@@ -58,6 +59,10 @@ STANDARD_HEADERS = "http-standard-headers"
 CLIENT_SECRET = "CONFORMANCE_CLIENT_SECRET"
 #: What the driver tells hostd it serves as the parent (``initialize.params.capabilities``).
 CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
+#: Where the application the driver plays publishes its OAuth client ID metadata document
+#: (``initialize.params.oauth.clientIdMetadataDocument``): the URL the suite's authorization servers expect
+#: as ``client_id`` when they advertise ``client_id_metadata_document_supported`` (auth/basic-cimd).
+CLIENT_ID_METADATA_DOCUMENT = "https://conformance-test.local/client-metadata.json"
 
 
 def log(message: str) -> None:
@@ -200,7 +205,11 @@ async def drive(url: str, scenario: str, context: dict[str, Any], work: Path) ->
     folder.mkdir()
     (folder / "plugin.json").write_text(json.dumps(manifest(url, context)))
     args = ["--state-dir", str(work / "state"), "--no-login-path"]
-    hello = {"clientInfo": {"name": "hostd-conformance-driver", "version": "0"}, "capabilities": CAPABILITIES}
+    hello = {
+        "clientInfo": {"name": "hostd-conformance-driver", "version": "0"},
+        "capabilities": CAPABILITIES,
+        "oauth": {"clientIdMetadataDocument": CLIENT_ID_METADATA_DOCUMENT},
+    }
     async with (
         HostdClient.spawn(args, env=plugin_environment(), initialize=hello) as hostd,
         trio.open_nursery() as nursery,

@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx2
 import pytest
 
-from hostd.cli.client import HostdClient, RpcError
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from tests.conftest import FIXTURES
 from tests.test_remote import fixture_server, remote_plugin
 
@@ -291,3 +291,145 @@ async def test_a_refusal_from_the_authorization_server_is_quoted_as_its_words(
             'plugin remote: the authorization was refused; the authorization server said: "access_denied", '
             '"hostd is broken"'
         )
+
+
+#: Where the test application publishes its OAuth client ID metadata document (``initialize.params.oauth``).
+DOCUMENT = "https://app.example/oauth/client.json"
+
+
+def client_id_of(url: str) -> str:
+    """The ``client_id`` of an authorization URL."""
+    return parse_qs(urlsplit(url).query)["client_id"][0]
+
+
+async def test_the_client_id_metadata_document_is_the_client_id_where_the_server_supports_it(tmp_path: Path) -> None:
+    # One parent with a document, two authorization servers: the one that advertises
+    # client_id_metadata_document_supported gets the document's URL as client_id and no registration; the
+    # one that does not gets a dynamic registration, as before. Before the fix both registered.
+    hello = {"clientInfo": {"name": "app", "version": "0"}, "oauth": {"clientIdMetadataDocument": DOCUMENT}}
+    state = ["--state-dir", str(tmp_path / "state")]
+    async with (
+        HostdClient.spawn(state, env=plugin_environment(), initialize=hello) as hostd,
+        oauth_server("--cimd") as supports,
+        oauth_server() as registers,
+    ):
+        browser = Browser(hostd)
+        hostd.on_request = browser
+        documented = await approve(hostd, remote_plugin(tmp_path, f"{supports}/mcp", plugin_id="documented"))
+        status = await hostd.request("plugins/enable", {"id": documented})
+        assert status["status"] == "ready"
+        assert client_id_of(browser.urls[0]) == DOCUMENT
+        counts = await stats(supports)
+        assert (counts["registrations"], counts["documentClients"], counts["codeGrants"]) == (0, 1, 1)
+        result = await hostd.request("tools/call", {"name": "documented.echo", "arguments": {"text": "by document"}})
+        assert result["content"] == [{"type": "text", "text": "by document"}]
+
+        registered = await approve(hostd, remote_plugin(tmp_path, f"{registers}/mcp", plugin_id="registered"))
+        status = await hostd.request("plugins/enable", {"id": registered})
+        assert status["status"] == "ready"
+        assert client_id_of(browser.urls[1]).startswith("client-")
+        counts = await stats(registers)
+        assert (counts["registrations"], counts["documentClients"], counts["codeGrants"]) == (1, 0, 1)
+        await hostd.request("plugins/disable", {"id": documented})
+        await hostd.request("plugins/disable", {"id": registered})
+
+
+async def test_a_client_from_another_document_is_not_reused(tmp_path: Path) -> None:
+    # The class: a stored client the parent no longer vouches for is presented again. The parent moved its
+    # document; the next authorization must name the new URL, not the stored client of the old one.
+    state = ["--state-dir", str(tmp_path / "state")]
+    moved = "https://app.example/oauth/client-v2.json"
+    async with oauth_server("--cimd") as origin:
+        folder = remote_plugin(tmp_path, f"{origin}/mcp")
+        urls: list[str] = []
+        for document in (DOCUMENT, moved):
+            hello = {"clientInfo": {"name": "app", "version": "0"}, "oauth": {"clientIdMetadataDocument": document}}
+            async with HostdClient.spawn(state, env=plugin_environment(), initialize=hello) as hostd:
+                browser = Browser(hostd)
+                hostd.on_request = browser
+                if document == DOCUMENT:
+                    plugin = await approve(hostd, folder)
+                status = await hostd.request("plugins/enable", {"id": plugin})
+                assert status["status"] == "ready"
+                await hostd.request("plugins/disable", {"id": plugin})
+                urls += browser.urls
+            async with httpx2.AsyncClient(trust_env=False) as http:
+                await http.post(f"{origin}/test/expire")  # the next start meets a 401: a new authorization
+        assert [client_id_of(url) for url in urls] == [DOCUMENT, moved]
+        assert (await stats(origin))["registrations"] == 0
+
+
+async def test_initialize_refuses_a_document_url_that_cannot_be_a_client_id(tmp_path: Path) -> None:
+    # draft-ietf-oauth-client-id-metadata-document section 3: https, a path, no dot segment, no fragment, no
+    # user name or password. Each is refused by name; the same process then takes a good one.
+    bad = [
+        ("http://app.example/client.json", "must be an absolute https URL"),
+        ("https://app.example/", "must have a path"),
+        ("https://app.example", "must have a path"),
+        ("https://app.example/a/../client.json", "'.' or '..' path segment"),
+        ("https://app.example/client.json#x", "must not have a fragment"),
+        ("https://user:pw@app.example/client.json", "user name or password"),
+        ("https://app.example/client json", "spaces or control characters"),
+        ("https://app.example/" + "a" * 2048, "at most 2048 characters"),
+        (7, "must be a string"),
+    ]
+    state = ["--state-dir", str(tmp_path / "state")]
+    async with HostdClient.spawn(state, env=plugin_environment(), handshake=False) as hostd:
+        for url, why in bad:
+            with pytest.raises(RpcError) as refused:
+                await hostd.request("initialize", {"oauth": {"clientIdMetadataDocument": url}})
+            assert refused.value.kind == "INVALID_PARAMS"
+            assert why in refused.value.message, refused.value.message
+            assert refused.value.data["field"] == "oauth.clientIdMetadataDocument"
+        with pytest.raises(RpcError) as refused:
+            await hostd.request("initialize", {"oauth": {"clientId": DOCUMENT}})
+        assert refused.value.data["field"] == "oauth.clientId"
+        result = await hostd.request("initialize", {"oauth": {"clientIdMetadataDocument": DOCUMENT}})
+        assert result["serverInfo"]["name"] == "hostd"
+
+
+async def test_a_2025_03_26_server_is_authorized_with_the_metadata_at_its_origin(
+    hostd: HostdClient, tmp_path: Path
+) -> None:
+    # No protected resource metadata: the authorization server is the MCP server's origin (MCP 2025-03-26,
+    # "Authorization Base URL"); its metadata at <origin>/.well-known/oauth-authorization-server names the
+    # issuer <origin>/oauth and endpoints under /oauth (the default /authorize, /token, /register are not
+    # there). Before the fix: PLUGIN_START_FAILED, the SDK holding the issuer to the origin exactly.
+    browser = Browser(hostd)
+    hostd.on_request = browser
+    async with oauth_server("--no-resource-metadata", "--metadata-issuer", "{origin}/oauth") as origin:
+        plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp"))
+        status = await hostd.request("plugins/enable", {"id": plugin})
+        assert status["status"] == "ready"
+        assert browser.urls[0].startswith(f"{origin}/oauth/authorize?")
+        assert f"iss={quote(origin + '/oauth', safe='')}" in browser.callbacks[0]  # RFC 9207: held to it
+        counts = await stats(origin)
+        assert (counts["registrations"], counts["authorizations"], counts["codeGrants"]) == (1, 1, 1)
+        result = await hostd.request("tools/call", {"name": "remote.echo", "arguments": {"text": "legacy"}})
+        assert result["content"] == [{"type": "text", "text": "legacy"}]
+        await hostd.request("plugins/disable", {"id": plugin})
+
+
+#: Servers whose authorization server metadata names an issuer it is not held to. With protected resource
+#: metadata naming the origin, metadata naming <origin>/oauth: held to the named issuer exactly, as before
+#: (the 2025-03-26 rule does not apply). Without it, metadata at the origin naming another origin's issuer,
+#: another port or another host (a mix-up: claiming another authorization server's identity).
+MISMATCHED = [
+    ("--metadata-issuer", "{origin}/oauth"),
+    ("--no-resource-metadata", "--metadata-issuer", "http://127.0.0.1:1/oauth"),
+    ("--no-resource-metadata", "--metadata-issuer", "https://auth.example.com"),
+]
+
+
+async def test_metadata_naming_another_issuer_is_refused(hostd: HostdClient, tmp_path: Path) -> None:
+    hostd.on_request = Browser(hostd)
+    for index, server in enumerate(MISMATCHED):
+        async with oauth_server(*server) as origin:
+            plugin = await approve(hostd, remote_plugin(tmp_path, f"{origin}/mcp", plugin_id=f"mismatched{index}"))
+            with pytest.raises(RpcError) as failed:
+                await hostd.request("plugins/enable", {"id": plugin})
+            assert failed.value.kind == "PLUGIN_START_FAILED", server
+            assert "Authorization server metadata issuer mismatch" in failed.value.message, failed.value.message
+            counts = await stats(origin)
+            assert (counts["registrations"], counts["authorizations"]) == (0, 0), server
+    assert hostd.requests == []  # the parent was never asked to authorize

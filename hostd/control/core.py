@@ -22,6 +22,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
+from urllib.parse import urlsplit
 
 from hostd import __version__
 from hostd.storage.state import StateStore
@@ -65,6 +66,9 @@ class InitializeOptions:
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     #: Sends a hostd->parent request (set by the control channel; see :meth:`ControlServer.request_parent`).
     request_parent: ParentRequest | None = None
+    #: ``oauth.clientIdMetadataDocument``: the https URL where the application publishes its OAuth client
+    #: metadata, used as ``client_id`` where the authorization server supports it (hostd/remote/oauth.py).
+    client_id_metadata_document: str | None = None
 
 
 @dataclass
@@ -273,6 +277,7 @@ def parse_initialize(params: Any, default_state_dir: str | None) -> InitializeOp
         client_capabilities = parse_client_capabilities(params.get("capabilities"))
     except ValueError as exc:
         raise bad(f"capabilities: {exc}", "capabilities") from None
+    document = _client_id_metadata_document(params.get("oauth"), bad)
     return InitializeOptions(
         client_name=name,
         client_version=version,
@@ -281,7 +286,62 @@ def parse_initialize(params: Any, default_state_dir: str | None) -> InitializeOp
         state_dir=state_dir,
         content_limits=content_limits,
         client_capabilities=client_capabilities,
+        client_id_metadata_document=document,
     )
+
+
+#: Longest ``oauth.clientIdMetadataDocument`` hostd takes, in characters (it travels in every authorization URL).
+MAX_CLIENT_ID_URL = 2048
+
+
+def client_id_metadata_document_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a client ID metadata document's URL (a ``client_id``), or None when it can.
+
+    The rules of draft-ietf-oauth-client-id-metadata-document-00 section 3, as MCP's authorization spec
+    (2025-11-25, "Client ID Metadata Documents") requires them of clients: an ``https`` URL with a host and a
+    path other than ``/``, no ``.`` or ``..`` path segment, no fragment, no user name or password; hostd also
+    refuses spaces and control characters and more than :data:`MAX_CLIENT_ID_URL` characters. Pure.
+    """
+    if len(url) > MAX_CLIENT_ID_URL:
+        return f"must be at most {MAX_CLIENT_ID_URL} characters"
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
+        return "must not contain spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on an invalid port
+    except ValueError as exc:
+        return f"is not a valid URL: {exc}"
+    if parts.scheme.lower() != "https" or not parts.hostname:
+        return "must be an absolute https URL"
+    if parts.path in ("", "/"):
+        return "must have a path (the client ID is the document's URL, e.g. https://app.example/oauth/client.json)"
+    if any(segment in (".", "..") for segment in parts.path.split("/")):
+        return "must not contain a '.' or '..' path segment"
+    if parts.fragment or url.endswith("#"):
+        return "must not have a fragment ('#...')"
+    if parts.username is not None or parts.password is not None:
+        return "must not hold a user name or password"
+    return None
+
+
+def _client_id_metadata_document(value: Any, bad: Callable[[str, str], HostError]) -> str | None:
+    """``initialize``'s ``oauth.clientIdMetadataDocument`` checked (:func:`client_id_metadata_document_problem`)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad("oauth must be an object", "oauth")
+    unknown = sorted(set(value) - {"clientIdMetadataDocument"})
+    if unknown:
+        raise bad(f"oauth: unknown field {unknown[0]!r}", f"oauth.{unknown[0]}")
+    url = value.get("clientIdMetadataDocument")
+    if url is None:
+        return None
+    if not isinstance(url, str):
+        raise bad("oauth.clientIdMetadataDocument must be a string", "oauth.clientIdMetadataDocument")
+    problem = client_id_metadata_document_problem(url)
+    if problem is not None:
+        raise bad(f"oauth.clientIdMetadataDocument {problem}", "oauth.clientIdMetadataDocument")
+    return url
 
 
 #: The client features a parent may serve, and the members each may have (``initialize.params.capabilities``).

@@ -254,9 +254,24 @@ class ContentLimitsParams(_Params):
     max_blob_bytes: int | None = Field(default=None, alias="maxBlobBytes", description="decoded blob bytes")
 
 
+class OAuthSettings(_Params):
+    """``initialize``'s ``oauth``: the application's OAuth client identity, for remote plugins' authorization."""
+
+    client_id_metadata_document: str | None = Field(
+        default=None,
+        alias="clientIdMetadataDocument",
+        description="the https URL where the application publishes its OAuth client ID metadata document "
+        "(draft-ietf-oauth-client-id-metadata-document; MCP authorization, 2025-11-25). Where an authorization "
+        "server advertises `client_id_metadata_document_supported`, hostd uses this URL as `client_id` instead of "
+        "registering; elsewhere it registers dynamically. The document must list hostd's redirect URI "
+        "`http://127.0.0.1/callback` (any port, RFC 8252 section 7.3). An https URL with a path other than `/`, "
+        "no `.`/`..` segment, fragment, user name or password, at most 2048 characters",
+    )
+
+
 class InitializeParams(_Params):
-    """``initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?}``: the first
-    request; its answer is the readiness signal.
+    """``initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?, capabilities?,
+    oauth?}``: the first request; its answer is the readiness signal.
 
     Documentation only: ``hostd.control.server`` checks them by hand (pydantic is not loaded before the answer).
     """
@@ -272,6 +287,9 @@ class InitializeParams(_Params):
         default=None,
         description="the client features the parent answers for plugins; hostd offers a plugin only what is "
         "here and granted to it ([Requests to the parent](#requests-to-the-parent))",
+    )
+    oauth: OAuthSettings | None = Field(
+        default=None, description="`{clientIdMetadataDocument?}`: the application's OAuth client identity"
     )
 
 

@@ -144,7 +144,9 @@ class Host:
         self.prepare_locks: dict[str, trio.Lock] = {}
         #: OAuth of remote plugins: credentials under <state>/credentials, the browser step in the parent.
         credentials = self.store.directory / "credentials" if self.store is not None else None
-        self.authorizer = Authorizer(credentials, lambda: self.options.request_parent)
+        self.authorizer = Authorizer(
+            credentials, lambda: self.options.request_parent, options.client_id_metadata_document
+        )
 
     @classmethod
     async def create(

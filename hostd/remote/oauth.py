@@ -43,6 +43,19 @@ supplies three things:
   below hostd's log level.
 - **Logout.** ``plugins/logout {id}`` forgets a plugin's credentials and stops
   it (the next enable authorizes again).
+- **Which client hostd is.** A pre-registered client (manifest
+  ``backend.oauth``) first; else, where the authorization server advertises
+  ``client_id_metadata_document_supported``, the URL of the application's
+  client ID metadata document (``initialize.params.oauth.clientIdMetadataDocument``,
+  from the parent: it names the application, so no plugin's manifest may
+  name it); else dynamic registration (MCP authorization 2025-11-25,
+  "Client Registration": that order). The SDK does each; hostd supplies the URL.
+- **Servers of the 2025-03-26 revision** (no protected resource metadata):
+  the authorization server is the MCP server's origin, as in the SDK, and
+  the ``issuer`` of the metadata found there is held to that origin rather
+  than to the origin exactly (:func:`legacy_issuer` says why and what stays
+  refused); servers that publish protected resource metadata keep the SDK's
+  exact check.
 """
 
 from __future__ import annotations
@@ -58,6 +71,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 import trio
 
 from hostd.storage.secrets import usable_keyring
@@ -92,6 +106,9 @@ class CredentialStore:
         self._memory: dict[str, Any] = {}
         #: A pre-registered client (manifest backend.oauth): it wins over a stored registration.
         self.preset: Any = None
+        #: The parent's ``oauth.clientIdMetadataDocument`` (None: none). A stored client whose ``client_id`` was
+        #: another document URL (the parent changed or dropped it) is not offered: the flow chooses again.
+        self.client_metadata_url: str | None = None
 
     # -- the SDK's TokenStorage ------------------------------------------------------
 
@@ -116,11 +133,17 @@ class CredentialStore:
 
         if self.preset is not None:
             return self.preset
-        data = (await self._load()).get("client")
-        return OAuthClientInformationFull.model_validate(data) if data else None
+        entry = await self._load()
+        data = entry.get("client")
+        document = entry.get("clientIdMetadataDocument")
+        if not data or (document is not None and document != self.client_metadata_url):
+            return None
+        return OAuthClientInformationFull.model_validate(data)
 
     async def set_client_info(self, client_info: Any) -> None:
         await self._update("client", client_info.model_dump(mode="json", exclude_none=True))
+        used = client_info.client_id if client_info.client_id == self.client_metadata_url else None
+        await self._update("clientIdMetadataDocument", used)
 
     # -- storage ---------------------------------------------------------------------
 
@@ -342,17 +365,26 @@ class Authorizer:
 
     ``folder`` is ``<state>/credentials`` (``None``: in memory only);
     ``request_parent`` returns the control channel's hostd->parent request
-    function (None before ``initialize``).
+    function (None before ``initialize``); ``client_metadata_url`` the parent's
+    ``initialize.params.oauth.clientIdMetadataDocument`` (None: the parent has none).
     """
 
-    def __init__(self, folder: Path | None, request_parent: Callable[[], ParentRequest | None]) -> None:
+    def __init__(
+        self,
+        folder: Path | None,
+        request_parent: Callable[[], ParentRequest | None],
+        client_metadata_url: str | None = None,
+    ) -> None:
         self.folder = folder
         self._request_parent = request_parent
+        self.client_metadata_url = client_metadata_url
         self.pending: dict[str, Authorization] = {}
 
     def store(self, plugin_id: str, server_url: str) -> CredentialStore:
         """The credential store of ``plugin_id`` for ``server_url``."""
-        return CredentialStore(self.folder, plugin_id, server_url)
+        store = CredentialStore(self.folder, plugin_id, server_url)
+        store.client_metadata_url = self.client_metadata_url
+        return store
 
     def begin(self, plugin_id: str, on_waiting: Callable[[bool], Awaitable[None]]) -> Authorization:
         """A new :class:`Authorization` for a connection of ``plugin_id`` (replacing an older one)."""
@@ -395,12 +427,21 @@ def provider(
 ) -> Any:
     """The SDK's ``OAuthClientProvider`` for one connection (an ``httpx2.Auth``).
 
-    One difference from the SDK's: tokens loaded from the store keep their
-    expiry (the SDK forgets it across restarts and would present an expired
-    token, get 401 and ask the person again); so a token that expired while
-    hostd or the plugin was stopped is refreshed without the person.
+    ``client_id``/``client_secret``: a pre-registered client (manifest ``backend.oauth``), used first.
+    ``store.client_metadata_url``: the parent's client ID metadata document URL, which the SDK uses as
+    ``client_id`` where the authorization server advertises ``client_id_metadata_document_supported``
+    (MCP authorization 2025-11-25, "Client ID Metadata Documents"), registering dynamically elsewhere.
+
+    Two differences from the SDK's:
+
+    - tokens loaded from the store keep their expiry (the SDK forgets it across restarts and would
+      present an expired token, get 401 and ask the person again); so a token that expired while
+      hostd or the plugin was stopped is refreshed without the person;
+    - the 2025-03-26 discovery (no protected resource metadata) holds the metadata's ``issuer`` to
+      the server's origin rather than to the origin exactly (:func:`legacy_issuer`).
     """
     from mcp.client.auth import OAuthClientProvider  # noqa: PLC0415
+    from mcp.client.auth.utils import create_oauth_metadata_request  # noqa: PLC0415
     from mcp.shared.auth import OAuthClientInformationFull  # noqa: PLC0415
 
     if client_id is not None:  # pre-registered (manifest backend.oauth): no dynamic registration
@@ -410,13 +451,62 @@ def provider(
             redirect_uris=[authorization.redirect_uri],  # type: ignore[list-item]
             token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
         )
+    parts = urlsplit(server_url)
+    origin = f"{parts.scheme}://{parts.netloc}"  # as the SDK builds its well-known URLs
+    resource_root = httpx2.URL(f"{origin}/.well-known/oauth-protected-resource")
+    legacy_metadata = httpx2.URL(f"{origin}/.well-known/oauth-authorization-server")
 
     class Provider(OAuthClientProvider):
+        #: The issuer :func:`legacy_issuer` accepted for this flow's 2025-03-26 discovery (None: the SDK's rule).
+        _legacy_issuer: str | None = None
+        #: Its metadata response, handed to the SDK when it asks for the same URL next (one fetch, not two).
+        _legacy_answer: Any = None
+
         async def _initialize(self) -> None:
             await super()._initialize()
             expiry = await store.expires_at()
             if expiry is not None and self.context.current_tokens is not None:
                 self.context.token_expiry_time = expiry
+
+        def _expected_issuer(self) -> str:
+            if self.context.auth_server_url is None and self._legacy_issuer is not None:
+                return self._legacy_issuer
+            return str(super()._expected_issuer())
+
+        async def _auth_flow(self, request: Any) -> Any:
+            """The SDK's flow; where its resource metadata discovery ends with none, the legacy
+            metadata is fetched first so :meth:`_expected_issuer` knows the issuer to hold it to."""
+            flow = super()._auth_flow(request)
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    answer, self._legacy_answer = self._legacy_answer, None
+                    if answer is not None and outgoing.method == "GET" and outgoing.url == legacy_metadata:
+                        response = answer
+                    else:
+                        response = yield outgoing
+                        if await self._ends_discovery_without_metadata(outgoing, response):
+                            answer = yield create_oauth_metadata_request(str(legacy_metadata))
+                            self._legacy_issuer = await legacy_issuer(answer, server_url)
+                            self._legacy_answer = answer
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
+            finally:
+                await flow.aclose()
+
+        async def _ends_discovery_without_metadata(self, outgoing: Any, response: Any) -> bool:
+            """Whether ``response`` ends the SDK's resource metadata discovery with none (its last URL, the
+            root one, answered with no metadata and no server error), no authorization server known."""
+            if self.context.auth_server_url is not None or outgoing.method != "GET":
+                return False
+            if outgoing.url != resource_root:
+                return False
+            self._legacy_issuer = None
+            status: int = response.status_code
+            if status == 200:  # the SDK goes on without metadata it cannot read, as without any
+                return await _unreadable_resource_metadata(response)
+            return status < 500 and status != 429
 
     return Provider(
         server_url,
@@ -424,7 +514,59 @@ def provider(
         store,
         redirect_handler=authorization.redirect,
         callback_handler=authorization.callback,
+        client_metadata_url=store.client_metadata_url,
     )
+
+
+async def _unreadable_resource_metadata(response: Any) -> bool:
+    from mcp.shared.auth import ProtectedResourceMetadata  # noqa: PLC0415
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    try:
+        ProtectedResourceMetadata.model_validate_json(await response.aread())
+    except ValidationError:
+        return True
+    return False
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of ``url``, lower-case, the port explicit (443 for https, 80 for http)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower().rstrip("."), parts.port or (443 if scheme == "https" else 80)
+
+
+async def legacy_issuer(answer: Any, server_url: str) -> str | None:
+    """The ``issuer`` of 2025-03-26 authorization server metadata hostd holds it to, or None for the SDK's rule.
+
+    ``answer`` is the response (an ``httpx2.Response``) to ``GET <origin>/.well-known/oauth-authorization-server``
+    for the MCP server ``server_url``, asked when the server publishes no protected resource metadata (MCP
+    authorization 2025-03-26, "Authorization Base URL": the authorization server is the MCP server's origin).
+
+    RFC 8414 section 3.3 holds the ``issuer`` to the identifier the well-known URL was built from; the
+    2025-03-26 URL is built from the MCP server's origin, not from an issuer, so what the document can be held
+    to is that origin: an issuer on the same scheme, host and port (``<origin>/oauth``) names nothing outside
+    the origin hostd fetched it from and the user approved, and is returned (the SDK then requires exactly
+    it, and the ``iss`` of the authorization response, RFC 9207, is compared with it). The class this keeps
+    closed: *metadata naming another authorization server's issuer* (a mix-up): an issuer on any other
+    origin gets None, and the SDK's own rule (the origin exactly) refuses it. A server that publishes
+    protected resource metadata never reaches this: its authorization server's metadata is held to the
+    issuer that metadata names, exactly (the SDK's rule, unchanged). None also when the answer is not
+    200 with valid metadata, or its issuer is the origin itself (the SDK's rule accepts it).
+    """
+    from mcp.shared.auth import OAuthMetadata  # noqa: PLC0415
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    if answer.status_code != 200:
+        return None
+    try:
+        metadata = OAuthMetadata.model_validate_json(await answer.aread())
+    except ValidationError:
+        return None
+    issuer = str(metadata.issuer)
+    if _origin(issuer) != _origin(server_url) or urlsplit(issuer).path in ("", "/"):
+        return None
+    return issuer
 
 
 def client_metadata(redirect_uri: str, scope: str | None) -> Any:
