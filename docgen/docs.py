@@ -102,6 +102,7 @@ TYPES: Final[Mapping[str, type[BaseModel]]] = {
     "CapabilitySet": p.CapabilitySet,
     "FolderCapability": p.FolderCapability,
     "NetworkCapability": p.NetworkCapability,
+    "NetworkAllowlist": p.NetworkAllowlist,
     "SecretCapability": p.SecretCapability,
     "PackageCapability": p.PackageCapability,
     "RootsRequestParams": p.RootsRequestParams,

@@ -196,7 +196,12 @@ class IsolationPolicy:
     may lie inside either (hostd's state folder, other plugins' folders;
     :func:`sandbox.paths.check_fences`), except the plugin's own data folder
     and ``TMPDIR`` and, for reading, its own folder and the
-    ``own_read_paths`` (its prepared environments).
+    ``own_read_paths`` (its prepared environments). ``proxy_hosts``: the
+    plugin's network allowlist (canonical entries of
+    :mod:`hostd.net.allowlist`; ``None``: the plugin has none, and
+    ``network`` alone decides), ``proxy_private``: its entries that may
+    resolve to non-public addresses; the sandbox treats both as opaque
+    strings (hostd's proxy reads them), shown and covered by the launch.
 
     Raises ``ValueError`` for an inconsistent policy (ports with
     ``"allow"``, a port outside 1..65535, a relative path, a limit <= 0).
@@ -220,6 +225,8 @@ class IsolationPolicy:
     grant_named_paths: bool = False
     fenced_paths: tuple[str, ...] = ()
     own_read_paths: tuple[str, ...] = ()
+    proxy_hosts: tuple[str, ...] | None = None
+    proxy_private: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.network not in ("allow", "deny"):

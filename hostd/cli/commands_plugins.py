@@ -52,6 +52,7 @@ from hostd.cli.render import (
     terminal_safe,
     tool_count_note,
 )
+from hostd.net.allowlist import canonical_entries
 from hostd.storage.secrets import SecretStore
 
 
@@ -187,18 +188,30 @@ def _import_table(console: Console, entries: Sequence[Mapping[str, Any]]) -> Non
 
 
 async def cmd_grant(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
-    """``hostctl grant ID [PERMISSION ...] [--all]``: replace the granted permissions."""
+    """``hostctl grant ID [PERMISSION ...] [--all] [--host HOST ...] [--revoke-host HOST ...]``: replace the
+    granted permissions; add or take back network hosts (``plugins/grant networkHosts``, issue 26). With only
+    ``--host`` / ``--revoke-host`` the granted permissions stay as they are."""
     info = find_plugin(await settle(client), args.id)
+    hosts_given = bool(args.host or args.revoke_host)
     permissions = list(info["permissions"]) if args.all else list(args.permissions)
     if not args.all and not permissions:
-        raise Failure(
-            "USAGE",
-            f"name the permissions to grant, or --all (it declares: {', '.join(info['permissions']) or 'none'})",
-        )
-    info = await client.request("plugins/grant", {"id": args.id, "permissions": permissions})
+        if not hosts_given:
+            raise Failure(
+                "USAGE",
+                f"name the permissions to grant, or --all (it declares: {', '.join(info['permissions']) or 'none'})",
+            )
+        permissions = list(info["granted"])
+    params: dict[str, Any] = {"id": args.id, "permissions": permissions}
+    if hosts_given:
+        revoked = set(canonical_entries(args.revoke_host))
+        kept = [h for h in info.get("networkHosts") or [] if h not in revoked]
+        params["networkHosts"] = [*kept, *args.host]  # hostd checks every entry and names a bad one
+    info = await client.request("plugins/grant", params)
 
     def human(out: Console) -> None:
         say(out, f"{args.id}: granted {', '.join(info['granted']) or 'nothing'}")
+        if hosts_given:
+            say(out, f"{args.id}: network hosts granted: {', '.join(info.get('networkHosts') or []) or 'none'}")
         print_next_for(out, info)
 
     return show(opts, info, human)

@@ -113,6 +113,9 @@ class GrantParams(_Params):
     ``secretArguments``: ``true`` lets the launch put secrets on its command line (readable by every
     process in ``/proc/<pid>/cmdline``), for a server that takes its secret only as an argument; shown in
     ``launch.secretArguments`` and part of the approval digest. Absent: unchanged.
+    ``networkHosts``: network allowlist entries granted on top of the manifest's ``network.hosts``
+    (``api.example.com``, ``*.example.com``, ``127.0.0.1:8200``...; replaces the granted ones, ``[]`` revokes
+    them all); shown in ``launch.network`` and covered by the digest. Absent: unchanged.
     """
 
     id: str = Field(min_length=1)
@@ -121,6 +124,9 @@ class GrantParams(_Params):
     limits: Limits | None = None
     folders: FolderGrants | None = None
     secret_arguments: bool | None = Field(default=None, alias="secretArguments")
+    network_hosts: list[Annotated[str, Field(max_length=270)]] | None = Field(
+        default=None, alias="networkHosts", max_length=256
+    )
 
 
 class GrantPathParams(_Params):

@@ -230,6 +230,19 @@ class ShimNote(Wire):
     message: str = Field(description="what it means, for people (with the fix when `resolved` is absent)")
 
 
+class NetworkAllowlist(Wire):
+    """``Launch.network``: a plugin's network allowlist (manifest field ``network``; issue 26)."""
+
+    hosts: list[str] = Field(
+        description="entries in their canonical spelling, sorted: `name`, `*.suffix` (names below it), an address "
+        "(`127.0.0.1`, `[::1]`), each with `:PORT` or, without one, ports 80 and 443"
+    )
+    private: list[str] = Field(
+        description="names that may resolve to loopback, private or link-local addresses (any other name "
+        "resolving there is refused)"
+    )
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -304,7 +317,16 @@ class Launch(Wire):
         "process of the machine reads a command line",
     )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"prepare", "remote", "capabilities", "secret_arguments", "shim"})
+    network: NetworkAllowlist | None = Field(
+        default=None,
+        description="[`NetworkAllowlist`](#networkallowlist): the hosts the plugin may reach through hostd's proxy "
+        "(the manifest's `network` and the parent's `networkHosts` grants), covered by the digest; absent for a "
+        "plugin without an allowlist",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset(
+        {"prepare", "remote", "capabilities", "secret_arguments", "shim", "network"}
+    )
 
 
 class LaunchUnresolved(Wire):
@@ -376,7 +398,7 @@ class PluginInfo(Wire):
     """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
     `plugins/approve`, `plugins/configure` and `plugins/list`."""
 
-    omit_none = frozenset({"user_config", "origin", "error", "package"})
+    omit_none = frozenset({"user_config", "origin", "error", "package", "network_hosts"})
 
     id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
     name: str = Field(description="human-readable name")
@@ -401,6 +423,12 @@ class PluginInfo(Wire):
         alias="networkPorts",
         description="TCP ports the parent granted, sorted ([`plugins/grant`](#pluginsgrant)); reachable under "
         "`--sandbox strict`",
+    )
+    network_hosts: list[str] | None = Field(
+        default=None,
+        alias="networkHosts",
+        description="network allowlist entries the parent granted ([`plugins/grant`](#pluginsgrant) "
+        "`networkHosts`), canonical, sorted; absent when none (`launch.network` has the whole allowlist)",
     )
     limits: GrantedLimits = Field(
         description="`{maxRssMb, maxCpuPercent, maxDiskMb, maxTools, maxListingMb}` granted to this "
@@ -830,4 +858,13 @@ class StateRecord(Wire):
         "`--no-restore` shows the plugin `error` with it instead of starting it",
     )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"secret_arguments", "install", "call_grants", "start_error"})
+    network_hosts: list[str] | None = Field(
+        default=None,
+        alias="networkHosts",
+        description="network allowlist entries the parent granted (`plugins/grant` `networkHosts`), canonical, "
+        "sorted; absent when none",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset(
+        {"secret_arguments", "install", "call_grants", "start_error", "network_hosts"}
+    )
