@@ -46,6 +46,7 @@ from sandbox.environment import (
     is_secret_name,
     trim_path,
 )
+from sandbox.netns import proxy_environment
 from sandbox.paths import PathRefused, ensure_private_dir, is_inside
 from sandbox.policy import (
     IsolationPlan,
@@ -449,6 +450,8 @@ def resolve_launch(
             prepared=prepared,
             runtime=runtime,
         )
+        if "netproxy" in isolation:
+            env.update(proxy_environment())  # the plugin's one way out (sandbox/netns.py), set last
 
     return Launch(
         command=command,
@@ -519,7 +522,7 @@ def _isolation_plan(
         tmpdir=tmpdir,
         data_dir=data_dir,
         tcp_ports=isolation_policy.allowed_tcp_ports if "landlock-net" in isolation else (),
-        deny_unix_sockets=isolation_policy.network == "deny",
+        deny_unix_sockets=isolation_policy.network == "deny" or "netproxy" in isolation,
         extra_read=(*isolation_policy.extra_read_paths, *grant_read, *trust),
         extra_write=(*isolation_policy.extra_write_paths, *grant_write),
     )

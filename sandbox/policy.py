@@ -14,7 +14,10 @@ offers them and simply left out of the tuple when it does not. Network
 denial is not optional: ``network="deny"`` that no layer here can enforce
 makes :func:`plan_layers` raise :class:`IsolationUnavailable`.
 
-Network modes:
+Network modes (a policy with an allowlist, ``proxy_hosts``, takes the
+``netproxy`` layer instead where the kernel allows it: a private network
+namespace whose only way out is hostd's proxy, ``sandbox/netns.py``; with
+it ``seccomp-net`` refuses ``socket(AF_UNIX)`` as under ``"deny"``):
 
 - ``"allow"``: no network restriction (``allowed_tcp_ports`` must be empty);
 - ``"deny"`` without ports: a private network namespace (``netns``: no
@@ -84,6 +87,7 @@ LAYER_ORDER: tuple[str, ...] = (
     "landlock-scope",
     "userns",
     "netns",
+    "netproxy",
     "pidns",
     "seccomp",
     "seccomp-net",
@@ -324,7 +328,12 @@ def plan_layers(
     landlock = policy.landlock
     if landlock and "landlock-fs" in have:
         layers.append("landlock-fs")
-    if policy.network == "deny":
+    proxied = _proxied(policy, have)
+    if proxied:
+        # The allowlist replaces the level's network: a namespace with no route out, hostd's proxy its one way
+        # out (sandbox/netns.py); Landlock's TCP rules would only cut the proxy's own port.
+        layers += ["netns", "netproxy"]
+    elif policy.network == "deny":
         tcp = landlock and "landlock-net" in have
         if policy.allowed_tcp_ports:
             if not tcp:
@@ -355,9 +364,16 @@ def plan_layers(
         layers.append("userns")
     if policy.seccomp and "seccomp" in have:
         layers.append("seccomp")
-    if policy.network == "deny" and "seccomp-net" in have:
+    if (policy.network == "deny" or proxied) and "seccomp-net" in have:
         layers.append("seccomp-net")  # socket kinds the network rules do not cover (module text)
     return order_layers(layers)
+
+
+def _proxied(policy: IsolationPolicy, have: set[str]) -> bool:
+    """Whether ``netproxy`` is planned: the policy has an allowlist (``proxy_hosts``), is not ``basic`` (it
+    applies Landlock), and user, network and pid namespaces all work here. Otherwise the plugin keeps the
+    level's network (``network``: today's all-or-nothing), which ``launch`` states."""
+    return policy.proxy_hosts is not None and policy.landlock and {"netns", "pidns"} <= have
 
 
 def _is_broad(folder: str, guarded: Sequence[str]) -> bool:

@@ -176,11 +176,24 @@ class FolderCapability(Wire):
 class NetworkCapability(Wire):
     """What network a plugin may reach (``launch.capabilities.network``)."""
 
-    access: Literal["all", "none", "ports"] = Field(
-        description="`all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), or "
-        "`ports` (strict, TCP connect to `tcpPorts` only)"
+    access: Literal["all", "none", "ports", "hosts"] = Field(
+        description="`all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), "
+        "`ports` (strict, TCP connect to `tcpPorts` only), or `hosts` (the plugin's allowlist, enforced: its own "
+        "network namespace, hostd's proxy its only way out)"
     )
     tcp_ports: list[int] = Field(alias="tcpPorts", description="the TCP ports it may connect to under `ports`")
+    hosts: list[str] | None = Field(
+        default=None,
+        description="the plugin's allowlist (`launch.network.hosts`); absent for a plugin without one",
+    )
+    filtering: str | None = Field(
+        default=None,
+        description="for a plugin with an allowlist: `enforced`, or why it is not (the kernel offers no "
+        "unprivileged network and pid namespaces, or `--sandbox basic`): the plugin then has the level's network "
+        "(`access`), all or nothing as before",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"hosts", "filtering"})
 
 
 class SecretCapability(Wire):
@@ -278,7 +291,8 @@ class Launch(Wire):
     )
     isolation: list[str] = Field(
         description="the isolation layers that will be in force, in a fixed order: `shim`, `rlimits`, "
-        "`no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `seccomp`, "
+        "`no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `netproxy` (the "
+        "allowlist's proxy is the only way out), `pidns`, `seccomp`, "
         "`seccomp-net` ([What a plugin sees](#what-a-plugin-sees)); which ones depends on `--sandbox` and on "
         "what the kernel offers"
     )

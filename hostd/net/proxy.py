@@ -40,7 +40,7 @@ import trio
 
 from hostd.net.allowlist import Allowlist, EntryError, addresses_problem, canonical_host, split_host_port
 
-__all__ = ["Decision", "PluginProxy", "ProxyLimits", "Refused", "Resolver", "system_resolver"]
+__all__ = ["Decision", "PluginProxy", "ProxyLimits", "Refused", "Resolver", "run_proxy", "system_resolver"]
 
 #: ``resolve(host, port)`` -> the addresses (strings) the host has; raises ``OSError`` when it has none.
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -316,6 +316,43 @@ async def _connect(address: str, port: int) -> trio.SocketStream:
         sock.close()
         raise
     return trio.SocketStream(sock)
+
+
+async def run_proxy(
+    plugin: str,
+    listener: trio.abc.Listener[Any],
+    allowlist: Allowlist,
+    log: Callable[[str], Awaitable[None]],
+    *,
+    limits: ProxyLimits | None = None,
+) -> None:
+    """Serve ``plugin``'s proxy on ``listener`` until cancelled; each refusal becomes one ``log`` line
+    (``"network: refused HOST:PORT (STATUS): REASON"``; hostd sends it to the parent as ``plugins/log``).
+
+    Refusals wait in a bounded queue (256); beyond it they are counted, never waited for: a plugin that hammers
+    forbidden hosts slows neither its own connections nor hostd. Cancellation closes the listener and every
+    connection of the plugin.
+    """
+    send, receive = trio.open_memory_channel[dict[str, Any]](256)
+    dropped = [0]
+
+    def on_refused(record: dict[str, Any]) -> None:
+        try:
+            send.send_nowait(record)
+        except trio.WouldBlock:
+            dropped[0] += 1
+
+    async def report() -> None:
+        async for record in receive:
+            extra = f" ({dropped[0]} more refusals not shown)" if dropped[0] else ""
+            dropped[0] = 0
+            where = f"{record['host']}:{record['port']}" if record["host"] else "a connection"
+            await log(f"network: refused {where} ({record['status']}): {record['reason']}{extra}")
+
+    proxy = PluginProxy(plugin, allowlist, limits=limits, on_refused=on_refused)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(report)
+        await proxy.serve(listener)
 
 
 def _parse_head(head: bytes) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]]]:
