@@ -99,6 +99,8 @@ TYPES: Final[Mapping[str, type[BaseModel]]] = {
     "GrantRequestParams": p.GrantRequestParams,
     "RequestedPath": p.RequestedPath,
     "GrantAnswer": p.GrantAnswer,
+    "NetworkRequestParams": p.NetworkRequestParams,
+    "NetworkAnswer": p.NetworkAnswer,
     "CapabilitySet": p.CapabilitySet,
     "FolderCapability": p.FolderCapability,
     "NetworkCapability": p.NetworkCapability,

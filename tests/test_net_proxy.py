@@ -241,3 +241,32 @@ async def test_the_bytes_per_second_bound_is_a_token_bucket_on_trios_clock(
         stamps.append(trio.current_time() - start)
     # The first second's worth is there at once; each next 1000 bytes waits one second.
     assert stamps == [0.0, 1.0, 2.0, 3.0]
+
+
+async def test_one_question_per_destination_however_many_connections_wait(
+    nursery: trio.Nursery, ports: dict[str, int]
+) -> None:
+    asked: list[tuple[str, int]] = []
+    release = trio.Event()
+
+    async def ask(host: str, port: int) -> str:
+        asked.append((host, port))
+        await release.wait()
+        return "once"
+
+    allow = Allowlist.parse([], private=["upstream.test"])
+    plugin_proxy = PluginProxy("p3", allow, resolver=fake_resolver, ask=ask)
+    port = await start_proxy(nursery, plugin_proxy)
+    answers: list[tuple[bytes, bytes]] = []
+
+    async def connect() -> None:
+        answers.append(await exchange(port, b"CONNECT upstream.test:%d HTTP/1.1\r\n\r\n" % ports["echo"], then=b"hi"))
+
+    async with trio.open_nursery() as clients:
+        for _ in range(3):
+            clients.start_soon(connect)
+        await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+        assert asked == [("upstream.test", ports["echo"])]  # the other two wait for the same answer
+        release.set()
+    assert answers == [(b"HTTP/1.1 200 Connection Established", b"hi")] * 3
+    assert asked == [("upstream.test", ports["echo"])]

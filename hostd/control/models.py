@@ -79,7 +79,9 @@ from hostd.control.results import (
     LogParams,
     LogsResult,
     NetworkAllowlist,
+    NetworkAnswer,
     NetworkCapability,
+    NetworkRequestParams,
     PackageCapability,
     PackageVersion,
     PagedResult,
@@ -151,7 +153,9 @@ __all__ = [
     "LogsParams",
     "LogsResult",
     "NetworkAllowlist",
+    "NetworkAnswer",
     "NetworkCapability",
+    "NetworkRequestParams",
     "P",
     "PackageCapability",
     "PackageVersion",
@@ -243,10 +247,11 @@ PARENT_REQUESTS: dict[str, type[BaseModel]] = {
     "elicitation/create": SamplingRequestParams,
     "roots/list": RootsRequestParams,
     "grants/request": GrantRequestParams,
+    "network/request": NetworkRequestParams,
 }
 
 #: The result type of each request hostd sends the parent, where hostd reads it (the others go to the server).
-PARENT_RESULTS: dict[str, type[BaseModel]] = {"grants/request": GrantAnswer}
+PARENT_RESULTS: dict[str, type[BaseModel]] = {"grants/request": GrantAnswer, "network/request": NetworkAnswer}
 
 #: The params type of each notification hostd sends.
 NOTIFICATIONS: dict[str, type[BaseModel]] = {

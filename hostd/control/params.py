@@ -301,6 +301,11 @@ class ParentCapabilities(_Params):
         description="`{}`: answers `grants/request`, the user's consent to a file or folder a tool call names "
         "([Call-time grants](#call-time-grants))",
     )
+    network: ParentFeature | None = Field(
+        default=None,
+        description="`{}`: answers `network/request`, the user's consent to a host a plugin's allowlist does not "
+        "name (issue 26)",
+    )
 
 
 class CancelParams(_Params):

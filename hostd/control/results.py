@@ -815,6 +815,26 @@ class GrantAnswer(Wire):
     )
 
 
+class NetworkRequestParams(Wire):
+    """hostd->parent ``network/request`` params: a plugin with an allowlist asks its proxy for a destination the
+    allowlist does not name (issue 26). Asked once per destination while the plugin runs; the plugin's
+    connection waits for the answer."""
+
+    plugin: str = Field(description="the plugin's `id`")
+    host: str = Field(description="the destination's host, canonical (lowercase, IDNA; an address as written)")
+    port: int = Field(description="the destination's TCP port")
+    reason: str = Field(description="one sentence for the user: which plugin, which destination")
+
+
+class NetworkAnswer(Wire):
+    """The parent's answer to ``network/request``."""
+
+    grant: Literal["no", "once", "always"] = Field(
+        description="`no`: refused (`403`, the plugin sees why); `once`: let through while the plugin runs; "
+        "`always`: also recorded in the state (`networkCallHosts`), asked no more"
+    )
+
+
 class StateRecord(Wire):
     """One installed plugin in ``state.json``'s ``plugins`` (``hostd.storage.state.PluginRecord``, which
     stays a plain dataclass so the lock is taken before pydantic loads; a test holds the two equal)."""
@@ -879,6 +899,13 @@ class StateRecord(Wire):
         "sorted; absent when none",
     )
 
+    network_call_hosts: list[str] | None = Field(
+        default=None,
+        alias="networkCallHosts",
+        description="destinations (`host:port`) the parent let through for good at a `network/request` "
+        "(`always`); absent when none",
+    )
+
     omit_none: ClassVar[frozenset[str]] = frozenset(
-        {"secret_arguments", "install", "call_grants", "start_error", "network_hosts"}
+        {"secret_arguments", "install", "call_grants", "start_error", "network_hosts", "network_call_hosts"}
     )

@@ -175,6 +175,8 @@ class RecordedState:
     #: Network allowlist entries the parent granted (``plugins/grant networkHosts``), canonical, sorted; the
     #: allowlist in force is these and the manifest's ``network.hosts`` (:func:`hostd.host.launch.allowlist`).
     network_hosts: list[str] = field(default_factory=list)
+    #: Destinations (``host:port``, canonical) the parent let through for good (``network/request`` ``always``).
+    network_call_hosts: list[str] = field(default_factory=list)
     #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes, max_tools,
     #: max_listing_bytes.
     limits: dict[str, Any] = field(default_factory=dict)
@@ -205,6 +207,7 @@ class RecordedState:
             pinned_tools=self.pins,
             network_ports=sorted(self.network_ports),
             network_hosts=list(self.network_hosts),
+            network_call_hosts=list(self.network_call_hosts),
             limits=dict(self.limits),
             disabled_tools=sorted(self.disabled_tools),
             folders={k: list(v) for k, v in self.folders.items()},
@@ -223,6 +226,7 @@ class RecordedState:
         self.pins = record.pinned_tools
         self.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
         self.network_hosts = canonical_entries(record.network_hosts)
+        self.network_call_hosts = canonical_entries(record.network_call_hosts)
         self.limits = dict(record.limits)
         self.disabled_tools = set(record.disabled_tools)
         self.folders = {k: list(v) for k, v in record.folders.items()}

@@ -30,6 +30,7 @@ from hostd.host import (
     gate,
     install_methods,
     installs,
+    network_grants,
     plugin_info,
     setup_methods,
     tool_methods,
@@ -50,6 +51,7 @@ from hostd.plugins.registry import ToolRegistry
 from hostd.plugins.restart import RestartPolicy
 from hostd.plugins.supervisor import (
     Liveness,
+    NetworkRequested,
     PluginSupervisor,
     RestartCounted,
     Start,
@@ -500,6 +502,8 @@ class Host:
         elif isinstance(event, ToolsPinned):
             async with self.change():
                 plugin.pins = dict(event.pins)
+        elif isinstance(event, NetworkRequested):
+            event.reply.append(await network_grants.decide(self, plugin, event.host, event.port))
         else:
             try:
                 start: Start | HostError = await self._gate(plugin)

@@ -46,6 +46,11 @@ __all__ = ["Decision", "PluginProxy", "ProxyLimits", "Refused", "Resolver", "run
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 #: Called once per refused request: ``{"plugin", "host", "port", "status", "reason"}``; must not block.
 OnRefused = Callable[[dict[str, Any]], None]
+#: ``ask(host, port)``: the parent's answer for a destination the allowlist does not name: ``"once"`` or
+#: ``"always"`` (let it through), ``"no"`` (the user declined), anything else (nobody to ask: refused as before).
+Ask = Callable[[str, int], Awaitable[str]]
+#: Destinations one plugin's proxy may be asking about at once; more are refused without asking.
+MAX_PENDING_ASKS = 8
 
 _CHUNK = 65536
 #: What one relay read takes at most (a larger read costs fewer trips through the event loop per MiB).
@@ -135,8 +140,13 @@ class PluginProxy:
         limits: ProxyLimits | None = None,
         resolver: Resolver = system_resolver,
         on_refused: OnRefused | None = None,
+        ask: Ask | None = None,
     ) -> None:
         self.plugin = plugin
+        self.ask = ask
+        #: The answers of ``ask`` by ``(canonical host, port)``, for this proxy's life (one question each).
+        self.answers: dict[tuple[str, int], str] = {}
+        self._asking: dict[tuple[str, int], trio.Event] = {}
         self.allowlist = allowlist
         self.limits = limits or ProxyLimits()
         self.resolver = resolver
@@ -165,6 +175,8 @@ class PluginProxy:
             self.open_connections += 1
             try:
                 await self._serve_one(stream)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass  # the client or the upstream went away: this connection ends, the proxy goes on
             finally:
                 self.open_connections -= 1
 
@@ -228,16 +240,46 @@ class PluginProxy:
             raise Refused(403, str(exc)) from None
         shown = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
         if address is not None:
-            if entry is not None or await self._resolves_to_allowed(name, port):
+            if entry is not None or await self._resolves_to_allowed(name, port) or await self._consent(name, port):
                 return Decision(name, port, (name,))
-            raise Refused(403, f"{shown} is not in the plugin's allowlist, and no allowed name resolves to it")
-        if entry is None:
-            raise Refused(403, f"{shown} is not in the plugin's allowlist")
+            why = f"{shown} is not in the plugin's allowlist, and no allowed name resolves to it"
+            raise Refused(403, why + self._declined(name, port))
+        if entry is None and not await self._consent(name, port):
+            raise Refused(403, f"{shown} is not in the plugin's allowlist{self._declined(name, port)}")
         addresses = await self._resolve(name, port)
         problem = addresses_problem(name, addresses, self.allowlist)
         if problem is not None:
             raise Refused(403, problem)
         return Decision(name, port, tuple(addresses))
+
+    async def _consent(self, name: str, port: int) -> bool:
+        """Whether the parent lets ``name:port`` through (``ask``; issue 26's call-time consent). One question
+        per destination for this proxy's life: concurrent connections wait for the same answer; beyond
+        :data:`MAX_PENDING_ASKS` open questions a destination is refused without asking."""
+        if self.ask is None:
+            return False
+        key = (name, port)
+        while key not in self.answers:
+            pending = self._asking.get(key)
+            if pending is not None:
+                await pending.wait()
+                continue
+            if len(self._asking) >= MAX_PENDING_ASKS:
+                return False
+            self._asking[key] = done = trio.Event()
+            try:
+                try:
+                    self.answers[key] = await self.ask(name, port)
+                except Exception:
+                    self.answers[key] = "unanswered"
+            finally:
+                self.answers.setdefault(key, "unanswered")  # a cancelled question counts as no, once
+                del self._asking[key]
+                done.set()
+        return self.answers[key] in ("once", "always")
+
+    def _declined(self, name: str, port: int) -> str:
+        return "; the user declined it" if self.answers.get((name, port)) == "no" else ""
 
     async def _resolve(self, name: str, port: int) -> list[str]:
         try:
@@ -327,9 +369,11 @@ async def run_proxy(
     log: Callable[[str], Awaitable[None]],
     *,
     limits: ProxyLimits | None = None,
+    ask: Ask | None = None,
 ) -> None:
-    """Serve ``plugin``'s proxy on ``listener`` until cancelled; each refusal becomes one ``log`` line
-    (``"network: refused HOST:PORT (STATUS): REASON"``; hostd sends it to the parent as ``plugins/log``).
+    """Serve ``plugin``'s proxy on ``listener`` until cancelled (``ask``: see :data:`Ask`); each refusal becomes
+    one ``log`` line (``"network: refused HOST:PORT (STATUS): REASON"``; hostd sends it to the parent as
+    ``plugins/log``).
 
     Refusals wait in a bounded queue (256); beyond it they are counted, never waited for: a plugin that hammers
     forbidden hosts slows neither its own connections nor hostd. Cancellation closes the listener and every
@@ -351,7 +395,7 @@ async def run_proxy(
             where = f"{record['host']}:{record['port']}" if record["host"] else "a connection"
             await log(f"network: refused {where} ({record['status']}): {record['reason']}{extra}")
 
-    proxy = PluginProxy(plugin, allowlist, limits=limits, on_refused=on_refused)
+    proxy = PluginProxy(plugin, allowlist, limits=limits, on_refused=on_refused, ask=ask)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(report)
         await proxy.serve(listener)

@@ -42,7 +42,7 @@ from hostd.net.handoff import Handoff, HandoffError
 from hostd.net.proxy import run_proxy
 from hostd.plugins import lifecycle, trust
 from hostd.plugins.backends import Instance, ProcessInstance, RemoteInstance
-from hostd.plugins.events import Notify, OnEvent, ToolsPinned
+from hostd.plugins.events import NetworkRequested, Notify, OnEvent, ToolsPinned
 from hostd.plugins.lifecycle import Event
 from hostd.plugins.registry import ToolRegistry
 from hostd.plugins.restart import RefreshPacer
@@ -223,7 +223,12 @@ class InstanceRunner:
         async def log(message: str) -> None:
             await self._log("warning", "host", message)
 
-        return process, functools.partial(run_proxy, self.plugin_id, listener, allowlist, log)
+        async def ask(host: str, port: int) -> str:
+            reply: list[str] = []
+            await self._on_event(NetworkRequested(self.plugin_id, host, port, reply))
+            return reply[0] if reply else "unanswered"
+
+        return process, functools.partial(run_proxy, self.plugin_id, listener, allowlist, log, ask=ask)
 
     async def _connect(self, launch: RemoteLaunch) -> RemoteInstance:
         """One connection to a remote server (hostd/mcp/transport/http.py), run like a process tree."""
