@@ -99,6 +99,22 @@ async def test_the_parent_answers_no_once_and_always(tmp_path: Path, nursery: tr
         # A new start of the plugin: a new proxy. The recorded destination passes without asking.
         await hostd.request("plugins/disable", {"id": "mcp-probe"})
         await hostd.request("plugins/enable", {"id": "mcp-probe"})
-        answers.clear()  # any question now would fail the call
+        answers.clear()  # any question now would get no answer: refused
         assert await run(fetch("always")) == ["200 hello /always"]
         assert len([1 for _, method, _ in hostd.requests if method == "network/request"]) == 3
+
+        # Forgotten (plugins/grant networkCallHosts []): at the next start the parent is asked again.
+        info = await hostd.request(
+            "plugins/grant", {"id": "mcp-probe", "permissions": ["probe.run"], "networkCallHosts": []}
+        )
+        assert "networkCallHosts" not in info
+        await hostd.request("plugins/disable", {"id": "mcp-probe"})
+        await hostd.request("plugins/enable", {"id": "mcp-probe"})
+        answers[ports["always"]] = "no"
+        assert await run(fetch("always")) == [
+            f"403 127.0.0.1:{ports['always']} is not in the plugin's allowlist, and no allowed name resolves to it; "
+            "the user declined it"
+        ]
+        assert len([1 for _, method, _ in hostd.requests if method == "network/request"]) == 4
+    stored = json.loads((tmp_path / "state" / "state.json").read_text())
+    assert "networkCallHosts" not in stored["plugins"]["mcp-probe"]

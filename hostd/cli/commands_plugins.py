@@ -206,6 +206,9 @@ async def cmd_grant(client: HostdClient, opts: Options, args: argparse.Namespace
         revoked = set(canonical_entries(args.revoke_host))
         kept = [h for h in info.get("networkHosts") or [] if h not in revoked]
         params["networkHosts"] = [*kept, *args.host]  # hostd checks every entry and names a bad one
+        answered = info.get("networkCallHosts") or []
+        if revoked & set(answered):  # an 'always' answer to network/request is taken back the same way
+            params["networkCallHosts"] = [h for h in answered if h not in revoked]
     info = await client.request("plugins/grant", params)
 
     def human(out: Console) -> None:

@@ -116,6 +116,9 @@ class GrantParams(_Params):
     ``networkHosts``: network allowlist entries granted on top of the manifest's ``network.hosts``
     (``api.example.com``, ``*.example.com``, ``127.0.0.1:8200``...; replaces the granted ones, ``[]`` revokes
     them all); shown in ``launch.network`` and covered by the digest. Absent: unchanged.
+    ``networkCallHosts``: the destinations (``host:port``) let through for good at a ``network/request``
+    (``always``), replaced (``[]`` forgets them all; a running plugin keeps its answers until its next start);
+    not covered by the digest. Absent: unchanged.
     """
 
     id: str = Field(min_length=1)
@@ -126,6 +129,9 @@ class GrantParams(_Params):
     secret_arguments: bool | None = Field(default=None, alias="secretArguments")
     network_hosts: list[Annotated[str, Field(max_length=270)]] | None = Field(
         default=None, alias="networkHosts", max_length=256
+    )
+    network_call_hosts: list[Annotated[str, Field(max_length=270)]] | None = Field(
+        default=None, alias="networkCallHosts", max_length=256
     )
 
 

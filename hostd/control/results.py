@@ -412,7 +412,7 @@ class PluginInfo(Wire):
     """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
     `plugins/approve`, `plugins/configure` and `plugins/list`."""
 
-    omit_none = frozenset({"user_config", "origin", "error", "package", "network_hosts"})
+    omit_none = frozenset({"user_config", "origin", "error", "package", "network_hosts", "network_call_hosts"})
 
     id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
     name: str = Field(description="human-readable name")
@@ -443,6 +443,12 @@ class PluginInfo(Wire):
         alias="networkHosts",
         description="network allowlist entries the parent granted ([`plugins/grant`](#pluginsgrant) "
         "`networkHosts`), canonical, sorted; absent when none (`launch.network` has the whole allowlist)",
+    )
+    network_call_hosts: list[str] | None = Field(
+        default=None,
+        alias="networkCallHosts",
+        description="destinations (`host:port`) let through for good at a `network/request` (`always`), sorted; "
+        "absent when none; forgotten with [`plugins/grant`](#pluginsgrant) `networkCallHosts`",
     )
     limits: GrantedLimits = Field(
         description="`{maxRssMb, maxCpuPercent, maxDiskMb, maxTools, maxListingMb}` granted to this "

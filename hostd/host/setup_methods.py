@@ -95,6 +95,7 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
         )
     folders = _granted_folders(args.id, args.folders) if args.folders is not None else None
     hosts = _granted_hosts(args.id, args.network_hosts) if args.network_hosts is not None else None
+    call_hosts = _granted_hosts(args.id, args.network_call_hosts) if args.network_call_hosts is not None else None
     async with host.change():
         plugin.granted = set(args.permissions)
         if folders is not None:
@@ -103,6 +104,8 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
             plugin.network_ports = ports
         if hosts is not None:
             plugin.network_hosts = hosts
+        if call_hosts is not None:
+            plugin.network_call_hosts = call_hosts
         if args.secret_arguments is not None:
             plugin.secret_arguments = args.secret_arguments
         if args.limits is not None:
