@@ -11,6 +11,7 @@ asking (tests/test_net_enforce.py: its parent declares none).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import trio
 import yaml
 
 from hostd.cli.client import HostdClient, plugin_environment
-from tests.conftest import ROOT
+from tests.conftest import ROOT, hostctl_on_a_terminal, run_hostctl
 from tests.platform_facts import need_layers
 
 PROBE = ROOT / "fixtures" / "mcp-probe"
@@ -118,3 +119,25 @@ async def test_the_parent_answers_no_once_and_always(tmp_path: Path, nursery: tr
         assert len([1 for _, method, _ in hostd.requests if method == "network/request"]) == 4
     stored = json.loads((tmp_path / "state" / "state.json").read_text())
     assert "networkCallHosts" not in stored["plugins"]["mcp-probe"]
+
+
+async def test_hostctl_call_asks_in_the_terminal(tmp_path: Path, nursery: trio.Nursery) -> None:
+    """hostctl declares capabilities.network for ``call`` on a terminal and asks there (issue 26)."""
+    need_layers("netns", "pidns")
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, upstream, listeners)
+    port = listeners[0].socket.getsockname()[1]
+    folder = tmp_path / "plugins" / "mcp-probe"
+    shutil.copytree(PROBE, folder)
+    manifest: dict[str, Any] = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["network"] = {"hosts": []}  # an empty allowlist: every destination is asked
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    state, env = tmp_path / "state", {**os.environ, "HOSTD_SECRETS": "file"}
+    for step in (["install", str(folder)], ["grant", "mcp-probe", "--all"], ["approve", "mcp-probe", "--yes"]):
+        done = await run_hostctl(state, *step, env=env)
+        assert done.returncode == 0, done.stderr
+    arguments = json.dumps({"ops": [["fetch", f"http://127.0.0.1:{port}/terminal"]]})
+    code, screen = await hostctl_on_a_terminal(state, b"o\n", b"[N]o:", "call", "mcp-probe", "run", arguments, env=env)
+    assert code == 0, screen
+    assert f"mcp-probe wants to connect to 127.0.0.1:{port}, which its network allowlist does not name" in screen
+    assert "200 hello /terminal" in screen

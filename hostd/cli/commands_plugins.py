@@ -250,12 +250,29 @@ def ask_grant_in_terminal(params: Mapping[str, Any]) -> str:
     return {"o": "once", "once": "once", "a": "always", "always": "always"}.get(answer, "no")
 
 
+def ask_network_in_terminal(params: Mapping[str, Any]) -> str:
+    """Ask on the terminal whether a plugin may connect to the destination hostd's ``network/request`` names
+    (issue 26); ``"once"``, ``"always"`` or ``"no"`` (the default; an unreadable stdin is a no). Blocking."""
+    plugin = terminal_safe(str(params.get("plugin")), one_line=True)
+    where = terminal_safe(f"{params.get('host')}:{params.get('port')}", one_line=True)
+    print(f"{plugin} wants to connect to {where}, which its network allowlist does not name", file=sys.stderr)
+    answer = _ask("Allow? [o]nce / [a]lways / [N]o: ").strip().lower()
+    return {"o": "once", "once": "once", "a": "always", "always": "always"}.get(answer, "no")
+
+
+#: One question on the terminal at a time (a tool call may need a file and a host at once).
+_TERMINAL = trio.Lock()
+
+
 async def answer_grants(method: str, params: dict[str, Any]) -> Any:
-    """``hostctl call``'s answer to hostd's requests: ``grants/request`` asked in the terminal
-    (:func:`ask_grant_in_terminal`); any other request is refused (-32601)."""
-    if method != "grants/request":
+    """``hostctl call``'s answer to hostd's requests: ``grants/request`` and ``network/request`` asked in the
+    terminal (:func:`ask_grant_in_terminal`, :func:`ask_network_in_terminal`), one at a time; any other request
+    is refused (-32601)."""
+    asks = {"grants/request": ask_grant_in_terminal, "network/request": ask_network_in_terminal}
+    if method not in asks:
         raise RpcError({"code": -32601, "message": f"hostctl does not answer {method}"})
-    return {"grant": await trio.to_thread.run_sync(ask_grant_in_terminal, params)}
+    async with _TERMINAL:
+        return {"grant": await trio.to_thread.run_sync(asks[method], params)}
 
 
 async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
