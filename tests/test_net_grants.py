@@ -102,6 +102,22 @@ async def test_bad_manifest_entries_are_refused_and_no_field_means_no_allowlist(
     assert info["launch"]["capabilities"]["network"] == {"access": "all", "tcpPorts": []}
 
 
+async def test_where_the_allowlist_is_not_enforced_the_launch_says_so(tmp_path: Path) -> None:
+    """Under --sandbox basic (as on a kernel without unprivileged namespaces) the plugin keeps the level's
+    network; the approval still shows its hosts and says they are not enforced, and why."""
+    folder = networked_probe(tmp_path, {"hosts": ["api.example.com"]})
+    async with spawn_hostd(tmp_path, "--sandbox", "basic") as hostd:
+        info = await hostd.request("plugins/install", {"path": str(folder)})
+    assert "netproxy" not in info["launch"]["isolation"]
+    assert info["launch"]["network"] == {"hosts": ["api.example.com"], "private": []}
+    assert info["launch"]["capabilities"]["network"] == {
+        "access": "all",
+        "tcpPorts": [],
+        "hosts": ["api.example.com"],
+        "filtering": "not enforced: --sandbox basic applies no network isolation",
+    }
+
+
 async def test_hostctl_grants_and_revokes_hosts(tmp_path: Path) -> None:
     state = tmp_path / "state"
     folder = networked_probe(tmp_path, {"hosts": ["api.example.com"]})

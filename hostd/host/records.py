@@ -110,12 +110,21 @@ class HostSettings:
         plugins may write, every plugin's folder (see
         :func:`sandbox.policy.landlock_rules`). ``proxy``: the plugin's
         network allowlist ``(hosts, private)`` (None: it has none), kept in
-        the policy under every level but ``basic``.
+        the policy under every level (``basic`` enforces none of it; the
+        launch says so).
         """
         rss = max_rss_bytes if max_rss_bytes is not None else self.max_rss_bytes
         cpu = max_cpu_percent if max_cpu_percent is not None else self.max_cpu_percent
         if self.sandbox == "basic":
-            return IsolationPolicy(landlock=False, seccomp=False, max_rss_bytes=rss, max_cpu_percent=cpu)
+            # The allowlist stays in the policy (so the launch shows it) though basic enforces none of it.
+            return IsolationPolicy(
+                landlock=False,
+                seccomp=False,
+                max_rss_bytes=rss,
+                max_cpu_percent=cpu,
+                proxy_hosts=tuple(proxy[0]) if proxy is not None else None,
+                proxy_private=tuple(proxy[1]) if proxy is not None else (),
+            )
         return IsolationPolicy(
             landlock=True,
             network="deny" if self.sandbox == "strict" else "allow",
