@@ -181,15 +181,14 @@ class PluginProxy:
                 self.open_connections -= 1
 
     async def _serve_one(self, stream: trio.abc.Stream) -> None:
-        host, port = "", 0
+        host, port, reply = "", 0, b""
         try:
             head, rest = await self._read_head(stream)
             method, target, version, headers = _parse_head(head)
             if method == b"CONNECT":
                 host, port = _authority(target.decode("ascii", "replace"), None)
                 upstream = await self._open(host, port)
-                await stream.send_all(version + b" 200 Connection Established\r\n\r\n")
-                first = rest
+                reply, first = version + b" 200 Connection Established\r\n\r\n", rest
             else:
                 url = urlsplit(target.decode("ascii", "replace"))
                 if url.scheme.lower() != "http" or not url.netloc:
@@ -201,7 +200,9 @@ class PluginProxy:
         except Refused as refused:
             await self._refuse(stream, host, port, refused)
             return
-        async with upstream:
+        async with upstream:  # closed however the client goes away
+            if reply:
+                await stream.send_all(reply)
             if first:
                 await self._bucket.take(len(first))
                 await upstream.send_all(first)
