@@ -496,6 +496,8 @@ class Host:
         first pins with the state document, or raise ``STATE_WRITE_FAILED`` (the
         start fails, nothing pinned). ``RetryDue``: run the trust gate again and
         answer with a start or the gate's refusal (approval voided, command gone).
+        ``NetworkRequested``: the parent's answer for a destination the plugin's
+        allowlist does not name (:func:`hostd.host.network_grants.decide`).
         """
         if isinstance(event, RestartCounted):
             await self.catalog.persist_quietly()
