@@ -4,7 +4,8 @@ One real plugin (fixtures/mcp-probe with ``network: {hosts: ["127.0.0.1:<upstrea
 names loopback explicitly) under the default level: it runs in its own network namespace, its only way out the
 loopback listener hostd's proxy accepts on. From inside, a real Python client (``urllib``, through
 ``HTTP_PROXY``) and a real Node.js client (``http`` through the proxy variable; Node 20's built-in clients ignore
-it) reach the upstream server; a host or port the allowlist does not name is refused by the proxy (``403`` and
+it) and a raw-socket client (``CONNECT``, then HTTP through the tunnel: any TCP protocol) reach the upstream
+server; a host or port the allowlist does not name is refused by the proxy (``403`` and
 the reason, and a ``plugins/log`` line to the parent); a direct connection, to the same upstream or to a public
 address, fails in the namespace (``ECONNREFUSED``: nothing listens on the namespace's own loopback;
 ``ENETUNREACH``: there is no route). What this proves for an unprivileged user: the namespaces are unprivileged
@@ -88,6 +89,8 @@ async def test_python_and_node_reach_the_allowlisted_host_and_nothing_else(
             ["node", "proxy", f"http://127.0.0.1:{port}/node"],
             ["node", "direct", f"http://127.0.0.1:{port}/node"],
             ["node", "proxy", f"http://localhost:{port}/"],
+            ["tunnel", "127.0.0.1", port, "/raw"],
+            ["tunnel", "127.0.0.1", other, "/raw"],
         ]
         result = await hostd.request("tools/call", {"name": "mcp-probe.run", "arguments": {"ops": ops}})
         assert result["structuredContent"]["results"] == [
@@ -100,6 +103,9 @@ async def test_python_and_node_reach_the_allowlisted_host_and_nothing_else(
             "200 hello /node",
             "ECONNREFUSED",
             f"403 localhost:{port} is not in the plugin's allowlist",
+            "hello /raw",
+            f"HTTP/1.1 403 Forbidden 127.0.0.1:{other} is not in the plugin's allowlist, and no allowed name resolves "
+            "to it",
         ]
         logged = await hostd.wait_for(
             "plugins/log", lambda n: n["source"] == "host" and "refused example.com" in n["message"]
