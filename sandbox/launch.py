@@ -46,6 +46,7 @@ from sandbox.environment import (
     is_secret_name,
     trim_path,
 )
+from sandbox.netns import proxy_environment
 from sandbox.paths import PathRefused, ensure_private_dir, is_inside
 from sandbox.policy import (
     IsolationPlan,
@@ -148,7 +149,10 @@ class Launch:
     grants (:func:`named_grants`). ``prepared``: what an install-time
     preparation put in the environment the launch runs from (``manager``,
     ``packages``, ``resolved``, ``lockfile``, ``root``; empty when the launch
-    was not prepared), shown and covered by the digest.
+    was not prepared), shown and covered by the digest. ``network``: the
+    plugin's allowlist as ``(hosts, private)``, canonical entries, sorted
+    (``IsolationPolicy.proxy_hosts`` / ``proxy_private``; ``None`` when it
+    has none), shown and covered by the digest.
     """
 
     command: str
@@ -163,6 +167,7 @@ class Launch:
     files: tuple[tuple[str, str], ...] = ()
     folders: tuple[tuple[str, str], ...] = ()
     prepared: tuple[tuple[str, str], ...] = ()
+    network: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
@@ -187,7 +192,8 @@ class Launch:
         Covers executable, command, args, cwd, env_keys, the manifest env
         items, isolation (plus the connectable TCP ports when
         ``landlock-net`` is listed), the real paths of the runtime, the
-        content hashes of ``files``, the real paths of ``folders`` and, for
+        content hashes of ``files``, the real paths of ``folders``, the
+        allowlist (``network``, when the plugin has one) and, for
         a prepared launch, what was installed (``prepared``), serialised as
         canonical JSON. So replacing a script after approval, or a folder
         argument by a link elsewhere, voids the approval.
@@ -209,6 +215,8 @@ class Launch:
         }
         if self.prepared:
             payload["prepared"] = dict(self.prepared)
+        if self.network is not None:
+            payload["network"] = {"hosts": list(self.network[0]), "private": list(self.network[1])}
         if "landlock-net" in self.isolation:
             payload["tcpPorts"] = list(self.plan.tcp_ports) if self.plan is not None else []
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -224,7 +232,8 @@ class Launch:
         ``env`` (the manifest's variables: name -> value, or ``null`` for a
         secret, whose value the digest still covers), ``isolation`` (list of
         str), ``prepared`` (``{manager, packages, resolved, lockfile, root}``,
-        only for a prepared launch), ``digest`` (str). Values the host supplies (``PATH``,
+        only for a prepared launch), ``network`` (``{hosts, private}``, only
+        for a plugin with an allowlist), ``digest`` (str). Values the host supplies (``PATH``,
         ``HOME``...) are left out.
         """
         return {
@@ -239,6 +248,11 @@ class Launch:
             "env": {k: (None if is_secret_name(k) else v) for k, v in sorted(self.manifest_env.items())},
             "isolation": list(self.isolation),
             **({"prepared": dict(self.prepared)} if self.prepared else {}),
+            **(
+                {"network": {"hosts": list(self.network[0]), "private": list(self.network[1])}}
+                if self.network is not None
+                else {}
+            ),
             "digest": self.digest,
         }
 
@@ -436,6 +450,8 @@ def resolve_launch(
             prepared=prepared,
             runtime=runtime,
         )
+        if "netproxy" in isolation:
+            env.update(proxy_environment())  # the plugin's one way out (sandbox/netns.py), set last
 
     return Launch(
         command=command,
@@ -450,7 +466,15 @@ def resolve_launch(
         files=tuple(dict.fromkeys(files)),
         folders=tuple(dict.fromkeys((label, real) for label, _, real in folders)),
         prepared=tuple(sorted((prepared or {}).items())),
+        network=_allowlist(isolation_policy),
     )
+
+
+def _allowlist(policy: IsolationPolicy | None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """``Launch.network`` from the policy: ``(hosts, private)`` sorted and de-duplicated, or None."""
+    if policy is None or policy.proxy_hosts is None:
+        return None
+    return tuple(sorted(set(policy.proxy_hosts))), tuple(sorted(set(policy.proxy_private)))
 
 
 def _isolation_plan(
@@ -498,7 +522,7 @@ def _isolation_plan(
         tmpdir=tmpdir,
         data_dir=data_dir,
         tcp_ports=isolation_policy.allowed_tcp_ports if "landlock-net" in isolation else (),
-        deny_unix_sockets=isolation_policy.network == "deny",
+        deny_unix_sockets=isolation_policy.network == "deny" or "netproxy" in isolation,
         extra_read=(*isolation_policy.extra_read_paths, *grant_read, *trust),
         extra_write=(*isolation_policy.extra_write_paths, *grant_write),
     )

@@ -14,7 +14,10 @@ offers them and simply left out of the tuple when it does not. Network
 denial is not optional: ``network="deny"`` that no layer here can enforce
 makes :func:`plan_layers` raise :class:`IsolationUnavailable`.
 
-Network modes:
+Network modes (a policy with an allowlist, ``proxy_hosts``, takes the
+``netproxy`` layer instead where the kernel allows it: a private network
+namespace whose only way out is hostd's proxy, ``sandbox/netns.py``; with
+it ``seccomp-net`` refuses ``socket(AF_UNIX)`` as under ``"deny"``):
 
 - ``"allow"``: no network restriction (``allowed_tcp_ports`` must be empty);
 - ``"deny"`` without ports: a private network namespace (``netns``: no
@@ -84,6 +87,7 @@ LAYER_ORDER: tuple[str, ...] = (
     "landlock-scope",
     "userns",
     "netns",
+    "netproxy",
     "pidns",
     "private-proc",
     "seccomp",
@@ -200,7 +204,12 @@ class IsolationPolicy:
     ``own_read_paths`` (its prepared environments). ``max_pids``: the tasks
     (processes and threads) the tree may run at once where a cgroup bounds it
     (``pids.max``; ``None`` = :data:`sandbox.cgroups.DEFAULT_MAX_PIDS`); the
-    watchdog's counting fallback has no process bound.
+    watchdog's counting fallback has no process bound. ``proxy_hosts``: the
+    plugin's network allowlist (canonical entries of
+    :mod:`hostd.net.allowlist`; ``None``: the plugin has none, and
+    ``network`` alone decides), ``proxy_private``: its entries that may
+    resolve to non-public addresses; the sandbox treats both as opaque
+    strings (hostd's proxy reads them), shown and covered by the launch.
 
     Raises ``ValueError`` for an inconsistent policy (ports with
     ``"allow"``, a port outside 1..65535, a relative path, a limit <= 0).
@@ -225,6 +234,8 @@ class IsolationPolicy:
     fenced_paths: tuple[str, ...] = ()
     own_read_paths: tuple[str, ...] = ()
     max_pids: int | None = None
+    proxy_hosts: tuple[str, ...] | None = None
+    proxy_private: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.network not in ("allow", "deny"):
@@ -326,7 +337,12 @@ def plan_layers(
     landlock = policy.landlock
     if landlock and "landlock-fs" in have:
         layers.append("landlock-fs")
-    if policy.network == "deny":
+    proxied = _proxied(policy, have)
+    if proxied:
+        # The allowlist replaces the level's network: a namespace with no route out, hostd's proxy its one way
+        # out (sandbox/netns.py); Landlock's TCP rules would only cut the proxy's own port.
+        layers += ["netns", "netproxy"]
+    elif policy.network == "deny":
         tcp = landlock and "landlock-net" in have
         if policy.allowed_tcp_ports:
             if not tcp:
@@ -360,9 +376,16 @@ def plan_layers(
         layers.append("userns")
     if policy.seccomp and "seccomp" in have:
         layers.append("seccomp")
-    if policy.network == "deny" and "seccomp-net" in have:
+    if (policy.network == "deny" or proxied) and "seccomp-net" in have:
         layers.append("seccomp-net")  # socket kinds the network rules do not cover (module text)
     return order_layers(layers)
+
+
+def _proxied(policy: IsolationPolicy, have: set[str]) -> bool:
+    """Whether ``netproxy`` is planned: the policy has an allowlist (``proxy_hosts``), is not ``basic`` (it
+    applies Landlock), and user, network and pid namespaces all work here. Otherwise the plugin keeps the
+    level's network (``network``: today's all-or-nothing), which ``launch`` states."""
+    return policy.proxy_hosts is not None and policy.landlock and {"netns", "pidns"} <= have
 
 
 def _is_broad(folder: str, guarded: Sequence[str]) -> bool:

@@ -63,6 +63,7 @@ from sandbox import cgroups
 from sandbox.forkserver import _FORK_SERVER, _SHIM_SLACK, _ControlReader, _ForkedShim, _shim_command
 from sandbox.launch import Launch, LaunchError
 from sandbox.limits import plugin_nofile_soft
+from sandbox.netns import PROXY_PORT
 from sandbox.paths import PathRefused, ensure_private_dir
 from sandbox.policy import IsolationPlan, IsolationPolicy, order_layers
 from sandbox.sweep import _DEATH_WAIT, TOKEN_VAR, _is_zombie, _new_token, _pids_with_token, _signal_all, sweep_leftovers
@@ -421,6 +422,7 @@ _LAYER_STAGES = frozenset(
         "rlimits",
         "no_new_privs",
         "netns",
+        "netproxy",
         "userns",
         "pidns",
         "private-proc",
@@ -437,7 +439,7 @@ _LAYER_STAGES = frozenset(
 )
 
 
-def _spec(launch: Launch, env: dict[str, str]) -> bytes:
+def _spec(launch: Launch, env: dict[str, str], proxy_socket: str | None = None) -> bytes:
     layers = [layer for layer in launch.isolation if layer != "shim"]
     spec: dict[str, object] = {
         "executable": launch.executable,
@@ -466,6 +468,10 @@ def _spec(launch: Launch, env: dict[str, str]) -> bytes:
         spec["landlock"] = rules
     if "seccomp" in layers:
         spec["seccomp"] = {"deny_unix_sockets": plan.deny_unix_sockets}
+    if "netproxy" in layers:
+        if proxy_socket is None:
+            raise _isolation_failed(launch, "netproxy needs the proxy's Unix socket (spawn's proxy_socket)")
+        spec["proxy"] = {"socket": proxy_socket, "port": PROXY_PORT}
     return json.dumps(spec).encode("ascii") + b"\n"
 
 
@@ -499,11 +505,11 @@ async def _tree_cgroup(
 
 
 async def _spawn_shim(
-    launch: Launch, token: str, env: dict[str, str], limits: IsolationPolicy | None
+    launch: Launch, token: str, env: dict[str, str], limits: IsolationPolicy | None, proxy_socket: str | None = None
 ) -> SandboxedProcess:
     if not sys.executable:
         raise _exec_failed(launch, "no Python interpreter for the supervisor shim (sys.executable is empty)")
-    spec = _spec(launch, env)  # before anything starts: it may refuse the launch
+    spec = _spec(launch, env, proxy_socket)  # before anything starts: it may refuse the launch
     mechanism, cgroup = await _tree_cgroup(launch, token, limits)
     try:
         if cgroup is not None:
@@ -656,7 +662,9 @@ async def _abandon(shim: _ProcessHandle, lifeline: trio.lowlevel.FdStream, contr
     await trio.to_thread.run_sync(sweep_leftovers, token)
 
 
-async def spawn(launch: Launch, *, limits: IsolationPolicy | None = None) -> SandboxedProcess:
+async def spawn(
+    launch: Launch, *, limits: IsolationPolicy | None = None, proxy_socket: str | None = None
+) -> SandboxedProcess:
     """Start ``launch`` and return the running :class:`SandboxedProcess`.
 
     The plugin gets ``launch.env`` plus ``HOSTD_SANDBOX_TOKEN`` (a fresh
@@ -675,6 +683,10 @@ async def spawn(launch: Launch, *, limits: IsolationPolicy | None = None) -> San
     and data folder are checked again first, see
     :func:`sandbox.paths.ensure_private_dir`) and ``"seccomp"``; see
     ``sandbox/README.md``. Every layer other than ``"shim"`` needs the shim.
+    ``"netproxy"`` (with ``pidns``): the namespace's loopback listener on
+    :data:`sandbox.netns.PROXY_PORT` is handed to the Unix socket at
+    ``proxy_socket`` (hostd's proxy accepts on it; ``sandbox/_shim_net.py``)
+    before the plugin runs; without ``proxy_socket`` such a launch is refused.
     Returns once the plugin's executable is running (exec succeeded), with
     :attr:`SandboxedProcess.isolation` set to what the shim reported applied.
     With ``limits`` (the host's policy) and a usable cgroup backend
@@ -697,7 +709,7 @@ async def spawn(launch: Launch, *, limits: IsolationPolicy | None = None) -> San
     env = dict(launch.env)
     env[TOKEN_VAR] = token
     if "shim" in launch.isolation:
-        return await _spawn_shim(launch, token, env, limits)
+        return await _spawn_shim(launch, token, env, limits, proxy_socket)
     if launch.isolation:
         raise _isolation_failed(launch, "these layers are applied by the supervisor shim, which is not listed")
     try:

@@ -285,6 +285,8 @@ def load_modules(layers: Iterable[str]) -> dict[str, types.ModuleType]:
         modules["seccomp"] = load_layer_module("_seccomp")
     if "pidns" in wanted:
         modules["init"] = load_sibling("_shim_init")  # pid 1 of the namespace
+    if "netproxy" in wanted:
+        modules["net"] = load_sibling("_shim_net")  # the namespace's one way out (issue 26)
     return modules
 
 
@@ -474,6 +476,29 @@ class Shim:
                 return False
         return True
 
+    def enter(self, spec: dict[str, Any], modules: dict[str, types.ModuleType]) -> list[str] | None:
+        """With ``pidns``: enter the namespaces (and hand the ``netproxy`` listener over); the layers entered.
+        ``[]`` without ``pidns``; None after reporting ``error pidns|netproxy ...`` on the control pipe."""
+        layers = requested_layers(spec)
+        if "pidns" not in layers:
+            return []
+        # One user namespace owns the pid (and network) namespace; the shim enters the user and
+        # network ones itself (it needs no privilege over the host), its next child is pid 1.
+        network = "netns" in layers
+        stage = "pidns"
+        try:
+            enter_namespaces(network=network, pid=True)
+            entered = ["pidns", *(["netns"] if network else []), *(["userns"] if "userns" in layers else [])]
+            if network and "netproxy" in layers:
+                stage = "netproxy"  # the namespace's one way out, before anything of the plugin runs
+                modules["net"].hand_off(spec.get("proxy") or {})
+                entered.append("netproxy")
+        except (OSError, KeyError, ValueError, TypeError) as exc:
+            code = getattr(exc, "errno", 0) or 0
+            write_line(self.control, f"error {stage} {code} {getattr(exc, 'strerror', None) or exc}")
+            return None
+        return entered
+
     def start(self, spec: dict[str, Any]) -> bool:
         """Fork and exec the plugin; report ``pid`` or ``error``. False on failure."""
         self.grace = float(spec.get("grace", 2.0))
@@ -482,18 +507,9 @@ class Shim:
         except OSError as exc:
             write_line(self.control, f"error load {exc.errno or 0} {exc.strerror or exc}")
             return False
-        entered: list[str] = []
-        layers = requested_layers(spec)
-        if "pidns" in layers:
-            # One user namespace owns the pid (and network) namespace; the shim enters the user and
-            # network ones itself (it needs no privilege over the host), its next child is pid 1.
-            network = "netns" in layers
-            try:
-                enter_namespaces(network=network, pid=True)
-            except OSError as exc:
-                write_line(self.control, f"error pidns {exc.errno or 0} {exc.strerror or exc}")
-                return False
-            entered = ["pidns", *(["netns"] if network else []), *(["userns"] if "userns" in layers else [])]
+        entered = self.enter(spec, modules)
+        if entered is None:
+            return False
         err_r, err_w = os.pipe()
         status_w = -1
         if entered:

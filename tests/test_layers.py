@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: list[set[str]] = [
     {"hostd"},
     {"hostd.wire"},
-    {"hostd.storage"},
+    {"hostd.storage", "hostd.net"},
     {"hostd.control", "hostd.remote"},
     {"hostd.mcp", "hostd.install"},
     {"hostd.plugins"},

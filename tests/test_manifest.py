@@ -245,7 +245,7 @@ def test_unknown_fields_are_rejected_by_name(tmp_path: Path) -> None:
         {
             "field": "homepage",
             "message": "unknown field 'homepage'; allowed: id, name, version, description, permissions, "
-            "contributes, backend, sandbox, user_config, origin",
+            "contributes, backend, sandbox, user_config, origin, network",
         },
     ]
 

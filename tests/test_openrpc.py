@@ -115,6 +115,8 @@ def test_params_results_and_errors_are_exact() -> None:
         ("limits", False),
         ("folders", False),
         ("secretArguments", False),
+        ("networkHosts", False),
+        ("networkCallHosts", False),
     ]
     assert grant["result"]["schema"] == {"$ref": "#/components/schemas/PluginInfo"}
     assert methods["shutdown"]["result"]["schema"] == {"type": "null"}

@@ -52,6 +52,7 @@ from hostd.cli.render import (
     terminal_safe,
     tool_count_note,
 )
+from hostd.net.allowlist import canonical_entries
 from hostd.storage.secrets import SecretStore
 
 
@@ -187,18 +188,33 @@ def _import_table(console: Console, entries: Sequence[Mapping[str, Any]]) -> Non
 
 
 async def cmd_grant(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
-    """``hostctl grant ID [PERMISSION ...] [--all]``: replace the granted permissions."""
+    """``hostctl grant ID [PERMISSION ...] [--all] [--host HOST ...] [--revoke-host HOST ...]``: replace the
+    granted permissions; add or take back network hosts (``plugins/grant networkHosts``, issue 26). With only
+    ``--host`` / ``--revoke-host`` the granted permissions stay as they are."""
     info = find_plugin(await settle(client), args.id)
+    hosts_given = bool(args.host or args.revoke_host)
     permissions = list(info["permissions"]) if args.all else list(args.permissions)
     if not args.all and not permissions:
-        raise Failure(
-            "USAGE",
-            f"name the permissions to grant, or --all (it declares: {', '.join(info['permissions']) or 'none'})",
-        )
-    info = await client.request("plugins/grant", {"id": args.id, "permissions": permissions})
+        if not hosts_given:
+            raise Failure(
+                "USAGE",
+                f"name the permissions to grant, or --all (it declares: {', '.join(info['permissions']) or 'none'})",
+            )
+        permissions = list(info["granted"])
+    params: dict[str, Any] = {"id": args.id, "permissions": permissions}
+    if hosts_given:
+        revoked = set(canonical_entries(args.revoke_host))
+        kept = [h for h in info.get("networkHosts") or [] if h not in revoked]
+        params["networkHosts"] = [*kept, *args.host]  # hostd checks every entry and names a bad one
+        answered = info.get("networkCallHosts") or []
+        if revoked & set(answered):  # an 'always' answer to network/request is taken back the same way
+            params["networkCallHosts"] = [h for h in answered if h not in revoked]
+    info = await client.request("plugins/grant", params)
 
     def human(out: Console) -> None:
         say(out, f"{args.id}: granted {', '.join(info['granted']) or 'nothing'}")
+        if hosts_given:
+            say(out, f"{args.id}: network hosts granted: {', '.join(info.get('networkHosts') or []) or 'none'}")
         print_next_for(out, info)
 
     return show(opts, info, human)
@@ -234,12 +250,29 @@ def ask_grant_in_terminal(params: Mapping[str, Any]) -> str:
     return {"o": "once", "once": "once", "a": "always", "always": "always"}.get(answer, "no")
 
 
+def ask_network_in_terminal(params: Mapping[str, Any]) -> str:
+    """Ask on the terminal whether a plugin may connect to the destination hostd's ``network/request`` names
+    (issue 26); ``"once"``, ``"always"`` or ``"no"`` (the default; an unreadable stdin is a no). Blocking."""
+    plugin = terminal_safe(str(params.get("plugin")), one_line=True)
+    where = terminal_safe(f"{params.get('host')}:{params.get('port')}", one_line=True)
+    print(f"{plugin} wants to connect to {where}, which its network allowlist does not name", file=sys.stderr)
+    answer = _ask("Allow? [o]nce / [a]lways / [N]o: ").strip().lower()
+    return {"o": "once", "once": "once", "a": "always", "always": "always"}.get(answer, "no")
+
+
+#: One question on the terminal at a time (a tool call may need a file and a host at once).
+_TERMINAL = trio.Lock()
+
+
 async def answer_grants(method: str, params: dict[str, Any]) -> Any:
-    """``hostctl call``'s answer to hostd's requests: ``grants/request`` asked in the terminal
-    (:func:`ask_grant_in_terminal`); any other request is refused (-32601)."""
-    if method != "grants/request":
+    """``hostctl call``'s answer to hostd's requests: ``grants/request`` and ``network/request`` asked in the
+    terminal (:func:`ask_grant_in_terminal`, :func:`ask_network_in_terminal`), one at a time; any other request
+    is refused (-32601)."""
+    asks = {"grants/request": ask_grant_in_terminal, "network/request": ask_network_in_terminal}
+    if method not in asks:
         raise RpcError({"code": -32601, "message": f"hostctl does not answer {method}"})
-    return {"grant": await trio.to_thread.run_sync(ask_grant_in_terminal, params)}
+    async with _TERMINAL:
+        return {"grant": await trio.to_thread.run_sync(asks[method], params)}
 
 
 async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:

@@ -135,7 +135,9 @@ async def open_hostd(
                     yield client
                 return
         state = state_dir if state_dir is not None else os.path.join(scratch, "state")
-        initialize = {**_INITIALIZE, **({"capabilities": {"grants": {}}} if ask_grants is not None else {})}
+        # The same handler answers file grants and network destinations (issue 26) in the terminal.
+        asks: dict[str, Any] = {"capabilities": {"grants": {}, "network": {}}} if ask_grants is not None else {}
+        initialize = {**_INITIALIZE, **asks}
         spawn = TracingClient.spawn(
             ["--state-dir", state, "--log-level", "error", "--no-restore", "--no-control-socket"],
             env=plugin_environment(),

@@ -214,6 +214,16 @@ def _add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     grant.add_argument("id", metavar="ID")
     grant.add_argument("permissions", metavar="PERMISSION", nargs="*")
     grant.add_argument("--all", action="store_true", help="every permission the plugin declares")
+    grant.add_argument(
+        "--host",
+        metavar="HOST",
+        action="append",
+        default=[],
+        help="also let it reach HOST (name, *.suffix or address, optional :PORT) through hostd's proxy",
+    )
+    grant.add_argument(
+        "--revoke-host", metavar="HOST", action="append", default=[], help="take back a host granted with --host"
+    )
     allow = verb("allow", "let a plugin reach a file or folder for good (what a tool call asks for)")
     allow.add_argument("id", metavar="ID")
     allow.add_argument("path", metavar="PATH", help="an existing file or folder")

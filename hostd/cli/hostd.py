@@ -35,7 +35,10 @@ from sandbox.limits import raise_nofile_limit
 DEFAULT_MAX_DISK_MB = 1024
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from hostd.control.server import HostApi, HostFactory
+    from sandbox.probe import Capability
 
 
 def _outbox_bytes(text: str) -> int:
@@ -317,12 +320,29 @@ def installer_table(path: str | None = None) -> str:
     )
 
 
+def domain_filtering_line(capabilities: Iterable[Capability]) -> str:
+    """``hostd doctor``'s verdict on network allowlists (issue 26): enforced where unprivileged network and pid
+    namespaces work (the ``netproxy`` layer), else the sandbox level's all-or-nothing network."""
+    have = {cap.name for cap in capabilities if cap.available}
+    if {"netns", "pidns"} <= have:
+        return (
+            "domain filtering: yes - a plugin with a network allowlist runs in its own network namespace, hostd's "
+            "proxy its only way out\n"
+        )
+    return (
+        "domain filtering: no - netns or pidns is unavailable: a plugin's network allowlist is not enforced, it "
+        "has the sandbox level's network (standard: all, strict: none), as launch.capabilities.network says\n"
+    )
+
+
 def _doctor(state_dir: str | None) -> int:
     """``hostd doctor``: the isolation layers this machine offers, the installers, and what is wrong in
     ``state_dir`` when given."""
     from sandbox.probe import probe, render_table  # noqa: PLC0415  (only this command needs it)
 
-    print(render_table(probe()))
+    capabilities = probe()
+    print(render_table(capabilities))
+    print(domain_filtering_line(capabilities))
     print(installer_table())
     if state_dir is not None:
         from hostd.cli.checkup import check_state_folder  # noqa: PLC0415  (only this command needs it)

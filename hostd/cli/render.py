@@ -431,7 +431,17 @@ def capability_rows(capabilities: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append(("reaches", f"{item.get('path')}  {access}, {item.get('why')}: {item.get('source')}"))
     network = capabilities.get("network") or {}
     ports = ", ".join(map(str, network.get("tcpPorts") or []))
-    rows.append(("network", {"all": "all", "none": "none"}.get(str(network.get("access")), f"TCP ports {ports}")))
+    access = str(network.get("access"))
+    if access == "hosts":  # issue 26: the allowlist, enforced by hostd's proxy
+        rows.append(
+            ("network", "only through hostd's proxy, to " + (", ".join(network.get("hosts") or []) or "nothing"))
+        )
+    else:
+        rows.append(("network", {"all": "all", "none": "none"}.get(access, f"TCP ports {ports}")))
+        if network.get("filtering"):
+            rows.append(
+                ("network hosts", f"{', '.join(network.get('hosts') or []) or 'none'} ({network['filtering']})")
+            )
     for secret in capabilities.get("secrets") or []:
         note = "" if secret.get("set") else " (not set)"
         warning = " -- readable by every process of the machine" if secret.get("channel") == "argv" else ""

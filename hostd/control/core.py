@@ -350,12 +350,14 @@ CLIENT_FEATURES: dict[str, tuple[str, ...]] = {
     "elicitation": ("form", "url"),
     "roots": (),
     "grants": (),
+    "network": (),
 }
 
 
 def parse_client_capabilities(value: Any) -> dict[str, Any]:
     """The parent's ``capabilities`` cut to what hostd knows: ``{sampling?: {tools?: {}}, elicitation?: {form?:
-    {}, url?: {}}, roots?: {}, grants?: {}}`` (``grants``: hostd's ``grants/request``, hostd/host/call_grants.py);
+    {}, url?: {}}, roots?: {}, grants?: {}, network?: {}}`` (``grants``: hostd's ``grants/request``,
+    hostd/host/call_grants.py; ``network``: hostd's ``network/request``, hostd/host/network_grants.py);
     unknown keys are ignored. ``elicitation: {}`` means form only (MCP's rule).
     Raises ``ValueError`` when a known member is not an object."""
     if value is None:

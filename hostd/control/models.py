@@ -80,7 +80,10 @@ from hostd.control.results import (
     LogLine,
     LogParams,
     LogsResult,
+    NetworkAllowlist,
+    NetworkAnswer,
     NetworkCapability,
+    NetworkRequestParams,
     PackageCapability,
     PackageVersion,
     PagedResult,
@@ -152,7 +155,10 @@ __all__ = [
     "LogParams",
     "LogsParams",
     "LogsResult",
+    "NetworkAllowlist",
+    "NetworkAnswer",
     "NetworkCapability",
+    "NetworkRequestParams",
     "OAuthSettings",
     "P",
     "PackageCapability",
@@ -245,10 +251,11 @@ PARENT_REQUESTS: dict[str, type[BaseModel]] = {
     "elicitation/create": SamplingRequestParams,
     "roots/list": RootsRequestParams,
     "grants/request": GrantRequestParams,
+    "network/request": NetworkRequestParams,
 }
 
 #: The result type of each request hostd sends the parent, where hostd reads it (the others go to the server).
-PARENT_RESULTS: dict[str, type[BaseModel]] = {"grants/request": GrantAnswer}
+PARENT_RESULTS: dict[str, type[BaseModel]] = {"grants/request": GrantAnswer, "network/request": NetworkAnswer}
 
 #: The params type of each notification hostd sends.
 NOTIFICATIONS: dict[str, type[BaseModel]] = {

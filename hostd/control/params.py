@@ -113,6 +113,12 @@ class GrantParams(_Params):
     ``secretArguments``: ``true`` lets the launch put secrets on its command line (readable by every
     process in ``/proc/<pid>/cmdline``), for a server that takes its secret only as an argument; shown in
     ``launch.secretArguments`` and part of the approval digest. Absent: unchanged.
+    ``networkHosts``: network allowlist entries granted on top of the manifest's ``network.hosts``
+    (``api.example.com``, ``*.example.com``, ``127.0.0.1:8200``...; replaces the granted ones, ``[]`` revokes
+    them all); shown in ``launch.network`` and covered by the digest. Absent: unchanged.
+    ``networkCallHosts``: the destinations (``host:port``) let through for good at a ``network/request``
+    (``always``), replaced (``[]`` forgets them all; a running plugin keeps its answers until its next start);
+    not covered by the digest. Absent: unchanged.
     """
 
     id: str = Field(min_length=1)
@@ -121,6 +127,12 @@ class GrantParams(_Params):
     limits: Limits | None = None
     folders: FolderGrants | None = None
     secret_arguments: bool | None = Field(default=None, alias="secretArguments")
+    network_hosts: list[Annotated[str, Field(max_length=270)]] | None = Field(
+        default=None, alias="networkHosts", max_length=256
+    )
+    network_call_hosts: list[Annotated[str, Field(max_length=270)]] | None = Field(
+        default=None, alias="networkCallHosts", max_length=256
+    )
 
 
 class GrantPathParams(_Params):
@@ -312,6 +324,11 @@ class ParentCapabilities(_Params):
         default=None,
         description="`{}`: answers `grants/request`, the user's consent to a file or folder a tool call names "
         "([Call-time grants](#call-time-grants))",
+    )
+    network: ParentFeature | None = Field(
+        default=None,
+        description="`{}`: answers `network/request`, the user's consent to a host a plugin's allowlist does not "
+        "name (issue 26)",
     )
 
 

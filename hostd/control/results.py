@@ -176,11 +176,24 @@ class FolderCapability(Wire):
 class NetworkCapability(Wire):
     """What network a plugin may reach (``launch.capabilities.network``)."""
 
-    access: Literal["all", "none", "ports"] = Field(
-        description="`all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), or "
-        "`ports` (strict, TCP connect to `tcpPorts` only)"
+    access: Literal["all", "none", "ports", "hosts"] = Field(
+        description="`all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), "
+        "`ports` (strict, TCP connect to `tcpPorts` only), or `hosts` (the plugin's allowlist, enforced: its own "
+        "network namespace, hostd's proxy its only way out)"
     )
     tcp_ports: list[int] = Field(alias="tcpPorts", description="the TCP ports it may connect to under `ports`")
+    hosts: list[str] | None = Field(
+        default=None,
+        description="the plugin's allowlist (`launch.network.hosts`); absent for a plugin without one",
+    )
+    filtering: str | None = Field(
+        default=None,
+        description="for a plugin with an allowlist: `enforced`, or why it is not (the kernel offers no "
+        "unprivileged network and pid namespaces, or `--sandbox basic`): the plugin then has the level's network "
+        "(`access`), all or nothing as before",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"hosts", "filtering"})
 
 
 class SecretCapability(Wire):
@@ -248,6 +261,19 @@ class Accounting(Wire):
     disk: str = Field(description="what bounds the data folder and `TMPDIR` (`limits.maxDiskMb`)")
 
 
+class NetworkAllowlist(Wire):
+    """``Launch.network``: a plugin's network allowlist (manifest field ``network``; issue 26)."""
+
+    hosts: list[str] = Field(
+        description="entries in their canonical spelling, sorted: `name`, `*.suffix` (names below it), an address "
+        "(`127.0.0.1`, `[::1]`), each with `:PORT` or, without one, ports 80 and 443"
+    )
+    private: list[str] = Field(
+        description="names that may resolve to loopback, private or link-local addresses (any other name "
+        "resolving there is refused)"
+    )
+
+
 class Launch(Wire):
     """``PluginInfo.launch``: what will run, for the approval prompt; everything the digest covers.
 
@@ -283,9 +309,9 @@ class Launch(Wire):
     )
     isolation: list[str] = Field(
         description="the isolation layers that will be in force, in a fixed order: `shim`, `rlimits`, "
-        "`no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `pidns`, "
-        "`private-proc` (the plugin's own `/proc`), `seccomp`, `seccomp-net` "
-        "([What a plugin sees](#what-a-plugin-sees)); which ones depends on `--sandbox` and on "
+        "`no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `netproxy` (the "
+        "allowlist's proxy is the only way out), `pidns`, `private-proc` (the plugin's own `/proc`), `seccomp`, "
+        "`seccomp-net` ([What a plugin sees](#what-a-plugin-sees)); which ones depends on `--sandbox` and on "
         "what the kernel offers"
     )
     digest: str = Field(
@@ -329,8 +355,15 @@ class Launch(Wire):
         "and disk on this machine, and why; absent for a remote plugin",
     )
 
+    network: NetworkAllowlist | None = Field(
+        default=None,
+        description="[`NetworkAllowlist`](#networkallowlist): the hosts the plugin may reach through hostd's proxy "
+        "(the manifest's `network` and the parent's `networkHosts` grants), covered by the digest; absent for a "
+        "plugin without an allowlist",
+    )
+
     omit_none: ClassVar[frozenset[str]] = frozenset(
-        {"prepare", "remote", "capabilities", "secret_arguments", "shim", "accounting"}
+        {"prepare", "remote", "capabilities", "secret_arguments", "shim", "accounting", "network"}
     )
 
 
@@ -403,7 +436,7 @@ class PluginInfo(Wire):
     """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
     `plugins/approve`, `plugins/configure` and `plugins/list`."""
 
-    omit_none = frozenset({"user_config", "origin", "error", "package"})
+    omit_none = frozenset({"user_config", "origin", "error", "package", "network_hosts", "network_call_hosts"})
 
     id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
     name: str = Field(description="human-readable name")
@@ -428,6 +461,18 @@ class PluginInfo(Wire):
         alias="networkPorts",
         description="TCP ports the parent granted, sorted ([`plugins/grant`](#pluginsgrant)); reachable under "
         "`--sandbox strict`",
+    )
+    network_hosts: list[str] | None = Field(
+        default=None,
+        alias="networkHosts",
+        description="network allowlist entries the parent granted ([`plugins/grant`](#pluginsgrant) "
+        "`networkHosts`), canonical, sorted; absent when none (`launch.network` has the whole allowlist)",
+    )
+    network_call_hosts: list[str] | None = Field(
+        default=None,
+        alias="networkCallHosts",
+        description="destinations (`host:port`) let through for good at a `network/request` (`always`), sorted; "
+        "absent when none; forgotten with [`plugins/grant`](#pluginsgrant) `networkCallHosts`",
     )
     limits: GrantedLimits = Field(
         description="`{maxRssMb, maxCpuPercent, maxDiskMb, maxTools, maxListingMb}` granted to this "
@@ -800,6 +845,26 @@ class GrantAnswer(Wire):
     )
 
 
+class NetworkRequestParams(Wire):
+    """hostd->parent ``network/request`` params: a plugin with an allowlist asks its proxy for a destination the
+    allowlist does not name (issue 26). Asked once per destination while the plugin runs; the plugin's
+    connection waits for the answer."""
+
+    plugin: str = Field(description="the plugin's `id`")
+    host: str = Field(description="the destination's host, canonical (lowercase, IDNA; an address as written)")
+    port: int = Field(description="the destination's TCP port")
+    reason: str = Field(description="one sentence for the user: which plugin, which destination")
+
+
+class NetworkAnswer(Wire):
+    """The parent's answer to ``network/request``."""
+
+    grant: Literal["no", "once", "always"] = Field(
+        description="`no`: refused (`403`, the plugin sees why); `once`: let through while the plugin runs; "
+        "`always`: also recorded in the state (`networkCallHosts`), asked no more"
+    )
+
+
 class StateRecord(Wire):
     """One installed plugin in ``state.json``'s ``plugins`` (``hostd.storage.state.PluginRecord``, which
     stays a plain dataclass so the lock is taken before pydantic loads; a test holds the two equal)."""
@@ -857,4 +922,20 @@ class StateRecord(Wire):
         "`--no-restore` shows the plugin `error` with it instead of starting it",
     )
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"secret_arguments", "install", "call_grants", "start_error"})
+    network_hosts: list[str] | None = Field(
+        default=None,
+        alias="networkHosts",
+        description="network allowlist entries the parent granted (`plugins/grant` `networkHosts`), canonical, "
+        "sorted; absent when none",
+    )
+
+    network_call_hosts: list[str] | None = Field(
+        default=None,
+        alias="networkCallHosts",
+        description="destinations (`host:port`) the parent let through for good at a `network/request` "
+        "(`always`); absent when none",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset(
+        {"secret_arguments", "install", "call_grants", "start_error", "network_hosts", "network_call_hosts"}
+    )

@@ -63,11 +63,26 @@ def _folders(plugin: InstalledPlugin, launch: Launch) -> list[p.FolderCapability
 
 
 def _network(plugin: InstalledPlugin, launch: Launch) -> p.NetworkCapability:
+    hosts = list(launch.network[0]) if launch.network is not None else None
+    if "netproxy" in launch.isolation:
+        return p.NetworkCapability(access="hosts", tcpPorts=[], hosts=hosts, filtering="enforced")
+    # Issue 26: where the allowlist cannot be enforced, the level's network stays, and the launch says so.
+    filtering = None if hosts is None else _unfiltered_why(plugin)
     policy = plugin.policy
     if policy is None or policy.network == "allow":
-        return p.NetworkCapability(access="all", tcpPorts=[])
+        return p.NetworkCapability(access="all", tcpPorts=[], hosts=hosts, filtering=filtering)
     ports = sorted(launch.plan.tcp_ports) if launch.plan is not None else []
-    return p.NetworkCapability(access="ports" if ports else "none", tcpPorts=ports)
+    return p.NetworkCapability(access="ports" if ports else "none", tcpPorts=ports, hosts=hosts, filtering=filtering)
+
+
+def _unfiltered_why(plugin: InstalledPlugin) -> str:
+    """Why a plugin's allowlist is not enforced (``netproxy`` was not planned: sandbox/policy.py ``_proxied``)."""
+    if plugin.policy is not None and not plugin.policy.landlock:
+        return "not enforced: --sandbox basic applies no network isolation"
+    return (
+        "not enforced: this kernel offers no unprivileged network and pid namespaces (hostd doctor), so the "
+        "plugin has the sandbox level's network"
+    )
 
 
 def _secrets(plugin: InstalledPlugin) -> list[p.SecretCapability]:

@@ -23,6 +23,7 @@ from hostd.install.ecosystems import Prepared
 from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import find_prepared, plugin_root
 from hostd.install.shims import Shim, find_shim, resolve_shim
+from hostd.net.allowlist import canonical_entries
 from hostd.remote.endpoint import resolve_remote
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore
@@ -265,6 +266,19 @@ def refuse_secret_arguments(plugin: InstalledPlugin, launch: Launch) -> None:
         )
 
 
+def allowlist(plugin: InstalledPlugin) -> tuple[list[str], list[str]] | None:
+    """The plugin's network allowlist ``(hosts, private)`` as canonical entries (hostd/net/allowlist.py), or
+    None when it has none: the manifest's ``network.hosts`` and what the parent granted (``plugins/grant
+    networkHosts``), and the manifest's ``network.private``. A plugin without a ``network`` field and without
+    a grant has no allowlist (its network is the sandbox level's, as before issue 26); with an empty one it
+    reaches nothing but what is granted later."""
+    declared = plugin.manifest.network
+    if declared is None and not plugin.network_hosts:
+        return None
+    hosts = canonical_entries([*(declared.hosts if declared else []), *plugin.network_hosts])
+    return hosts, canonical_entries(declared.private if declared else [])
+
+
 def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path | None) -> Callable[[], IsolationPolicy]:
     """The plugin's isolation policy: host policy plus what the parent granted it.
 
@@ -288,6 +302,7 @@ def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path |
         else:
             maybe_folders += [a for a in other.manifest.backend.args if os.path.isabs(a)]
     ports = sorted(plugin.network_ports)
+    proxy = allowlist(plugin)
     limits = dict(plugin.limits)
     # Call-time grants (hostd/host/call_grants.py) are recorded grants the user gave for a file a tool call
     # named: rules of the plan, never of the launch the digest covers, so a grant does not void the approval.
@@ -305,6 +320,7 @@ def isolation_policy(host: LaunchHost, plugin: InstalledPlugin, data_dir: Path |
         policy = settings.isolation_policy(
             data_dir,
             tcp_ports=ports,
+            proxy=proxy,
             max_rss_bytes=limits.get("max_rss_bytes"),
             max_cpu_percent=limits.get("max_cpu_percent"),
             protected=protected,

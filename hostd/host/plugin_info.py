@@ -74,6 +74,8 @@ def info_model(plugin: InstalledPlugin) -> p.PluginInfo:
         status=plugin.supervisor.state.value,
         tools=manifest.contributes.tool_names,
         networkPorts=sorted(plugin.network_ports),
+        networkHosts=list(plugin.network_hosts) or None,
+        networkCallHosts=list(plugin.network_call_hosts) or None,
         limits=p.GrantedLimits(
             maxRssMb=limits["max_rss_bytes"] / (1024 * 1024) if "max_rss_bytes" in limits else None,
             maxCpuPercent=limits.get("max_cpu_percent"),

@@ -23,6 +23,7 @@ from hostd.install.ecosystems import Prepared, Registries
 from hostd.install.manifest import Manifest, load_manifest
 from hostd.install.packages import PackageLaunch
 from hostd.install.shims import Shim
+from hostd.net.allowlist import canonical_entries
 from hostd.plugins import trust
 from hostd.plugins.restart import RestartMode
 from hostd.plugins.supervisor import PluginSupervisor
@@ -82,6 +83,7 @@ class HostSettings:
         data_dir: Path | None,
         *,
         tcp_ports: Sequence[int] = (),
+        proxy: tuple[Sequence[str], Sequence[str]] | None = None,
         max_rss_bytes: int | None = None,
         max_cpu_percent: float | None = None,
         protected: Sequence[str] = (),
@@ -106,12 +108,23 @@ class HostSettings:
         the per-plugin limits override the host's. ``protected``,
         ``writable``, ``code``: what no rule may cover, the folders other
         plugins may write, every plugin's folder (see
-        :func:`sandbox.policy.landlock_rules`).
+        :func:`sandbox.policy.landlock_rules`). ``proxy``: the plugin's
+        network allowlist ``(hosts, private)`` (None: it has none), kept in
+        the policy under every level (``basic`` enforces none of it; the
+        launch says so).
         """
         rss = max_rss_bytes if max_rss_bytes is not None else self.max_rss_bytes
         cpu = max_cpu_percent if max_cpu_percent is not None else self.max_cpu_percent
         if self.sandbox == "basic":
-            return IsolationPolicy(landlock=False, seccomp=False, max_rss_bytes=rss, max_cpu_percent=cpu)
+            # The allowlist stays in the policy (so the launch shows it) though basic enforces none of it.
+            return IsolationPolicy(
+                landlock=False,
+                seccomp=False,
+                max_rss_bytes=rss,
+                max_cpu_percent=cpu,
+                proxy_hosts=tuple(proxy[0]) if proxy is not None else None,
+                proxy_private=tuple(proxy[1]) if proxy is not None else (),
+            )
         return IsolationPolicy(
             landlock=True,
             network="deny" if self.sandbox == "strict" else "allow",
@@ -126,6 +139,8 @@ class HostSettings:
             protected_paths=tuple(protected),
             writable_paths=tuple(writable),
             code_paths=tuple(code),
+            proxy_hosts=tuple(proxy[0]) if proxy is not None else None,
+            proxy_private=tuple(proxy[1]) if proxy is not None else (),
         )
 
 
@@ -166,6 +181,11 @@ class RecordedState:
     enabled: bool = False
     #: TCP ports the parent granted (each declared in backend.tcp_ports).
     network_ports: set[int] = field(default_factory=set)
+    #: Network allowlist entries the parent granted (``plugins/grant networkHosts``), canonical, sorted; the
+    #: allowlist in force is these and the manifest's ``network.hosts`` (:func:`hostd.host.launch.allowlist`).
+    network_hosts: list[str] = field(default_factory=list)
+    #: Destinations (``host:port``, canonical) the parent let through for good (``network/request`` ``always``).
+    network_call_hosts: list[str] = field(default_factory=list)
     #: Per-plugin limits from the parent: max_rss_bytes, max_cpu_percent, max_disk_bytes, max_tools,
     #: max_listing_bytes.
     limits: dict[str, Any] = field(default_factory=dict)
@@ -195,6 +215,8 @@ class RecordedState:
             restarts=restarts,
             pinned_tools=self.pins,
             network_ports=sorted(self.network_ports),
+            network_hosts=list(self.network_hosts),
+            network_call_hosts=list(self.network_call_hosts),
             limits=dict(self.limits),
             disabled_tools=sorted(self.disabled_tools),
             folders={k: list(v) for k, v in self.folders.items()},
@@ -212,6 +234,8 @@ class RecordedState:
         self.enabled = record.enabled
         self.pins = record.pinned_tools
         self.network_ports = set(record.network_ports) & set(manifest.backend.tcp_ports)
+        self.network_hosts = canonical_entries(record.network_hosts)
+        self.network_call_hosts = canonical_entries(record.network_call_hosts)
         self.limits = dict(record.limits)
         self.disabled_tools = set(record.disabled_tools)
         self.folders = {k: list(v) for k, v in record.folders.items()}

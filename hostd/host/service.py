@@ -30,6 +30,7 @@ from hostd.host import (
     gate,
     install_methods,
     installs,
+    network_grants,
     plugin_info,
     setup_methods,
     tool_methods,
@@ -50,6 +51,7 @@ from hostd.plugins.registry import ToolRegistry
 from hostd.plugins.restart import RestartPolicy
 from hostd.plugins.supervisor import (
     Liveness,
+    NetworkRequested,
     PluginSupervisor,
     RestartCounted,
     Start,
@@ -508,12 +510,16 @@ class Host:
         first pins with the state document, or raise ``STATE_WRITE_FAILED`` (the
         start fails, nothing pinned). ``RetryDue``: run the trust gate again and
         answer with a start or the gate's refusal (approval voided, command gone).
+        ``NetworkRequested``: the parent's answer for a destination the plugin's
+        allowlist does not name (:func:`hostd.host.network_grants.decide`).
         """
         if isinstance(event, RestartCounted):
             await self.catalog.persist_quietly()
         elif isinstance(event, ToolsPinned):
             async with self.change():
                 plugin.pins = dict(event.pins)
+        elif isinstance(event, NetworkRequested):
+            event.reply.append(await network_grants.decide(self, plugin, event.host, event.port))
         else:
             try:
                 start: Start | HostError = await self._gate(plugin)

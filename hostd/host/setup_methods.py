@@ -22,6 +22,7 @@ from hostd.host import plugin_info
 from hostd.host.records import HostSettings, InstalledPlugin, write_failed
 from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import prepare as prepare_packages
+from hostd.net.allowlist import EntryError, canonical_entries, parse_entry
 from hostd.plugins.supervisor import State
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore
@@ -93,12 +94,18 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
             networkPorts=undeclared_ports,
         )
     folders = _granted_folders(args.id, args.folders) if args.folders is not None else None
+    hosts = _granted_hosts(args.id, args.network_hosts) if args.network_hosts is not None else None
+    call_hosts = _granted_hosts(args.id, args.network_call_hosts) if args.network_call_hosts is not None else None
     async with host.change():
         plugin.granted = set(args.permissions)
         if folders is not None:
             plugin.folders = folders
         if args.network_ports is not None:
             plugin.network_ports = ports
+        if hosts is not None:
+            plugin.network_hosts = hosts
+        if call_hosts is not None:
+            plugin.network_call_hosts = call_hosts
         if args.secret_arguments is not None:
             plugin.secret_arguments = args.secret_arguments
         if args.limits is not None:
@@ -127,6 +134,25 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
                     ErrorKind.INVALID_PARAMS, f"plugin {args.id}: folder not granted: {exc}", plugin=args.id
                 ) from None
     return host.info(plugin)
+
+
+def _granted_hosts(plugin_id: str, entries: list[str]) -> list[str]:
+    """``plugins/grant``'s ``networkHosts`` as canonical entries; every entry must parse (hostd/net/allowlist.py),
+    or ``INVALID_PARAMS`` names each one that does not (``data.networkHosts``: ``[{entry, reason}]``)."""
+    bad = []
+    for entry in entries:
+        try:
+            parse_entry(entry)
+        except EntryError as exc:
+            bad.append({"entry": entry, "reason": str(exc)})
+    if bad:
+        raise HostError(
+            ErrorKind.INVALID_PARAMS,
+            f"plugin {plugin_id}: network hosts not granted: " + "; ".join(b["reason"] for b in bad),
+            plugin=plugin_id,
+            networkHosts=bad,
+        )
+    return canonical_entries(entries)
 
 
 async def prepare(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from hostd.install.manifest_fields import (
     _transport_errors,
     _unique_list,
 )
+from hostd.net.allowlist import MAX_ENTRIES, EntryError, parse_entry
 
 __all__ = [
     "SCHEMA_ID",
@@ -53,6 +54,7 @@ __all__ = [
     "ConditionalTool",
     "Contributes",
     "Manifest",
+    "NetworkNeeds",
     "OAuthClient",
     "Origin",
     "SandboxNeeds",
@@ -255,6 +257,71 @@ class SandboxNeeds(BaseModel):
     )
 
 
+def _host_entry(value: str) -> str:
+    # Every entry is attacker input: the allowlist's own grammar checks it (hostd/net/allowlist.py), so the
+    # manifest cannot hold an entry the proxy would read another way. The entry is kept as written (the
+    # approval digest covers the manifest's bytes; the launch shows the canonical spelling).
+    try:
+        parse_entry(value)
+    except EntryError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+_HostEntry = Annotated[str, Field(min_length=1, max_length=270), AfterValidator(_host_entry)]
+
+
+class NetworkNeeds(BaseModel):
+    """The hosts the server may reach (manifest field ``network``; issue 26, hostd/net/allowlist.py).
+
+    ``hosts``: entries ``name``, ``*.suffix`` (names below the suffix), an IPv4 address or an IPv6 address in
+    brackets, each with an optional ``:PORT`` (without one: ports 80 and 443). ``private``: names of ``hosts``
+    that may resolve to a loopback, private or link-local address (without it such an answer is refused: DNS
+    rebinding). Shown in ``launch.network``, covered by the approval digest; the parent may grant more
+    (``plugins/grant networkHosts``). A plugin with a ``network`` field runs without any network but hostd's
+    proxy where the kernel allows it (``launch.isolation`` lists ``netproxy``).
+    """
+
+    model_config = _model_config("The hosts the server may reach through hostd's proxy, and nothing else.")
+
+    hosts: list[_HostEntry] = Field(
+        default=[],
+        max_length=MAX_ENTRIES,
+        json_schema_extra={"uniqueItems": True},
+        description=(
+            "Hosts the server may connect to: 'api.example.com', '*.example.com' (names below it), '127.0.0.1', "
+            "'[::1]', each with an optional ':PORT' (default: 80 and 443). Names are matched case-insensitively, "
+            "without the trailing dot, in their IDNA form."
+        ),
+    )
+    private: list[_HostEntry] = Field(
+        default=[],
+        max_length=MAX_ENTRIES,
+        json_schema_extra={"uniqueItems": True},
+        description=(
+            "Names (exact or '*.suffix') that may resolve to a loopback, private or link-local address; "
+            "any other name resolving there is refused (DNS rebinding)."
+        ),
+    )
+
+    @field_validator("hosts", "private")
+    @classmethod
+    def _entries_unique(cls, entries: list[str]) -> list[str]:
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "duplicate_item", "duplicate entry '{value}' (first at index {first})", {"value": v, "first": f}
+                ),
+                loc=(index,),
+                input=v,
+            )
+            for index, v, f in _duplicates(entries)
+        ]
+        if errors:
+            raise ValidationError.from_exception_data("NetworkNeeds", errors)
+        return entries
+
+
 #: The client features a declared tool may need (``contributes.tools[].needs``): a feature the
 #: parent serves and the user granted (``sampling``, ``elicitation``, ``roots``), or one of its
 #: sub-features (``sampling.tools``; ``elicitation.form``, ``elicitation.url``).
@@ -425,6 +492,13 @@ class Manifest(BaseModel):
         description="Settings the user gives (plugins/configure), substituted as ${user_config.<name>} in backend.",
     )
     origin: Origin | None = Field(default=None, description="Set by hostd on manifests it generated.")
+    network: NetworkNeeds | None = Field(
+        default=None,
+        description=(
+            "The hosts the server may reach ({hosts, private}); with it the server has no network but hostd's "
+            "proxy, which lets through only these hosts (and those the parent grants). Covered by the approval."
+        ),
+    )
 
     @field_validator("permissions")
     @classmethod

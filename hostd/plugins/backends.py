@@ -11,6 +11,7 @@ resource watch, the stop and the kill.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import trio
@@ -64,9 +65,13 @@ class Instance(Protocol):
 class ProcessInstance:
     """A stdio plugin: its sandboxed process tree and the link on its pipes."""
 
-    def __init__(self, process: SandboxedProcess, link: StdioLink) -> None:
+    def __init__(
+        self, process: SandboxedProcess, link: StdioLink, proxy: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         self.process = process
         self._link = link
+        #: The plugin's network proxy (``netproxy`` layer, issue 26): run from before the handshake to the stop.
+        self.proxy = proxy
 
     @property
     def link(self) -> PluginLink:

@@ -12,7 +12,16 @@ from typing import Any
 
 from hostd.plugins import trust
 
-__all__ = ["Notify", "OnEvent", "ProgressSink", "RestartCounted", "RetryDue", "SupervisorEvent", "ToolsPinned"]
+__all__ = [
+    "NetworkRequested",
+    "Notify",
+    "OnEvent",
+    "ProgressSink",
+    "RestartCounted",
+    "RetryDue",
+    "SupervisorEvent",
+    "ToolsPinned",
+]
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,20 @@ class RetryDue:
     plugin_id: str
 
 
+@dataclass(frozen=True)
+class NetworkRequested:
+    """The plugin's proxy met a destination its allowlist does not name (issue 26). The host appends the
+    parent's answer (``no``, ``once``, ``always``; anything else: nobody to ask) to ``reply`` from the handler,
+    recording an ``always`` first."""
+
+    plugin_id: str
+    host: str
+    port: int
+    reply: list[str]
+
+
 #: Everything a supervisor tells its host, other than notifications to the parent.
-SupervisorEvent = RestartCounted | ToolsPinned | RetryDue
+SupervisorEvent = RestartCounted | ToolsPinned | RetryDue | NetworkRequested
 OnEvent = Callable[[SupervisorEvent], Awaitable[None]]
 
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]

@@ -37,9 +37,12 @@ from hostd.mcp.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooL
 from hostd.mcp.listing import ListingBounds
 from hostd.mcp.tools import RegisteredTool
 from hostd.mcp.transport.stdio import StdioLink
+from hostd.net.allowlist import Allowlist
+from hostd.net.handoff import Handoff, HandoffError
+from hostd.net.proxy import run_proxy
 from hostd.plugins import lifecycle, trust
 from hostd.plugins.backends import Instance, ProcessInstance, RemoteInstance
-from hostd.plugins.events import Notify, OnEvent, ToolsPinned
+from hostd.plugins.events import NetworkRequested, Notify, OnEvent, ToolsPinned
 from hostd.plugins.lifecycle import Event
 from hostd.plugins.registry import ToolRegistry
 from hostd.plugins.restart import RefreshPacer
@@ -50,13 +53,15 @@ from hostd.wire.errors import ErrorKind, HostError, start_failed, unwrap_host_er
 from hostd.wire.redact import Redactor
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
-from sandbox.process import spawn
+from sandbox.process import SandboxedProcess, spawn
 from sandbox.watchdog import LimitHit
 
 log = logging.getLogger("hostd.plugins.supervisor")
 
 #: Seconds the plugin gets after stdin EOF, and again after SIGTERM (case E7).
 STOP_GRACE = 2.0
+#: Seconds the shim has to hand its network namespace's listener over after the plugin started (``netproxy``).
+HANDOFF_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -175,11 +180,7 @@ class InstanceRunner:
         if isinstance(launch, RemoteLaunch):  # a remote server: a connection stands for the process tree
             return await self._connect(launch)
         backend = self.manifest.backend
-        try:
-            # Every tree gets a cgroup where one is usable (sandbox/cgroups.py): its memory bound is the policy's.
-            process = await spawn(launch, limits=self.limits if self.limits is not None else IsolationPolicy())
-        except LaunchError as exc:
-            raise launch_failed(self.plugin_id, exc) from None
+        process, proxy = await self._spawn_proxied(launch)
         link = StdioLink(
             self.plugin_id,
             process,
@@ -194,7 +195,43 @@ class InstanceRunner:
             on_request=self.features.on_request if self.features is not None else None,
             capabilities=self.features.client_capabilities() if self.features is not None else None,
         )
-        return ProcessInstance(process, link)
+        return ProcessInstance(process, link, proxy)
+
+    async def _spawn_proxied(self, launch: Launch) -> tuple[SandboxedProcess, Callable[[], Awaitable[None]] | None]:
+        """Spawn ``launch``; with ``netproxy`` also take its namespace's listener (hostd/net/handoff.py) and return
+        the proxy to run on it (hostd/net/proxy.py), whose refusals reach the parent as ``plugins/log``."""
+        handoff = await Handoff.open() if "netproxy" in launch.isolation else None
+        try:
+            try:
+                # Every tree gets a cgroup where one is usable (sandbox/cgroups.py): its memory bound is the policy's.
+                limits = self.limits if self.limits is not None else IsolationPolicy()
+                process = await spawn(launch, limits=limits, proxy_socket=handoff.path if handoff is not None else None)
+            except LaunchError as exc:
+                raise launch_failed(self.plugin_id, exc) from None
+            if handoff is None:
+                return process, None
+            try:
+                listener = await handoff.receive(HANDOFF_SECONDS)
+            except HandoffError as exc:
+                with trio.CancelScope(shield=True):
+                    await process.stop(grace=0)
+                error = LaunchError("ISOLATION_FAILED", launch.command, f"netproxy: {exc}")
+                raise launch_failed(self.plugin_id, error) from None
+        finally:
+            if handoff is not None:
+                handoff.close()
+        hosts, private = launch.network or ((), ())
+        allowlist = Allowlist.parse(hosts, private)
+
+        async def log(message: str) -> None:
+            await self._log("warning", "host", message)
+
+        async def ask(host: str, port: int) -> str:
+            reply: list[str] = []
+            await self._on_event(NetworkRequested(self.plugin_id, host, port, reply))
+            return reply[0] if reply else "unanswered"
+
+        return process, functools.partial(run_proxy, self.plugin_id, listener, allowlist, log, ask=ask)
 
     async def _connect(self, launch: RemoteLaunch) -> RemoteInstance:
         """One connection to a remote server (hostd/mcp/transport/http.py), run like a process tree."""
@@ -281,6 +318,8 @@ class InstanceRunner:
         manifest = self.manifest
         backend = manifest.backend
         async with trio.open_nursery() as nursery:
+            if isinstance(instance, ProcessInstance) and instance.proxy is not None:
+                nursery.start_soon(instance.proxy)  # the plugin's one way out, before it is asked anything
             discovery = await nursery.start(link.run, backend.startup_timeout_seconds)
             # Known before the listing is checked: a rejected listing's status and error name the release.
             self.server_name = discovery.server_name

@@ -53,6 +53,7 @@ from hostd.mcp.tools import RegisteredTool
 from hostd.plugins import lifecycle, trust
 from hostd.plugins.backends import Instance
 from hostd.plugins.events import (
+    NetworkRequested,
     Notify,
     OnEvent,
     ProgressSink,
@@ -77,6 +78,7 @@ from sandbox.policy import IsolationPolicy
 __all__ = [
     "STOP_GRACE",
     "Liveness",
+    "NetworkRequested",
     "Notify",
     "OnEvent",
     "PluginSupervisor",

@@ -99,6 +99,10 @@ class PluginRecord:
     pinned_tools: dict[str, str] | None = None
     network_ports: list[int] = field(default_factory=list)
     limits: dict[str, Any] = field(default_factory=dict)
+    #: Network allowlist entries the parent granted (``plugins/grant``'s ``networkHosts``; issue 26), canonical.
+    network_hosts: list[str] = field(default_factory=list)
+    #: Destinations (``host:port``) the parent let through for good at a ``network/request`` (issue 26).
+    network_call_hosts: list[str] = field(default_factory=list)
     #: MCP names of the tools the user disabled (``tools/setEnabled``), sorted.
     disabled_tools: list[str] = field(default_factory=list)
     #: Folders the parent granted (``plugins/grant``'s ``folders``): ``{"read": [...], "write": [...]}``.
@@ -133,6 +137,8 @@ class PluginRecord:
             **({"install": dict(self.install)} if self.install else {}),
             **({"callGrants": dict(sorted(self.call_grants.items()))} if self.call_grants else {}),
             **({"startError": dict(self.start_error)} if self.start_error is not None else {}),
+            **({"networkHosts": sorted(self.network_hosts)} if self.network_hosts else {}),
+            **({"networkCallHosts": sorted(self.network_call_hosts)} if self.network_call_hosts else {}),
         }
 
     @classmethod
@@ -172,6 +178,9 @@ class PluginRecord:
                 k: v for k, v in typed("install", dict, {}).items() if k in ("id", "origin") and isinstance(v, str)
             },
             network_ports=[p for p in typed("networkPorts", list, []) if isinstance(p, int)],
+            # Kept as stored; the host parses each entry again (hostd.net.allowlist) and drops what fails.
+            network_hosts=[h for h in typed("networkHosts", list, []) if isinstance(h, str)],
+            network_call_hosts=[h for h in typed("networkCallHosts", list, []) if isinstance(h, str)],
             limits={
                 k: v for k, v in typed("limits", dict, {}).items() if k in LIMIT_KEYS and isinstance(v, int | float)
             },

@@ -1,0 +1,448 @@
+"""The plugins' HTTP proxy (issue 26): a plugin with an allowlist reaches the network only through it.
+
+Theory of operation. One :class:`PluginProxy` per running plugin serves the connections of one listener (in
+production the loopback socket inside the plugin's network namespace, handed to hostd by its shim; in tests any
+loopback listener). Each connection carries one request head, read within :attr:`ProxyLimits.head_seconds` and
+at most :attr:`ProxyLimits.max_head_bytes`:
+
+- ``CONNECT host:port HTTP/1.1`` (HTTPS and any TCP protocol): a tunnel, answered ``200`` once the upstream
+  connection is open;
+- ``GET http://host[:port]/path HTTP/1.1`` (plain HTTP, absolute form, RFC 9112 section 3.2.2): the request is
+  passed on in origin form with ``Connection: close``, its ``Proxy-*`` headers dropped.
+
+Each destination goes through the same decision (:meth:`PluginProxy.decide`): the host must be one spelling the
+allowlist grammar takes and an entry must allow it on that port (:meth:`hostd.net.allowlist.Allowlist.match`);
+the proxy resolves names itself and connects only to the addresses it checked (so a second, rebound answer
+never reaches a socket): a name resolving to a loopback, private or link-local address is refused unless the
+allowlist names it in ``private`` (:func:`hostd.net.allowlist.addresses_problem`). An IP literal passes when an
+entry names that address, or when an exact allowlisted name allowed on that port resolves to it (a client that
+resolved the name itself); any other literal is refused.
+
+A refusal is an HTTP status to the plugin (``403`` not allowed, ``400`` malformed, ``429`` too many connections,
+``431`` head too large, ``502`` upstream unreachable, ``504`` upstream too slow), with the reason in the body and
+in an ``X-Hostd-Refused`` header, and one call of ``on_refused`` (hostd logs it and tells the parent).
+
+Bounded (:class:`ProxyLimits`, defaults documented there): concurrent connections per plugin, bytes per second
+per plugin (both directions together, a token bucket on trio's clock), the head's size and time, the connect
+time. Everything is trio: a slow or hostile plugin holds only its own tasks, never hostd's control loop; name
+resolution runs in trio's worker threads (``trio.socket.getaddrinfo``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import trio
+
+from hostd.net.allowlist import Allowlist, EntryError, addresses_problem, canonical_host, split_host_port
+
+__all__ = ["Decision", "PluginProxy", "ProxyLimits", "Refused", "Resolver", "run_proxy", "system_resolver"]
+
+#: ``resolve(host, port)`` -> the addresses (strings) the host has; raises ``OSError`` when it has none.
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+#: Called once per refused request: ``{"plugin", "host", "port", "status", "reason"}``; must not block.
+OnRefused = Callable[[dict[str, Any]], None]
+#: ``ask(host, port)``: the parent's answer for a destination the allowlist does not name: ``"once"`` or
+#: ``"always"`` (let it through), ``"no"`` (the user declined), anything else (nobody to ask: refused as before).
+Ask = Callable[[str, int], Awaitable[str]]
+#: Destinations one plugin's proxy may be asking about at once; more are refused without asking.
+MAX_PENDING_ASKS = 8
+
+_CHUNK = 65536
+#: What one relay read takes at most (a larger read costs fewer trips through the event loop per MiB).
+_RELAY_CHUNK = 256 * 1024
+_STATUS_TEXT = {
+    400: "Bad Request",
+    403: "Forbidden",
+    429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
+    502: "Bad Gateway",
+    504: "Gateway Timeout",
+}
+#: Headers a proxy consumes (RFC 9110 section 7.6.1 and the ``Proxy-*`` family): never passed upstream.
+_HOP_BY_HOP = frozenset({b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization", b"te", b"upgrade"})
+
+
+@dataclass(frozen=True)
+class ProxyLimits:
+    """The proxy's bounds for one plugin (defaults in parentheses).
+
+    ``max_connections`` (64): connections open at once, tunnels included; one more is answered ``429``.
+    ``bytes_per_second`` (8 MiB/s): the plugin's traffic through the proxy, both directions together.
+    ``max_head_bytes`` (16 KiB): a request head (request line and headers); more is ``431``.
+    ``head_seconds`` (30 s): time to send the head; ``connect_seconds`` (10 s): to resolve and connect upstream.
+    """
+
+    max_connections: int = 64
+    bytes_per_second: int = 8 * 1024 * 1024
+    max_head_bytes: int = 16 * 1024
+    head_seconds: float = 30.0
+    connect_seconds: float = 10.0
+
+
+class Refused(Exception):
+    """A request the proxy refuses: ``status`` (HTTP) and ``reason`` (for people, sent in the body)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where an allowed request goes: the canonical ``host``, the ``port`` and the checked ``addresses``."""
+
+    host: str
+    port: int
+    addresses: tuple[str, ...]
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """The machine's resolver (``getaddrinfo`` in a worker thread): the unique addresses of ``host``, in order."""
+    infos = await trio.socket.getaddrinfo(host, port, type=trio.socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class _Bucket:
+    """A token bucket of ``rate`` bytes per second on trio's clock (so tests run it under ``MockClock``)."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.tokens = float(rate)
+        self.stamp = trio.current_time()
+        self.lock = trio.Lock()
+
+    async def take(self, count: int) -> None:
+        async with self.lock:  # one waiter at a time: the bucket is the plugin's, shared by its connections
+            now = trio.current_time()
+            self.tokens = min(float(self.rate), self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            self.tokens -= count
+            if self.tokens < 0:
+                await trio.sleep(-self.tokens / self.rate)
+
+
+class PluginProxy:
+    """The proxy of one plugin (module text). ``plugin``: its id (in refusals); ``allowlist``: what it may reach
+    (replace :attr:`allowlist` to apply a grant to new connections); ``resolver``: :func:`system_resolver`
+    unless a test maps names itself; ``on_refused``: see :data:`OnRefused`."""
+
+    def __init__(
+        self,
+        plugin: str,
+        allowlist: Allowlist,
+        *,
+        limits: ProxyLimits | None = None,
+        resolver: Resolver = system_resolver,
+        on_refused: OnRefused | None = None,
+        ask: Ask | None = None,
+    ) -> None:
+        self.plugin = plugin
+        self.ask = ask
+        #: The answers of ``ask`` by ``(canonical host, port)``, for this proxy's life (one question each).
+        self.answers: dict[tuple[str, int], str] = {}
+        self._asking: dict[tuple[str, int], trio.Event] = {}
+        self.allowlist = allowlist
+        self.limits = limits or ProxyLimits()
+        self.resolver = resolver
+        self.on_refused = on_refused
+        self.open_connections = 0
+        self._bucket = _Bucket(self.limits.bytes_per_second)
+
+    async def serve(self, listener: trio.abc.Listener[Any], *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Accept connections on ``listener`` until cancelled, each served by :meth:`handle` in its own task.
+
+        Cancellation closes the listener and every open connection of this plugin.
+        """
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            async with listener:
+                while True:
+                    stream = await listener.accept()
+                    nursery.start_soon(self.handle, stream)
+
+    async def handle(self, stream: trio.abc.Stream) -> None:
+        """Serve one connection: read the head, decide, answer or connect and relay; always closes ``stream``."""
+        async with stream:
+            if self.open_connections >= self.limits.max_connections:
+                await self._refuse(stream, "", 0, Refused(429, f"more than {self.limits.max_connections} connections"))
+                return
+            self.open_connections += 1
+            try:
+                await self._serve_one(stream)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass  # the client or the upstream went away: this connection ends, the proxy goes on
+            finally:
+                self.open_connections -= 1
+
+    async def _serve_one(self, stream: trio.abc.Stream) -> None:
+        host, port, reply = "", 0, b""
+        try:
+            head, rest = await self._read_head(stream)
+            method, target, version, headers = _parse_head(head)
+            if method == b"CONNECT":
+                host, port = _authority(target.decode("ascii", "replace"), None)
+                upstream = await self._open(host, port)
+                reply, first = version + b" 200 Connection Established\r\n\r\n", rest
+            else:
+                url = urlsplit(target.decode("ascii", "replace"))
+                if url.scheme.lower() != "http" or not url.netloc:
+                    raise Refused(400, "a plain request names an http:// URL; use CONNECT for anything else")
+                host, port = _authority(url.netloc, 80)
+                upstream = await self._open(host, port)
+                path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+                first = _origin_head(method, path.encode("ascii", "replace"), version, headers, url.netloc) + rest
+        except Refused as refused:
+            await self._refuse(stream, host, port, refused)
+            return
+        async with upstream:  # closed however the client goes away
+            if reply:
+                await stream.send_all(reply)
+            if first:
+                await self._bucket.take(len(first))
+                await upstream.send_all(first)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._pump, stream, upstream, nursery.cancel_scope)
+                nursery.start_soon(self._pump, upstream, stream, nursery.cancel_scope)
+
+    async def _read_head(self, stream: trio.abc.Stream) -> tuple[bytes, bytes]:
+        data = b""
+        with trio.move_on_after(self.limits.head_seconds) as timer:
+            while b"\r\n\r\n" not in data:
+                if len(data) > self.limits.max_head_bytes:
+                    raise Refused(431, f"the request head is over {self.limits.max_head_bytes} bytes")
+                chunk = await stream.receive_some(_CHUNK)
+                if not chunk:
+                    raise Refused(400, "the connection ended before the request head did")
+                data += chunk
+        if timer.cancelled_caught:
+            raise Refused(400, f"no complete request head within {self.limits.head_seconds:g} s")
+        head, _, rest = data.partition(b"\r\n\r\n")
+        if len(head) > self.limits.max_head_bytes:
+            raise Refused(431, f"the request head is over {self.limits.max_head_bytes} bytes")
+        return head, rest
+
+    async def decide(self, host: str, port: int) -> Decision:
+        """Whether the plugin may reach ``host`` on ``port``, and at which addresses (module text).
+
+        Raises :class:`Refused` (403) naming why: a host outside the grammar, no entry allowing it on that port,
+        a name resolving to a non-public address the allowlist does not name, an IP literal no allowed name
+        resolves to; (502) a name that does not resolve. Resolution is bounded by ``connect_seconds``.
+        """
+        try:
+            name, address = canonical_host(host)
+            entry = self.allowlist.match(host, port)
+        except EntryError as exc:
+            raise Refused(403, str(exc)) from None
+        shown = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+        if address is not None:
+            if entry is not None or await self._resolves_to_allowed(name, port) or await self._consent(name, port):
+                return Decision(name, port, (name,))
+            why = f"{shown} is not in the plugin's allowlist, and no allowed name resolves to it"
+            raise Refused(403, why + self._declined(name, port))
+        if entry is None and not await self._consent(name, port):
+            raise Refused(403, f"{shown} is not in the plugin's allowlist{self._declined(name, port)}")
+        addresses = await self._resolve(name, port)
+        problem = addresses_problem(name, addresses, self.allowlist)
+        if problem is not None:
+            raise Refused(403, problem)
+        return Decision(name, port, tuple(addresses))
+
+    async def _consent(self, name: str, port: int) -> bool:
+        """Whether the parent lets ``name:port`` through (``ask``; issue 26's call-time consent). One question
+        per destination for this proxy's life: concurrent connections wait for the same answer; beyond
+        :data:`MAX_PENDING_ASKS` open questions a destination is refused without asking."""
+        if self.ask is None:
+            return False
+        key = (name, port)
+        while key not in self.answers:
+            pending = self._asking.get(key)
+            if pending is not None:
+                await pending.wait()
+                continue
+            if len(self._asking) >= MAX_PENDING_ASKS:
+                return False
+            self._asking[key] = done = trio.Event()
+            try:
+                try:
+                    self.answers[key] = await self.ask(name, port)
+                except Exception:
+                    self.answers[key] = "unanswered"
+            finally:
+                self.answers.setdefault(key, "unanswered")  # a cancelled question counts as no, once
+                del self._asking[key]
+                done.set()
+        return self.answers[key] in ("once", "always")
+
+    def _declined(self, name: str, port: int) -> str:
+        return "; the user declined it" if self.answers.get((name, port)) == "no" else ""
+
+    async def _resolve(self, name: str, port: int) -> list[str]:
+        try:
+            with trio.fail_after(self.limits.connect_seconds):
+                return await self.resolver(name, port)
+        except trio.TooSlowError:
+            raise Refused(504, f"{name} did not resolve within {self.limits.connect_seconds:g} s") from None
+        except OSError as exc:
+            raise Refused(502, f"{name} does not resolve: {exc.strerror or exc}") from None
+
+    async def _resolves_to_allowed(self, literal: str, port: int) -> bool:
+        for name in self.allowlist.exact_names(port)[:16]:  # bounded: a literal costs at most 16 lookups
+            try:
+                addresses = await self._resolve(name, port)
+            except Refused:
+                continue
+            if literal in {canonical_host(a)[0] for a in addresses}:
+                return addresses_problem(name, addresses, self.allowlist) is None
+        return False
+
+    async def _open(self, host: str, port: int) -> trio.SocketStream:
+        decision = await self.decide(host, port)
+        errors: list[str] = []
+        with trio.move_on_after(self.limits.connect_seconds):
+            for address in decision.addresses:
+                try:
+                    return await _connect(address, port)
+                except OSError as exc:
+                    errors.append(f"{address}: {os.strerror(exc.errno) if exc.errno else exc}")
+            raise Refused(502, f"{decision.host}:{port} refused the connection ({'; '.join(errors)})")
+        raise Refused(504, f"{decision.host}:{port} did not answer within {self.limits.connect_seconds:g} s")
+
+    async def _pump(self, source: trio.abc.Stream, sink: trio.abc.Stream, scope: trio.CancelScope) -> None:
+        try:
+            while chunk := await source.receive_some(_RELAY_CHUNK):
+                await self._bucket.take(len(chunk))
+                await sink.send_all(chunk)
+            if isinstance(sink, trio.SocketStream):
+                await sink.send_eof()  # a half-close passes on; the other direction may still talk
+                return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        scope.cancel()
+
+    async def _refuse(self, stream: trio.abc.Stream, host: str, port: int, refused: Refused) -> None:
+        if self.on_refused is not None:
+            self.on_refused(
+                {"plugin": self.plugin, "host": host, "port": port, "status": refused.status, "reason": refused.reason}
+            )
+        reason = refused.reason.encode("utf-8", "replace")
+        header = refused.reason.encode("ascii", "replace").replace(b"\r", b" ").replace(b"\n", b" ")
+        answer = (
+            b"HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
+            b"X-Hostd-Refused: %s\r\nConnection: close\r\n\r\n%s"
+            % (refused.status, _STATUS_TEXT[refused.status].encode(), len(reason) + 1, header, reason + b"\n")
+        )
+        # A lingering close (RFC 9112 section 9.6): answer, end our side, then read (bounded) what the client
+        # still sends, so closing with unread input does not reset the connection before it reads the answer.
+        try:
+            with trio.move_on_after(5):
+                await stream.send_all(answer)
+                if isinstance(stream, trio.SocketStream):
+                    await stream.send_eof()
+                drained = 0
+                while drained < self.limits.max_head_bytes * 4 and (chunk := await stream.receive_some(_CHUNK)):
+                    drained += len(chunk)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+
+async def _connect(address: str, port: int) -> trio.SocketStream:
+    """A TCP connection to the IP ``address`` (no name resolution); raises ``OSError`` with the errno's text."""
+    family = trio.socket.AF_INET6 if ":" in address else trio.socket.AF_INET
+    sock = trio.socket.socket(family, trio.socket.SOCK_STREAM)
+    try:
+        await sock.connect((address, port))
+    except BaseException:
+        sock.close()
+        raise
+    return trio.SocketStream(sock)
+
+
+async def run_proxy(
+    plugin: str,
+    listener: trio.abc.Listener[Any],
+    allowlist: Allowlist,
+    log: Callable[[str], Awaitable[None]],
+    *,
+    limits: ProxyLimits | None = None,
+    ask: Ask | None = None,
+) -> None:
+    """Serve ``plugin``'s proxy on ``listener`` until cancelled (``ask``: see :data:`Ask`); each refusal becomes
+    one ``log`` line (``"network: refused HOST:PORT (STATUS): REASON"``; hostd sends it to the parent as
+    ``plugins/log``).
+
+    Refusals wait in a bounded queue (256); beyond it they are counted, never waited for: a plugin that hammers
+    forbidden hosts slows neither its own connections nor hostd. Cancellation closes the listener and every
+    connection of the plugin.
+    """
+    send, receive = trio.open_memory_channel[dict[str, Any]](256)
+    dropped = [0]
+
+    def on_refused(record: dict[str, Any]) -> None:
+        try:
+            send.send_nowait(record)
+        except trio.WouldBlock:
+            dropped[0] += 1
+
+    async def report() -> None:
+        async for record in receive:
+            extra = f" ({dropped[0]} more refusals not shown)" if dropped[0] else ""
+            dropped[0] = 0
+            where = f"{record['host']}:{record['port']}" if record["host"] else "a connection"
+            await log(f"network: refused {where} ({record['status']}): {record['reason']}{extra}")
+
+    proxy = PluginProxy(plugin, allowlist, limits=limits, on_refused=on_refused, ask=ask)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(report)
+        await proxy.serve(listener)
+
+
+def _parse_head(head: bytes) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]]]:
+    """``(method, target, version, headers)`` of a request head (RFC 9112 section 3); raises :class:`Refused`."""
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or not parts[0].isalpha() or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
+        raise Refused(400, "the request line is not 'METHOD TARGET HTTP/1.1'")
+    headers: list[tuple[bytes, bytes]] = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or name != name.strip() or any(c in name for c in b" \t"):
+            raise Refused(400, "a header line is not 'Name: value'")
+        headers.append((name, value.strip()))
+    return parts[0].upper(), parts[1], parts[2], headers
+
+
+def _authority(text: str, default_port: int | None) -> tuple[str, int]:
+    """``host:port`` of a CONNECT target or a URL's authority (no user info); raises :class:`Refused`."""
+    if "@" in text:
+        raise Refused(400, "a user name or password in the target is not allowed")
+    try:
+        host, port = split_host_port(text)
+    except EntryError as exc:
+        raise Refused(400, str(exc)) from None
+    if port is None:
+        if default_port is None:
+            raise Refused(400, "CONNECT names host:port")
+        port = default_port
+    return host, port
+
+
+def _origin_head(
+    method: bytes, path: bytes, version: bytes, headers: list[tuple[bytes, bytes]], authority: str
+) -> bytes:
+    """The request head as the origin server gets it: origin form, ``Host`` the target's, hop-by-hop and
+    ``Proxy-*`` headers dropped, ``Connection: close`` (one request per proxied connection)."""
+    kept = [
+        (n, v)
+        for n, v in headers
+        if n.lower() not in _HOP_BY_HOP and n.lower() != b"host" and b"proxy-" not in n.lower()
+    ]
+    lines = [b"%s %s %s" % (method, path, version), b"Host: " + authority.encode("ascii", "replace")]
+    lines += [n + b": " + v for n, v in kept]
+    lines.append(b"Connection: close")
+    return b"\r\n".join(lines) + b"\r\n\r\n"
