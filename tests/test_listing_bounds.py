@@ -168,15 +168,30 @@ async def test_every_plugins_prompts_are_paged_and_each_plugins_walk_bounded(
         assert (refused.value.data["count"], refused.value.data["maxCount"]) == (1100, MAX_TOOLS)
 
 
-async def test_a_prompt_name_outside_the_allowlist_is_an_upstream_error(
+async def test_a_prompt_name_outside_the_allowlist_is_refused_by_name(
     hostd: HostdClient, make_plugin: MakePlugin
 ) -> None:
     with trio.fail_after(30):
         assert (await ready(hostd, make_plugin(variant="invisible-prompt")))["status"] == "ready"
-        with pytest.raises(RpcError) as refused:
-            await hostd.request("prompts/list", {"plugin": HOSTILE})
-        assert refused.value.kind == "MCP_UPSTREAM_ERROR"
-        assert "contains U+2060 at 3" in refused.value.message
+        for params in ({"plugin": HOSTILE}, {}):
+            with pytest.raises(RpcError) as refused:
+                await hostd.request("prompts/list", params)
+            error = refused.value
+            assert (error.kind, error.code) == ("NAME_INVALID", -32059)
+            named = {k: error.data[k] for k in ("plugin", "what", "index", "name", "character", "position", "rule")}
+            assert named == {
+                "plugin": HOSTILE,
+                "what": "prompt",
+                "index": 1,
+                "name": "ask\\u2060",
+                "character": "U+2060",
+                "position": 3,
+                "rule": "1 to 128 characters, each one of A-Z, a-z, 0-9, '_', '-' and '.'",
+            }
+            assert error.message == (
+                f"plugin {HOSTILE}: prompt #1: the prompt name 'ask\\u2060' contains U+2060 at 3; "
+                "only A-Z, a-z, 0-9, '_', '-' and '.' are allowed"
+            )
 
 
 async def raw_page_of(hostd: HostdClient, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
