@@ -140,6 +140,12 @@ class ErrorKind(Enum):
         " other problems are in data.problems. Names are an allowlist: names that differ only by invisible"
         " characters would look alike everywhere they are shown.",
     )
+    ANSWER_TOO_LARGE = (
+        -32060,
+        "hostd's answer would exceed the parent's line bound (8 MiB, the bound hostd's Python and TypeScript"
+        " clients read): data.bytes, data.limit. It is sent in the answer's place (a --max-result-bytes over the"
+        " line bound lets a tool result grow so); a notification over the bound is dropped and logged.",
+    )
     RESOURCE_EXHAUSTED = (
         -32044,
         "The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno);"

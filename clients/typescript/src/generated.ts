@@ -1150,6 +1150,8 @@ export const ErrorCodes = {
   ACCESS_NOT_GRANTED: -32052,
   /** A plugin's server listed a tool or prompt whose name breaks MCP's rule (data.rule: 1 to 128 characters of A-Z, a-z, 0-9, '_', '-', '.'): data.what (tool, prompt), data.index (its place in the listing), data.name (escaped), data.character (U+XXXX) and data.position, or data.length; a tool listing's other problems are in data.problems. Names are an allowlist: names that differ only by invisible characters would look alike everywhere they are shown. */
   NAME_INVALID: -32059,
+  /** hostd's answer would exceed the parent's line bound (8 MiB, the bound hostd's Python and TypeScript clients read): data.bytes, data.limit. It is sent in the answer's place (a --max-result-bytes over the line bound lets a tool result grow so); a notification over the bound is dropped and logged. */
+  ANSWER_TOO_LARGE: -32060,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */
