@@ -12,6 +12,7 @@ item reachable, each page far under the parent's line bound, the Python client f
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -59,12 +60,19 @@ async def refusal(hostd: HostdClient, method: str, params: dict[str, Any]) -> Rp
     return refused.value
 
 
+def walks(record: Path, method: str) -> list[Any]:
+    """The ``cursor`` of each ``method`` request the server received (``--record``), in order."""
+    received = [orjson.loads(line)["msg"] for line in record.read_bytes().splitlines()]
+    return [(m.get("params") or {}).get("cursor") for m in received if m.get("method") == method]
+
+
 async def test_resources_and_templates_are_paged_by_hostd_and_each_walk_bounded(
-    hostd: HostdClient, make_plugin: MakePlugin
+    hostd: HostdClient, make_plugin: MakePlugin, tmp_path: Path
 ) -> None:
     with trio.fail_after(60):
         # 25 resources and 25 templates of 100 KiB (~2.6 MB each listing), 2 server pages (13 and 12 items).
-        big = make_plugin("res-a", variant="many-resources", args=args(25, 100 * 1024, 2))
+        record = tmp_path / "shared" / "res-a.jsonl"
+        big = make_plugin("res-a", variant="many-resources", args=[*args(25, 100 * 1024, 2), "--record", str(record)])
         assert (await ready(hostd, big))["status"] == "ready"
         listed = await hostd.request("resources/list", {"plugin": "res-a"})  # the client follows nextCursor
         assert [r["uri"] for r in listed["resources"]] == [f"mem://r{i:04d}" for i in range(25)]
@@ -74,7 +82,10 @@ async def test_resources_and_templates_are_paged_by_hostd_and_each_walk_bounded(
         assert uris == [f"mem://t{i:04d}/{{x}}" for i in range(25)]
         # By hand: hostd's pages of at most ten items (1 MiB), not the server's pages of 13 and 12.
         expected = [[f"r{i:04d}" for i in range(start, min(25, start + 10))] for start in range(0, 25, 10)]
+        before = len(walks(record, "resources/list"))
         assert await pages(hostd, "resources/list", {"plugin": "res-a"}, "resources") == expected
+        # The server was walked once for hostd's three pages (its two pages), not once a page.
+        assert walks(record, "resources/list")[before:] == [None, "page-1"]
         walked = await pages(hostd, "resources/templates/list", {"plugin": "res-a"}, "resourceTemplates")
         assert walked == [[name.replace("r", "t") for name in page] for page in expected]
         bad = await refusal(hostd, "resources/list", {"plugin": "res-a", "cursor": "page-1"})  # the server's

@@ -11,7 +11,9 @@ plugins, its options, its result bound), so this module does not import the host
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+import secrets
+import weakref
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Protocol
 
 import orjson
@@ -19,7 +21,7 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions, Notify, ParentRequest, RequestContext
-from hostd.host.pages import page_of
+from hostd.host.pages import cursor_key, page_of
 from hostd.install.manifest import Manifest
 from hostd.mcp.client_features import PluginFeatures, ProgressFn, plugin_request
 from hostd.mcp.convert import name_invalid, name_refusal
@@ -280,15 +282,38 @@ def _flagged(item: Any) -> Any:
     return {**item, "invisibleCharacters": True} if _described_invisibly(item) else item
 
 
-def _paged(member: str, items: list[Any], cursor: str | None) -> dict[str, Any]:
-    """``{member: one page of items, nextCursor?}``: hostd's page (hostd/host/pages.py) of ``items`` in their
-    order, the cursor a position in it, each item :func:`_flagged`; ``INVALID_PARAMS`` for a cursor hostd did
-    not make."""
-    keyed = [(f"{index:08d}", item) for index, item in enumerate(items)]
+#: The listing of each parent's walk in progress, kept from its first page to its last: per owner (a plugin's
+#: link, or the host for every plugin's prompts) and member, ``(token, items)``. One per owner and member:
+#: a new walk (no ``cursor``) replaces it, the last page drops it, a restart (a new link) forgets it; so
+#: hostd holds at most each listing's bounds (hostd/mcp/listing.py) once more while a walk is under way.
+_WALKS: weakref.WeakKeyDictionary[object, dict[str, tuple[str, list[Any]]]] = weakref.WeakKeyDictionary()
+
+
+async def _listing(
+    owner: object, member: str, cursor: str | None, walk: Callable[[], Awaitable[list[Any]]]
+) -> dict[str, Any]:
+    """``{member: one page, nextCursor?}``: hostd's page (hostd/host/pages.py) of the listing ``walk`` gathers,
+    in its order, each item :func:`_flagged`; ``INVALID_PARAMS`` for a cursor hostd did not make.
+
+    The server is walked once for a parent's walk, not once a page (a walk of N pages cost N walks of the
+    server): the first page (no ``cursor``) walks it and keeps the items under a new token, which every
+    cursor of that walk carries (``<token>:<position>``); a cursor whose items are no longer kept (another
+    walk replaced them, the plugin restarted) walks the server again and goes on from its position.
+    """
+    kept = _WALKS.setdefault(owner, {})
+    token = cursor_key(cursor).partition(":")[0] if cursor is not None else secrets.token_hex(6)
+    held = kept.get(member)
+    items = held[1] if cursor is not None and held is not None and held[0] == token else None
+    if items is None:
+        items = await walk()
+        kept[member] = (token, items)
+    keyed = [(f"{token}:{index:08d}", item) for index, item in enumerate(items)]
     page, next_cursor = page_of(keyed, lambda entry: entry[0], lambda entry: _flagged(entry[1]), cursor)
     answer: dict[str, Any] = {member: page}
     if next_cursor is not None:
         answer["nextCursor"] = next_cursor
+    elif kept.get(member) is not None and kept[member][0] == token:
+        del kept[member]
     return answer
 
 
@@ -298,7 +323,11 @@ async def resources_list(host: FeatureHost, params: Any, ctx: RequestContext) ->
     ``nextCursor``), so an answer always fits the parent's line bound (issue 29)."""
     args = p.parse_params(p.PluginPageParams, params)
     plugin, link = _ready(host, args.plugin, "resources")
-    return _paged("resources", await _walk(args.plugin, plugin, link, "resources/list", "resources"), args.cursor)
+
+    async def walk() -> list[Any]:
+        return await _walk(args.plugin, plugin, link, "resources/list", "resources")
+
+    return await _listing(link, "resources", args.cursor, walk)
 
 
 async def resource_templates_list(host: FeatureHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -306,8 +335,11 @@ async def resource_templates_list(host: FeatureHost, params: Any, ctx: RequestCo
     and paged by hostd as :func:`resources_list` is."""
     args = p.parse_params(p.PluginPageParams, params)
     plugin, link = _ready(host, args.plugin, "resources")
-    found = await _walk(args.plugin, plugin, link, "resources/templates/list", "resourceTemplates")
-    return _paged("resourceTemplates", found, args.cursor)
+
+    async def walk() -> list[Any]:
+        return await _walk(args.plugin, plugin, link, "resources/templates/list", "resourceTemplates")
+
+    return await _listing(link, "resourceTemplates", args.cursor, walk)
 
 
 async def resources_read(host: FeatureHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -369,18 +401,24 @@ async def prompts_list(host: FeatureHost, params: Any, ctx: RequestContext) -> d
     """
     args = p.parse_params(p.PromptsListParams, params)
     if args.plugin is not None:
-        plugin, link = _ready(host, args.plugin, "prompts")
-        found = await _walk(args.plugin, plugin, link, "prompts/list", "prompts")
-        return _paged("prompts", _host_prompts(args.plugin, found), args.cursor)
-    everything: list[dict[str, Any]] = []
-    for plugin_id in sorted(host.plugins):
-        plugin = host.plugins[plugin_id]
-        running = plugin.supervisor.link
-        if running is None or running.server_capabilities.get("prompts") is None:
-            continue
-        found = await _walk(plugin_id, plugin, running, "prompts/list", "prompts")
-        everything.extend(_host_prompts(plugin_id, found))
-    return _paged("prompts", everything, args.cursor)
+        plugin_id = args.plugin
+        plugin, link = _ready(host, plugin_id, "prompts")
+
+        async def walk_one() -> list[Any]:
+            return _host_prompts(plugin_id, await _walk(plugin_id, plugin, link, "prompts/list", "prompts"))
+
+        return await _listing(link, "prompts", args.cursor, walk_one)
+
+    async def walk_all() -> list[Any]:
+        everything: list[dict[str, Any]] = []
+        for each in sorted(host.plugins):
+            installed = host.plugins[each]
+            running = installed.supervisor.link
+            if running is not None and running.server_capabilities.get("prompts") is not None:
+                everything.extend(_host_prompts(each, await _walk(each, installed, running, "prompts/list", "prompts")))
+        return everything
+
+    return await _listing(host, "prompts", args.cursor, walk_all)
 
 
 def _split(host: FeatureHost, name: str) -> tuple[str, str]:
