@@ -681,6 +681,7 @@ class PagedResult(Wire):
     ``tools/list`` is."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
+    omit_none = frozenset({"next_cursor", "failed"})
 
     next_cursor: str | None = Field(
         default=None,
@@ -692,6 +693,13 @@ class PagedResult(Wire):
         " whose items total at most 1 MiB as compact JSON (at least one, each at most 128 KiB), so an answer always"
         " fits the 8 MiB line bound. An item whose `description` (a prompt's `arguments`' too) holds characters a"
         " person cannot see carries `invisibleCharacters: true`, as a tool does in `tools/list`",
+    )
+    failed: list[dict[str, str]] | None = Field(
+        default=None,
+        description="`prompts/list` without `plugin`: the plugins whose prompts are left out, each `{plugin, kind,"
+        " message}` (the error that listing by `plugin` answers: `LISTING_TOO_LARGE`, `NAME_INVALID`,"
+        " `MCP_UPSTREAM_ERROR`, `TOOL_TIMEOUT`...), on every page; omitted when none failed. One plugin's failure"
+        " never hides another's prompts",
     )
 
 

@@ -283,17 +283,22 @@ def _flagged(item: Any) -> Any:
 
 
 #: The listing of each parent's walk in progress, kept from its first page to its last: per owner (a plugin's
-#: link, or the host for every plugin's prompts) and member, ``(token, items)``. One per owner and member:
+#: link, or the host for every plugin's prompts) and member, ``(token, items, failed)``. One per owner and member:
 #: a new walk (no ``cursor``) replaces it, the last page drops it, a restart (a new link) forgets it; so
 #: hostd holds at most each listing's bounds (hostd/mcp/listing.py) once more while a walk is under way.
-_WALKS: weakref.WeakKeyDictionary[object, dict[str, tuple[str, list[Any]]]] = weakref.WeakKeyDictionary()
+_WALKS: weakref.WeakKeyDictionary[object, dict[str, tuple[str, list[Any], list[dict[str, str]]]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: What a walk gathers: the items, and the plugins it left out (``failed``: ``{plugin, kind, message}``).
+Walked = tuple[list[Any], list[dict[str, str]]]
 
 
 async def _listing(
-    owner: object, member: str, cursor: str | None, walk: Callable[[], Awaitable[list[Any]]]
+    owner: object, member: str, cursor: str | None, walk: Callable[[], Awaitable[Walked]]
 ) -> dict[str, Any]:
-    """``{member: one page, nextCursor?}``: hostd's page (hostd/host/pages.py) of the listing ``walk`` gathers,
-    in its order, each item :func:`_flagged`; ``INVALID_PARAMS`` for a cursor hostd did not make.
+    """``{member: one page, nextCursor?, failed?}``: hostd's page (hostd/host/pages.py) of the listing ``walk``
+    gathers, in its order, each item :func:`_flagged`, and on every page the plugins the walk left out
+    (``failed``, when there are any); ``INVALID_PARAMS`` for a cursor hostd did not make.
 
     The server is walked once for a parent's walk, not once a page (a walk of N pages cost N walks of the
     server): the first page (no ``cursor``) walks it and keeps the items under a new token, which every
@@ -303,13 +308,15 @@ async def _listing(
     kept = _WALKS.setdefault(owner, {})
     token = cursor_key(cursor).partition(":")[0] if cursor is not None else secrets.token_hex(6)
     held = kept.get(member)
-    items = held[1] if cursor is not None and held is not None and held[0] == token else None
-    if items is None:
-        items = await walk()
-        kept[member] = (token, items)
+    if cursor is None or held is None or held[0] != token:
+        items, failed = await walk()
+        held = kept[member] = (token, items, failed)
+    _, items, failed = held
     keyed = [(f"{token}:{index:08d}", item) for index, item in enumerate(items)]
     page, next_cursor = page_of(keyed, lambda entry: entry[0], lambda entry: _flagged(entry[1]), cursor)
     answer: dict[str, Any] = {member: page}
+    if failed:
+        answer["failed"] = failed
     if next_cursor is not None:
         answer["nextCursor"] = next_cursor
     elif kept.get(member) is not None and kept[member][0] == token:
@@ -324,8 +331,8 @@ async def resources_list(host: FeatureHost, params: Any, ctx: RequestContext) ->
     args = p.parse_params(p.PluginPageParams, params)
     plugin, link = _ready(host, args.plugin, "resources")
 
-    async def walk() -> list[Any]:
-        return await _walk(args.plugin, plugin, link, "resources/list", "resources")
+    async def walk() -> Walked:
+        return await _walk(args.plugin, plugin, link, "resources/list", "resources"), []
 
     return await _listing(link, "resources", args.cursor, walk)
 
@@ -336,8 +343,8 @@ async def resource_templates_list(host: FeatureHost, params: Any, ctx: RequestCo
     args = p.parse_params(p.PluginPageParams, params)
     plugin, link = _ready(host, args.plugin, "resources")
 
-    async def walk() -> list[Any]:
-        return await _walk(args.plugin, plugin, link, "resources/templates/list", "resourceTemplates")
+    async def walk() -> Walked:
+        return await _walk(args.plugin, plugin, link, "resources/templates/list", "resourceTemplates"), []
 
     return await _listing(link, "resourceTemplates", args.cursor, walk)
 
@@ -394,7 +401,8 @@ async def prompts_list(host: FeatureHost, params: Any, ctx: RequestContext) -> d
     """``prompts/list {plugin?, cursor?}`` -> ``{prompts, nextCursor?}`` with host names ``<plugin>.<name>``.
 
     With ``plugin``: that plugin's prompts (``CAPABILITY_NOT_SUPPORTED`` if its server has no prompts); without:
-    those of every ready plugin that declares prompts, in plugin id order. Each plugin's listing is walked and
+    those of every ready plugin that declares prompts, in plugin id order, a plugin whose listing failed left
+    out and named in ``failed`` (``{plugin, kind, message}``). Each plugin's listing is walked and
     held to its listing bounds (:func:`_walk`: ``LISTING_TOO_LARGE``, hostd/mcp/listing.py) and answered in
     pages of hostd's own (hostd/host/pages.py: each server's order; ``cursor`` the ``nextCursor`` of the
     previous page, a position), so an answer always fits the parent's line bound (issue 29).
@@ -404,19 +412,27 @@ async def prompts_list(host: FeatureHost, params: Any, ctx: RequestContext) -> d
         plugin_id = args.plugin
         plugin, link = _ready(host, plugin_id, "prompts")
 
-        async def walk_one() -> list[Any]:
-            return _host_prompts(plugin_id, await _walk(plugin_id, plugin, link, "prompts/list", "prompts"))
+        async def walk_one() -> Walked:
+            return _host_prompts(plugin_id, await _walk(plugin_id, plugin, link, "prompts/list", "prompts")), []
 
         return await _listing(link, "prompts", args.cursor, walk_one)
 
-    async def walk_all() -> list[Any]:
+    async def walk_all() -> Walked:
+        # One plugin's refusal (LISTING_TOO_LARGE, NAME_INVALID, an upstream error, a timeout) leaves that
+        # plugin out, named in `failed`: it never hides another plugin's prompts (issue 29).
         everything: list[dict[str, Any]] = []
+        failed: list[dict[str, str]] = []
         for each in sorted(host.plugins):
             installed = host.plugins[each]
             running = installed.supervisor.link
-            if running is not None and running.server_capabilities.get("prompts") is not None:
-                everything.extend(_host_prompts(each, await _walk(each, installed, running, "prompts/list", "prompts")))
-        return everything
+            if running is None or running.server_capabilities.get("prompts") is None:
+                continue
+            try:
+                found = await _walk(each, installed, running, "prompts/list", "prompts")
+                everything.extend(_host_prompts(each, found))
+            except HostError as error:
+                failed.append({"plugin": each, "kind": error.kind.name, "message": error.message})
+        return everything, failed
 
     return await _listing(host, "prompts", args.cursor, walk_all)
 

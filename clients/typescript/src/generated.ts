@@ -490,6 +490,8 @@ export interface PackageVersion {
 export interface PagedResult {
   /** hostd's cursor of the next page (pass it back as `cursor` with the same `plugin`); omitted on the last page. hostd's Python and TypeScript clients follow it. Besides it, the MCP listing's array in the server's order: `resources`, `resourceTemplates` or `prompts` (each prompt's `name` is the host name `<plugin>.<name>`, with `plugin`; `prompts/list` without `plugin`: every plugin's, in plugin id order), whose items total at most 1 MiB as compact JSON (at least one, each at most 128 KiB), so an answer always fits the 8 MiB line bound. An item whose `description` (a prompt's `arguments`' too) holds characters a person cannot see carries `invisibleCharacters: true`, as a tool does in `tools/list` */
   nextCursor?: string | null;
+  /** `prompts/list` without `plugin`: the plugins whose prompts are left out, each `{plugin, kind, message}` (the error that listing by `plugin` answers: `LISTING_TOO_LARGE`, `NAME_INVALID`, `MCP_UPSTREAM_ERROR`, `TOOL_TIMEOUT`...), on every page; omitted when none failed. One plugin's failure never hides another's prompts */
+  failed?: Array<{ [key: string]: string }> | null;
   [key: string]: unknown;
 }
 
