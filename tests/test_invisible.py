@@ -89,14 +89,21 @@ async def test_a_description_with_tag_characters_is_flagged(hostd: HostdClient, 
 async def test_prompt_resource_and_template_descriptions_with_invisible_characters_are_flagged(
     hostd: HostdClient, make_plugin: MakePlugin
 ) -> None:
-    """The same flag on every listing hostd pages: a prompt (tag characters), a resource (U+2060) and a
-    template (U+061C), each beside one without; the text itself reaches the parent unchanged."""
+    """The same flag on every listing hostd pages: a prompt (tag characters), a prompt's argument (U+200B), a
+    resource (U+2060) and a template (U+061C), beside items without; the text reaches the parent unchanged."""
     with trio.fail_after(30):
         assert (await ready(hostd, make_plugin("features", variant="invisible-features")))["status"] == "ready"
         prompts = (await hostd.request("prompts/list", {"plugin": "features"}))["prompts"]
         assert prompts == [
             {"name": "features.ask", "description": "Ask." + TAGS, "plugin": "features", "invisibleCharacters": True},
             {"name": "features.plain", "plugin": "features"},
+            {
+                "name": "features.hinted",
+                "description": "Plain.",
+                "arguments": [{"name": "topic", "description": "The topic.\u200b"}],
+                "plugin": "features",
+                "invisibleCharacters": True,  # an argument's description is read by the model too
+            },
         ]
         assert (await hostd.request("prompts/list", {}))["prompts"] == prompts
         resources = (await hostd.request("resources/list", {"plugin": "features"}))["resources"]
