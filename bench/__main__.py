@@ -81,7 +81,7 @@ def _run_one(name: str, quick: bool, scratch_dir: Path) -> dict[str, Any]:
     if name == "framing":
         return framing.run(quick)
     if name == "listing":
-        return listing.run(quick)
+        return listing.run(quick, scratch_dir)
     if name == "tool_search":
         return tool_search.run(quick)
     module = {"latency": latency, "throughput": throughput, "startup": startup, "memory": memory}[name]

@@ -60,18 +60,23 @@ def _devnull() -> TextIO:
 
 
 @asynccontextmanager
-async def raw_hostd(state_dir: Path, folder: Path) -> AsyncIterator[RawClient]:
+async def raw_hostd(state_dir: Path, folder: Path, tree: Path = ROOT) -> AsyncIterator[RawClient]:
     """A minimal NDJSON parent (:class:`RawClient`) driving its own ``hostd serve``, plugin ``folder`` ready.
 
     Isolates hostd's cost from :class:`hostd.cli.client.HostdClient`'s: same
     hostd command line and environment as :func:`bench.common.open_hostd`;
     on exit, stdin EOF (hostd's orderly shutdown) and a bounded wait.
+    ``tree``: the source tree whose hostd runs (its ``PYTHONPATH`` and working folder; another checkout
+    for :mod:`bench.side_by_side`).
     """
+    env = plugin_environment()
+    if tree != ROOT:
+        env["PYTHONPATH"] = str(tree)
     hostd = ServerLaunch(
         executable=sys.executable,
         argv=[sys.executable, "-m", "hostd", "serve", "--state-dir", str(state_dir), "--log-level", "error"],
-        cwd=str(ROOT),
-        env=plugin_environment(),
+        cwd=str(tree),
+        env=env,
     )
     async with RawClient.open(hostd, initialize=False, close_grace=15.0) as client:
         HOSTD_PIDS.add(client.process.pid)

@@ -6,17 +6,26 @@ walks every page as a client that follows ``nextCursor`` does. Reported: the pag
 (each must stay far under the 8 MiB line bound), the time of a whole walk and of the first page (the median of
 several passes). Every page rebuilds the sorted list and looks its cursor up (a bisection), so a walk of
 N pages costs N sorts of the registry: the number to watch as plugins grow.
+
+Then, end to end (:func:`walk_resources`): a real hostd and one echo plugin (variant ``many-resources``)
+listing 1,000 resources of a 15,000-character description (~15 MB, in 8 pages of the server's); the parent's
+``resources/list`` walked page by page through hostd's Python client. hostd walks the server once for the
+parent's walk (it keeps the items from the first page to the last): the whole walk and the first page are
+reported, with the server's ``resources/list`` requests counted (``--record``).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 import trio
+import yaml
 
+from bench.common import echo_copy, open_hostd, ready
 from hostd.control.core import InitializeOptions
 from hostd.host import tool_methods
 from hostd.mcp.convert import convert_tools
@@ -68,8 +77,56 @@ async def _walk(host: _Host) -> tuple[int, int, int, float]:
             return pages, tools, largest, first
 
 
-def run(quick: bool) -> dict[str, Any]:
-    """Build the registry, walk it ``3`` (quick) or ``10`` times; the medians and the page facts."""
+RESOURCES = 1000
+RESOURCE_DESCRIPTION = 15_000
+SERVER_PAGES = 8
+
+
+async def walk_resources(scratch: Path, passes: int) -> dict[str, Any]:
+    """``passes`` walks of one plugin's ``resources/list`` through a real hostd (module docstring): the pages,
+    the median whole walk and first page in ms, and the server's ``resources/list`` requests per walk."""
+    folder = echo_copy(scratch, "resources-bench")
+    shared = scratch / "shared"  # granted to the plugin for its record (never the state or a plugin folder)
+    shared.mkdir()
+    record = shared / "record.jsonl"
+    manifest = yaml.safe_load((folder / "plugin.yaml").read_text(encoding="utf-8"))
+    counts = ["--count", str(RESOURCES), "--description-bytes", str(RESOURCE_DESCRIPTION)]
+    pages_args = ["--pages", str(SERVER_PAGES), "--record", str(record)]
+    manifest["backend"]["args"] = ["server.py", "--variant", "many-resources", *counts, *pages_args]
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    walks: list[float] = []
+    firsts: list[float] = []
+    pages = 0
+    async with open_hostd(scratch / "state", "--allow-write", str(shared)) as hostd:
+        await ready(hostd, folder)
+        for _ in range(passes):
+            cursor: str | None = None
+            pages = 0
+            started = time.perf_counter()
+            while True:
+                response = await hostd.start("resources/list", {"plugin": "resources-bench", "cursor": cursor})
+                page = await response()
+                if pages == 0:
+                    firsts.append(time.perf_counter() - started)
+                pages += 1
+                cursor = page.get("nextCursor")
+                if cursor is None:
+                    break
+            walks.append(time.perf_counter() - started)
+    received = [orjson.loads(line)["msg"] for line in record.read_bytes().splitlines()]
+    requests = sum(1 for message in received if message.get("method") == "resources/list")
+    return {
+        "resources": RESOURCES,
+        "pages": pages,
+        "walk_ms": statistics.median(walks) * 1000,
+        "first_page_ms": statistics.median(firsts) * 1000,
+        "server_requests_per_walk": requests / passes,
+    }
+
+
+def run(quick: bool, scratch: Path | None = None) -> dict[str, Any]:
+    """Build the registry, walk it ``3`` (quick) or ``10`` times; the medians and the page facts; with
+    ``scratch`` (a folder of the bench's), also :func:`walk_resources` (``resources``: 3 or 5 passes)."""
     host = _Host(_registry(PLUGINS))
     walks: list[float] = []
     firsts: list[float] = []
@@ -80,7 +137,7 @@ def run(quick: bool) -> dict[str, Any]:
         walks.append(time.perf_counter() - started)
         firsts.append(facts[3])
     pages, tools, largest, _ = facts
-    return {
+    result: dict[str, Any] = {
         "plugins": PLUGINS,
         "tools": tools,
         "pages": pages,
@@ -88,13 +145,26 @@ def run(quick: bool) -> dict[str, Any]:
         "walk_ms": statistics.median(walks) * 1000,
         "first_page_ms": statistics.median(firsts) * 1000,
     }
+    if scratch is not None:
+        result["resources"] = trio.run(walk_resources, scratch, 3 if quick else 5)
+    return result
 
 
 def table(result: dict[str, Any]) -> list[str]:
     """Markdown rows for the result of :func:`run`."""
-    return [
+    rows = [
         "| plugins | tools | pages | largest page | whole walk | first page |",
         "|---|---|---|---|---|---|",
         f"| {result['plugins']} | {result['tools']:,} | {result['pages']} | {result['largest_page_bytes']:,} B "
         f"| {result['walk_ms']:,.0f} ms | {result['first_page_ms']:,.1f} ms |",
     ]
+    resources = result.get("resources")
+    if resources is not None:
+        rows += [
+            "",
+            "| resources (one plugin, real hostd) | pages | whole walk | first page | server requests a walk |",
+            "|---|---|---|---|---|",
+            f"| {resources['resources']:,} | {resources['pages']} | {resources['walk_ms']:,.0f} ms "
+            f"| {resources['first_page_ms']:,.0f} ms | {resources['server_requests_per_walk']:g} |",
+        ]
+    return rows

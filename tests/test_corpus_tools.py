@@ -83,7 +83,15 @@ async def test_d1_empty_name_is_a_precise_validation_error(hostd: HostdClient, m
         await enable_healthy(hostd, make_plugin)
         with pytest.raises(RpcError) as failed:
             await ready(hostd, make_plugin(variant="empty-name"))
-        assert failed.value.kind == "PLUGIN_START_FAILED"
+        assert failed.value.kind == "NAME_INVALID"
+        named = {k: failed.value.data[k] for k in ("what", "index", "name", "length", "rule")}
+        assert named == {
+            "what": "tool",
+            "index": 7,
+            "name": "",
+            "length": 0,
+            "rule": "1 to 128 characters, each one of A-Z, a-z, 0-9, '_', '-' and '.'",
+        }
         assert failed.value.data["problems"] == [{"tool": 7, "field": "name", "message": "the tool name is empty"}]
         assert (await hostd.request("plugins/status", {"id": HOSTILE}))["status"] == "error"
         await assert_healthy(hostd)

@@ -149,7 +149,8 @@ async def test_every_plugins_prompts_are_paged_and_each_plugins_walk_bounded(
     hostd: HostdClient, make_plugin: MakePlugin
 ) -> None:
     """The same class for prompts: ``prompts/list`` without ``plugin`` gathered every page of every plugin into
-    one answer. Now each plugin's walk is bounded and the answer is paged by hostd."""
+    one answer. Now each plugin's walk is bounded and the answer is paged by hostd; a plugin refused is named
+    in ``failed`` and hides no other plugin's prompts (before, its error was the whole answer)."""
     with trio.fail_after(60):
         args = ["--count", "90", "--description-bytes", str(100 * 1024), "--pages", "3"]
         assert (await ready(hostd, make_plugin("prompts-a", variant="many-prompts", args=args)))["status"] == "ready"
@@ -161,22 +162,53 @@ async def test_every_plugins_prompts_are_paged_and_each_plugins_walk_bounded(
         assert (await ready(hostd, make_plugin("prompts-b", variant="many-prompts", args=too_many)))[
             "status"
         ] == "ready"
-        with pytest.raises(RpcError) as refused:
-            await hostd.request("prompts/list", {})
+        listing = await hostd.request("prompts/list", {})
+        assert [x["name"] for x in listing["prompts"]] == [f"prompts-a.p{i:04d}" for i in range(90)]
+        assert listing["failed"] == [
+            {
+                "plugin": "prompts-b",
+                "kind": "LISTING_TOO_LARGE",
+                "message": "plugin prompts-b: the server listed 1100 prompts; at most 1024 are accepted "
+                "(plugins/grant limits raise the bound)",
+            }
+        ]
+        with pytest.raises(RpcError) as refused:  # asked by name, the plugin's refusal is the answer
+            await hostd.request("prompts/list", {"plugin": "prompts-b"})
         assert refused.value.kind == "LISTING_TOO_LARGE"
         assert (refused.value.data["plugin"], refused.value.data["listing"]) == ("prompts-b", "prompts")
         assert (refused.value.data["count"], refused.value.data["maxCount"]) == (1100, MAX_TOOLS)
 
 
-async def test_a_prompt_name_outside_the_allowlist_is_an_upstream_error(
+async def test_a_prompt_name_outside_the_allowlist_is_refused_by_name(
     hostd: HostdClient, make_plugin: MakePlugin
 ) -> None:
     with trio.fail_after(30):
         assert (await ready(hostd, make_plugin(variant="invisible-prompt")))["status"] == "ready"
+        everyone = await hostd.request("prompts/list", {})
+        assert everyone["prompts"] == []
+        message = (
+            f"plugin {HOSTILE}: prompt #1: the prompt name 'ask\\u2060' contains U+2060 at 3; "
+            "only A-Z, a-z, 0-9, '_', '-' and '.' are allowed"
+        )
+        assert everyone["failed"] == [{"plugin": HOSTILE, "kind": "NAME_INVALID", "message": message}]
         with pytest.raises(RpcError) as refused:
             await hostd.request("prompts/list", {"plugin": HOSTILE})
-        assert refused.value.kind == "MCP_UPSTREAM_ERROR"
-        assert "contains U+2060 at 3" in refused.value.message
+        error = refused.value
+        assert (error.kind, error.code) == ("NAME_INVALID", -32059)
+        named = {k: error.data[k] for k in ("plugin", "what", "index", "name", "character", "position", "rule")}
+        assert named == {
+            "plugin": HOSTILE,
+            "what": "prompt",
+            "index": 1,
+            "name": "ask\\u2060",
+            "character": "U+2060",
+            "position": 3,
+            "rule": "1 to 128 characters, each one of A-Z, a-z, 0-9, '_', '-' and '.'",
+        }
+        assert error.message == (
+            f"plugin {HOSTILE}: prompt #1: the prompt name 'ask\\u2060' contains U+2060 at 3; "
+            "only A-Z, a-z, 0-9, '_', '-' and '.' are allowed"
+        )
 
 
 async def raw_page_of(hostd: HostdClient, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], int]:

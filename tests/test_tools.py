@@ -62,11 +62,15 @@ def convert(
     )
 
 
-def problems_of(plugin_id: str, raw_tools: Sequence[Any], **kwargs: Any) -> list[dict[str, Any]]:
+def problems_of(
+    plugin_id: str, raw_tools: Sequence[Any], kind: ErrorKind = ErrorKind.PLUGIN_START_FAILED, **kwargs: Any
+) -> list[dict[str, Any]]:
+    """The ``data.problems`` of the listing's rejection, whose kind must be ``kind`` (``NAME_INVALID`` when a
+    tool's name breaks the rule)."""
     with pytest.raises(HostError) as caught:
         convert(plugin_id, raw_tools, **kwargs)
     error = caught.value
-    assert error.kind is ErrorKind.PLUGIN_START_FAILED
+    assert error.kind is kind
     assert error.data["plugin"] == plugin_id
     problems: list[dict[str, Any]] = error.data["problems"]
     return problems
@@ -162,7 +166,8 @@ def test_sanitizing_collision_gives_both_a_hash_suffix() -> None:
 
 
 def test_empty_and_duplicate_names_are_precise_problems() -> None:
-    problems = problems_of("d1", [tool("ok"), tool(""), tool("dup"), tool("dup")], contributes=["d1.ok", "d1.dup"])
+    listing = [tool("ok"), tool(""), tool("dup"), tool("dup")]
+    problems = problems_of("d1", listing, ErrorKind.NAME_INVALID, contributes=["d1.ok", "d1.dup"])
     assert problems == [
         {"tool": 1, "field": "name", "message": "the tool name is empty"},
         {
@@ -192,12 +197,14 @@ ALLOWED = "only A-Z, a-z, 0-9, '_', '-' and '.' are allowed"
         (tool("echo\U000e0041"), f"the tool name 'echo\\U000e0041' contains U+E0041 at 4; {ALLOWED}"),
         (tool("\u061cecho"), f"the tool name '\\u061cecho' contains U+061C at 0; {ALLOWED}"),
         (tool("ec\u200dho"), f"the tool name 'ec\\u200dho' contains U+200D at 2; {ALLOWED}"),
-        (tool("echo\ufe0f"), f"the tool name 'echo\ufe0f' contains U+FE0F at 4; {ALLOWED}"),
+        # A variation selector and a Hangul filler: printable to Python's repr, escaped all the same.
+        (tool("echo\ufe0f"), f"the tool name 'echo\\ufe0f' contains U+FE0F at 4; {ALLOWED}"),
+        (tool("\u3164echo"), f"the tool name '\\u3164echo' contains U+3164 at 0; {ALLOWED}"),
         (tool("\ufeffecho"), f"the tool name '\\ufeffecho' contains U+FEFF at 0; {ALLOWED}"),
     ],
 )
 def test_unusable_names_are_reported_by_index(raw: dict[str, Any], message: str) -> None:
-    problems = problems_of("d1", [raw], contributes=[])
+    problems = problems_of("d1", [raw], ErrorKind.NAME_INVALID, contributes=[])
     assert problems == [{"tool": 0, "field": "name", "message": message}]
 
 
@@ -545,7 +552,8 @@ def test_all_problems_are_collected() -> None:
         {"name": "none"},
         tool("perm", _meta={"hostd/permission": "secret"}),
     ]
-    problems = problems_of("all", listing, contributes=["all.good", "all.s", "all.none", "all.perm", "all.gone"])
+    declared = ["all.good", "all.s", "all.none", "all.perm", "all.gone"]
+    problems = problems_of("all", listing, ErrorKind.NAME_INVALID, contributes=declared)
     assert [(p["tool"], p["field"]) for p in problems] == [
         (1, "name"),
         ("s", "inputSchema"),

@@ -63,7 +63,12 @@ RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 #: The listings hostd pages for the parent (method -> the member holding the items): :meth:`HostdClient.request`
 #: follows their ``nextCursor``.
-PAGED: dict[str, str] = {"tools/list": "tools", "prompts/list": "prompts"}
+PAGED: dict[str, str] = {
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+}
 
 
 class HostdClient:
@@ -284,7 +289,8 @@ class HostdClient:
     async def request(self, method: str, params: Any = None, *, timeout: float = 60.0) -> Any:
         """Send a request and wait (at most ``timeout`` seconds) for its result.
 
-        A paged listing (``tools/list``, ``prompts/list``: :data:`PAGED`) requested without a ``cursor`` is
+        A paged listing (``tools/list``, ``prompts/list``, ``resources/list``, ``resources/templates/list``:
+        :data:`PAGED`) requested without a ``cursor`` is
         followed to its last page: the result holds every page's items and the last page's other members
         (``revision``), without ``nextCursor``; ``timeout`` applies to each page. Send ``cursor`` (``None``
         for the first page) to get one page as hostd sent it.

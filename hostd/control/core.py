@@ -18,6 +18,7 @@ rules implement is ``docs/protocol.md``.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,10 @@ from hostd import __version__
 from hostd.storage.state import StateStore
 from hostd.wire.content import ContentLimits
 from hostd.wire.errors import ErrorKind, HostError
+from hostd.wire.framing import PARENT_FRAME_LIMIT, encode
 from hostd.wire.jsonlimits import MAX_JSON_DEPTH, check_json
+
+log = logging.getLogger("hostd.control.core")
 
 #: The control protocol version hostd speaks (``docs/protocol.md``).
 PROTOCOL_VERSION = "0"
@@ -206,6 +210,28 @@ def bound_parent_answer(message: dict[str, Any], size: int) -> dict[str, Any]:
 
 
 # -- what hostd tells the parent -----------------------------------------------------
+
+
+def within_line_bound(data: bytes, rid: RequestId | None) -> bytes:
+    """``data`` (one encoded answer to request ``rid``), or ``ANSWER_TOO_LARGE`` in its place when it is over
+    the parent's line bound (``PARENT_FRAME_LIMIT``: what hostd's Python and TypeScript clients read).
+
+    The class (issue 29): each answer is bounded by its method's rule (a tool result by
+    ``--max-result-bytes``, a listing by hostd's pages), but the line the parent reads has a bound of its
+    own; every answer hostd writes passes here (the control server's encoder), so none is ever written over
+    it. ``data.bytes``: the answer's size, ``data.limit``: the bound.
+    """
+    if len(data) <= PARENT_FRAME_LIMIT:
+        return data
+    log.error("a %d-byte answer is over the parent's line bound: ANSWER_TOO_LARGE in its place", len(data))
+    error = HostError(
+        ErrorKind.ANSWER_TOO_LARGE,
+        f"hostd's answer is {len(data)} bytes, over the parent's {PARENT_FRAME_LIMIT}-byte line bound; "
+        "this error was sent in its place",
+        bytes=len(data),
+        limit=PARENT_FRAME_LIMIT,
+    )
+    return encode(error_response(rid, error))
 
 
 def error_response(rid: RequestId | None, error: HostError) -> dict[str, Any]:

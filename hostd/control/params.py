@@ -202,10 +202,11 @@ class ToolsCallParams(_Params):
 
 
 class PluginPageParams(_Params):
-    """``resources/list`` and ``resources/templates/list`` ``{plugin, cursor?}``."""
+    """``resources/list`` and ``resources/templates/list`` ``{plugin, cursor?}``: ``cursor`` is hostd's (the
+    ``nextCursor`` of the previous page)."""
 
     plugin: str = Field(min_length=1)
-    cursor: str | None = None
+    cursor: str | None = Field(default=None, max_length=4096)
 
 
 class ResourceParams(_Params):
@@ -216,8 +217,8 @@ class ResourceParams(_Params):
 
 
 class PromptsListParams(_Params):
-    """``prompts/list {plugin?, cursor?}``: with ``plugin``, ``cursor`` is its server's; without, hostd's (the
-    ``nextCursor`` of the previous page of every plugin's prompts)."""
+    """``prompts/list {plugin?, cursor?}``: ``cursor`` is hostd's (the ``nextCursor`` of the previous page of
+    the plugin's prompts, or of every plugin's without ``plugin``)."""
 
     plugin: str | None = None
     cursor: str | None = Field(default=None, max_length=4096)

@@ -390,7 +390,10 @@ class GrantedLimits(Wire):
         alias="maxDiskMb", description="MiB allocated beneath the data folder and `TMPDIR` (`--max-disk-mb`)"
     )
     max_tools: int | None = Field(
-        default=None, alias="maxTools", description="tools the plugin may list (`LISTING_TOO_LARGE`; default 1024)"
+        default=None,
+        alias="maxTools",
+        description="tools (likewise prompts, resources, resource templates) the plugin may list "
+        "(`LISTING_TOO_LARGE`; default 1024)",
     )
     max_listing_mb: float | None = Field(
         default=None,
@@ -745,18 +748,30 @@ class ProgressParams(Wire):
 
 
 class PagedResult(Wire):
-    """The server's page of a listing, forwarded as it came (``resources/list``, ``resources/templates/list``,
-    ``prompts/list``)."""
+    """One of hostd's pages of a listing (``resources/list``, ``resources/templates/list``, ``prompts/list``):
+    the servers' listings walked whole and bounded (``LISTING_TOO_LARGE``), then cut into pages as
+    ``tools/list`` is."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
+    omit_none = frozenset({"next_cursor", "failed"})
 
     next_cursor: str | None = Field(
         default=None,
         alias="nextCursor",
-        description="the cursor of the next page (pass it back with the same `plugin`: the server's; `prompts/list`"
-        " without `plugin`: hostd's, whose pages of every plugin's prompts total at most 1 MiB); omitted at the end."
-        " Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name`"
-        " is the host name `<plugin>.<name>`, with `plugin`)",
+        description="hostd's cursor of the next page (pass it back as `cursor` with the same `plugin`); omitted on"
+        " the last page. hostd's Python and TypeScript clients follow it. Besides it, the MCP listing's array in the"
+        " server's order: `resources`, `resourceTemplates` or `prompts` (each prompt's `name` is the host name"
+        " `<plugin>.<name>`, with `plugin`; `prompts/list` without `plugin`: every plugin's, in plugin id order),"
+        " whose items total at most 1 MiB as compact JSON (at least one, each at most 128 KiB), so an answer always"
+        " fits the 8 MiB line bound. An item whose `description` (a prompt's `arguments`' too) holds characters a"
+        " person cannot see carries `invisibleCharacters: true`, as a tool does in `tools/list`",
+    )
+    failed: list[dict[str, str]] | None = Field(
+        default=None,
+        description="`prompts/list` without `plugin`: the plugins whose prompts are left out, each `{plugin, kind,"
+        " message}` (the error that listing by `plugin` answers: `LISTING_TOO_LARGE`, `NAME_INVALID`,"
+        " `MCP_UPSTREAM_ERROR`, `TOOL_TIMEOUT`...), on every page; omitted when none failed. One plugin's failure"
+        " never hides another's prompts",
     )
 
 

@@ -104,6 +104,7 @@ from hostd.control.core import (
     parse_initialize,
     state_key,
     valid_id,
+    within_line_bound,
 )
 from hostd.control.outbox import (
     OUTBOX_BYTES,
@@ -716,7 +717,7 @@ class ControlServer:
 
     def _encode_response(self, message: dict[str, Any]) -> bytes:
         try:
-            return encode(message)
+            return within_line_bound(encode(message), message.get("id"))
         except TypeError as exc:
             log.error("unserialisable result replaced by an error: %r", exc)
             error = HostError(ErrorKind.INTERNAL_ERROR, f"unserialisable result: {exc}")
@@ -724,10 +725,14 @@ class ControlServer:
 
     def _encode_notification(self, method: str, params: dict[str, Any]) -> bytes | None:
         try:
-            return encode({"jsonrpc": "2.0", "method": method, "params": params})
+            data = encode({"jsonrpc": "2.0", "method": method, "params": params})
         except TypeError as exc:
             log.error("unserialisable %s notification dropped: %r", method, exc)
             return None
+        if len(data) > PARENT_FRAME_LIMIT:  # the line bound, as within_line_bound holds answers to it
+            log.error("a %d-byte %s notification is over the parent's line bound: dropped", len(data), method)
+            return None
+        return data
 
     def _respond(self, message: dict[str, Any]) -> None:
         """Queue the response of a request task (never dropped, never waits)."""

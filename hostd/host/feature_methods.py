@@ -11,7 +11,9 @@ plugins, its options, its result bound), so this module does not import the host
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+import secrets
+import weakref
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Protocol
 
 import orjson
@@ -19,16 +21,17 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions, Notify, ParentRequest, RequestContext
-from hostd.host.pages import page_of
+from hostd.host.pages import cursor_key, page_of
 from hostd.install.manifest import Manifest
 from hostd.mcp.client_features import PluginFeatures, ProgressFn, plugin_request
-from hostd.mcp.convert import name_character_problem
+from hostd.mcp.convert import name_invalid, name_refusal
 from hostd.mcp.link import MAX_LIST_PAGES, LinkClosed, PluginLink, ReplyTooLarge
-from hostd.mcp.listing import ListingBounds, ListingCount
+from hostd.mcp.listing import DEFAULT_MAX_ITEM_BYTES, ListingBounds, ListingCount
 from hostd.mcp.session import PluginRequestError
 from hostd.plugins.supervisor import PluginSupervisor
 from hostd.wire.content import ContentLimits, bound_content
 from hostd.wire.errors import ErrorKind, HostError
+from hostd.wire.text import has_invisible
 from sandbox.launch import Launch
 
 log = logging.getLogger("hostd.host.feature_methods")
@@ -232,21 +235,118 @@ def _cursor(cursor: str | None) -> dict[str, Any]:
     return {"cursor": cursor} if cursor is not None else {}
 
 
-async def resources_list(host: FeatureHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
-    """``resources/list {plugin, cursor?}`` -> the server's ``{resources, nextCursor?}``."""
-    args = p.parse_params(p.PluginPageParams, params)
-    plugin, link = _ready(host, args.plugin, "resources")
-    return _bounded(
-        host, args.plugin, "resources/list", await _ask(plugin, link, "resources/list", _cursor(args.cursor))
+async def _walk(plugin_id: str, plugin: FeaturePlugin, link: PluginLink, method: str, member: str) -> list[Any]:
+    """Every item of the server's listing ``method`` (its ``member`` array), page after page, the walk held to
+    the plugin's listing bounds (hostd/mcp/listing.py: ``LISTING_TOO_LARGE`` at the page that crossed one, an
+    item over 128 KiB included) and to ``MAX_LIST_PAGES`` pages (``MCP_UPSTREAM_ERROR`` past them, or for a
+    page without the array). hostd holds at most the bounds plus one page. Raises what :func:`_ask` raises."""
+    counted = ListingCount(
+        plugin_id, member, ListingBounds.of_limits(plugin.limits), max_item_bytes=DEFAULT_MAX_ITEM_BYTES
+    )
+    found: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_LIST_PAGES):
+        page = await _ask(plugin, link, method, _cursor(cursor))
+        items = page.get(member)
+        if not isinstance(items, list):
+            raise HostError(
+                ErrorKind.MCP_UPSTREAM_ERROR, f"{method}: the result has no '{member}' array", plugin=plugin_id
+            )
+        counted.add(items)
+        found.extend(items)
+        cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
+        if cursor is None:
+            return found
+    raise HostError(
+        ErrorKind.MCP_UPSTREAM_ERROR,
+        f"plugin {plugin_id}: {method} gave a nextCursor on {MAX_LIST_PAGES} pages: the listing never ends",
+        plugin=plugin_id,
     )
 
 
-async def resource_templates_list(host: FeatureHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
-    """``resources/templates/list {plugin, cursor?}`` -> the server's ``{resourceTemplates, nextCursor?}``."""
+def _described_invisibly(item: Any) -> bool:
+    """Whether a listed item's ``description`` (or, for a prompt, one of its ``arguments``' descriptions) holds
+    a character a person cannot see (hostd/wire/text.py: tag characters, the word joiner, bidi controls...)."""
+    if not isinstance(item, dict):
+        return False
+    texts = [item.get("description")]
+    arguments = item.get("arguments")
+    if isinstance(arguments, list):
+        texts += [argument.get("description") for argument in arguments if isinstance(argument, dict)]
+    return any(isinstance(text, str) and has_invisible(text) for text in texts)
+
+
+def _flagged(item: Any) -> Any:
+    """``item`` with ``invisibleCharacters: true`` added when :func:`_described_invisibly`, as a tool's is in
+    ``tools/list``, so an app can warn (issue 29, found item 7); else ``item`` as it came."""
+    return {**item, "invisibleCharacters": True} if _described_invisibly(item) else item
+
+
+#: The listing of each parent's walk in progress, kept from its first page to its last: per owner (a plugin's
+#: link, or the host for every plugin's prompts) and member, ``(token, items, failed)``. One per owner and member:
+#: a new walk (no ``cursor``) replaces it, the last page drops it, a restart (a new link) forgets it; so
+#: hostd holds at most each listing's bounds (hostd/mcp/listing.py) once more while a walk is under way.
+_WALKS: weakref.WeakKeyDictionary[object, dict[str, tuple[str, list[Any], list[dict[str, str]]]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: What a walk gathers: the items, and the plugins it left out (``failed``: ``{plugin, kind, message}``).
+Walked = tuple[list[Any], list[dict[str, str]]]
+
+
+async def _listing(
+    owner: object, member: str, cursor: str | None, walk: Callable[[], Awaitable[Walked]]
+) -> dict[str, Any]:
+    """``{member: one page, nextCursor?, failed?}``: hostd's page (hostd/host/pages.py) of the listing ``walk``
+    gathers, in its order, each item :func:`_flagged`, and on every page the plugins the walk left out
+    (``failed``, when there are any); ``INVALID_PARAMS`` for a cursor hostd did not make.
+
+    The server is walked once for a parent's walk, not once a page (a walk of N pages cost N walks of the
+    server): the first page (no ``cursor``) walks it and keeps the items under a new token, which every
+    cursor of that walk carries (``<token>:<position>``); a cursor whose items are no longer kept (another
+    walk replaced them, the plugin restarted) walks the server again and goes on from its position.
+    """
+    kept = _WALKS.setdefault(owner, {})
+    token = cursor_key(cursor).partition(":")[0] if cursor is not None else secrets.token_hex(6)
+    held = kept.get(member)
+    if cursor is None or held is None or held[0] != token:
+        items, failed = await walk()
+        held = kept[member] = (token, items, failed)
+    _, items, failed = held
+    keyed = [(f"{token}:{index:08d}", item) for index, item in enumerate(items)]
+    page, next_cursor = page_of(keyed, lambda entry: entry[0], lambda entry: _flagged(entry[1]), cursor)
+    answer: dict[str, Any] = {member: page}
+    if failed:
+        answer["failed"] = failed
+    if next_cursor is not None:
+        answer["nextCursor"] = next_cursor
+    elif kept.get(member) is not None and kept[member][0] == token:
+        del kept[member]
+    return answer
+
+
+async def resources_list(host: FeatureHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
+    """``resources/list {plugin, cursor?}`` -> ``{resources, nextCursor?}``: the server's whole listing walked
+    and bounded (:func:`_walk`), answered in hostd's pages of at most 1 MiB (``cursor``: the previous page's
+    ``nextCursor``), so an answer always fits the parent's line bound (issue 29)."""
     args = p.parse_params(p.PluginPageParams, params)
     plugin, link = _ready(host, args.plugin, "resources")
-    result = await _ask(plugin, link, "resources/templates/list", _cursor(args.cursor))
-    return _bounded(host, args.plugin, "resources/templates/list", result)
+
+    async def walk() -> Walked:
+        return await _walk(args.plugin, plugin, link, "resources/list", "resources"), []
+
+    return await _listing(link, "resources", args.cursor, walk)
+
+
+async def resource_templates_list(host: FeatureHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
+    """``resources/templates/list {plugin, cursor?}`` -> ``{resourceTemplates, nextCursor?}``, walked, bounded
+    and paged by hostd as :func:`resources_list` is."""
+    args = p.parse_params(p.PluginPageParams, params)
+    plugin, link = _ready(host, args.plugin, "resources")
+
+    async def walk() -> Walked:
+        return await _walk(args.plugin, plugin, link, "resources/templates/list", "resourceTemplates"), []
+
+    return await _listing(link, "resourceTemplates", args.cursor, walk)
 
 
 async def resources_read(host: FeatureHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -280,69 +380,61 @@ async def resources_unsubscribe(host: FeatureHost, params: Any, ctx: RequestCont
     return {}
 
 
-def _host_prompt(plugin_id: str, prompt: Any) -> dict[str, Any]:
-    """A plugin's prompt with its host name ``<plugin>.<name>``; ``MCP_UPSTREAM_ERROR`` for a prompt without a
-    name or whose name is not MCP's ``[A-Za-z0-9_.-]``, 1-128 characters (issue 29: names are an allowlist)."""
-    if not isinstance(prompt, dict) or not isinstance(prompt.get("name"), str):
-        raise HostError(ErrorKind.MCP_UPSTREAM_ERROR, f"plugin {plugin_id} listed a prompt without a name")
-    name = prompt["name"]
-    problem = (
-        f"the prompt name is {len(name)} characters long; 1 to 128 are allowed"
-        if not 1 <= len(name) <= 128
-        else name_character_problem("prompt", name)
-    )
-    if problem is not None:
-        raise HostError(ErrorKind.MCP_UPSTREAM_ERROR, f"plugin {plugin_id}: {problem}", plugin=plugin_id)
-    return {**prompt, "name": f"{plugin_id}.{name}", "plugin": plugin_id}
+def _host_prompts(plugin_id: str, prompts: list[Any]) -> list[dict[str, Any]]:
+    """A plugin's prompts with their host names ``<plugin>.<name>`` and ``plugin``; ``MCP_UPSTREAM_ERROR`` for
+    one that is not an object, ``NAME_INVALID`` (the first, by index) for a name that is not MCP's 1 to 128
+    characters of ``[A-Za-z0-9_.-]`` (issue 29: names are an allowlist; :func:`name_refusal`)."""
+    hosted: list[dict[str, Any]] = []
+    for index, prompt in enumerate(prompts):
+        if not isinstance(prompt, dict):
+            raise HostError(
+                ErrorKind.MCP_UPSTREAM_ERROR, f"plugin {plugin_id} listed a prompt that is not an object (#{index})"
+            )
+        refusal = name_refusal("prompt", prompt.get("name"))
+        if refusal is not None:
+            raise name_invalid(plugin_id, index, refusal, f"plugin {plugin_id}: prompt #{index}: {refusal.message}")
+        hosted.append({**prompt, "name": f"{plugin_id}.{prompt['name']}", "plugin": plugin_id})
+    return hosted
 
 
 async def prompts_list(host: FeatureHost, params: Any, ctx: RequestContext) -> dict[str, Any]:
     """``prompts/list {plugin?, cursor?}`` -> ``{prompts, nextCursor?}`` with host names ``<plugin>.<name>``.
 
-    With ``plugin``: that plugin's page (``CAPABILITY_NOT_SUPPORTED`` if its server
-    has no prompts), ``cursor`` the server's. Without: every page of every ready plugin
-    that declares prompts, each plugin's walk held to its listing bounds
-    (``LISTING_TOO_LARGE``, hostd/mcp/listing.py), answered in pages of hostd's own
-    (hostd/host/pages.py: in plugin id order, then each server's order; ``cursor`` the
-    ``nextCursor`` of the previous page, a position) so an answer always fits the parent's
-    line bound (issue 29).
+    With ``plugin``: that plugin's prompts (``CAPABILITY_NOT_SUPPORTED`` if its server has no prompts); without:
+    those of every ready plugin that declares prompts, in plugin id order, a plugin whose listing failed left
+    out and named in ``failed`` (``{plugin, kind, message}``). Each plugin's listing is walked and
+    held to its listing bounds (:func:`_walk`: ``LISTING_TOO_LARGE``, hostd/mcp/listing.py) and answered in
+    pages of hostd's own (hostd/host/pages.py: each server's order; ``cursor`` the ``nextCursor`` of the
+    previous page, a position), so an answer always fits the parent's line bound (issue 29).
     """
     args = p.parse_params(p.PromptsListParams, params)
     if args.plugin is not None:
-        plugin, link = _ready(host, args.plugin, "prompts")
-        result = await _ask(plugin, link, "prompts/list", _cursor(args.cursor))
-        prompts = result.get("prompts")
-        if not isinstance(prompts, list):
-            raise HostError(ErrorKind.MCP_UPSTREAM_ERROR, "prompts/list: the result has no 'prompts' array")
-        return _bounded(
-            host, args.plugin, "prompts/list", {**result, "prompts": [_host_prompt(args.plugin, x) for x in prompts]}
-        )
-    everything: list[dict[str, Any]] = []
-    for plugin_id in sorted(host.plugins):
-        plugin = host.plugins[plugin_id]
-        running = plugin.supervisor.link
-        if running is None or running.server_capabilities.get("prompts") is None:
-            continue
-        link = running
-        counted = ListingCount(plugin_id, "prompts", ListingBounds.of_limits(plugin.limits))
-        cursor: str | None = None
-        for _ in range(MAX_LIST_PAGES):
-            page = await _ask(plugin, link, "prompts/list", _cursor(cursor))
-            prompts = page.get("prompts")
-            if not isinstance(prompts, list):
-                raise HostError(ErrorKind.MCP_UPSTREAM_ERROR, "prompts/list: the result has no 'prompts' array")
-            counted.add(prompts)
-            everything.extend(_host_prompt(plugin_id, x) for x in prompts)
-            cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
-            if cursor is None:
-                break
-    # The keys of the pages: the position in plugin id order, then each server's order (unique, sorted).
-    keyed = [(f"{index:08d}", prompt) for index, prompt in enumerate(everything)]
-    prompts_page, next_cursor = page_of(keyed, lambda entry: entry[0], lambda entry: entry[1], args.cursor)
-    answer: dict[str, Any] = {"prompts": prompts_page}
-    if next_cursor is not None:
-        answer["nextCursor"] = next_cursor
-    return answer
+        plugin_id = args.plugin
+        plugin, link = _ready(host, plugin_id, "prompts")
+
+        async def walk_one() -> Walked:
+            return _host_prompts(plugin_id, await _walk(plugin_id, plugin, link, "prompts/list", "prompts")), []
+
+        return await _listing(link, "prompts", args.cursor, walk_one)
+
+    async def walk_all() -> Walked:
+        # One plugin's refusal (LISTING_TOO_LARGE, NAME_INVALID, an upstream error, a timeout) leaves that
+        # plugin out, named in `failed`: it never hides another plugin's prompts (issue 29).
+        everything: list[dict[str, Any]] = []
+        failed: list[dict[str, str]] = []
+        for each in sorted(host.plugins):
+            installed = host.plugins[each]
+            running = installed.supervisor.link
+            if running is None or running.server_capabilities.get("prompts") is None:
+                continue
+            try:
+                found = await _walk(each, installed, running, "prompts/list", "prompts")
+                everything.extend(_host_prompts(each, found))
+            except HostError as error:
+                failed.append({"plugin": each, "kind": error.kind.name, "message": error.message})
+        return everything, failed
+
+    return await _listing(host, "prompts", args.cursor, walk_all)
 
 
 def _split(host: FeatureHost, name: str) -> tuple[str, str]:

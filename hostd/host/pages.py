@@ -25,7 +25,7 @@ import orjson
 
 from hostd.wire.errors import ErrorKind, HostError
 
-__all__ = ["PAGE_BYTES", "page_of"]
+__all__ = ["PAGE_BYTES", "cursor_key", "page_of"]
 
 #: Bytes of the items of one page, as compact JSON (1 MiB: an eighth of the 8 MiB line bound).
 PAGE_BYTES: Final = 1024 * 1024
@@ -38,7 +38,7 @@ def _cursor_after(key: str) -> str:
     return _PREFIX + base64.urlsafe_b64encode(key.encode()).decode("ascii")
 
 
-def _key_of(cursor: str) -> str:
+def cursor_key(cursor: str) -> str:
     """The sort key a cursor names; ``INVALID_PARAMS`` (``data.field: "cursor"``) for one hostd did not make."""
     if cursor.startswith(_PREFIX):
         try:
@@ -67,7 +67,7 @@ def page_of(
     item); the cursor is ``None`` after the last item. Raises ``INVALID_PARAMS`` for a cursor it did not make.
     """
     keys = [key(item) for item in items]
-    start = 0 if cursor is None else bisect.bisect_right(keys, _key_of(cursor))
+    start = 0 if cursor is None else bisect.bisect_right(keys, cursor_key(cursor))
     page: list[dict[str, Any]] = []
     used = 0
     index = start

@@ -49,18 +49,22 @@ from hostd.mcp.tools import (
 )
 from hostd.wire.errors import ErrorKind, HostError
 from hostd.wire.jsonlimits import MAX_TOOL_BYTES, check_json
-from hostd.wire.text import invisible
+from hostd.wire.text import escape_invisible, invisible
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
 __all__ = [
     "FUNCTION_NAME_MAX_LENGTH",
+    "NAME_RULE",
     "OUTPUT_SCHEMA_ANY_ROOT_SINCE",
     "TOOL_NAME_MAX_LENGTH",
+    "NameRefusal",
     "ToolProblem",
     "convert_tools",
     "function_name_for",
+    "name_invalid",
+    "name_refusal",
 ]
 
 FUNCTION_NAME_MAX_LENGTH: Final = 64
@@ -179,7 +183,7 @@ def convert_tools(
     ``MAX_JSON_DEPTH`` (64) levels deep, the whole definition at most ``MAX_TOOL_BYTES``
     (128 KiB) as JSON; a tool over one gets that problem only (field and pointer named).
     Then it is checked for: a name that is a non-empty string of at most 128
-    characters of MCP's ``[A-Za-z0-9_.-]`` (:func:`name_character_problem`), unique in the listing; an ``inputSchema``
+    characters of MCP's ``[A-Za-z0-9_.-]`` (:func:`name_refusal`), unique in the listing; an ``inputSchema``
     that is present, an object with ``"type": "object"``, valid for the draft its
     ``$schema`` names (2020-12 by default), whose every ``$ref`` is local (``#...``,
     never fetched) and resolves inside the schema; the same for ``outputSchema`` when
@@ -199,31 +203,35 @@ def convert_tools(
     """
     permitted = set(permissions)
     output_any_root = protocol_version is not None and protocol_version >= OUTPUT_SCHEMA_ANY_ROOT_SINCE
-    problems, first_index, accepted = _check_listing(tools, permitted, output_any_root)
+    problems, first_index, accepted, bad_name = _check_listing(tools, permitted, output_any_root)
     prefix = f"{plugin_id}."
     missing, unexpected = _contributes_problems(prefix, first_index, contributes, problems)
     if problems:
-        raise _listing_rejected(plugin_id, problems, missing, unexpected, server)
+        raise _listing_rejected(plugin_id, problems, missing, unexpected, server, bad_name=bad_name)
     return _host_tools(plugin_id, accepted)
 
 
 def _check_listing(
     tools: Sequence[Mapping[str, Any]], permitted: set[str], output_any_root: bool
-) -> tuple[list[ToolProblem], dict[str, int], list[tuple[str, dict[str, Any]]]]:
+) -> tuple[list[ToolProblem], dict[str, int], list[tuple[str, dict[str, Any]]], BadName | None]:
     """Each tool of the listing checked (:func:`convert_tools`): ``(problems, the index of each name's first
-    listing, (remote name, fields) of the tools without problems)``."""
+    listing, (remote name, fields) of the tools without problems, the first tool whose name breaks the
+    rule)``."""
     problems: list[ToolProblem] = []
     first_index: dict[str, int] = {}
     accepted: list[tuple[str, dict[str, Any]]] = []  # (remote name, fields) of tools without problems
+    bad_name: BadName | None = None
 
     for index, raw in enumerate(tools):
         if not isinstance(raw, Mapping):
             problems.append(ToolProblem(index, "", f"a tool must be a JSON object, got {_json_type(raw)}"))
             continue
         name = raw.get("name")
-        name_problem = _name_problem(name)
-        if name_problem is not None:
-            problems.append(ToolProblem(index, "name", name_problem))
+        refusal = name_refusal("tool", name)
+        if refusal is not None:
+            problems.append(ToolProblem(index, "name", refusal.message))
+            if bad_name is None:
+                bad_name = (index, refusal, problems[-1])
             label: str | int = index
         else:
             assert isinstance(name, str)
@@ -249,7 +257,7 @@ def _check_listing(
         problems.extend(tool_problems)
         if isinstance(label, str) and fields is not None and first_index[label] == index:
             accepted.append((label, fields))
-    return problems, first_index, accepted
+    return problems, first_index, accepted, bad_name
 
 
 def _contributes_problems(
@@ -287,9 +295,12 @@ def _listing_rejected(
     missing: list[str],
     unexpected: list[str],
     server: tuple[str, str] | None,
+    *,
+    bad_name: BadName | None = None,
 ) -> HostError:
     """``PLUGIN_START_FAILED`` for a listing with ``problems`` (all of them in ``data.problems``), naming the
-    server release that sent it (``server``: its ``serverInfo`` name and version) when known."""
+    server release that sent it (``server``: its ``serverInfo`` name and version) when known; ``NAME_INVALID``
+    (:func:`name_invalid`, the message led by that tool's problem) when a tool's name breaks the rule."""
     data: dict[str, Any] = {"plugin": plugin_id, "problems": [p.to_wire() for p in problems]}
     if missing:
         data["missing"] = missing
@@ -299,14 +310,16 @@ def _listing_rejected(
     if server is not None and server[0]:
         data["server"] = {"name": server[0], "version": server[1]}
         sender = f" of {_quote(server[0])}{' version ' + _quote(server[1]) if server[1] else ''}"
-    first = problems[0]
+    first = problems[0] if bad_name is None else bad_name[2]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return HostError(
-        ErrorKind.PLUGIN_START_FAILED,
+    message = (
         f"plugin {plugin_id!r}: tool listing{sender} rejected: tool {_quote(first.tool)}, "
-        f"{first.field or 'tool'}: {first.message}{more}",
-        **data,
+        f"{first.field or 'tool'}: {first.message}{more}"
     )
+    if bad_name is not None:
+        del data["plugin"]
+        return name_invalid(plugin_id, bad_name[0], bad_name[1], message, **data)
+    return HostError(ErrorKind.PLUGIN_START_FAILED, message, **data)
 
 
 def _host_tools(plugin_id: str, accepted: list[tuple[str, dict[str, Any]]]) -> list[RegisteredTool]:
@@ -334,37 +347,70 @@ def _host_tools(plugin_id: str, accepted: list[tuple[str, dict[str, Any]]]) -> l
     return result
 
 
-def _name_problem(name: object) -> str | None:
-    if name is None:
-        return "the tool has no name"
-    if not isinstance(name, str):
-        return f"the tool name must be a string, got {_json_type(name)}"
-    if not name:
-        return "the tool name is empty"
-    if len(name) > TOOL_NAME_MAX_LENGTH:
-        return f"the tool name is {len(name)} characters long; at most {TOOL_NAME_MAX_LENGTH} are allowed"
-    return name_character_problem("tool", name)
-
-
 #: The characters of an MCP tool (and prompt) name (MCP 2025-11-25, "Tool names"): an allowlist.
 NAME_CHARACTERS: Final = re.compile(r"[A-Za-z0-9_.-]+")
+#: The rule a refused name is told (``NAME_INVALID`` ``data.rule``).
+NAME_RULE: Final = f"1 to {TOOL_NAME_MAX_LENGTH} characters, each one of A-Z, a-z, 0-9, '_', '-' and '.'"
 
 
-def name_character_problem(what: str, name: str) -> str | None:
-    """Why ``name`` (of a ``what``: "tool", "prompt") is not made of MCP's name characters ``[A-Za-z0-9_.-]``,
-    naming the first other character by code point and position, or ``None``.
+@dataclass(frozen=True)
+class NameRefusal:
+    """Why a tool or prompt name breaks MCP's rule: ``message`` (a sentence, the name quoted and escaped) and
+    ``data`` for ``NAME_INVALID`` (``what``; ``name`` escaped when it is a string; ``character`` ``"U+XXXX"``
+    and ``position`` for a character outside the rule, ``length`` for a name too long)."""
+
+    message: str
+    data: dict[str, Any]
+
+
+def _shown(name: str) -> str:
+    """``name`` for a message: ``repr``, cut, and every invisible character Python leaves raw (a variation
+    selector, a Hangul filler) escaped too (hostd/wire/text.py)."""
+    return escape_invisible(_quote(name))
+
+
+def name_refusal(what: str, name: object) -> NameRefusal | None:
+    """Why ``name`` (of a ``what``: "tool", "prompt") is not MCP's 1 to 128 characters of ``[A-Za-z0-9_.-]``
+    (the first character outside it named by code point and position), or ``None`` for a good name.
 
     The class (issue 29, found item 7): a deny-list of control characters let through names that differ
-    only by invisible characters (word joiner, tag characters, Arabic letter mark), which every rendering
-    shows alike; so names are an allowlist, the spec's.
+    only by invisible characters (word joiner, tag characters, Arabic letter mark, variation selectors,
+    Hangul fillers), which every rendering shows alike; so names are an allowlist, the spec's, and the
+    refusal shows the name with every invisible character escaped.
     """
+    if name is None:
+        return NameRefusal(f"the {what} has no name", {"what": what, "name": None})
+    if not isinstance(name, str):
+        return NameRefusal(f"the {what} name must be a string, got {_json_type(name)}", {"what": what, "name": None})
+    data: dict[str, Any] = {"what": what, "name": _trim(escape_invisible(name), 200)}
+    if not name:
+        return NameRefusal(f"the {what} name is empty", {**data, "length": 0})
+    if len(name) > TOOL_NAME_MAX_LENGTH:
+        return NameRefusal(
+            f"the {what} name is {len(name)} characters long; at most {TOOL_NAME_MAX_LENGTH} are allowed",
+            {**data, "length": len(name)},
+        )
     if NAME_CHARACTERS.fullmatch(name):
         return None
     position, character = next((i, c) for i, c in enumerate(name) if not NAME_CHARACTERS.fullmatch(c))
-    shown = f"U+{ord(character):04X}" + ("" if invisible(character) else f" {character!r}")
-    return (
-        f"the {what} name {_quote(name)} contains {shown} at {position}; "
-        f"only A-Z, a-z, 0-9, '_', '-' and '.' are allowed"
+    code = f"U+{ord(character):04X}"
+    shown = code + ("" if invisible(character) else f" {character!r}")
+    return NameRefusal(
+        f"the {what} name {_shown(name)} contains {shown} at {position}; "
+        f"only A-Z, a-z, 0-9, '_', '-' and '.' are allowed",
+        {**data, "character": code, "position": position},
+    )
+
+
+#: The first tool of a listing whose name breaks the rule: its index, why, and its problem.
+BadName = tuple[int, NameRefusal, ToolProblem]
+
+
+def name_invalid(plugin_id: str, index: int, refusal: NameRefusal, message: str, **data: Any) -> HostError:
+    """``NAME_INVALID`` for the name at ``index`` of a plugin's listing: ``data`` is ``{plugin, index, rule,
+    **refusal.data, **data}``; ``message`` the error's sentence."""
+    return HostError(
+        ErrorKind.NAME_INVALID, message, plugin=plugin_id, index=index, rule=NAME_RULE, **refusal.data, **data
     )
 
 

@@ -19,13 +19,18 @@ from typing import Any, Final
 import orjson
 
 from hostd.wire.errors import ErrorKind, HostError
+from hostd.wire.jsonlimits import MAX_TOOL_BYTES
 
-__all__ = ["DEFAULT_MAX_ITEMS", "DEFAULT_MAX_LISTING_BYTES", "ListingBounds", "ListingCount"]
+__all__ = ["DEFAULT_MAX_ITEMS", "DEFAULT_MAX_ITEM_BYTES", "DEFAULT_MAX_LISTING_BYTES", "ListingBounds", "ListingCount"]
 
 #: Default bound of the items of one listing (tools, or prompts...) of one plugin.
 DEFAULT_MAX_ITEMS: Final = 1024
 #: Default bound of the bytes of one listing of one plugin: the items as compact UTF-8 JSON, summed.
 DEFAULT_MAX_LISTING_BYTES: Final = 16 * 1024 * 1024
+#: Bound of one item hostd pages for the parent (a resource, a resource template, a prompt), as compact JSON:
+#: a tool's (``hostd.wire.jsonlimits.MAX_TOOL_BYTES``), so one item always fits one of hostd's pages
+#: (hostd/host/pages.py) and a page the parent's line bound, whatever the plugin's frame bound.
+DEFAULT_MAX_ITEM_BYTES: Final = MAX_TOOL_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +63,21 @@ def _size(item: Any) -> int:
 
 
 class ListingCount:
-    """The running count of one listing walk (``listing``: ``"tools"``, ``"prompts"``...) of ``plugin_id``."""
+    """The running count of one listing walk (``listing``: ``"tools"``, ``"prompts"``, ``"resources"``,
+    ``"resourceTemplates"``: the MCP result's member) of ``plugin_id``.
 
-    def __init__(self, plugin_id: str, listing: str, bounds: ListingBounds) -> None:
+    ``max_item_bytes``: the bound of each item as compact JSON (:data:`DEFAULT_MAX_ITEM_BYTES` for the listings
+    hostd pages as they came: resources, resource templates, prompts), or ``None`` where another check bounds
+    each item (tools: :func:`hostd.mcp.convert.convert_tools`, which names the field).
+    """
+
+    def __init__(
+        self, plugin_id: str, listing: str, bounds: ListingBounds, *, max_item_bytes: int | None = None
+    ) -> None:
         self.plugin_id = plugin_id
         self.listing = listing
         self.bounds = bounds
+        self.max_item_bytes = max_item_bytes
         self.count = 0
         self.bytes = 0
 
@@ -72,18 +86,29 @@ class ListingCount:
 
         ``data``: more members for the error's ``data`` (a link's ``stderrTail``). The error's ``data`` is
         ``{plugin, listing, count, bytes, maxCount, maxBytes, reason}``: what the plugin sent up to and
-        including this page, and the bounds.
+        including this page, and the bounds; for an item over ``max_item_bytes`` also ``{index, itemBytes,
+        maxItemBytes}`` (``index``: its position in the whole listing, from 0).
         """
+        sizes = [_size(item) for item in items]
+        first = self.count
         self.count += len(items)
-        self.bytes += sum(_size(item) for item in items)
+        self.bytes += sum(sizes)
         bounds = self.bounds
-        if self.count <= bounds.max_items and self.bytes <= bounds.max_bytes:
+        limit = self.max_item_bytes
+        big = next((i for i, size in enumerate(sizes) if size > limit), None) if limit is not None else None
+        if big is None and self.count <= bounds.max_items and self.bytes <= bounds.max_bytes:
             return
-        if self.count > bounds.max_items:
+        if big is not None:
+            index = first + big
+            data = {**data, "index": index, "itemBytes": sizes[big], "maxItemBytes": limit}
+            over = f"an item of {sizes[big]} bytes among its {self.listing} (#{index}); at most {limit} are accepted"
+            reason = f"the server listed {over}"
+        elif self.count > bounds.max_items:
             over = f"{self.count} {self.listing}; at most {bounds.max_items} are accepted"
+            reason = f"the server listed {over} (plugins/grant limits raise the bound)"
         else:
             over = f"{self.bytes} bytes of {self.listing}; at most {bounds.max_bytes} are accepted"
-        reason = f"the server listed {over} (plugins/grant limits raise the bound)"
+            reason = f"the server listed {over} (plugins/grant limits raise the bound)"
         raise HostError(
             ErrorKind.LISTING_TOO_LARGE,
             f"plugin {self.plugin_id}: {reason}",

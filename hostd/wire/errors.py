@@ -128,7 +128,23 @@ class ErrorKind(Enum):
         -32050,
         "A plugin listed more tools (prompts, resources, resource templates) than its bound: data.listing, what it"
         " sent (data.count, data.bytes: compact JSON) and the bounds (data.maxCount, default 1024; data.maxBytes,"
-        " default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin.",
+        " default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin. Or one prompt,"
+        " resource or resource template over 128 KiB (data.index, data.itemBytes, data.maxItemBytes), which no"
+        " page of hostd's could hold.",
+    )
+    NAME_INVALID = (
+        -32059,
+        "A plugin's server listed a tool or prompt whose name breaks MCP's rule (data.rule: 1 to 128 characters of"
+        " A-Z, a-z, 0-9, '_', '-', '.'): data.what (tool, prompt), data.index (its place in the listing),"
+        " data.name (escaped), data.character (U+XXXX) and data.position, or data.length; a tool listing's"
+        " other problems are in data.problems. Names are an allowlist: names that differ only by invisible"
+        " characters would look alike everywhere they are shown.",
+    )
+    ANSWER_TOO_LARGE = (
+        -32060,
+        "hostd's answer would exceed the parent's line bound (8 MiB, the bound hostd's Python and TypeScript"
+        " clients read): data.bytes, data.limit. It is sent in the answer's place (a --max-result-bytes over the"
+        " line bound lets a tool result grow so); a notification over the bound is dropped and logged.",
     )
     RESOURCE_EXHAUSTED = (
         -32044,

@@ -147,7 +147,12 @@ export interface ClientOptions {
  * The listings hostd pages for the parent (method -> the member holding the items): `request` follows their
  * `nextCursor` (docs/protocol.md, `tools/list`), so an answer never has to exceed the 8 MiB line bound.
  */
-export const PAGED: Readonly<Record<string, string>> = { "tools/list": "tools", "prompts/list": "prompts" };
+export const PAGED: Readonly<Record<string, string>> = {
+  "tools/list": "tools",
+  "prompts/list": "prompts",
+  "resources/list": "resources",
+  "resources/templates/list": "resourceTemplates",
+};
 
 export class HostdClient {
   readonly #transport: Transport;
@@ -201,7 +206,8 @@ export class HostdClient {
   /**
    * `request` for a method this build's types do not know (a newer hostd); same behaviour.
    *
-   * A listing hostd pages for the parent ({@link PAGED}: `tools/list`) requested without a `cursor` is
+   * A listing hostd pages for the parent ({@link PAGED}: `tools/list`, `prompts/list`, `resources/list`,
+   * `resources/templates/list`) requested without a `cursor` is
    * followed to its last page: the result holds every page's items and the last page's other members
    * (`revision`), without `nextCursor`. Send `cursor` (`null` for the first page) to get one page as sent.
    */

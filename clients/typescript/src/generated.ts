@@ -221,7 +221,7 @@ export interface GrantedLimits {
   maxCpuPercent: number | null;
   /** MiB allocated beneath the data folder and `TMPDIR` (`--max-disk-mb`) */
   maxDiskMb: number | null;
-  /** tools the plugin may list (`LISTING_TOO_LARGE`; default 1024) */
+  /** tools (likewise prompts, resources, resource templates) the plugin may list (`LISTING_TOO_LARGE`; default 1024) */
   maxTools?: number | null;
   /** MiB of one listing of the plugin, as compact JSON (`LISTING_TOO_LARGE`; default 16) */
   maxListingMb?: number | null;
@@ -483,12 +483,15 @@ export interface PackageVersion {
 }
 
 /**
- * The server's page of a listing, forwarded as it came (`resources/list`, `resources/templates/list`,
- * `prompts/list`).
+ * One of hostd's pages of a listing (`resources/list`, `resources/templates/list`, `prompts/list`):
+ * the servers' listings walked whole and bounded (`LISTING_TOO_LARGE`), then cut into pages as
+ * `tools/list` is.
  */
 export interface PagedResult {
-  /** the cursor of the next page (pass it back with the same `plugin`: the server's; `prompts/list` without `plugin`: hostd's, whose pages of every plugin's prompts total at most 1 MiB); omitted at the end. Besides it, the MCP listing's array: `resources`, `resourceTemplates` or `prompts` (each prompt's `name` is the host name `<plugin>.<name>`, with `plugin`) */
+  /** hostd's cursor of the next page (pass it back as `cursor` with the same `plugin`); omitted on the last page. hostd's Python and TypeScript clients follow it. Besides it, the MCP listing's array in the server's order: `resources`, `resourceTemplates` or `prompts` (each prompt's `name` is the host name `<plugin>.<name>`, with `plugin`; `prompts/list` without `plugin`: every plugin's, in plugin id order), whose items total at most 1 MiB as compact JSON (at least one, each at most 128 KiB), so an answer always fits the 8 MiB line bound. An item whose `description` (a prompt's `arguments`' too) holds characters a person cannot see carries `invisibleCharacters: true`, as a tool does in `tools/list` */
   nextCursor?: string | null;
+  /** `prompts/list` without `plugin`: the plugins whose prompts are left out, each `{plugin, kind, message}` (the error that listing by `plugin` answers: `LISTING_TOO_LARGE`, `NAME_INVALID`, `MCP_UPSTREAM_ERROR`, `TOOL_TIMEOUT`...), on every page; omitted when none failed. One plugin's failure never hides another's prompts */
+  failed?: Array<{ [key: string]: string }> | null;
   [key: string]: unknown;
 }
 
@@ -562,7 +565,10 @@ export interface PluginNoteParams {
   plugin: string;
 }
 
-/** `resources/list` and `resources/templates/list` `{plugin, cursor?}`. */
+/**
+ * `resources/list` and `resources/templates/list` `{plugin, cursor?}`: `cursor` is hostd's (the
+ * `nextCursor` of the previous page).
+ */
 export interface PluginPageParams {
   plugin: string;
   cursor?: string | null;
@@ -675,8 +681,8 @@ export interface PromptsGetParams {
 }
 
 /**
- * `prompts/list {plugin?, cursor?}`: with `plugin`, `cursor` is its server's; without, hostd's (the
- * `nextCursor` of the previous page of every plugin's prompts).
+ * `prompts/list {plugin?, cursor?}`: `cursor` is hostd's (the `nextCursor` of the previous page of
+ * the plugin's prompts, or of every plugin's without `plugin`).
  */
 export interface PromptsListParams {
   plugin?: string | null;
@@ -970,12 +976,12 @@ export interface Requests {
     params: SetLogLevelParams;
     result: Empty;
   };
-  /** `resources/list` and `resources/templates/list` `{plugin, cursor?}`. */
+  /** `resources/list` and `resources/templates/list` `{plugin, cursor?}`: `cursor` is hostd's (the `nextCursor` of the previous page). */
   "resources/list": {
     params: PluginPageParams;
     result: PagedResult;
   };
-  /** `resources/list` and `resources/templates/list` `{plugin, cursor?}`. */
+  /** `resources/list` and `resources/templates/list` `{plugin, cursor?}`: `cursor` is hostd's (the `nextCursor` of the previous page). */
   "resources/templates/list": {
     params: PluginPageParams;
     result: PagedResult;
@@ -995,7 +1001,7 @@ export interface Requests {
     params: ResourceParams;
     result: Empty;
   };
-  /** `prompts/list {plugin?, cursor?}`: with `plugin`, `cursor` is its server's; without, hostd's (the `nextCursor` of the previous page of every plugin's prompts). */
+  /** `prompts/list {plugin?, cursor?}`: `cursor` is hostd's (the `nextCursor` of the previous page of the plugin's prompts, or of every plugin's without `plugin`). */
   "prompts/list": {
     params: PromptsListParams;
     result: PagedResult;
@@ -1140,10 +1146,14 @@ export const ErrorCodes = {
   PLUGIN_NOT_READY: -32045,
   /** The launch would put a secret (data.secrets: its names) on the command line, where every process of the machine reads it in /proc/<pid>/cmdline: pass it through env, or opt in with plugins/grant secretArguments: true (shown in launch.secretArguments, a new digest to approve). */
   SECRET_IN_ARGUMENTS: -32049,
-  /** A plugin listed more tools (prompts, resources, resource templates) than its bound: data.listing, what it sent (data.count, data.bytes: compact JSON) and the bounds (data.maxCount, default 1024; data.maxBytes, default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin. */
+  /** A plugin listed more tools (prompts, resources, resource templates) than its bound: data.listing, what it sent (data.count, data.bytes: compact JSON) and the bounds (data.maxCount, default 1024; data.maxBytes, default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin. Or one prompt, resource or resource template over 128 KiB (data.index, data.itemBytes, data.maxItemBytes), which no page of hostd's could hold. */
   LISTING_TOO_LARGE: -32050,
   /** A tools/call names a local file or folder the plugin may not reach, and the parent did not grant it (data.reason: declined, no-capability, refused); data.grants holds the plugins/grantPath params that would, data.commands the hostctl commands. The server never saw the call. */
   ACCESS_NOT_GRANTED: -32052,
+  /** A plugin's server listed a tool or prompt whose name breaks MCP's rule (data.rule: 1 to 128 characters of A-Z, a-z, 0-9, '_', '-', '.'): data.what (tool, prompt), data.index (its place in the listing), data.name (escaped), data.character (U+XXXX) and data.position, or data.length; a tool listing's other problems are in data.problems. Names are an allowlist: names that differ only by invisible characters would look alike everywhere they are shown. */
+  NAME_INVALID: -32059,
+  /** hostd's answer would exceed the parent's line bound (8 MiB, the bound hostd's Python and TypeScript clients read): data.bytes, data.limit. It is sent in the answer's place (a --max-result-bytes over the line bound lets a tool result grow so); a notification over the bound is dropped and logged. */
+  ANSWER_TOO_LARGE: -32060,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */

@@ -142,6 +142,31 @@ test("params carry _meta; an abort before the answer sends $/cancelRequest; clos
   assert.equal((await client.closed).message, "gone");
 });
 
+test("resources/templates/list and resources/list follow nextCursor too, each into its own member", async () => {
+  const wire = new Loopback();
+  const client = new HostdClient(wire);
+  const all = client.request("resources/templates/list", { plugin: "p" });
+  const [first] = (await wire.next(1)) as Array<{ id: number; params: Record<string, unknown> }>;
+  const page1 = { resourceTemplates: [{ uriTemplate: "a://{x}", name: "a" }], nextCursor: "k1.MDA=" };
+  wire.deliver({ jsonrpc: "2.0", id: first!.id, result: page1 });
+  const [, second] = (await wire.next(2)) as Array<{ id: number; params: Record<string, unknown> }>;
+  assert.deepEqual(second!.params, { plugin: "p", cursor: "k1.MDA=" });
+  wire.deliver({ jsonrpc: "2.0", id: second!.id, result: { resourceTemplates: [{ uriTemplate: "b://{x}", name: "b" }] } });
+  assert.deepEqual(await all, {
+    resourceTemplates: [
+      { uriTemplate: "a://{x}", name: "a" },
+      { uriTemplate: "b://{x}", name: "b" },
+    ],
+  });
+  const resources = client.request("resources/list", { plugin: "p" });
+  const third = (await wire.next(3))[2] as { id: number; params: Record<string, unknown> };
+  wire.deliver({ jsonrpc: "2.0", id: third.id, result: { resources: [{ uri: "a://1", name: "1" }], nextCursor: "k1.MDA=" } });
+  const fourth = (await wire.next(4))[3] as { id: number; params: Record<string, unknown> };
+  assert.deepEqual(fourth.params, { plugin: "p", cursor: "k1.MDA=" });
+  wire.deliver({ jsonrpc: "2.0", id: fourth.id, result: { resources: [{ uri: "a://2", name: "2" }] } });
+  assert.deepEqual(await resources, { resources: [{ uri: "a://1", name: "1" }, { uri: "a://2", name: "2" }] });
+});
+
 test("tools/list without a cursor follows nextCursor to the last page; with one, one page as sent", async () => {
   const wire = new Loopback();
   const client = new HostdClient(wire);
