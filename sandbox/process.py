@@ -60,6 +60,7 @@ import psutil
 import trio
 
 from sandbox.forkserver import _FORK_SERVER, _SHIM_SLACK, _ControlReader, _ForkedShim, _shim_command
+from sandbox.home_view import make_view
 from sandbox.launch import Launch, LaunchError
 from sandbox.limits import plugin_nofile_soft
 from sandbox.paths import PathRefused, ensure_private_dir
@@ -447,6 +448,8 @@ def _spec(launch: Launch, env: dict[str, str]) -> bytes:
             for folder in (plan.tmpdir, plan.data_dir):
                 if folder:
                     ensure_private_dir(folder)
+            if launch.home is not None:  # and its entries leading to the real HOME (sandbox/home_view.py)
+                make_view(launch.home)
         except (OSError, PathRefused) as exc:
             raise _isolation_failed(launch, f"private folder: {exc}") from exc
         rules: dict[str, object] = dict(plan.rule_lists())

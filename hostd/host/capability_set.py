@@ -4,7 +4,8 @@ The class (issue 25, "One visible capability set"): what a plugin may do was spr
 (argument → path, with no access nor reason), ``launch.envKeys``, ``launch.isolation``, ``networkPorts``,
 ``userConfig`` and ``launch.prepare``, and call-time grants were nowhere -- so the approval showed no single
 list a person could read. :func:`capability_set` gathers them: folders and files (path, ``read`` or
-``write``, and why: ``argument``, ``env``, ``declared``, ``parent grant``, ``call-time grant``), network,
+``write``, and why: ``argument``, ``env``, ``declared``, ``parent grant``, ``call-time grant``, ``private
+home``), network,
 environment names, secrets (name and channel) and prepared packages. ``hostctl approve`` renders it.
 
 A pure function of an :class:`~hostd.host.records.InstalledPlugin` and its resolved launch (memory only).
@@ -50,6 +51,12 @@ def _folders(plugin: InstalledPlugin, launch: Launch) -> list[p.FolderCapability
         found.append(
             p.FolderCapability.model_validate(
                 {"path": real, "access": access_of(real), "why": _why(label), "source": label}
+            )
+        )
+    if launch.home is not None:  # the private HOME (sandbox/home_view.py): the plugin's own writes under ~
+        found.append(
+            p.FolderCapability.model_validate(
+                {"path": launch.home.path, "access": "write", "why": "private home", "source": "HOME"}
             )
         )
     for path, access in sorted(plugin.path_grants().items()):

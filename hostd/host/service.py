@@ -732,8 +732,9 @@ class Host:
 def _remove_generated(state_dir: Path, folder: Path, plugin_id: str, install: dict[str, str]) -> None:
     """Delete what hostd generated for an uninstalled plugin: its folder when
     ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
-    (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), and its data folder if that is
-    then empty. The plugin's own data is kept, aside, for its ``install`` only
+    (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), its private ``HOME``
+    (``<state>/data/<id>/home``, :mod:`sandbox.home_view`: what it wrote under ``~``) and its data folder
+    if that is then empty. The plugin's own data is kept, aside, for its ``install`` only
     (:func:`hostd.host.installs.keep_aside`; a later install gets it with ``adoptData`` and the same origin)."""
     if folder.parent in (state_dir / "imported", state_dir / "bundles", state_dir / "registry"):
         shutil.rmtree(folder, ignore_errors=True)
@@ -741,7 +742,8 @@ def _remove_generated(state_dir: Path, folder: Path, plugin_id: str, install: di
         (state_dir / "settings" / f"{plugin_id}.json").unlink()
     data_dir = state_dir / "data" / plugin_id
     generated_dirs = (state_dir / "tmp" / plugin_id, state_dir / "prepared" / plugin_id, data_dir / "cache")
-    for generated in (*generated_dirs, data_dir / "uv-tools"):
+    # data/<id>/home: the plugin's private HOME (sandbox/home_view.py), what it wrote under ~ included.
+    for generated in (*generated_dirs, data_dir / "uv-tools", data_dir / "home"):
         shutil.rmtree(generated, ignore_errors=True)
     try:
         installs.keep_aside(state_dir, plugin_id, install)

@@ -137,9 +137,9 @@ export interface FolderCapability {
   path: string;
   /** `read` (and execute), or `write` (read-write) */
   access: "read" | "write";
-  /** an argument names it, an env value names it, the manifest's `sandbox` declares it, the parent granted it ([`plugins/grant`](#pluginsgrant)), or the user granted it at a tool call ([Call-time grants](#call-time-grants)) */
-  why: "argument" | "env" | "declared" | "parent grant" | "call-time grant";
-  /** the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), or for a call-time grant `once` / `always` */
+  /** an argument names it, an env value names it, the manifest's `sandbox` declares it, the parent granted it ([`plugins/grant`](#pluginsgrant)), the user granted it at a tool call ([Call-time grants](#call-time-grants)), or it is the plugin's private `HOME` (its own `~/.toolname`, `~/.config/...` writes land there, kept until uninstall; nothing of the user's `HOME` is in it but links to what is granted here) */
+  why: "argument" | "env" | "declared" | "parent grant" | "call-time grant" | "private home";
+  /** the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), for a call-time grant `once` / `always`, for the private home `HOME` */
   source: string;
 }
 
