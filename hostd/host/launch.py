@@ -18,6 +18,7 @@ from typing import Protocol
 
 import trio
 
+from hostd.host import installs
 from hostd.host.records import HostSettings, InstalledPlugin, plugin_cache_env
 from hostd.install.ecosystems import Prepared
 from hostd.install.packages import PrepareError, parse_package_launch
@@ -185,7 +186,8 @@ async def _resolve_remote(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
     plugin.config_problem = None
     if host.secret_store is not None:  # which of its secrets are set (PluginInfo.userConfig)
         try:
-            names = await trio.to_thread.run_sync(host.secret_store.names, plugin.manifest.id)
+            owner = installs.secret_owner(plugin.manifest.id, plugin.install)
+            names = await trio.to_thread.run_sync(host.secret_store.names, owner)
             plugin.secret_names = set(names)
         except HostError as error:  # an unreadable secrets file: its enable fails with this
             plugin.config_problem = error
@@ -208,7 +210,7 @@ def applied_settings(host: LaunchHost, plugin: InstalledPlugin) -> secrets_.Appl
             if any(option.sensitive for option in options) or secrets_.references(
                 [*backend.args, *backend.env.values()]
             ):
-                plugin.secret_names = set(host.secret_store.names(plugin_id))
+                plugin.secret_names = set(host.secret_store.names(installs.secret_owner(plugin_id, plugin.install)))
         except HostError as error:
             plugin.config_problem = error
     applied = secrets_.apply_settings(
@@ -232,8 +234,10 @@ def with_secrets(host: LaunchHost, plugin: InstalledPlugin, launch: Launch) -> L
     store = host.secret_store
     options = plugin.manifest.user_config
 
+    owner = installs.secret_owner(plugin.manifest.id, plugin.install)  # the install's, not the id's
+
     def lookup(name: str) -> str | None:
-        value = store.get(plugin.manifest.id, name) if store is not None else None
+        value = store.get(owner, name) if store is not None else None
         if value is None and name in options and not options[name].required:
             return ""  # an optional secret left unset
         return value

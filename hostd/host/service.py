@@ -184,6 +184,7 @@ class Host:
             host.log_files = LogFiles(store.directory / "logs")
             nursery.start_soon(host.log_files.run)
             to_enable = await catalog.restore(host, opened.warnings)
+            await install_methods.migrate_secrets(host)
             if host.settings.restore:
                 nursery.start_soon(host._restore_enabled, to_enable)
             else:
@@ -480,9 +481,12 @@ class Host:
             feature_methods.PluginFeatureParent(self, manifest.id), manifest.id
         )
         supervisor.authorizer = self.authorizer
-        if self.secret_store is not None:
-            supervisor.secret_lookup = self.secret_store.get
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
+        store = self.secret_store
+        if store is not None:  # the install's secrets (read at lookup time: the install is set after this)
+            supervisor.secret_lookup = lambda plugin_id, name: store.get(
+                installs.secret_owner(plugin_id, plugin.install), name
+            )
         bound.append(plugin)
         self.plugins[manifest.id] = plugin
         return plugin
@@ -538,24 +542,18 @@ class Host:
         await self._forget(plugin.manifest.id, plugin.path, plugin.install)
 
     async def _forget(self, plugin_id: str, folder: Path | None, install: dict[str, str]) -> None:
-        """After an uninstall: drop ``plugin_id``'s logs, generated files (``folder``: None, none) and secrets;
-        its data is kept aside for its ``install`` (:func:`hostd.host.installs.keep_aside`)."""
+        """After an uninstall: drop ``plugin_id``'s logs and generated files (``folder``: None, none); its data
+        and secrets are kept aside for its ``install`` (:func:`hostd.host.installs.keep_aside`; the secrets stay
+        under :func:`hostd.host.installs.secret_owner`, which no other install has)."""
         self.logs.pop(plugin_id, None)
         if self.log_files is not None:
             await self.log_files.drop(plugin_id)
         if self.store is None:
             return
         if folder is not None:
-            await trio.to_thread.run_sync(_remove_generated, self.store.directory, folder, plugin_id, install)
-        if self.secret_store is not None:
-            try:
-                await trio.to_thread.run_sync(self.secret_store.drop, plugin_id)
-            except HostError as error:  # an unreadable secrets file: the uninstall is done, its secrets stay
-                log.warning("uninstalling %s: its secrets were not removed: %s", plugin_id, error.message)
-                await self.notify(
-                    "plugins/log",
-                    {"plugin": None, "level": "warning", "source": "host", "message": error.message},
-                )
+            await trio.to_thread.run_sync(
+                _remove_generated, self.store.directory, folder, plugin_id, install, self.secret_store
+            )
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
@@ -729,7 +727,9 @@ class Host:
         return p.LogsResult(lines=ring.recent(args.limit), dropped=ring.dropped).wire()
 
 
-def _remove_generated(state_dir: Path, folder: Path, plugin_id: str, install: dict[str, str]) -> None:
+def _remove_generated(
+    state_dir: Path, folder: Path, plugin_id: str, install: dict[str, str], store: secrets_.SecretStore | None = None
+) -> None:
     """Delete what hostd generated for an uninstalled plugin: its folder when
     ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
     (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), its private ``HOME``
@@ -746,7 +746,11 @@ def _remove_generated(state_dir: Path, folder: Path, plugin_id: str, install: di
     for generated in (*generated_dirs, data_dir / "uv-tools", data_dir / "home"):
         shutil.rmtree(generated, ignore_errors=True)
     try:
-        installs.keep_aside(state_dir, plugin_id, install)
+        held = store is not None and bool(store.names(installs.secret_owner(plugin_id, install)))
+    except HostError:  # an unreadable secrets file: they stay where they are, under this install's key
+        held = True
+    try:
+        installs.keep_aside(state_dir, plugin_id, install, has_secrets=held)
     except OSError as exc:  # the data stays under the id; the next install moves it aside (as "unknown")
         log.warning("uninstalling %s: its data was not moved aside: %s", plugin_id, exc)
 

@@ -5,7 +5,12 @@ Theory of operation
 A manifest never holds a secret value. Where a value is secret, the manifest
 holds a *reference*, ``"${secret:NAME}"``, as a whole ``backend.env`` value
 or a whole or partial ``backend.args`` word; the value lives in a
-:class:`SecretStore` under ``(plugin id, NAME)``:
+:class:`SecretStore` under ``(owner, NAME)``, where the owner is the plugin's
+*install* (:func:`install_key`: ``<plugin id>#<install id>``,
+hostd/host/installs.py), not its id: a bundle by another author that later
+takes the same id has another install and never receives them (issue 25,
+over-granting 3). A file written before (keyed by plugin id) is migrated once
+at hostd's start (:meth:`SecretStore.migrate`), nothing lost:
 
 - the OS keyring (the ``keyring`` package, optional: ``pip install
   'hostd[secrets]'``) when it has a usable backend, i.e. not one of its
@@ -64,6 +69,7 @@ __all__ = [
     "effective_values",
     "host_variables",
     "inject",
+    "install_key",
     "load_settings",
     "references",
     "save_settings",
@@ -111,6 +117,17 @@ def unreadable(path: Path, exc: OSError, what: str, plugin_id: str | None = None
         "(mode 0600) or move it away, then retry",
         **data,
     )
+
+
+def install_key(plugin_id: str, install_id: str) -> str:
+    """The secret store's owner key of one install: ``"<plugin id>#<install id>"`` (``#`` is never in an id,
+    ``^[a-z0-9][a-z0-9-]{0,62}$``, so a key written before installs, a bare id, never equals one)."""
+    return f"{plugin_id}#{install_id}"
+
+
+#: The owner of secrets found under a bare plugin id no installed plugin has, at migration: kept, given to
+#: no later install (whose install id is random hex, never this word).
+UNCLAIMED: Final = "unclaimed"
 
 
 def secret_ref(name: str) -> str:
@@ -265,11 +282,11 @@ class SecretStore:
         write_atomically(self.path, blob)
 
     def names(self, plugin_id: str) -> list[str]:
-        """The NAMEs set for ``plugin_id``, sorted."""
+        """The NAMEs set for the owner ``plugin_id`` (an :func:`install_key`), sorted."""
         return sorted(self._read().get(plugin_id, {}))
 
     def get(self, plugin_id: str, name: str) -> str | None:
-        """The value of ``name`` for ``plugin_id``, or ``None`` when not set."""
+        """The value of ``name`` for the owner ``plugin_id`` (an :func:`install_key`), or ``None`` when not set."""
         entry = self._read().get(plugin_id, {})
         if name not in entry:
             return None
@@ -309,9 +326,47 @@ class SecretStore:
         self._write(plugins)
 
     def drop(self, plugin_id: str) -> None:
-        """Forget every secret of ``plugin_id`` (uninstall)."""
+        """Forget every secret of the owner ``plugin_id`` (an :func:`install_key`)."""
         for name in self.names(plugin_id):
             self.set(plugin_id, name, None)
+
+    def move(self, source: str, target: str) -> list[str]:
+        """Give every secret of the owner ``source`` to ``target`` (an adopted install: kept data and its
+        secrets go on together); ``target``'s own values of the same NAMEs win. Returns the NAMEs moved,
+        sorted. Each value is written under ``target`` before it is removed from ``source``: a failure
+        half-way loses nothing (``OSError``, ``STATE_FILE_UNREADABLE`` raised as :meth:`set` does)."""
+        moved: list[str] = []
+        with _WRITE_LOCK:
+            mine = set(self.names(target))
+            for name in self.names(source):
+                if name in mine:
+                    self._set(source, name, None)
+                    continue
+                value = self.get(source, name)
+                if value is None:
+                    continue  # a keyring that lost the value: the name stays where it is
+                self._set(target, name, value)
+                self._set(source, name, None)
+                moved.append(name)
+        return moved
+
+    def migrate(self, owners: Mapping[str, str]) -> dict[str, str]:
+        """Key a store written before installs (``{plugin id: {NAME: value}}``) by install, once, losing nothing.
+
+        ``owners``: each installed plugin's id -> its :func:`install_key`. Every bare id in the store goes to
+        its plugin's install; one no plugin has goes to ``<id>#unclaimed`` (:data:`UNCLAIMED`), kept but
+        given to no later install of the same id. Returns ``{bare id: owner}`` for what was moved. A keyring's
+        values move with their names (written under the new owner first). Raises as :meth:`set` does; a
+        damaged file is moved aside by the read, never overwritten (:meth:`_read`).
+        """
+        done: dict[str, str] = {}
+        with _WRITE_LOCK:
+            for key in sorted(self._read()):
+                if "#" not in key:
+                    target = owners.get(key) or install_key(key, UNCLAIMED)
+                    self.move(key, target)
+                    done[key] = target
+        return done
 
 
 def usable_keyring() -> Any:

@@ -340,7 +340,7 @@ export interface InstallParams {
   serverJson?: { [key: string]: unknown } | string | null;
   /** which of serverJson's packages (default: 0) */
   package?: number | null;
-  /** give this install the data an uninstalled install of the same id kept, when its origin (signer, registry name, bundle file or folder) is the same; otherwise it starts with an empty data folder */
+  /** give this install the data and secrets an uninstalled install of the same id kept, when its origin (signer, registry name, bundle file or folder) is the same; otherwise it starts with an empty data folder and no secrets (secrets belong to an install, never to an id) */
   adoptData?: boolean;
 }
 
