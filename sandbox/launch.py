@@ -167,6 +167,10 @@ class Launch:
     #: The plugin's private ``HOME`` (``env["HOME"]``) and its links into the real one
     #: (:mod:`sandbox.home_view`); remade before every start. Host-dependent: not in the digest.
     home: HomeView | None = field(default=None, compare=False)
+    #: Secret values to deliver as files, ``(absolute path, value)``: written ``0600`` before every start
+    #: (:func:`sandbox.paths.write_private_file`), in the plugin's TMPDIR, which is emptied when it stops.
+    #: Filled in only for spawning (hostd.storage.secrets.inject); never shown, logged nor digested.
+    secret_files: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))

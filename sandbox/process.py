@@ -63,7 +63,7 @@ from sandbox.forkserver import _FORK_SERVER, _SHIM_SLACK, _ControlReader, _Forke
 from sandbox.home_view import make_view
 from sandbox.launch import Launch, LaunchError
 from sandbox.limits import plugin_nofile_soft
-from sandbox.paths import PathRefused, ensure_private_dir
+from sandbox.paths import PathRefused, ensure_private_dir, write_private_file
 from sandbox.policy import IsolationPlan, order_layers
 from sandbox.sweep import _DEATH_WAIT, TOKEN_VAR, _is_zombie, _new_token, _pids_with_token, _signal_all, sweep_leftovers
 
@@ -457,6 +457,12 @@ def _spec(launch: Launch, env: dict[str, str]) -> bytes:
         spec["landlock"] = rules
     if "seccomp" in layers:
         spec["seccomp"] = {"deny_unix_sockets": plan.deny_unix_sockets}
+    try:  # secrets as 0600 files in the plugin's TMPDIR (emptied before this start and after it stops)
+        for path, value in launch.secret_files:
+            ensure_private_dir(os.path.dirname(path))
+            write_private_file(path, value)
+    except (OSError, PathRefused) as exc:
+        raise _isolation_failed(launch, f"secret file: {exc}") from exc
     return json.dumps(spec).encode("ascii") + b"\n"
 
 

@@ -189,9 +189,11 @@ class SecretCapability(Wire):
     """A secret a plugin receives, by name and channel (``launch.capabilities.secrets``); never its value."""
 
     name: str = Field(description="the secret's name (`${secret:NAME}`, or a sensitive `user_config` option)")
-    channel: Literal["env", "argv", "header"] = Field(
+    channel: Literal["env", "argv", "header", "file"] = Field(
         description="how it travels: an environment variable, a command-line argument (readable by other "
-        "processes of the machine), or an HTTP header to a remote server"
+        "processes of the machine), an HTTP header to a remote server, or a file readable by the plugin only "
+        "(`0600`, in its private TMPDIR, removed when it stops; `${user_config.NAME:file}` / "
+        "`${secret:NAME:file}` in `args` or `env`, which hold only its path)"
     )
     set: bool = Field(description="whether a value is stored")
 

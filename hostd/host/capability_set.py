@@ -86,11 +86,15 @@ def _secrets(plugin: InstalledPlugin) -> list[p.SecretCapability]:
         ("env", backend.env.values()),
         ("header", [*backend.headers.values(), *([backend.oauth.client_secret] if backend.oauth else [])]),
     ):
-        for name in secrets_.references([w for w in words if w]):
+        for name in secrets_.references([w for w in words if w], channel="value"):
             channels.setdefault(name, set()).add(channel)
+        for name in secrets_.references([w for w in words if w], channel="file"):
+            channels.setdefault(name, set()).add("file")  # a 0600 file; argv or env holds only its path
         for name in sensitive:
             if any("${user_config." + name + "}" in w for w in words if w):
                 channels.setdefault(name, set()).add(channel)
+            if any("${user_config." + name + ":file}" in w for w in words if w):
+                channels.setdefault(name, set()).add("file")
     return [
         p.SecretCapability.model_validate({"name": name, "channel": channel, "set": name in plugin.secret_names})
         for name in sorted(channels)
@@ -119,7 +123,7 @@ def capability_set(plugin: InstalledPlugin, launch: Launch) -> p.CapabilitySet:
     ``folders``: each path with ``access`` (``read`` / ``write``), ``why`` and ``source`` (the argument,
     ``$NAME``, the grant's label, or ``once`` / ``always``). ``network``: ``all``, ``none`` or ``ports``
     (``tcpPorts``). ``env``: the environment's names. ``secrets``: each ``${secret:NAME}`` or sensitive
-    setting by the channel it travels in (``env``, ``argv``, ``header``). ``packages``: what was prepared
+    setting by the channel it travels in (``env``, ``argv``, ``header``, ``file``). ``packages``: what was prepared
     (exact versions, registry), or the specs still to prepare.
     """
     return p.CapabilitySet(

@@ -252,20 +252,30 @@ def refuse_secret_arguments(plugin: InstalledPlugin, launch: Launch) -> None:
     The class (issue 25, over-granting 2): a secret value on a command line, where every process of
     the machine (another plugin under ``strict`` too) reads it in ``/proc/<pid>/cmdline``. Members:
     ``${secret:NAME}`` as a whole argument, inside ``--token=${secret:NAME}``, a ``sensitive`` bundle
-    option used in ``args`` (it becomes ``${secret:X}`` at install). Secrets in ``env`` are not
+    option used in ``args`` (it becomes ``${secret:X}`` at install). ``data.remedy``: the file channel's
+    manifest words for each (``${user_config.X:file}``, ``${secret:NAME:file}``: the argument gets the
+    path of a ``0600`` file in the plugin's TMPDIR, never the value). Secrets in ``env`` are not
     refused: a process's environment is readable only by its own user, and Landlock's ptrace scoping
     keeps other plugins out. The opt-in is ``plugins/grant`` ``secretArguments: true``, which marks
     the approval digest and is shown as ``launch.secretArguments``. ``data.secrets``: the names, sorted.
     """
-    names = sorted(secrets_.references(launch.args))
+    names = sorted(secrets_.references(launch.args, channel="value"))  # a :file reference puts only a path there
     if names and not plugin.secret_arguments:
         plugin_id = plugin.manifest.id
+        options = plugin.manifest.user_config
+        files = [
+            (options_ref if name in options else secrets_.secret_file_ref(name))
+            for name in names
+            for options_ref in ["${user_config." + name + ":file}"]
+        ]
         raise HostError(
             ErrorKind.SECRET_IN_ARGUMENTS,
             f"plugin {plugin_id} would get the secrets {', '.join(names)} on its command line, which every process "
-            "of the machine can read: pass them in env, or allow it with plugins/grant secretArguments: true",
+            f"of the machine can read: pass them in env, or as a 0600 file whose path the argument names "
+            f"(write {', '.join(files)} in the manifest's args), or allow it with plugins/grant secretArguments: true",
             plugin=plugin_id,
             secrets=names,
+            remedy=files,
         )
 
 

@@ -32,7 +32,7 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
             folders[f"call.{access}[{index}]"] = path
     info["folders"] = folders
     info["capabilities"] = capability_set(plugin, launch)
-    info["secretArguments"] = sorted(secrets_.references(launch.args)) or None
+    info["secretArguments"] = sorted(secrets_.references(launch.args, channel="value")) or None
     shim = plugin.shim
     if shim is not None:
         info["shim"] = p.ShimNote(

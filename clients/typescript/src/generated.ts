@@ -758,8 +758,8 @@ export interface SamplingRequestParams {
 export interface SecretCapability {
   /** the secret's name (`${secret:NAME}`, or a sensitive `user_config` option) */
   name: string;
-  /** how it travels: an environment variable, a command-line argument (readable by other processes of the machine), or an HTTP header to a remote server */
-  channel: "env" | "argv" | "header";
+  /** how it travels: an environment variable, a command-line argument (readable by other processes of the machine), an HTTP header to a remote server, or a file readable by the plugin only (`0600`, in its private TMPDIR, removed when it stops; `${user_config.NAME:file}` / `${secret:NAME:file}` in `args` or `env`, which hold only its path) */
+  channel: "env" | "argv" | "header" | "file";
   /** whether a value is stored */
   set: boolean;
 }
@@ -1138,12 +1138,14 @@ export const ErrorCodes = {
   RESOURCE_EXHAUSTED: -32044,
   /** The tool's plugin is installed but not ready (data.state: stopped, starting, unhealthy, error; data.nextRetryAt while a restart is due); data.transient says whether retrying later may work. */
   PLUGIN_NOT_READY: -32045,
-  /** The launch would put a secret (data.secrets: its names) on the command line, where every process of the machine reads it in /proc/<pid>/cmdline: pass it through env, or opt in with plugins/grant secretArguments: true (shown in launch.secretArguments, a new digest to approve). */
+  /** The launch would put a secret (data.secrets: its names) on the command line, where every process of the machine reads it in /proc/<pid>/cmdline: pass it through env, or as a 0600 file whose path the argument names (${user_config.NAME:file} or ${secret:NAME:file} in the manifest; data.remedy), or opt in with plugins/grant secretArguments: true (shown in launch.secretArguments, a new digest to approve). */
   SECRET_IN_ARGUMENTS: -32049,
   /** A plugin listed more tools (prompts, resources, resource templates) than its bound: data.listing, what it sent (data.count, data.bytes: compact JSON) and the bounds (data.maxCount, default 1024; data.maxBytes, default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin. */
   LISTING_TOO_LARGE: -32050,
   /** A tools/call names a local file or folder the plugin may not reach, and the parent did not grant it (data.reason: declined, no-capability, refused); data.grants holds the plugins/grantPath params that would, data.commands the hostctl commands. The server never saw the call. */
   ACCESS_NOT_GRANTED: -32052,
+  /** The launch takes a secret as a 0600 file (${secret:NAME:file}; data.secrets: the names), but the plugin has no private TMPDIR to hold it (hostd runs without a state folder): run hostd with a state folder. */
+  SECRET_FILE_UNAVAILABLE: -32062,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */
