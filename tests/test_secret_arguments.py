@@ -121,6 +121,10 @@ async def test_a_secret_as_a_0600_file_only_its_path_on_the_command_line(tmp_pat
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     pid = _pid_running(tmp_path / "state" / "bundles" / "file-key" / "server" / "index.js")
     assert SECRET.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    # The server logging what it read from the file: what hostd relays is masked, as for an env secret.
+    assert await call_text(hostd, "file-key.log", {"text": f"read {SECRET}!"}) == "logged"
+    logged = await hostd.wait_for("plugins/log", lambda n: n["message"].startswith("read "))
+    assert logged["message"] == "read [REDACTED]!"
     await hostd.request("plugins/disable", {"id": "file-key"})
     assert not os.path.lexists(path)  # removed when the plugin stops
 
