@@ -125,8 +125,6 @@ async def test_a_secret_as_a_0600_file_only_its_path_on_the_command_line(tmp_pat
     assert await call_text(hostd, "file-key.log", {"text": f"read {SECRET}!"}) == "logged"
     logged = await hostd.wait_for("plugins/log", lambda n: n["message"].startswith("read "))
     assert logged["message"] == "read [REDACTED]!"
-    await hostd.request("plugins/disable", {"id": "file-key"})
-    assert not os.path.lexists(path)  # removed when the plugin stops
 
     # A hand-written manifest's ${secret:NAME:file}, read by the plugin itself inside its sandbox.
     folder = probe_plugin(tmp_path, "probe-file", args=["${secret:TOKEN:file}"])
@@ -142,8 +140,11 @@ async def test_a_secret_as_a_0600_file_only_its_path_on_the_command_line(tmp_pat
     await hostd.request("plugins/approve", {"id": "probe-file", "digest": probe["launch"]["digest"]})
     assert (await hostd.request("plugins/enable", {"id": "probe-file"}))["status"] == "ready"
     token_file = str(tmp_path / "state" / "tmp" / "probe-file" / "hostd-secret-TOKEN")
-    ops = [["env", "TOKEN_FILE"], ["read", token_file], ["write", token_file + ".copy", "x"]]
-    assert await run(hostd, *ops, plugin="probe-file") == [token_file, SECRET, "ok"]
+    ops = [["env", "TOKEN_FILE"], ["read", token_file], ["write", token_file + ".copy", "x"], ["read", path]]
+    # Its own file it reads; another plugin's (same user, 0600 does not part them) Landlock keeps from it.
+    assert await run(hostd, *ops, plugin="probe-file") == [token_file, SECRET, "ok", "EACCES"]
+    await hostd.request("plugins/disable", {"id": "file-key"})
+    assert not os.path.lexists(path)  # removed when the plugin stops
 
 
 def test_a_secret_file_is_never_written_through_a_link_the_plugin_planted(tmp_path: Path) -> None:
