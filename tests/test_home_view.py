@@ -26,6 +26,7 @@ import yaml
 from hostd.cli.client import HostdClient
 from sandbox.home_view import ASIDE, RESERVED, HomeView, make_view, plan_view
 from tests.conftest import ROOT, hostd_with_home
+from tests.nobody import nobody_folder, run_driver, skip_reason
 from tests.platform_facts import need_layers
 
 PROBE = ROOT / "fixtures" / "mcp-probe"
@@ -194,3 +195,17 @@ def test_making_the_view_never_follows_a_link_the_plugin_planted(tmp_path: Path)
     assert os.readlink(data / "home" / ".npmrc") == "/x"
     assert (data / "home" / (".npmrc" + ASIDE) / "kept").read_text() == "mine"
     assert sorted(os.listdir(real)) == []
+
+
+async def test_the_private_home_works_for_an_unprivileged_user() -> None:
+    """As nobody (CI runs as root; users do not): a server that creates ~/.fixture-config at start is ready,
+    its HOME is the view the capability set lists, its writes land there, the real HOME gets none of them
+    (Landlock applied without privilege; the view is folders and links nobody owns)."""
+    need_layers("landlock-fs")
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with nobody_folder() as work:
+        result = await run_driver(ROOT / "fixtures" / "sandbox" / "unprivileged_home_view.py", work, timeout=120)
+    view = str(work / "state" / "data" / "mcp-probe" / "home")
+    assert result == {"status": "ready", "home": view, "view": [view], "starts": "1", "real": []}
