@@ -46,6 +46,7 @@ from sandbox.environment import (
     is_secret_name,
     trim_path,
 )
+from sandbox.home_view import HomeView, make_view, plan_view
 from sandbox.netns import proxy_environment
 from sandbox.paths import PathRefused, ensure_private_dir, is_inside
 from sandbox.policy import (
@@ -168,6 +169,13 @@ class Launch:
     folders: tuple[tuple[str, str], ...] = ()
     prepared: tuple[tuple[str, str], ...] = ()
     network: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    #: The plugin's private ``HOME`` (``env["HOME"]``) and its links into the real one
+    #: (:mod:`sandbox.home_view`); remade before every start. Host-dependent: not in the digest.
+    home: HomeView | None = field(default=None, compare=False)
+    #: Secret values to deliver as files, ``(absolute path, value)``: written ``0600`` before every start
+    #: (:func:`sandbox.paths.write_private_file`), in the plugin's TMPDIR, which is emptied when it stops.
+    #: Filled in only for spawning (hostd.storage.secrets.inject); never shown, logged nor digested.
+    secret_files: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
@@ -387,14 +395,18 @@ def resolve_launch(
     :data:`DEFAULT_ISOLATION`; a policy
     gives exactly the layers :func:`sandbox.policy.plan_layers` finds
     enforceable here (from :func:`sandbox.probe.probe`, cached; the first
-    call costs ~50 ms) and creates its ``data_dir`` (``0700``).
+    call costs ~50 ms) and creates its ``data_dir`` (``0700``). Under
+    ``landlock-fs`` with a ``data_dir`` the child's ``HOME`` becomes the
+    plugin's private view, ``<data_dir>/home`` (:mod:`sandbox.home_view`,
+    made here and again before every start; :attr:`Launch.home`), after every
+    path was expanded and granted with the real ``HOME``.
 
     Raises :class:`LaunchError` with ``kind`` ``"COMMAND_NOT_FOUND"``
     (message names the command and the ``PATH`` searched),
     ``"COMMAND_OUTSIDE_PLUGIN"``, ``"ENV_POLICY"`` (wrapping an
     :class:`~sandbox.environment.EnvironmentPolicyError`) or
     ``"EXEC_FAILED"`` (the plugin folder is missing, an argument contains
-    a NUL byte, or the data folder cannot be created) or
+    a NUL byte, or the data folder or the private ``HOME`` cannot be created) or
     ``"ISOLATION_UNAVAILABLE"`` (the policy cannot be enforced here).
     """
     root = _checked_root(command, args, plugin_dir)
@@ -453,6 +465,8 @@ def resolve_launch(
         if "netproxy" in isolation:
             env.update(proxy_environment())  # the plugin's one way out (sandbox/netns.py), set last
 
+    home = _private_home(command, isolation, plan, env, folders) if plan is not None else None
+
     return Launch(
         command=command,
         executable=executable,
@@ -467,6 +481,7 @@ def resolve_launch(
         folders=tuple(dict.fromkeys((label, real) for label, _, real in folders)),
         prepared=tuple(sorted((prepared or {}).items())),
         network=_allowlist(isolation_policy),
+        home=home,
     )
 
 
@@ -475,6 +490,41 @@ def _allowlist(policy: IsolationPolicy | None) -> tuple[tuple[str, ...], tuple[s
     if policy is None or policy.proxy_hosts is None:
         return None
     return tuple(sorted(set(policy.proxy_hosts))), tuple(sorted(set(policy.proxy_private)))
+
+
+def _private_home(
+    command: str,
+    isolation: tuple[str, ...],
+    plan: IsolationPlan,
+    env: dict[str, str],
+    folders: Sequence[tuple[str, str, str]],
+) -> HomeView | None:
+    """:func:`resolve_launch`'s private ``HOME`` step (issue 25, under-granting item 5; :mod:`sandbox.home_view`).
+
+    Under ``landlock-fs`` with a data folder, ``env["HOME"]`` becomes ``<data>/home`` and the view is
+    made: links to what the launch grants under the real ``HOME`` (``folders``, as named and real, and
+    the rule paths) and to :data:`~sandbox.home_view.RESERVED`. Called after every path was expanded and
+    every rule computed with the real ``HOME``. ``None`` (``HOME`` unchanged) otherwise. Raises
+    :class:`LaunchError` ``EXEC_FAILED`` when the view cannot be made.
+    """
+    home = env.get("HOME")
+    if "landlock-fs" not in isolation or plan.data_dir is None or not home or not os.path.isabs(home):
+        return None
+    real_home = os.path.realpath(home)
+    rules = plan.rule_lists()
+    granted = [p for _, named, real in folders for p in (named, real)] + rules.get("read", []) + rules.get("write", [])
+    # A rule holds a real path; where HOME itself is reached through a link, name it under HOME as given.
+    granted = [
+        os.path.join(home, os.path.relpath(p, real_home)) if real_home != home and is_inside(p, real_home) else p
+        for p in granted
+    ]
+    view = plan_view(plan.data_dir, home, granted)
+    try:
+        make_view(view)
+    except (OSError, PathRefused) as exc:
+        raise LaunchError("EXEC_FAILED", command, f"private HOME of {command!r}: {exc}") from exc
+    env["HOME"] = view.path
+    return view
 
 
 def _isolation_plan(

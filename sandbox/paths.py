@@ -197,3 +197,29 @@ def ensure_private_dir(path: str) -> str:
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)  # a real folder (checked above): no link to follow
     return path
+
+
+def write_private_file(path: str, value: str) -> None:
+    """Write ``value`` (UTF-8) as a new file ``path`` readable by its owner only (``0600``), blocking.
+
+    For a secret handed to a plugin as a file (the ``${secret:NAME:file}`` channel): its folder is the
+    plugin's TMPDIR, which the plugin writes, so nothing found there is trusted. The folder is opened with
+    ``O_NOFOLLOW`` (a link in its place is refused, ``OSError`` ``ELOOP``/``ENOTDIR``), whatever stands at
+    the name is unlinked (never followed), and the file is created with ``O_EXCL | O_NOFOLLOW``: a link the
+    plugin planted there between the unlink and the create makes it fail (``EEXIST``) rather than write
+    through it. Raises ``OSError``.
+    """
+    folder, name = os.path.split(path)
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, value.encode("utf-8", "surrogatepass"))
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dir_fd)

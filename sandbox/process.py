@@ -61,10 +61,11 @@ import trio
 
 from sandbox import cgroups
 from sandbox.forkserver import _FORK_SERVER, _SHIM_SLACK, _ControlReader, _ForkedShim, _shim_command
+from sandbox.home_view import make_view
 from sandbox.launch import Launch, LaunchError
 from sandbox.limits import plugin_nofile_soft
 from sandbox.netns import PROXY_PORT
-from sandbox.paths import PathRefused, ensure_private_dir
+from sandbox.paths import PathRefused, ensure_private_dir, write_private_file
 from sandbox.policy import IsolationPlan, IsolationPolicy, order_layers
 from sandbox.sweep import _DEATH_WAIT, TOKEN_VAR, _is_zombie, _new_token, _pids_with_token, _signal_all, sweep_leftovers
 
@@ -461,6 +462,8 @@ def _spec(launch: Launch, env: dict[str, str], proxy_socket: str | None = None) 
             for folder in (plan.tmpdir, plan.data_dir):
                 if folder:
                     ensure_private_dir(folder)
+            if launch.home is not None:  # and its entries leading to the real HOME (sandbox/home_view.py)
+                make_view(launch.home)
         except (OSError, PathRefused) as exc:
             raise _isolation_failed(launch, f"private folder: {exc}") from exc
         rules: dict[str, object] = dict(plan.rule_lists())
@@ -472,6 +475,12 @@ def _spec(launch: Launch, env: dict[str, str], proxy_socket: str | None = None) 
         if proxy_socket is None:
             raise _isolation_failed(launch, "netproxy needs the proxy's Unix socket (spawn's proxy_socket)")
         spec["proxy"] = {"socket": proxy_socket, "port": PROXY_PORT}
+    try:  # secrets as 0600 files in the plugin's TMPDIR (emptied before this start and after it stops)
+        for path, value in launch.secret_files:
+            ensure_private_dir(os.path.dirname(path))
+            write_private_file(path, value)
+    except (OSError, PathRefused) as exc:
+        raise _isolation_failed(launch, f"secret file: {exc}") from exc
     return json.dumps(spec).encode("ascii") + b"\n"
 
 

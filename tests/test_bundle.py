@@ -362,7 +362,8 @@ async def test_node_bundle_with_user_config_secret_and_folders(tmp_path: Path) -
     # The secret is in the secret store only: not in any manifest, state, settings, log or answer.
     assert secret not in json.dumps(info) + json.dumps(listed)
     store = tmp_path / "state" / "secrets" / "secrets.json"
-    assert json.loads(store.read_text())["plugins"] == {"node-echo": {"api_key": secret}}
+    install = json.loads((tmp_path / "state" / "state.json").read_text())["plugins"]["node-echo"]["install"]["id"]
+    assert json.loads(store.read_text())["plugins"] == {f"node-echo#{install}": {"api_key": secret}}
     assert stat.S_IMODE(store.stat().st_mode) == 0o600
     for file in (tmp_path / "state").rglob("*"):
         if file.is_file() and file != store:

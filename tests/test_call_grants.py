@@ -118,7 +118,8 @@ async def test_yes_once_grants_the_file_restarts_the_plugin_and_delivers_the_cal
                 "may not reach",
             }
         ]
-        assert recorded(tmp_path) == [{"name": "read_file", "arguments": {"path": "~/docs/report.txt"}}]
+        # The server expands "~" with its own HOME, a private view: the user's "~" reaches it written out (issue 25).
+        assert recorded(tmp_path) == [{"name": "read_file", "arguments": {"path": str(report)}}]
         # In force now: the same file (absolute this time) is not asked for again, and the approval stands.
         again = await call(hostd, "read_file", path=str(report))
         assert again["content"] == [{"type": "text", "text": "the quarterly report"}]
@@ -302,6 +303,9 @@ async def test_the_capability_set_lists_everything_the_plugin_may_reach_with_why
         {"path": str(home / "config.toml"), "access": "read", "why": "env", "source": "$FILES_CONFIG"},
         {"path": str(home / "docs"), "access": "read", "why": "declared", "source": "sandbox.read[0]"},
         {"path": str(home / "out"), "access": "write", "why": "parent grant", "source": "grant.write[0]"},
+        # Its own ~/.toolname writes land there (sandbox/home_view.py); nothing of the real HOME by default.
+        {"path": str(tmp_path / "state" / "data" / "mcp-files" / "home"), "access": "write", "why": "private home"}
+        | {"source": "HOME"},
         {"path": str(home / "docs" / "q3.xlsx"), "access": "read", "why": "call-time grant", "source": "always"},
     ]
     assert capabilities["network"] == {"access": "all", "tcpPorts": []}

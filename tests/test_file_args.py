@@ -14,7 +14,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hostd.host.file_args import MAX_DEPTH, MAX_PATHS, NamedPath, may_name_paths, named_paths, reachable
+from hostd.host.file_args import (
+    MAX_DEPTH,
+    MAX_PATHS,
+    MAX_STRINGS,
+    NamedPath,
+    may_name_paths,
+    named_paths,
+    reachable,
+    with_real_home,
+)
 
 
 def found(
@@ -113,3 +122,31 @@ def test_reachable_compares_with_the_rules_in_force() -> None:
     null = NamedPath(pointer="/p", value="/dev/null", path="/dev/null", access="write", grant="/dev/null")
     assert reachable(null, {"read": [], "write": [], "devices_rw": ["/dev/null"], "devices_r": []})
     assert not reachable(null, {"read": [], "write": [], "devices_rw": [], "devices_r": ["/dev/null"]})
+
+
+def test_the_users_tilde_is_written_out_under_the_real_home_member_by_member() -> None:
+    """A plugin whose HOME is a private view must receive the user's ``~`` as the user's home (issue 25)."""
+    arguments = {
+        "path": "~/mcp-files/notes.txt",  # top level, the file need not exist
+        "home": "~",
+        "nested": {"output": "~/out/new.txt", "a/b~": ["~/x", "keep ~/y", "~user/z", "~"]},
+        "uri": "file:///tmp/~/x",
+        "count": 3,
+        "deep": {"d": {"d": {"d": {"d": {"d": {"d": {"d": {"d": "~/past the depth bound"}}}}}}}},
+    }
+    rewritten, pointers = with_real_home(arguments, "/home/ada/")
+    assert rewritten == {
+        "path": "/home/ada/mcp-files/notes.txt",
+        "home": "/home/ada",
+        "nested": {"output": "/home/ada/out/new.txt", "a/b~": ["/home/ada/x", "keep ~/y", "~user/z", "/home/ada"]},
+        "uri": "file:///tmp/~/x",
+        "count": 3,
+        "deep": arguments["deep"],
+    }
+    assert pointers == ["/path", "/home", "/nested/output", "/nested/a~1b~0/0", "/nested/a~1b~0/3"]
+    assert arguments["path"] == "~/mcp-files/notes.txt"  # the caller's value is not changed
+    assert with_real_home({"path": "/abs", "text": "see ~/x"}, "/home/ada") == ({"path": "/abs", "text": "see ~/x"}, [])
+    assert with_real_home({"p": "~/x"}, "/")[0] == {"p": "/x"}
+    # Past MAX_STRINGS strings, none is looked at (the walk's bound, as may_name_paths).
+    many = {"items": ["plain"] * MAX_STRINGS + ["~/late"]}
+    assert with_real_home(many, "/home/ada") == (many, [])

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,83 @@ async def test_a_state_folder_from_before_install_identities_loads_without_loss(
         await hostd.request("plugins/uninstall", {"id": "mcp-probe"})
         await _enable(hostd, folder, adopt=True)
         assert await run(hostd, ["read", str(diary)]) == ["older"]
+
+
+def _secrets_file(tmp_path: Path) -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads((tmp_path / "state" / "secrets" / "secrets.json").read_text())
+    return stored
+
+
+def _install_id(tmp_path: Path, plugin_id: str) -> str:
+    record = json.loads((tmp_path / "state" / "state.json").read_text())["plugins"][plugin_id]
+    install_id: str = record["install"]["id"]
+    return install_id
+
+
+async def _enable_bundle(hostd: HostdClient, path: Path, *, adopt: bool = False) -> dict[str, Any]:
+    info: dict[str, Any] = await hostd.request("plugins/install", {"path": str(path), "adoptData": adopt})
+    await hostd.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
+    return info
+
+
+async def test_secrets_belong_to_the_install_and_are_kept_aside_at_uninstall_like_its_data(tmp_path: Path) -> None:
+    """Secrets are keyed ``<id>#<install id>``; uninstall keeps them for that install only: another origin of
+    the same id never gets them (adoptData or not), the same origin gets them back with adoptData."""
+    for author in ("a", "b"):
+        (tmp_path / author).mkdir()
+    env = {"API_KEY": "${user_config.api_key}"}
+    first, second = (_bundle(tmp_path / a, "same-name", [], env) for a in ("a", "b"))
+    async with spawn_hostd(tmp_path) as hostd:
+        await _enable_bundle(hostd, first)
+        await hostd.request("plugins/configure", {"id": "same-name", "values": {"api_key": "sk-A-0123456789"}})
+        first_install = _install_id(tmp_path, "same-name")
+        assert _secrets_file(tmp_path)["plugins"] == {f"same-name#{first_install}": {"api_key": "sk-A-0123456789"}}
+        await hostd.request("plugins/uninstall", {"id": "same-name"})
+        # Kept aside, for that install only (its data folder was empty: the identity is kept for the secrets).
+        assert _secrets_file(tmp_path)["plugins"] == {f"same-name#{first_install}": {"api_key": "sk-A-0123456789"}}
+        kept = tmp_path / "state" / "kept" / "same-name" / first_install / "install.json"
+        assert json.loads(kept.read_text())["origin"] == f"mcpb:{first}"
+
+        info = await _enable_bundle(hostd, second, adopt=True)  # another author's bundle, the parent asks
+        assert [(c["name"], c["set"]) for c in info["userConfig"]] == [("api_key", False)]
+        with pytest.raises(RpcError) as missing:
+            await hostd.request("plugins/enable", {"id": "same-name"})
+        assert (missing.value.kind, missing.value.data["missing"]) == ("CONFIG_REQUIRED", ["api_key"])
+        await hostd.request("plugins/uninstall", {"id": "same-name"})
+
+        info = await _enable_bundle(hostd, first, adopt=True)  # the first author's again, the parent asks
+        assert [(c["name"], c["set"]) for c in info["userConfig"]] == [("api_key", True)]
+        assert (await hostd.request("plugins/enable", {"id": "same-name"}))["status"] == "ready"
+        assert await call_text(hostd, "same-name.env", {"name": "API_KEY"}) == "sk-A-0123456789"
+        assert _secrets_file(tmp_path)["plugins"] == {
+            f"same-name#{_install_id(tmp_path, 'same-name')}": {"api_key": "sk-A-0123456789"}
+        }
+        assert not kept.exists()
+
+
+async def test_a_secrets_file_keyed_by_plugin_id_is_migrated_to_the_installs_without_loss(tmp_path: Path) -> None:
+    """A store an older hostd wrote (``{plugin id: {NAME: value}}``): each id's secrets go to its install; an id
+    no plugin has keeps its secrets under ``<id>#unclaimed``, which a later install of that id never gets."""
+    (tmp_path / "a").mkdir()
+    folder = _bundle(tmp_path / "a", "same-name", [], {"API_KEY": "${user_config.api_key}"})
+    async with spawn_hostd(tmp_path) as hostd:
+        await _enable_bundle(hostd, folder)
+    older = {"backend": "file", "plugins": {"same-name": {"api_key": "sk-old"}, "gone": {"TOKEN": "t-gone"}}}
+    (tmp_path / "state" / "secrets").mkdir(mode=0o700, exist_ok=True)
+    (tmp_path / "state" / "secrets" / "secrets.json").write_text(json.dumps(older))
+    document = tmp_path / "state" / "state.json"
+    stored = json.loads(document.read_text())
+    stored["plugins"]["same-name"].pop("install")  # as an older hostd wrote it
+    document.write_text(json.dumps(stored))
+    async with spawn_hostd(tmp_path) as hostd:
+        assert (await hostd.request("plugins/enable", {"id": "same-name"}))["status"] == "ready"
+        assert await call_text(hostd, "same-name.env", {"name": "API_KEY"}) == "sk-old"
+        install_id = _install_id(tmp_path, "same-name")  # recorded now
+        assert _secrets_file(tmp_path)["plugins"] == {
+            f"same-name#{install_id}": {"api_key": "sk-old"},
+            "gone#unclaimed": {"TOKEN": "t-gone"},
+        }
+    async with spawn_hostd(tmp_path) as hostd:  # again: the same install, the same secrets
+        assert (await hostd.request("plugins/enable", {"id": "same-name"}))["status"] == "ready"
+        assert await call_text(hostd, "same-name.env", {"name": "API_KEY"}) == "sk-old"
+        assert _install_id(tmp_path, "same-name") == install_id

@@ -34,6 +34,7 @@ import yaml
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from hostd.install.manifest import load_manifest
 from sandbox.environment import EnvPolicy, build_environment, is_secret_name
+from sandbox.home_view import RESERVED
 from tests.conftest import ROOT, hostd_with_home
 from tests.test_real_servers import manifest_of, npm_spec, uv_spec
 
@@ -250,10 +251,20 @@ async def test_server_filesystem(tmp_path: Path, home: Path) -> None:
         allowed = await call(hostd, "server-filesystem.list_allowed_directories", {})
         assert texts(allowed) == [f"Allowed directories:\n{files}"]
 
+        # Its HOME is a private view (sandbox/home_view.py), nothing of the user's HOME granted but the folder.
+        view = tmp_path / "state" / "data" / "server-filesystem" / "home"
+        assert info["launch"]["capabilities"]["folders"] == [
+            {"path": str(files), "access": "write", "why": "argument", "source": "~/mcp-files"},
+            {"path": str(view), "access": "write", "why": "private home", "source": "HOME"},
+        ]
+        # The server expands "~" itself, with its own HOME: the user's "~/mcp-files" reaches it written out
+        # under the user's real HOME, so it names the user's folder, not one of the view (issue 25).
         note = "first line\nzweite Zeile ✓\n"
         written = await call(hostd, "server-filesystem.write_file", {"path": "~/mcp-files/notes.txt", "content": note})
-        assert texts(written) == ["Successfully wrote to ~/mcp-files/notes.txt"]
+        assert texts(written) == [f"Successfully wrote to {files}/notes.txt"]
         assert (files / "notes.txt").read_text() == note
+        # Nothing of the view but the links it is made with: the runtimes' startup files and the granted folder.
+        assert set(os.listdir(view)) == {rel.split("/")[0] for rel, _ in RESERVED} | {"mcp-files"}
         read = await call(hostd, "server-filesystem.read_text_file", {"path": str(files / "notes.txt")})
         assert texts(read) == [note]
 
@@ -574,7 +585,7 @@ async def test_claude_desktop_config_with_home_paths_and_an_env_path(tmp_path: P
         copied = await call(hostd, "filesystem.read_text_file", {"path": "~/Downloads/report.txt"})
         assert texts(copied) == ["quarterly numbers\n"]
         written = await call(hostd, "filesystem.write_file", {"path": "~/Desktop/todo.txt", "content": "ship it"})
-        assert texts(written) == ["Successfully wrote to ~/Desktop/todo.txt"]
+        assert texts(written) == [f"Successfully wrote to {home}/Desktop/todo.txt"]  # "~" written out by hostd
         assert (home / "Desktop" / "todo.txt").read_text() == "ship it"
 
         await remember(hostd, "memory")

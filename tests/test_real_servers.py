@@ -241,7 +241,11 @@ async def test_server_everything_sees_only_the_trimmed_environment(hostd: HostdC
     env = json.loads(shown["content"][0]["text"])
     # The manifest's env reached the server through npx; the test process's own variables did not.
     assert env["npm_config_prefer_offline"] == "true"
-    assert env["HOME"] == os.environ["HOME"]
+    # HOME is its private view (issue 25; sandbox/home_view.py), the one its capability set lists.
+    [listed] = [p for p in (await hostd.request("plugins/list", {}))["plugins"] if p["id"] == "server-everything"]
+    folders = listed["launch"]["capabilities"]["folders"]
+    assert [f["path"] for f in folders if f["why"] == "private home"] == [env["HOME"]]
+    assert env["HOME"].endswith("/data/server-everything/home") and env["HOME"] != os.environ["HOME"]
     assert "HOSTD_SANDBOX_TOKEN" in env
     assert "PYTEST_CURRENT_TEST" in os.environ
     assert not [name for name in env if name.startswith("PYTEST") or "SECRET" in name]

@@ -204,7 +204,9 @@ async def test_import_moves_secret_env_into_the_store_and_injects_it_at_spawn(tm
             await client.request("plugins/uninstall", {"id": "gh"})
             answers.append([n.params for n in client.notifications])  # logs, status changes
     store = state / "secrets" / "secrets.json"
-    assert json.loads(store.read_text())["plugins"] == {}  # uninstall forgot them
+    # Uninstall keeps them aside for that install only, like its data (issue 25): keyed <id>#<install id>.
+    [kept] = (state / "kept" / "gh").iterdir()
+    assert list(json.loads(store.read_text())["plugins"]) == [f"gh#{kept.name}"]
     for secret in (TOKEN, PASSWORD, "ghp_rotated", ACCOUNT):
         assert secret not in json.dumps(answers)
         assert _files_without(state, secret, except_=store) == []

@@ -125,8 +125,9 @@ async def test_damaged_secrets_file_is_kept_aside_not_overwritten(tmp_path: Path
         aside = [p.name for p in (state / "secrets").iterdir() if p.name != "secrets.json"]
         assert len(aside) == 1 and aside[0].startswith("secrets.json.corrupt-")
         assert (state / "secrets" / aside[0]).read_bytes() == damaged  # kept as it was: GONE_TOKEN is still there
+        install = json.loads((state / "state.json").read_text())["plugins"]["ref"]["install"]["id"]
         assert json.loads((state / "secrets" / "secrets.json").read_text())["plugins"] == {
-            "ref": {"SERVICE_TOKEN": TOKEN}
+            f"ref#{install}": {"SERVICE_TOKEN": TOKEN}  # the install's (issue 25)
         }
         assert _host_lines(client, None) == [
             (

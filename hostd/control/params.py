@@ -47,8 +47,9 @@ class InstallParams(_Params):
     adopt_data: bool = Field(
         default=False,
         alias="adoptData",
-        description="give this install the data an uninstalled install of the same id kept, when its origin "
-        "(signer, registry name, bundle file or folder) is the same; otherwise it starts with an empty data folder",
+        description="give this install the data and secrets an uninstalled install of the same id kept, when its "
+        "origin (signer, registry name, bundle file or folder) is the same; otherwise it starts with an empty data "
+        "folder and no secrets (secrets belong to an install, never to an id)",
     )
 
 

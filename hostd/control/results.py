@@ -162,14 +162,16 @@ class FolderCapability(Wire):
 
     path: str = Field(description="the real path")
     access: Literal["read", "write"] = Field(description="`read` (and execute), or `write` (read-write)")
-    why: Literal["argument", "env", "declared", "parent grant", "call-time grant"] = Field(
+    why: Literal["argument", "env", "declared", "parent grant", "call-time grant", "private home"] = Field(
         description="an argument names it, an env value names it, the manifest's `sandbox` declares it, the "
-        "parent granted it ([`plugins/grant`](#pluginsgrant)), or the user granted it at a tool call "
-        "([Call-time grants](#call-time-grants))"
+        "parent granted it ([`plugins/grant`](#pluginsgrant)), the user granted it at a tool call "
+        "([Call-time grants](#call-time-grants)), or it is the plugin's private `HOME` (its own `~/.toolname`, "
+        "`~/.config/...` writes land there, kept until uninstall; nothing of the user's `HOME` is in it but "
+        "links to what is granted here)"
     )
     source: str = Field(
-        description="the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), or "
-        "for a call-time grant `once` / `always`"
+        description="the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), "
+        "for a call-time grant `once` / `always`, for the private home `HOME`"
     )
 
 
@@ -200,9 +202,11 @@ class SecretCapability(Wire):
     """A secret a plugin receives, by name and channel (``launch.capabilities.secrets``); never its value."""
 
     name: str = Field(description="the secret's name (`${secret:NAME}`, or a sensitive `user_config` option)")
-    channel: Literal["env", "argv", "header"] = Field(
+    channel: Literal["env", "argv", "header", "file"] = Field(
         description="how it travels: an environment variable, a command-line argument (readable by other "
-        "processes of the machine), or an HTTP header to a remote server"
+        "processes of the machine), an HTTP header to a remote server, or a file readable by the plugin only "
+        "(`0600`, in its private TMPDIR, removed when it stops; `${user_config.NAME:file}` / "
+        "`${secret:NAME:file}` in `args` or `env`, which hold only its path)"
     )
     set: bool = Field(description="whether a value is stored")
 

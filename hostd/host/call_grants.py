@@ -27,7 +27,7 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions, RequestContext
-from hostd.host.file_args import NamedPath, may_name_paths, named_paths, reachable
+from hostd.host.file_args import NamedPath, may_name_paths, named_paths, reachable, with_real_home
 from hostd.host.records import InstalledPlugin
 from hostd.mcp.tools import RegisteredTool
 from hostd.wire.errors import ErrorKind, HostError
@@ -173,6 +173,20 @@ async def reach(host: GrantHost, plugin: InstalledPlugin, tool: RegisteredTool, 
         if missing:
             raise _not_granted(plugin_id, tool.name, missing, "refused", "the sandbox did not apply the grant")
         return True
+
+
+def users_home(plugin: InstalledPlugin, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` as the running ``plugin`` must receive them: when its ``HOME`` is a private view
+    (:attr:`sandbox.launch.Launch.home`), every ``~`` path the user wrote made absolute under the user's
+    real ``HOME`` (:func:`hostd.host.file_args.with_real_home`), so a server that expands ``~`` itself
+    reaches the user's file, not one of its view. Unchanged otherwise (the plugin's ``HOME`` is the user's).
+    A field test and a walk of the strings; no file system access.
+    """
+    launch = plugin.supervisor.running_launch
+    if launch is None or launch.home is None:
+        return arguments
+    rewritten, _ = with_real_home(arguments, launch.home.real)
+    return rewritten
 
 
 def _covered(item: NamedPath, granted: Mapping[str, str]) -> bool:

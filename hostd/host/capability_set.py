@@ -4,7 +4,8 @@ The class (issue 25, "One visible capability set"): what a plugin may do was spr
 (argument → path, with no access nor reason), ``launch.envKeys``, ``launch.isolation``, ``networkPorts``,
 ``userConfig`` and ``launch.prepare``, and call-time grants were nowhere -- so the approval showed no single
 list a person could read. :func:`capability_set` gathers them: folders and files (path, ``read`` or
-``write``, and why: ``argument``, ``env``, ``declared``, ``parent grant``, ``call-time grant``), network,
+``write``, and why: ``argument``, ``env``, ``declared``, ``parent grant``, ``call-time grant``, ``private
+home``), network,
 environment names, secrets (name and channel) and prepared packages. ``hostctl approve`` renders it.
 
 A pure function of an :class:`~hostd.host.records.InstalledPlugin` and its resolved launch (memory only).
@@ -52,6 +53,12 @@ def _folders(plugin: InstalledPlugin, launch: Launch) -> list[p.FolderCapability
                 {"path": real, "access": access_of(real), "why": _why(label), "source": label}
             )
         )
+    if launch.home is not None:  # the private HOME (sandbox/home_view.py): the plugin's own writes under ~
+        found.append(
+            p.FolderCapability.model_validate(
+                {"path": launch.home.path, "access": "write", "why": "private home", "source": "HOME"}
+            )
+        )
     for path, access in sorted(plugin.path_grants().items()):
         source = "always" if path in plugin.call_grants else "once"
         found.append(
@@ -94,11 +101,15 @@ def _secrets(plugin: InstalledPlugin) -> list[p.SecretCapability]:
         ("env", backend.env.values()),
         ("header", [*backend.headers.values(), *([backend.oauth.client_secret] if backend.oauth else [])]),
     ):
-        for name in secrets_.references([w for w in words if w]):
+        for name in secrets_.references([w for w in words if w], channel="value"):
             channels.setdefault(name, set()).add(channel)
+        for name in secrets_.references([w for w in words if w], channel="file"):
+            channels.setdefault(name, set()).add("file")  # a 0600 file; argv or env holds only its path
         for name in sensitive:
             if any("${user_config." + name + "}" in w for w in words if w):
                 channels.setdefault(name, set()).add(channel)
+            if any("${user_config." + name + ":file}" in w for w in words if w):
+                channels.setdefault(name, set()).add("file")
     return [
         p.SecretCapability.model_validate({"name": name, "channel": channel, "set": name in plugin.secret_names})
         for name in sorted(channels)
@@ -127,7 +138,7 @@ def capability_set(plugin: InstalledPlugin, launch: Launch) -> p.CapabilitySet:
     ``folders``: each path with ``access`` (``read`` / ``write``), ``why`` and ``source`` (the argument,
     ``$NAME``, the grant's label, or ``once`` / ``always``). ``network``: ``all``, ``none`` or ``ports``
     (``tcpPorts``). ``env``: the environment's names. ``secrets``: each ``${secret:NAME}`` or sensitive
-    setting by the channel it travels in (``env``, ``argv``, ``header``). ``packages``: what was prepared
+    setting by the channel it travels in (``env``, ``argv``, ``header``, ``file``). ``packages``: what was prepared
     (exact versions, registry), or the specs still to prepare.
     """
     return p.CapabilitySet(

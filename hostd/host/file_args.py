@@ -200,6 +200,50 @@ def may_name_paths(arguments: Mapping[str, Any], home: str | None) -> bool:
     return False
 
 
+def with_real_home(arguments: Mapping[str, Any], home: str) -> tuple[dict[str, Any], list[str]]:
+    """``arguments`` with every string written as a ``~`` path (``"~"``, ``"~/..."``) made absolute under the
+    user's real ``home``, and the JSON Pointers (RFC 6901) of the strings rewritten, in the order met.
+
+    The class (issue 25, the private ``HOME``; :mod:`sandbox.home_view`): under ``landlock-fs`` a plugin's
+    ``HOME`` is its private view, so a server that expands ``~`` in the user's words itself (as
+    ``@modelcontextprotocol/server-filesystem`` does) would read ``~/mcp-files/notes.txt`` as a file of that
+    view, not the user's. The user's ``~`` means the user's home: hostd writes it out before the server sees
+    the call. Members: a top-level argument, a nested object's member, an array's item, ``~`` alone; whether
+    the file exists or not (a file to create is the user's too). Not rewritten: ``~user/...`` (another
+    user's home), a ``~`` inside a longer string (prose), ``file://`` URIs (no ``~`` in them), and strings
+    past the walk's bounds (:data:`MAX_DEPTH`, :data:`MAX_STRINGS`; the same strings :func:`may_name_paths`
+    looks at). ``arguments`` is not changed (the result is a copy where anything was rewritten). Pure.
+    """
+    rewritten: list[str] = []
+    base = home.rstrip("/")  # "" for a HOME of "/": "~/x" -> "/x"
+
+    def rewrite(value: Any, pointer: str, depth: int, budget: list[int]) -> Any:
+        if isinstance(value, str):
+            budget[0] -= 1
+            if budget[0] >= 0 and (value == "~" or value.startswith("~/")) and "\0" not in value:
+                rewritten.append(pointer)
+                return base + value[1:] if value != "~" else (base or "/")
+            return value
+        if depth >= MAX_DEPTH:
+            return value
+        if isinstance(value, Mapping):
+            return {
+                key: rewrite(item, f"{pointer}/{_escaped(key)}", depth + 1, budget) if isinstance(key, str) else item
+                for key, item in value.items()
+            }
+        if isinstance(value, list):
+            return [rewrite(item, f"{pointer}/{index}", depth + 1, budget) for index, item in enumerate(value)]
+        return value
+
+    result = rewrite(dict(arguments), "", 0, [MAX_STRINGS])
+    return (result if rewritten else dict(arguments)), rewritten
+
+
+def _escaped(key: str) -> str:
+    """``key`` as a JSON Pointer reference token (RFC 6901 section 3)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
 def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import shutil
 from contextlib import AbstractAsyncContextManager
@@ -35,6 +36,8 @@ from sandbox.launch import Launch, LaunchError
 
 if TYPE_CHECKING:
     from hostd.install.importer import Imported, ImportedServer
+
+log = logging.getLogger(__name__)
 
 # Start-up cost: bundles, config import (pydantic models, zipfile, the JSON5 parser) and registry entries are
 # imported in the function that needs them: only a request that installs one pays for it.
@@ -274,19 +277,26 @@ async def take_private_state(
     plugin.install = installs.new_install(origin)
     if host.store is None:
         return
-    state_dir, plugin_id = host.store.directory, plugin.manifest.id
+    state_dir, plugin_id, store = host.store.directory, plugin.manifest.id, host.secret_store
     before = dict(existing.install) if existing is not None else {"origin": "unknown"}
+    owner = installs.secret_owner(plugin_id, plugin.install)
 
     def hand_over() -> None:
-        installs.keep_aside(state_dir, plugin_id, before)
+        # The replaced install's secrets stay under its own key, kept aside with its data (never this one's).
+        held = (
+            store is not None and existing is not None and bool(store.names(installs.secret_owner(plugin_id, before)))
+        )
+        installs.keep_aside(state_dir, plugin_id, before, has_secrets=held)
         with contextlib.suppress(FileNotFoundError):
             (state_dir / secrets_.SETTINGS_FOLDER / f"{plugin_id}.json").unlink()
-        if adopt_data:
-            installs.adopt(state_dir, plugin_id, origin)
+        adopted = installs.adopt(state_dir, plugin_id, origin) if adopt_data else None
+        if adopted is not None and store is not None:
+            store.move(secrets_.install_key(plugin_id, adopted.name), owner)
 
-    await trio.to_thread.run_sync(hand_over)
-    if existing is not None and host.secret_store is not None:
-        await trio.to_thread.run_sync(host.secret_store.drop, plugin_id)
+    try:
+        await trio.to_thread.run_sync(hand_over)
+    except HostError as error:  # an unreadable secrets file: nothing of the old install's is this one's anyway
+        log.warning("installing %s: its secrets were not handed over: %s", plugin_id, error.message)
     plugin.settings, plugin.secret_names = {}, set()
 
 
@@ -357,6 +367,10 @@ async def import_config(host: InstallHost, params: Any, ctx: RequestContext) -> 
                 except OSError as exc:
                     raise write_failed(exc, folder / "plugin.json") from None
                 plugin = await install_folder(host, folder)
+                if entry.outcome == "ready-to-install" and entry.secret_values:
+                    await store_secrets(host, entry, wire, stored)  # now that its install owns them
+                    with contextlib.suppress(LaunchError):
+                        await host.resolve(plugin)  # which secrets are set
                 if entry.outcome == "updated":
                     plugin.approved_digest = None  # a changed entry is a new launch to approve
                 else:
@@ -382,8 +396,8 @@ async def _remove_written(
         with contextlib.suppress(OSError):
             await trio.to_thread.run_sync(_restore_manifest, folder, document)
     if host.secret_store is not None:
-        for plugin_id in stored:
-            await trio.to_thread.run_sync(host.secret_store.drop, plugin_id)
+        for owner in stored:
+            await trio.to_thread.run_sync(host.secret_store.drop, owner)
 
 
 async def store_secrets(host: InstallHost, entry: ImportedServer, wire: dict[str, Any], stored: list[str]) -> None:
@@ -394,17 +408,19 @@ async def store_secrets(host: InstallHost, entry: ImportedServer, wire: dict[str
     without voiding the approval (the digest covers the reference, not the value).
     """
     values, plugin_id = entry.secret_values, entry.plugin_id
-    if not values or host.secret_store is None or plugin_id is None:
-        return
+    if not values or host.secret_store is None or plugin_id is None or plugin_id not in host.plugins:
+        return  # a new plugin's are stored once it is installed (its install is their owner)
     store = host.secret_store
+    plugin = host.plugins[plugin_id]
+    owner = installs.secret_owner(plugin_id, plugin.install)
     if entry.outcome == "ready-to-install":
-        stored.append(plugin_id)  # a failed import drops a new plugin's secrets, never an installed one's
+        stored.append(owner)  # a failed import drops a new plugin's secrets, never an installed one's
 
     def save() -> list[str]:
         changed = []
         for name, value in values.items():
-            if store.get(plugin_id, name) != value:
-                store.set(plugin_id, name, value)
+            if store.get(owner, name) != value:
+                store.set(owner, name, value)
                 changed.append(name)
         return changed
 
@@ -458,3 +474,35 @@ def _read_imported(folders: dict[str, Path]) -> dict[str, Imported]:
         if isinstance(document, dict) and isinstance(document.get("name"), str):
             found[document["name"]] = Imported(plugin_id, document)
     return found
+
+
+async def migrate_secrets(host: InstallHost) -> None:
+    """Key a secret store written before installs by install, once, at hostd's start
+    (:meth:`hostd.storage.secrets.SecretStore.migrate`).
+
+    Each plugin whose secrets moved has its install recorded (a record from before installs got its
+    identity at load: written now, so the key stays its own) and its launch resolved again (which
+    secrets are set). An unreadable store is left as it is (its plugins fail at enable, as before); a
+    damaged one is moved aside by the read, never overwritten. Cancellation: the store is written in a
+    worker thread, one atomic write per moved name.
+    """
+    store = host.secret_store
+    if store is None:
+        return
+    owners = {key: installs.secret_owner(key, plugin.install) for key, plugin in host.plugins.items()}
+    try:
+        moved = await trio.to_thread.run_sync(store.migrate, owners)
+    except HostError as error:
+        log.warning("the secrets were not keyed by install: %s", error.message)
+        return
+    except OSError as exc:
+        log.warning("the secrets were not keyed by install: %s", exc)
+        return
+    claimed = [host.plugins[key] for key in moved if key in host.plugins]
+    if not claimed:
+        return
+    async with host.change():
+        pass  # the installs of the plugins whose secrets moved, recorded
+    for plugin in claimed:
+        with contextlib.suppress(LaunchError):
+            await host.resolve(plugin)

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import trio
 
+from hostd.host import installs
 from hostd.host.records import HostSettings, InstalledPlugin, plugin_cache_env
 from hostd.install.ecosystems import Prepared
 from hostd.install.packages import PrepareError, parse_package_launch
@@ -186,7 +187,8 @@ async def _resolve_remote(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
     plugin.config_problem = None
     if host.secret_store is not None:  # which of its secrets are set (PluginInfo.userConfig)
         try:
-            names = await trio.to_thread.run_sync(host.secret_store.names, plugin.manifest.id)
+            owner = installs.secret_owner(plugin.manifest.id, plugin.install)
+            names = await trio.to_thread.run_sync(host.secret_store.names, owner)
             plugin.secret_names = set(names)
         except HostError as error:  # an unreadable secrets file: its enable fails with this
             plugin.config_problem = error
@@ -209,7 +211,7 @@ def applied_settings(host: LaunchHost, plugin: InstalledPlugin) -> secrets_.Appl
             if any(option.sensitive for option in options) or secrets_.references(
                 [*backend.args, *backend.env.values()]
             ):
-                plugin.secret_names = set(host.secret_store.names(plugin_id))
+                plugin.secret_names = set(host.secret_store.names(installs.secret_owner(plugin_id, plugin.install)))
         except HostError as error:
             plugin.config_problem = error
     applied = secrets_.apply_settings(
@@ -233,8 +235,10 @@ def with_secrets(host: LaunchHost, plugin: InstalledPlugin, launch: Launch) -> L
     store = host.secret_store
     options = plugin.manifest.user_config
 
+    owner = installs.secret_owner(plugin.manifest.id, plugin.install)  # the install's, not the id's
+
     def lookup(name: str) -> str | None:
-        value = store.get(plugin.manifest.id, name) if store is not None else None
+        value = store.get(owner, name) if store is not None else None
         if value is None and name in options and not options[name].required:
             return ""  # an optional secret left unset
         return value
@@ -249,20 +253,30 @@ def refuse_secret_arguments(plugin: InstalledPlugin, launch: Launch) -> None:
     The class (issue 25, over-granting 2): a secret value on a command line, where every process of
     the machine (another plugin under ``strict`` too) reads it in ``/proc/<pid>/cmdline``. Members:
     ``${secret:NAME}`` as a whole argument, inside ``--token=${secret:NAME}``, a ``sensitive`` bundle
-    option used in ``args`` (it becomes ``${secret:X}`` at install). Secrets in ``env`` are not
+    option used in ``args`` (it becomes ``${secret:X}`` at install). ``data.remedy``: the file channel's
+    manifest words for each (``${user_config.X:file}``, ``${secret:NAME:file}``: the argument gets the
+    path of a ``0600`` file in the plugin's TMPDIR, never the value). Secrets in ``env`` are not
     refused: a process's environment is readable only by its own user, and Landlock's ptrace scoping
     keeps other plugins out. The opt-in is ``plugins/grant`` ``secretArguments: true``, which marks
     the approval digest and is shown as ``launch.secretArguments``. ``data.secrets``: the names, sorted.
     """
-    names = sorted(secrets_.references(launch.args))
+    names = sorted(secrets_.references(launch.args, channel="value"))  # a :file reference puts only a path there
     if names and not plugin.secret_arguments:
         plugin_id = plugin.manifest.id
+        options = plugin.manifest.user_config
+        files = [
+            (options_ref if name in options else secrets_.secret_file_ref(name))
+            for name in names
+            for options_ref in ["${user_config." + name + ":file}"]
+        ]
         raise HostError(
             ErrorKind.SECRET_IN_ARGUMENTS,
             f"plugin {plugin_id} would get the secrets {', '.join(names)} on its command line, which every process "
-            "of the machine can read: pass them in env, or allow it with plugins/grant secretArguments: true",
+            f"of the machine can read: pass them in env, or as a 0600 file whose path the argument names "
+            f"(write {', '.join(files)} in the manifest's args), or allow it with plugins/grant secretArguments: true",
             plugin=plugin_id,
             secrets=names,
+            remedy=files,
         )
 
 

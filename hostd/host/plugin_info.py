@@ -34,7 +34,7 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
             folders[f"call.{access}[{index}]"] = path
     info["folders"] = folders
     info["capabilities"] = capability_set(plugin, launch)
-    info["secretArguments"] = sorted(secrets_.references(launch.args)) or None
+    info["secretArguments"] = sorted(secrets_.references(launch.args, channel="value")) or None
     if info.get("remote") is None:  # what bounds the tree on this machine (detected once, then cached)
         info["accounting"] = p.Accounting.model_validate(cgroups.describe(cgroups.detect()))
     shim = plugin.shim

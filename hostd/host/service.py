@@ -195,6 +195,7 @@ class Host:
             host.log_files = LogFiles(store.directory / "logs")
             nursery.start_soon(host.log_files.run)
             to_enable = await catalog.restore(host, opened.warnings)
+            await install_methods.migrate_secrets(host)
             if host.settings.restore:
                 nursery.start_soon(host._restore_enabled, to_enable)
             else:
@@ -496,9 +497,12 @@ class Host:
             feature_methods.PluginFeatureParent(self, manifest.id), manifest.id
         )
         supervisor.authorizer = self.authorizer
-        if self.secret_store is not None:
-            supervisor.secret_lookup = self.secret_store.get
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
+        store = self.secret_store
+        if store is not None:  # the install's secrets (read at lookup time: the install is set after this)
+            supervisor.secret_lookup = lambda plugin_id, name: store.get(
+                installs.secret_owner(plugin_id, plugin.install), name
+            )
         bound.append(plugin)
         self.plugins[manifest.id] = plugin
         return plugin
@@ -558,24 +562,18 @@ class Host:
         await self._forget(plugin.manifest.id, plugin.path, plugin.install)
 
     async def _forget(self, plugin_id: str, folder: Path | None, install: dict[str, str]) -> None:
-        """After an uninstall: drop ``plugin_id``'s logs, generated files (``folder``: None, none) and secrets;
-        its data is kept aside for its ``install`` (:func:`hostd.host.installs.keep_aside`)."""
+        """After an uninstall: drop ``plugin_id``'s logs and generated files (``folder``: None, none); its data
+        and secrets are kept aside for its ``install`` (:func:`hostd.host.installs.keep_aside`; the secrets stay
+        under :func:`hostd.host.installs.secret_owner`, which no other install has)."""
         self.logs.pop(plugin_id, None)
         if self.log_files is not None:
             await self.log_files.drop(plugin_id)
         if self.store is None:
             return
         if folder is not None:
-            await trio.to_thread.run_sync(_remove_generated, self.store.directory, folder, plugin_id, install)
-        if self.secret_store is not None:
-            try:
-                await trio.to_thread.run_sync(self.secret_store.drop, plugin_id)
-            except HostError as error:  # an unreadable secrets file: the uninstall is done, its secrets stay
-                log.warning("uninstalling %s: its secrets were not removed: %s", plugin_id, error.message)
-                await self.notify(
-                    "plugins/log",
-                    {"plugin": None, "level": "warning", "source": "host", "message": error.message},
-                )
+            await trio.to_thread.run_sync(
+                _remove_generated, self.store.directory, folder, plugin_id, install, self.secret_store
+            )
 
     async def list(self, params: Any, ctx: RequestContext) -> dict[str, Any]:
         """``plugins/list {}`` -> ``{plugins: [PluginInfo]}`` sorted by id."""
@@ -749,11 +747,14 @@ class Host:
         return p.LogsResult(lines=ring.recent(args.limit), dropped=ring.dropped).wire()
 
 
-def _remove_generated(state_dir: Path, folder: Path, plugin_id: str, install: dict[str, str]) -> None:
+def _remove_generated(
+    state_dir: Path, folder: Path, plugin_id: str, install: dict[str, str], store: secrets_.SecretStore | None = None
+) -> None:
     """Delete what hostd generated for an uninstalled plugin: its folder when
     ``plugins/import`` wrote it (``<state>/imported/<id>``), its scratch ``TMPDIR``
-    (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), and its data folder if that is
-    then empty. The plugin's own data is kept, aside, for its ``install`` only
+    (``<state>/tmp/<id>``), its package caches (:func:`plugin_cache_env`), its private ``HOME``
+    (``<state>/data/<id>/home``, :mod:`sandbox.home_view`: what it wrote under ``~``) and its data folder
+    if that is then empty. The plugin's own data is kept, aside, for its ``install`` only
     (:func:`hostd.host.installs.keep_aside`; a later install gets it with ``adoptData`` and the same origin)."""
     if folder.parent in (state_dir / "imported", state_dir / "bundles", state_dir / "registry"):
         shutil.rmtree(folder, ignore_errors=True)
@@ -761,10 +762,15 @@ def _remove_generated(state_dir: Path, folder: Path, plugin_id: str, install: di
         (state_dir / "settings" / f"{plugin_id}.json").unlink()
     data_dir = state_dir / "data" / plugin_id
     generated_dirs = (state_dir / "tmp" / plugin_id, state_dir / "prepared" / plugin_id, data_dir / "cache")
-    for generated in (*generated_dirs, data_dir / "uv-tools"):
+    # data/<id>/home: the plugin's private HOME (sandbox/home_view.py), what it wrote under ~ included.
+    for generated in (*generated_dirs, data_dir / "uv-tools", data_dir / "home"):
         shutil.rmtree(generated, ignore_errors=True)
     try:
-        installs.keep_aside(state_dir, plugin_id, install)
+        held = store is not None and bool(store.names(installs.secret_owner(plugin_id, install)))
+    except HostError:  # an unreadable secrets file: they stay where they are, under this install's key
+        held = True
+    try:
+        installs.keep_aside(state_dir, plugin_id, install, has_secrets=held)
     except OSError as exc:  # the data stays under the id; the next install moves it aside (as "unknown")
         log.warning("uninstalling %s: its data was not moved aside: %s", plugin_id, exc)
 

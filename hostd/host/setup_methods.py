@@ -18,7 +18,7 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import RequestContext
-from hostd.host import plugin_info
+from hostd.host import installs, plugin_info
 from hostd.host.records import HostSettings, InstalledPlugin, write_failed
 from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import prepare as prepare_packages
@@ -251,13 +251,14 @@ async def configure(host: SetupHost, params: Any, ctx: RequestContext) -> dict[s
     if host.store is None or host.secret_store is None:
         raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/configure needs a state directory")
     directory, store = host.store.directory, host.secret_store
+    owner = installs.secret_owner(args.id, plugin.install)  # the install's, not the id's (issue 25)
 
     def save() -> None:
         plain: dict[str, Any] = {}
         for name, value in args.values.items():
             option = options.get(name)
             if option is None or option.sensitive:
-                store.set(args.id, name, None if value is None else str(value))
+                store.set(owner, name, None if value is None else str(value))
             else:
                 plain[name] = value
         secrets_.update_settings(directory, args.id, plain, host.report_from_thread)

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions, Notify, RequestContext
-from hostd.host.call_grants import GrantHost, reach
+from hostd.host.call_grants import GrantHost, reach, users_home
 from hostd.host.pages import page_of
 from hostd.host.records import InstalledPlugin
 from hostd.mcp.tools import validate_arguments
@@ -197,6 +197,9 @@ async def tools_call(host: ToolHost, params: Any, ctx: RequestContext) -> dict[s
     # restarted) or refused with ACCESS_NOT_GRANTED, before the server sees the call (hostd/host/call_grants.py).
     if await reach(host, plugin, tool, args.arguments):
         tool = host.registry.lookup(args.name)
+    # The user's "~/x" is the user's ~/x, also for a server whose HOME is its private view and that expands
+    # "~" itself (sandbox/home_view.py): written out under the real HOME before the call is sent.
+    arguments = users_home(plugin, args.arguments)
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         note = p.ProgressParams(requestId=ctx.id, progress=value, total=total, message=message)
@@ -205,7 +208,7 @@ async def tools_call(host: ToolHost, params: Any, ctx: RequestContext) -> dict[s
     timeout = args.timeout_ms / 1000 if args.timeout_ms is not None else None
     return await plugin.supervisor.call(
         tool,
-        args.arguments,
+        arguments,
         timeout=timeout,
         report_progress=progress,
         content_limits=host.options.content_limits,

@@ -142,10 +142,18 @@ class Backend(BaseModel):
     connect_timeout_seconds: float = _seconds(
         "Seconds allowed to open a connection to a remote server ('url').", most=600
     )
-    args: list[_ExecString] = Field(default=[], description="Arguments passed to the command, verbatim.")
+    args: list[_ExecString] = Field(
+        default=[],
+        description="Arguments passed to the command, verbatim. A secret never belongs here as a value (every "
+        "process of the machine reads a command line; SECRET_IN_ARGUMENTS): '${secret:NAME:file}' or "
+        "'${user_config.NAME:file}' (a sensitive option) is replaced by the path of a file holding the value, "
+        "readable by the plugin only (0600, in its private TMPDIR, written before every start, removed when it "
+        "stops), e.g. ['--token-file', '${user_config.api_key:file}'].",
+    )
     env: dict[_EnvName, _ExecString] = _keyed(
         "Environment variables set for the server, applied after hostd's allowlist. A value "
-        "'${secret:NAME}' is the plugin's secret NAME (plugins/configure), injected only at spawn."
+        "'${secret:NAME}' is the plugin's secret NAME (plugins/configure), injected only at spawn; "
+        "'${secret:NAME:file}' (or '${user_config.NAME:file}') is the path of a 0600 file holding it, as in args."
     )
     startup_timeout_seconds: float = _seconds(
         "Seconds allowed from spawn to a completed MCP handshake and tool listing.", most=600

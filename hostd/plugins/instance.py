@@ -184,8 +184,15 @@ class InstanceRunner:
         link = StdioLink(
             self.plugin_id,
             process,
-            # The launch's values too: a ${secret:NAME} of the manifest is the secret itself there.
-            redact=Redactor([*backend.env.values(), *(launch.env.get(k, "") for k in backend.env)]),
+            # The launch's values too: a ${secret:NAME} of the manifest is the secret itself there, and a
+            # ${secret:NAME:file}'s value is in secret_files (a plugin that logs what it read is masked too).
+            redact=Redactor(
+                [
+                    *backend.env.values(),
+                    *(launch.env.get(k, "") for k in backend.env),
+                    *(value for _, value in launch.secret_files),
+                ]
+            ),
             on_log=self._log,
             on_notification=self._notification,
             stdout_noise=backend.stdout_noise,

@@ -5,7 +5,12 @@ Theory of operation
 A manifest never holds a secret value. Where a value is secret, the manifest
 holds a *reference*, ``"${secret:NAME}"``, as a whole ``backend.env`` value
 or a whole or partial ``backend.args`` word; the value lives in a
-:class:`SecretStore` under ``(plugin id, NAME)``:
+:class:`SecretStore` under ``(owner, NAME)``, where the owner is the plugin's
+*install* (:func:`install_key`: ``<plugin id>#<install id>``,
+hostd/host/installs.py), not its id: a bundle by another author that later
+takes the same id has another install and never receives them (issue 25,
+over-granting 3). A file written before (keyed by plugin id) is migrated once
+at hostd's start (:meth:`SecretStore.migrate`), nothing lost:
 
 - the OS keyring (the ``keyring`` package, optional: ``pip install
   'hostd[secrets]'``) when it has a usable backend, i.e. not one of its
@@ -64,16 +69,22 @@ __all__ = [
     "effective_values",
     "host_variables",
     "inject",
+    "install_key",
     "load_settings",
     "references",
     "save_settings",
+    "secret_file_ref",
     "secret_ref",
     "split_secrets",
     "update_settings",
 ]
 
-SECRET_REF: Final = re.compile(r"\$\{secret:([A-Za-z_][A-Za-z0-9_.-]{0,127})\}")
-"""A reference to a stored secret: ``${secret:NAME}``; group 1 is NAME."""
+SECRET_REF: Final = re.compile(r"\$\{secret:([A-Za-z_][A-Za-z0-9_.-]{0,127})(:file)?\}")
+"""A reference to a stored secret: ``${secret:NAME}`` (the value itself) or ``${secret:NAME:file}`` (the path of
+a ``0600`` file holding it, :func:`inject`); group 1 is NAME, group 2 ``":file"`` or ``None``."""
+
+#: The name of a secret's file in the plugin's TMPDIR: ``hostd-secret-<NAME>``.
+SECRET_FILE_PREFIX: Final = "hostd-secret-"
 
 SECRETS_FOLDER: Final = "secrets"
 SETTINGS_FOLDER: Final = "settings"
@@ -113,14 +124,36 @@ def unreadable(path: Path, exc: OSError, what: str, plugin_id: str | None = None
     )
 
 
+def install_key(plugin_id: str, install_id: str) -> str:
+    """The secret store's owner key of one install: ``"<plugin id>#<install id>"`` (``#`` is never in an id,
+    ``^[a-z0-9][a-z0-9-]{0,62}$``, so a key written before installs, a bare id, never equals one)."""
+    return f"{plugin_id}#{install_id}"
+
+
+#: The owner of secrets found under a bare plugin id no installed plugin has, at migration: kept, given to
+#: no later install (whose install id is random hex, never this word).
+UNCLAIMED: Final = "unclaimed"
+
+
 def secret_ref(name: str) -> str:
     """The manifest text that refers to the secret ``name``: ``"${secret:NAME}"``."""
     return "${secret:" + name + "}"
 
 
-def references(words: Iterable[str]) -> set[str]:
-    """The secret NAMEs referred to in ``words`` (env values, args)."""
-    return {match.group(1) for word in words for match in SECRET_REF.finditer(word)}
+def references(words: Iterable[str], *, channel: str | None = None) -> set[str]:
+    """The secret NAMEs referred to in ``words`` (env values, args): all of them, or with ``channel``
+    ``"value"`` only the ``${secret:NAME}`` ones, with ``"file"`` only the ``${secret:NAME:file}`` ones."""
+    return {
+        match.group(1)
+        for word in words
+        for match in SECRET_REF.finditer(word)
+        if channel is None or (match.group(2) is not None) == (channel == "file")
+    }
+
+
+def secret_file_ref(name: str) -> str:
+    """The manifest text that hands the secret ``name`` to the plugin as a file: ``"${secret:NAME:file}"``."""
+    return "${secret:" + name + ":file}"
 
 
 def remote_references(headers: Mapping[str, str], client_secret: str | None) -> set[str]:
@@ -153,7 +186,16 @@ def split_secrets(env: Mapping[str, str], marked: Collection[str] = ()) -> tuple
 
 
 def inject(launch: Launch, lookup: Callable[[str], str | None], plugin_id: str) -> Launch:
-    """``launch`` with every ``${secret:NAME}`` in its ``env`` and ``args`` replaced by the value.
+    """``launch`` with every ``${secret:NAME}`` in its ``env`` and ``args`` replaced by the value, and every
+    ``${secret:NAME:file}`` by the path of a file holding it.
+
+    The file channel (issue 25, "Secrets never travel in argv"): a value a server can only take on its
+    command line (``--token-file PATH``) or from a file an env variable names. The path is
+    ``<TMPDIR>/hostd-secret-<NAME>`` in the plugin's private TMPDIR (``launch.plan.tmpdir``); the result's
+    ``secret_files`` lists ``(path, value)``, which the spawn writes ``0600`` before every start
+    (:func:`sandbox.paths.write_private_file`) and the TMPDIR's emptying removes when the plugin stops.
+    Only the path reaches ``/proc/<pid>/cmdline``. ``SECRET_FILE_UNAVAILABLE`` when the launch has no
+    private TMPDIR (hostd runs without a state folder).
 
     ``lookup(NAME)`` gives the value or ``None``. The result is only for
     spawning: never show, log or persist it (its ``describe()`` would show
@@ -175,13 +217,26 @@ def inject(launch: Launch, lookup: Callable[[str], str | None], plugin_id: str) 
             missing=missing,
         )
 
+    as_files = references([*launch.args, *launch.env.values()], channel="file")
+    tmpdir = launch.plan.tmpdir if launch.plan is not None else ""
+    if as_files and not tmpdir:
+        raise HostError(
+            ErrorKind.SECRET_FILE_UNAVAILABLE,
+            f"plugin {plugin_id} takes the secrets {', '.join(sorted(as_files))} as files, but has no private "
+            "folder to hold them (hostd runs without a state folder): run hostd with --state-dir",
+            plugin=plugin_id,
+            secrets=sorted(as_files),
+        )
+    paths = {name: os.path.join(tmpdir, SECRET_FILE_PREFIX + name) for name in sorted(as_files)}
+
     def fill(word: str) -> str:
-        return SECRET_REF.sub(lambda m: values[m.group(1)] or "", word)
+        return SECRET_REF.sub(lambda m: paths[m.group(1)] if m.group(2) else values[m.group(1)] or "", word)
 
     return dataclasses.replace(
         launch,
         args=tuple(fill(a) for a in launch.args),
         env={k: fill(v) for k, v in launch.env.items()},
+        secret_files=tuple((path, values[name] or "") for name, path in paths.items()),
     )
 
 
@@ -265,11 +320,11 @@ class SecretStore:
         write_atomically(self.path, blob)
 
     def names(self, plugin_id: str) -> list[str]:
-        """The NAMEs set for ``plugin_id``, sorted."""
+        """The NAMEs set for the owner ``plugin_id`` (an :func:`install_key`), sorted."""
         return sorted(self._read().get(plugin_id, {}))
 
     def get(self, plugin_id: str, name: str) -> str | None:
-        """The value of ``name`` for ``plugin_id``, or ``None`` when not set."""
+        """The value of ``name`` for the owner ``plugin_id`` (an :func:`install_key`), or ``None`` when not set."""
         entry = self._read().get(plugin_id, {})
         if name not in entry:
             return None
@@ -309,9 +364,47 @@ class SecretStore:
         self._write(plugins)
 
     def drop(self, plugin_id: str) -> None:
-        """Forget every secret of ``plugin_id`` (uninstall)."""
+        """Forget every secret of the owner ``plugin_id`` (an :func:`install_key`)."""
         for name in self.names(plugin_id):
             self.set(plugin_id, name, None)
+
+    def move(self, source: str, target: str) -> list[str]:
+        """Give every secret of the owner ``source`` to ``target`` (an adopted install: kept data and its
+        secrets go on together); ``target``'s own values of the same NAMEs win. Returns the NAMEs moved,
+        sorted. Each value is written under ``target`` before it is removed from ``source``: a failure
+        half-way loses nothing (``OSError``, ``STATE_FILE_UNREADABLE`` raised as :meth:`set` does)."""
+        moved: list[str] = []
+        with _WRITE_LOCK:
+            mine = set(self.names(target))
+            for name in self.names(source):
+                if name in mine:
+                    self._set(source, name, None)
+                    continue
+                value = self.get(source, name)
+                if value is None:
+                    continue  # a keyring that lost the value: the name stays where it is
+                self._set(target, name, value)
+                self._set(source, name, None)
+                moved.append(name)
+        return moved
+
+    def migrate(self, owners: Mapping[str, str]) -> dict[str, str]:
+        """Key a store written before installs (``{plugin id: {NAME: value}}``) by install, once, losing nothing.
+
+        ``owners``: each installed plugin's id -> its :func:`install_key`. Every bare id in the store goes to
+        its plugin's install; one no plugin has goes to ``<id>#unclaimed`` (:data:`UNCLAIMED`), kept but
+        given to no later install of the same id. Returns ``{bare id: owner}`` for what was moved. A keyring's
+        values move with their names (written under the new owner first). Raises as :meth:`set` does; a
+        damaged file is moved aside by the read, never overwritten (:meth:`_read`).
+        """
+        done: dict[str, str] = {}
+        with _WRITE_LOCK:
+            for key in sorted(self._read()):
+                if "#" not in key:
+                    target = owners.get(key) or install_key(key, UNCLAIMED)
+                    self.move(key, target)
+                    done[key] = target
+        return done
 
 
 def usable_keyring() -> Any:
@@ -449,8 +542,10 @@ def parse_store(raw: bytes) -> tuple[dict[str, dict[str, str | None]], str | Non
 # -- user_config values -------------------------------------------------------------------------
 
 _SETTING_REF: Final = re.compile(
-    r"\$\{(user_config\.[A-Za-z_][A-Za-z0-9_]*|HOME|DESKTOP|DOCUMENTS|DOWNLOADS|/|pathSeparator)\}"
+    r"\$\{(user_config\.[A-Za-z_][A-Za-z0-9_]*|HOME|DESKTOP|DOCUMENTS|DOWNLOADS|/|pathSeparator)(:file)?\}"
 )
+"""``${user_config.X}``, ``${user_config.X:file}`` (a ``sensitive`` X handed over as a ``0600`` file:
+``${secret:X:file}``) and the MCPB host variables; group 2 is ``":file"`` or ``None``."""
 
 
 def host_variables(home: str) -> dict[str, str]:
@@ -526,8 +621,10 @@ def apply_settings(
     options with no value (sensitive ones: not stored), sorted. Pure.
 
     A ``${user_config.X}`` of a ``sensitive`` X becomes ``${secret:X}`` (filled in only at
-    spawn, :func:`inject`); one of an undeclared X is left as it is. The host variables
-    (``${HOME}``...) are expanded only with ``expand_host_variables`` (manifests hostd
+    spawn, :func:`inject`), and ``${user_config.X:file}`` becomes ``${secret:X:file}`` (the path of a
+    ``0600`` file holding the value, for a server that reads a token from a file its argument or env
+    names); ``:file`` on a non-sensitive X gives its value as text. One of an undeclared X is left as it
+    is. The host variables (``${HOME}``...) are expanded only with ``expand_host_variables`` (manifests hostd
     generated from bundles and registry entries; a hand-written manifest's words are kept).
     """
     variables = host_variables(home) if expand_host_variables else {}
@@ -541,10 +638,10 @@ def apply_settings(
                 if key not in options:
                     return match.group(0)
                 if options[key].sensitive:
-                    return secret_ref(key)
+                    return secret_file_ref(key) if match.group(2) else secret_ref(key)
                 value = values.get(key)
                 return "" if value is None else _text(value)
-            return variables.get(name, match.group(0))
+            return variables.get(name, match.group(0)) if not match.group(2) else match.group(0)
 
         return _SETTING_REF.sub(replace, text)
 

@@ -121,8 +121,9 @@ class ErrorKind(Enum):
     SECRET_IN_ARGUMENTS = (
         -32049,
         "The launch would put a secret (data.secrets: its names) on the command line, where every process of the"
-        " machine reads it in /proc/<pid>/cmdline: pass it through env, or opt in with plugins/grant"
-        " secretArguments: true (shown in launch.secretArguments, a new digest to approve).",
+        " machine reads it in /proc/<pid>/cmdline: pass it through env, or as a 0600 file whose path the argument"
+        " names (${user_config.NAME:file} or ${secret:NAME:file} in the manifest; data.remedy), or opt in with"
+        " plugins/grant secretArguments: true (shown in launch.secretArguments, a new digest to approve).",
     )
     LISTING_TOO_LARGE = (
         -32050,
@@ -150,6 +151,11 @@ class ErrorKind(Enum):
         -32044,
         "The machine or hostd ran out of a resource (data.resource: descriptors, processes, memory, disk; data.errno);"
         " transient (data.transient: true): the request may work once some is freed, retry it then.",
+    )
+    SECRET_FILE_UNAVAILABLE = (
+        -32062,
+        "The launch takes a secret as a 0600 file (${secret:NAME:file}; data.secrets: the names), but the plugin"
+        " has no private TMPDIR to hold it (hostd runs without a state folder): run hostd with a state folder.",
     )
 
     @property

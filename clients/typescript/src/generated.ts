@@ -4,6 +4,18 @@
 /** The protocol document this file was generated from (`info.version`). */
 export const PROTOCOL_DOCUMENT_VERSION = "0.1.0";
 
+/** `Launch.accounting`: the mechanism that bounds a plugin tree here (sandbox/cgroups.py). */
+export interface Accounting {
+  /** what bounds memory (`limits.maxRssMb`) and processes: `cgroup-v2` or `cgroup-v1` (the tree runs in a cgroup of its own: the kernel charges anonymous memory, shared memory, memfd and page cache, and bounds the tasks; an OOM kill or a refused fork stops the plugin with `limit` `rss` / `pids`), or `watchdog` (hostd samples the tree: RSS plus the memfd and shared-memory files it holds, each once; no process bound) */
+  memory: "cgroup-v2" | "cgroup-v1" | "watchdog";
+  /** why this mechanism: what was found, or what was missing */
+  reason: string;
+  /** how the plugin's CPU share is set: `cpu.weight` (v2), `cpu.shares` (v1), or `none: <why>`; `limits.maxCpuPercent` is the watchdog's in every case */
+  cpu: string;
+  /** what bounds the data folder and `TMPDIR` (`limits.maxDiskMb`) */
+  disk: string;
+}
+
 /** `plugins/approve {id, digest}`: approve the exact launch `plugins/install` showed. */
 export interface ApproveParams {
   id: string;
@@ -137,9 +149,9 @@ export interface FolderCapability {
   path: string;
   /** `read` (and execute), or `write` (read-write) */
   access: "read" | "write";
-  /** an argument names it, an env value names it, the manifest's `sandbox` declares it, the parent granted it ([`plugins/grant`](#pluginsgrant)), or the user granted it at a tool call ([Call-time grants](#call-time-grants)) */
-  why: "argument" | "env" | "declared" | "parent grant" | "call-time grant";
-  /** the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), or for a call-time grant `once` / `always` */
+  /** an argument names it, an env value names it, the manifest's `sandbox` declares it, the parent granted it ([`plugins/grant`](#pluginsgrant)), the user granted it at a tool call ([Call-time grants](#call-time-grants)), or it is the plugin's private `HOME` (its own `~/.toolname`, `~/.config/...` writes land there, kept until uninstall; nothing of the user's `HOME` is in it but links to what is granted here) */
+  why: "argument" | "env" | "declared" | "parent grant" | "call-time grant" | "private home";
+  /** the argument as written, `$NAME`, the grant's label (`sandbox.read[0]`, `grant.write[1]`), for a call-time grant `once` / `always`, for the private home `HOME` */
   source: string;
 }
 
@@ -176,6 +188,12 @@ export interface GrantAnswer {
  * `secretArguments`: `true` lets the launch put secrets on its command line (readable by every
  * process in `/proc/<pid>/cmdline`), for a server that takes its secret only as an argument; shown in
  * `launch.secretArguments` and part of the approval digest. Absent: unchanged.
+ * `networkHosts`: network allowlist entries granted on top of the manifest's `network.hosts`
+ * (`api.example.com`, `*.example.com`, `127.0.0.1:8200`...; replaces the granted ones, `[]` revokes
+ * them all); shown in `launch.network` and covered by the digest. Absent: unchanged.
+ * `networkCallHosts`: the destinations (`host:port`) let through for good at a `network/request`
+ * (`always`), replaced (`[]` forgets them all; a running plugin keeps its answers until its next start);
+ * not covered by the digest. Absent: unchanged.
  */
 export interface GrantParams {
   id: string;
@@ -184,6 +202,8 @@ export interface GrantParams {
   limits?: Limits | null;
   folders?: FolderGrants | null;
   secretArguments?: boolean | null;
+  networkHosts?: string[] | null;
+  networkCallHosts?: string[] | null;
 }
 
 /**
@@ -289,8 +309,8 @@ export interface ImportResult {
 }
 
 /**
- * `initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?}`: the first
- * request; its answer is the readiness signal.
+ * `initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?, capabilities?,
+ * oauth?}`: the first request; its answer is the readiness signal.
  *
  * Documentation only: `hostd.control.server` checks them by hand (pydantic is not loaded before the answer).
  */
@@ -306,6 +326,8 @@ export interface InitializeParams {
   contentLimits?: ContentLimitsParams | null;
   /** the client features the parent answers for plugins; hostd offers a plugin only what is here and granted to it ([Requests to the parent](#requests-to-the-parent)) */
   capabilities?: ParentCapabilities | null;
+  /** `{clientIdMetadataDocument?}`: the application's OAuth client identity */
+  oauth?: OAuthSettings | null;
 }
 
 /**
@@ -340,7 +362,7 @@ export interface InstallParams {
   serverJson?: { [key: string]: unknown } | string | null;
   /** which of serverJson's packages (default: 0) */
   package?: number | null;
-  /** give this install the data an uninstalled install of the same id kept, when its origin (signer, registry name, bundle file or folder) is the same; otherwise it starts with an empty data folder */
+  /** give this install the data and secrets an uninstalled install of the same id kept, when its origin (signer, registry name, bundle file or folder) is the same; otherwise it starts with an empty data folder and no secrets (secrets belong to an install, never to an id) */
   adoptData?: boolean;
 }
 
@@ -369,7 +391,7 @@ export interface Launch {
   envKeys: string[];
   /** the manifest's `env`: name → value, or `null` for a name that looks secret (`TOKEN`, `KEY`, `PASS`...), whose value the digest still covers */
   env: { [key: string]: string | null };
-  /** the isolation layers that will be in force, in a fixed order: `shim`, `rlimits`, `no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `seccomp`, `seccomp-net` ([What a plugin sees](#what-a-plugin-sees)); which ones depends on `--sandbox` and on what the kernel offers */
+  /** the isolation layers that will be in force, in a fixed order: `shim`, `rlimits`, `no_new_privs`, `landlock-fs`, `landlock-net`, `landlock-scope`, `netns` (or `userns`), `netproxy` (the allowlist's proxy is the only way out), `pidns`, `private-proc` (the plugin's own `/proc`), `seccomp`, `seccomp-net` ([What a plugin sees](#what-a-plugin-sees)); which ones depends on `--sandbox` and on what the kernel offers */
   isolation: string[];
   /** **the digest to approve**: `sha256:…` over the launch and the manifest's exact bytes */
   digest: string;
@@ -387,6 +409,10 @@ export interface Launch {
   shim?: ShimNote | null;
   /** present when the arguments hold secrets (`${secret:NAME}`, a `sensitive` bundle option): their names, sorted; such a launch starts only after `plugins/grant` `secretArguments: true`, since every process of the machine reads a command line */
   secretArguments?: string[] | null;
+  /** [`Accounting`](#accounting): what bounds the plugin tree's memory, processes, CPU share and disk on this machine, and why; absent for a remote plugin */
+  accounting?: Accounting | null;
+  /** [`NetworkAllowlist`](#networkallowlist): the hosts the plugin may reach through hostd's proxy (the manifest's `network` and the parent's `networkHosts` grants), covered by the digest; absent for a plugin without an allowlist */
+  network?: NetworkAllowlist | null;
 }
 
 /** `PluginInfo.launch` when the command cannot be resolved. */
@@ -450,12 +476,52 @@ export interface LogsResult {
   dropped: number;
 }
 
+/** `Launch.network`: a plugin's network allowlist (manifest field `network`; issue 26). */
+export interface NetworkAllowlist {
+  /** entries in their canonical spelling, sorted: `name`, `*.suffix` (names below it), an address (`127.0.0.1`, `[::1]`), each with `:PORT` or, without one, ports 80 and 443 */
+  hosts: string[];
+  /** names that may resolve to loopback, private or link-local addresses (any other name resolving there is refused) */
+  private: string[];
+}
+
+/** The parent's answer to `network/request`. */
+export interface NetworkAnswer {
+  /** `no`: refused (`403`, the plugin sees why); `once`: let through while the plugin runs; `always`: also recorded in the state (`networkCallHosts`), asked no more */
+  grant: "no" | "once" | "always";
+}
+
 /** What network a plugin may reach (`launch.capabilities.network`). */
 export interface NetworkCapability {
-  /** `all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), or `ports` (strict, TCP connect to `tcpPorts` only) */
-  access: "all" | "none" | "ports";
+  /** `all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), `ports` (strict, TCP connect to `tcpPorts` only), or `hosts` (the plugin's allowlist, enforced: its own network namespace, hostd's proxy its only way out) */
+  access: "all" | "none" | "ports" | "hosts";
   /** the TCP ports it may connect to under `ports` */
   tcpPorts: number[];
+  /** the plugin's allowlist (`launch.network.hosts`); absent for a plugin without one */
+  hosts?: string[] | null;
+  /** for a plugin with an allowlist: `enforced`, or why it is not (the kernel offers no unprivileged network and pid namespaces, or `--sandbox basic`): the plugin then has the level's network (`access`), all or nothing as before */
+  filtering?: string | null;
+}
+
+/**
+ * hostd->parent `network/request` params: a plugin with an allowlist asks its proxy for a destination the
+ * allowlist does not name (issue 26). Asked once per destination while the plugin runs; the plugin's
+ * connection waits for the answer.
+ */
+export interface NetworkRequestParams {
+  /** the plugin's `id` */
+  plugin: string;
+  /** the destination's host, canonical (lowercase, IDNA; an address as written) */
+  host: string;
+  /** the destination's TCP port */
+  port: number;
+  /** one sentence for the user: which plugin, which destination */
+  reason: string;
+}
+
+/** `initialize`'s `oauth`: the application's OAuth client identity, for remote plugins' authorization. */
+export interface OAuthSettings {
+  /** the https URL where the application publishes its OAuth client ID metadata document (draft-ietf-oauth-client-id-metadata-document; MCP authorization, 2025-11-25). Where an authorization server advertises `client_id_metadata_document_supported`, hostd uses this URL as `client_id` instead of registering; elsewhere it registers dynamically. The document must list hostd's redirect URI `http://127.0.0.1/callback` (any port, RFC 8252 section 7.3). An https URL with a path other than `/`, no `.`/`..` segment, fragment, user name or password, at most 2048 characters */
+  clientIdMetadataDocument?: string | null;
 }
 
 /** A package the plugin's launch runs (`launch.capabilities.packages`). */
@@ -508,6 +574,8 @@ export interface ParentCapabilities {
   roots?: ParentFeature | null;
   /** `{}`: answers `grants/request`, the user's consent to a file or folder a tool call names ([Call-time grants](#call-time-grants)) */
   grants?: ParentFeature | null;
+  /** `{}`: answers `network/request`, the user's consent to a host a plugin's allowlist does not name (issue 26) */
+  network?: ParentFeature | null;
 }
 
 /** One client feature the parent serves: an object whose members name the sub-features (`{}`: none). */
@@ -545,6 +613,10 @@ export interface PluginInfo {
   tools: string[];
   /** TCP ports the parent granted, sorted ([`plugins/grant`](#pluginsgrant)); reachable under `--sandbox strict` */
   networkPorts: number[];
+  /** network allowlist entries the parent granted ([`plugins/grant`](#pluginsgrant) `networkHosts`), canonical, sorted; absent when none (`launch.network` has the whole allowlist) */
+  networkHosts?: string[] | null;
+  /** destinations (`host:port`) let through for good at a `network/request` (`always`), sorted; absent when none; forgotten with [`plugins/grant`](#pluginsgrant) `networkCallHosts` */
+  networkCallHosts?: string[] | null;
   /** `{maxRssMb, maxCpuPercent, maxDiskMb, maxTools, maxListingMb}` granted to this plugin (`null` members: the host's limits apply) */
   limits: GrantedLimits;
   /** [`Launch`](#launch): what will run, for the approval prompt; [`LaunchUnresolved`](#launchunresolved) `{error, kind}` when the command cannot be resolved */
@@ -764,8 +836,8 @@ export interface SamplingRequestParams {
 export interface SecretCapability {
   /** the secret's name (`${secret:NAME}`, or a sensitive `user_config` option) */
   name: string;
-  /** how it travels: an environment variable, a command-line argument (readable by other processes of the machine), or an HTTP header to a remote server */
-  channel: "env" | "argv" | "header";
+  /** how it travels: an environment variable, a command-line argument (readable by other processes of the machine), an HTTP header to a remote server, or a file readable by the plugin only (`0600`, in its private TMPDIR, removed when it stops; `${user_config.NAME:file}` / `${secret:NAME:file}` in `args` or `env`, which hold only its path) */
+  channel: "env" | "argv" | "header" | "file";
   /** whether a value is stored */
   set: boolean;
 }
@@ -858,7 +930,7 @@ export interface ToolsListResult {
 
 /** Requests the parent sends; hostd answers with `result`. */
 export interface Requests {
-  /** `initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?}`: the first request; its answer is the readiness signal. */
+  /** `initialize {clientInfo?, protocolVersion?, knownPermissions?, stateDir?, contentLimits?, capabilities?, oauth?}`: the first request; its answer is the readiness signal. */
   initialize: {
     params: InitializeParams;
     result: InitializeResult;
@@ -1058,6 +1130,11 @@ export interface ParentRequests {
     params: GrantRequestParams;
     result: GrantAnswer;
   };
+  /** hostd->parent `network/request` params: a plugin with an allowlist asks its proxy for a destination the allowlist does not name (issue 26). Asked once per destination while the plugin runs; the plugin's connection waits for the answer. */
+  "network/request": {
+    params: NetworkRequestParams;
+    result: NetworkAnswer;
+  };
 }
 
 /** Notifications the parent sends hostd (their params). */
@@ -1144,7 +1221,7 @@ export const ErrorCodes = {
   RESOURCE_EXHAUSTED: -32044,
   /** The tool's plugin is installed but not ready (data.state: stopped, starting, unhealthy, error; data.nextRetryAt while a restart is due); data.transient says whether retrying later may work. */
   PLUGIN_NOT_READY: -32045,
-  /** The launch would put a secret (data.secrets: its names) on the command line, where every process of the machine reads it in /proc/<pid>/cmdline: pass it through env, or opt in with plugins/grant secretArguments: true (shown in launch.secretArguments, a new digest to approve). */
+  /** The launch would put a secret (data.secrets: its names) on the command line, where every process of the machine reads it in /proc/<pid>/cmdline: pass it through env, or as a 0600 file whose path the argument names (${user_config.NAME:file} or ${secret:NAME:file} in the manifest; data.remedy), or opt in with plugins/grant secretArguments: true (shown in launch.secretArguments, a new digest to approve). */
   SECRET_IN_ARGUMENTS: -32049,
   /** A plugin listed more tools (prompts, resources, resource templates) than its bound: data.listing, what it sent (data.count, data.bytes: compact JSON) and the bounds (data.maxCount, default 1024; data.maxBytes, default 16 MiB); plugins/grant limits.maxTools / limits.maxListingMb set them per plugin. Or one prompt, resource or resource template over 128 KiB (data.index, data.itemBytes, data.maxItemBytes), which no page of hostd's could hold. */
   LISTING_TOO_LARGE: -32050,
@@ -1154,6 +1231,8 @@ export const ErrorCodes = {
   NAME_INVALID: -32059,
   /** hostd's answer would exceed the parent's line bound (8 MiB, the bound hostd's Python and TypeScript clients read): data.bytes, data.limit. It is sent in the answer's place (a --max-result-bytes over the line bound lets a tool result grow so); a notification over the bound is dropped and logged. */
   ANSWER_TOO_LARGE: -32060,
+  /** The launch takes a secret as a 0600 file (${secret:NAME:file}; data.secrets: the names), but the plugin has no private TMPDIR to hold it (hostd runs without a state folder): run hostd with a state folder. */
+  SECRET_FILE_UNAVAILABLE: -32062,
   /** The JSON value is not a valid JSON-RPC 2.0 request. */
   INVALID_REQUEST: -32600,
   /** No such method. */
