@@ -6,6 +6,7 @@ exactly. Refused without a terminal and without ``--yes``, and for a config that
 from __future__ import annotations
 
 import json
+import shlex
 import stat
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ECHO, HOSTCTL, run_hostctl
+from tests.conftest import ECHO, HOSTCTL, hostctl_on_a_terminal, run_hostctl
 
 SERVER = str(ECHO / "server.py")
 
@@ -87,25 +88,32 @@ async def test_rewrite_starts_hostd_mcp_instead_and_undo_gives_the_bytes_back(
     config.chmod(mode)
     original = config.read_bytes()
 
-    done = await run_hostctl(state, "import", str(config), "--rewrite", "--yes", "--json")
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
-    assert {e["outcome"] for e in result["entries"]} == {"installed"}
+    if shape == "vscode":  # a person at a terminal: the change is shown, then asked
+        code, screen = await hostctl_on_a_terminal(state, b"y\n", b"? [y/N] ", "import", str(config), "--rewrite")
+        assert code == 0, screen
+        shown = " ".join(screen.split())
+        assert f"vs-echo will start as one entry: {shlex.join(gateway(state))}" in shown
+        assert f"Back up and rewrite {config}? [y/N]" in shown
+    else:
+        done = await run_hostctl(state, "import", str(config), "--rewrite", "--yes", "--json")
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert {e["outcome"] for e in result["entries"]} == {"installed"}
+        assert result["rewrite"] == {
+            "config": str(config),
+            "backup": str(backups(config)[0]),
+            "replaced": [e["name"] for e in result["entries"]],
+            "command": gateway(state),
+        }
+        if shape == "cursor":
+            assert "its comments and trailing commas are not kept (the backup keeps them)" in done.stderr
     written = json.loads(config.read_text())
     assert written == expected(shape, state)
     assert list(written) == list(expected(shape, state))  # every other key kept, in its place
     [backup] = backups(config)
-    assert result["rewrite"] == {
-        "config": str(config),
-        "backup": str(backup),
-        "replaced": [e["name"] for e in result["entries"]],
-        "command": gateway(state),
-    }
     assert backup.read_bytes() == original
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
     assert stat.S_IMODE(config.stat().st_mode) == mode
-    if shape == "cursor":
-        assert "its comments and trailing commas are not kept (the backup keeps them)" in done.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
     undone = await run_hostctl(state, "import", "--undo", str(config))
