@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from hostd.cli import import_rewrite
 from tests.conftest import ECHO, HOSTCTL, hostctl_on_a_terminal, run_hostctl
 
 SERVER = str(ECHO / "server.py")
@@ -156,3 +157,30 @@ async def test_rewrite_is_refused_without_a_yes_and_on_a_config_already_rewritte
     assert done.returncode == 1
     assert f"error: CANNOT_UNDO: {config} no longer starts hostd mcp" in done.stderr
     assert (config.read_bytes(), backup.read_bytes()) == (edited, original)
+
+
+def test_the_command_written_is_hostd_as_invoked_and_names_never_collide(tmp_path: Path) -> None:
+    """Pure parts, no process: a console-script hostctl writes the hostd script beside it (absolute), a ``python
+    -m`` one (or a script with no hostd beside it) ``<python> -m hostd``; an entry not imported that is already
+    called ``hostd`` keeps its place and name; a JSON5 number JSON cannot spell is refused, not written."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "hostctl").write_text("#!/bin/sh\n")
+    python = str(bin_dir / "python")
+    assert import_rewrite.gateway_command(str(bin_dir / "hostctl"), python, None) == [python, "-m", "hostd"]
+    (bin_dir / "hostd").write_text("#!/bin/sh\n")
+    (bin_dir / "hostd").chmod(0o755)
+    assert import_rewrite.gateway_command(str(bin_dir / "hostctl"), python, None) == [str(bin_dir / "hostd")]
+    assert import_rewrite.gateway_command(str(bin_dir / "hostctl"), python, "hostd.cli.hostctl") == [
+        python,
+        "-m",
+        "hostd",
+    ]
+    document = {"mcpServers": {"a": {"command": "x"}, "hostd": {"command": "y"}, "b": {"command": "z"}}}
+    out = import_rewrite.rewritten(document, ["a", "b"], ["/h", "mcp"])
+    assert out == {"mcpServers": {"hostd-2": {"command": "/h", "args": ["mcp"]}, "hostd": {"command": "y"}}}
+    assert list(out["mcpServers"]) == ["hostd-2", "hostd"]
+    config = tmp_path / "nan.json"
+    config.write_text('{"mcpServers": {"a": {"command": "x"}}, "zoom": NaN}')
+    with pytest.raises(import_rewrite.RewriteError, match="NaN or Infinity"):
+        import_rewrite.plan(config, ["a"], ["/h", "mcp"])

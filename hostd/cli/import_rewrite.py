@@ -105,7 +105,7 @@ def rewritten(document: dict[str, Any], imported: Sequence[str], command: Sequen
             new_table[key] = value
         elif name not in new_table:
             new_table[name] = entry
-    out: dict[str, Any] = json.loads(json.dumps(document))
+    out: dict[str, Any] = json.loads(json.dumps(document, allow_nan=False))
     node = out
     for key in path[:-1]:
         node = node[key]
@@ -117,7 +117,7 @@ def plan(config: Path, imported: Sequence[str], command: Sequence[str]) -> tuple
     """``(old bytes, new bytes, notes)`` for rewriting ``config``; notes say what is lost (comments).
 
     Raises:
-        RewriteError: unreadable, not JSON, or no imported entry in it.
+        RewriteError: unreadable, not JSON, NaN or Infinity in it (JSON5 only), or no imported entry in it.
     """
     try:
         old = config.read_bytes()
@@ -135,7 +135,11 @@ def plan(config: Path, imported: Sequence[str], command: Sequence[str]) -> tuple
         json.loads(text)
     except ValueError:
         notes.append(f"its comments and trailing commas are not kept (the backup keeps them): {config}")
-    new = json.dumps(rewritten(document, imported, command), indent=2, ensure_ascii=False) + "\n"
+    try:
+        new = json.dumps(rewritten(document, imported, command), indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # JSON5's NaN / Infinity: no JSON spells them, and a client could not read the file
+        raise RewriteError(f"{config} holds NaN or Infinity, which JSON cannot hold; rewrite it by hand") from None
+    new += "\n"
     return old, new.encode("utf-8"), notes
 
 
