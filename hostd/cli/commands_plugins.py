@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,9 +16,11 @@ from typing import Any
 import trio
 from rich.console import Console
 
+from hostd.cli import import_rewrite
 from hostd.cli.client import HostdClient, RpcError
 from hostd.cli.connection import (
     ENABLE_TIMEOUT,
+    EXIT_FAILED,
     EXIT_OK,
     Failure,
     Options,
@@ -52,6 +55,7 @@ from hostd.cli.render import (
     terminal_safe,
     tool_count_note,
 )
+from hostd.install.importer import parse_jsonc
 from hostd.net.allowlist import canonical_entries
 from hostd.storage.secrets import SecretStore
 
@@ -129,6 +133,8 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
     for entry in result["entries"]:  # npx/uvx servers: install their packages now, never at their start
         if entry.get("outcome") in ("installed", "updated") and "plugin" in entry:
             entry["plugin"] = await prepare_if_needed(client, entry["plugin"])
+    if args.rewrite:
+        result["rewrite"] = await _rewrite(opts, args, result["entries"])
     if opts.as_json:
         print_json(result)
         return EXIT_OK
@@ -159,6 +165,69 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
                 "a later change to them is withheld until you approve again)"
             ),
         )
+    return EXIT_OK
+
+
+def check_rewrite(config: str, yes: bool) -> int | None:
+    """Before ``import --rewrite`` starts a hostd or imports anything: ``EXIT_FAILED`` (the reason printed) without
+    a way to say yes (no terminal, no ``--yes``) or for a config that already starts ``hostd mcp`` (importing it
+    would make the gateway its own plugin); ``None`` to go on (an unreadable config: the import says why)."""
+    failure = None
+    if not yes and not sys.stdin.isatty():
+        failure = Failure("NOT_CONFIRMED", "rewriting a config needs a yes: run it in a terminal, or pass --yes")
+    else:
+        try:
+            _, table = import_rewrite.server_table(parse_jsonc(Path(config).read_text(encoding="utf-8")))
+        except (OSError, ValueError, import_rewrite.RewriteError):
+            return None
+        for name, server in table.items():
+            if import_rewrite.starts_hostd_mcp(server):
+                undo = as_typed(f"hostctl import --undo {shlex.quote(config)}")
+                failure = Failure(
+                    "ALREADY_REWRITTEN", f"{config} already starts hostd mcp (entry {name!r}); {undo} restores it"
+                )
+                break
+    if failure is None:
+        return None
+    print("\n".join(failure.lines()), file=sys.stderr)
+    return EXIT_FAILED
+
+
+async def _rewrite(opts: Options, args: argparse.Namespace, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """``import --rewrite``, after the import: show what changes, ask (unless ``--yes``), back up and rewrite.
+
+    Returns ``{"config", "backup", "replaced", "entry"}`` (``--json`` prints it under ``rewrite``)."""
+    config = Path(args.config)
+    names = [e["name"] for e in entries if e.get("outcome") in ("installed", "updated", "unchanged")]
+    try:
+        old, new, notes = import_rewrite.plan(config, names, args.gateway)
+    except import_rewrite.RewriteError as exc:
+        raise Failure("CANNOT_REWRITE", str(exc)) from None
+    err = make_console(stderr=True)
+    say(err, f"{config}: {', '.join(names)} will start as one entry: {shlex.join(args.gateway)}")
+    for note in notes:
+        say(err, note)
+    if not opts.yes:
+        answer = await trio.to_thread.run_sync(_ask, f"Back up and rewrite {config}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            raise Failure("NOT_CONFIRMED", f"{config} was not rewritten (the servers stay imported)")
+    try:
+        backup = await trio.to_thread.run_sync(import_rewrite.apply, config, old, new)
+    except import_rewrite.RewriteError as exc:
+        raise Failure("CANNOT_REWRITE", str(exc)) from None
+    undo = as_typed(f"hostctl import --undo {shlex.quote(args.config)}")
+    say(err, f"rewrote {config}; its backup: {backup}; undo: {undo}")
+    return {"config": str(config), "backup": str(backup), "replaced": names, "command": list(args.gateway)}
+
+
+def undo_rewrite(config: str) -> int:
+    """``hostctl import --undo CONFIG``: put back the config ``import --rewrite`` backed up (no hostd needed)."""
+    try:
+        backup = import_rewrite.undo(Path(config))
+    except import_rewrite.RewriteError as exc:
+        print("\n".join(Failure("CANNOT_UNDO", str(exc)).lines()), file=sys.stderr)
+        return EXIT_FAILED
+    say(make_console(), f"restored {config} from {backup}")
     return EXIT_OK
 
 

@@ -17,7 +17,9 @@ exiting. It says which on stderr, in one line.
 ``uninstall ID``: the lifecycle, one verb per step, each printing a table (``rich``) or,
 with ``--json``, the protocol's JSON result, and naming the next command to run.
 ``approve`` shows the whole launch and asks (``--yes``: does not ask; without a
-terminal and without ``--yes`` it refuses). ``call`` takes an id or a folder; a folder
+terminal and without ``--yes`` it refuses); so does ``import --rewrite``, which then makes the client config start
+``hostd mcp`` (:mod:`hostd.cli.import_rewrite`; ``import --undo`` puts the backup back, with no hostd).
+``call`` takes an id or a folder; a folder
 not yet installed is installed, granted, approved (the launch printed to stderr: the
 person running ``call`` approves it) and enabled; an installed plugin is never
 installed again. Long waits (install, enable, restart, the restore) show progress on
@@ -64,6 +66,7 @@ from hostd import __version__
 from hostd.cli.client import HostdClient, RpcError
 from hostd.cli.commands_plugins import (
     answer_grants,
+    check_rewrite,
     cmd_allow,
     cmd_approve,
     cmd_disable,
@@ -74,6 +77,7 @@ from hostd.cli.commands_plugins import (
     cmd_list,
     cmd_restart,
     cmd_uninstall,
+    undo_rewrite,
 )
 from hostd.cli.commands_tools import cmd_call, cmd_logs, cmd_status, cmd_tools
 from hostd.cli.connection import (
@@ -88,6 +92,7 @@ from hostd.cli.connection import (
     open_hostd,
 )
 from hostd.cli.demo import ECHO_PLUGIN, REAL_PLUGIN, relative_path, run_demo
+from hostd.cli.import_rewrite import gateway_command
 from hostd.cli.remedies import rejection_remedy
 from hostd.cli.render import as_typed, invoked_as, next_command, set_typed
 from hostd.storage.state import default_state_dir
@@ -205,11 +210,19 @@ def _add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     verb("install", "install a plugin folder (nothing runs yet)").add_argument(
         "plugin_dir", metavar="PLUGIN_DIR", help="a folder holding plugin.yaml or plugin.json"
     )
-    verb(
+    imports = verb(
         "import",
         "install the servers of an mcpServers config (Claude Desktop, Cursor, VS Code...)",
-        "Install every server of CONFIG (mcpServers / servers JSON, comments allowed) as a plugin; all or nothing.",
-    ).add_argument("config", metavar="CONFIG", help="the config file")
+        "Install every server of CONFIG (mcpServers / servers JSON, comments allowed) as a plugin; all or nothing. "
+        "With --rewrite, then (after a backup and your yes) make CONFIG start one hostd mcp instead of each "
+        "imported server; --undo CONFIG puts the backup back.",
+    )
+    imports.add_argument("config", metavar="CONFIG", help="the config file")
+    imports.add_argument(
+        "--rewrite", action="store_true", help="after the import, make CONFIG start hostd mcp (asks; a backup first)"
+    )
+    imports.add_argument("--undo", action="store_true", help="restore CONFIG from its newest --rewrite backup")
+    imports.add_argument("--yes", "-y", action="store_true", help="rewrite without asking")
     grant = verb("grant", "grant permissions a plugin declares (replaces what was granted)")
     grant.add_argument("id", metavar="ID")
     grant.add_argument("permissions", metavar="PERMISSION", nargs="*")
@@ -285,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error("--timeout must be a positive number of seconds")
         if args.command == "logs" and not 1 <= args.limit <= 1000:
             parser.error("--limit must be between 1 and 1000")
+        if args.command == "import" and args.rewrite and args.undo:
+            parser.error("--rewrite and --undo are two different steps: give one")
     except SystemExit as exc:
         return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
 
@@ -294,6 +309,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         state_dir = args.state_dir if args.state_dir is not None else str(default_state_dir())
         program = invoked_as(sys.argv[0], sys.executable, sys.orig_argv, _main_module())
         set_typed(program if args.state_dir is None else f"{program} --state-dir {shlex.quote(args.state_dir)}")
+        if args.command == "import":
+            if args.undo:
+                return undo_rewrite(args.config)
+            if args.rewrite and (refused := check_rewrite(args.config, args.yes)) is not None:
+                return refused
+            args.gateway = [*gateway_command(sys.argv[0], sys.executable, _main_module()), "mcp"]
+            args.gateway += ["--state-dir", os.path.abspath(state_dir)]
         opts = Options(state_dir=state_dir, as_json=args.json, yes=getattr(args, "yes", False))
         return trio.run(run_command, COMMANDS[args.command], opts, args)
     except KeyboardInterrupt:

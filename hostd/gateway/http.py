@@ -11,7 +11,12 @@ messages and writes its own as lines; this module is the HTTP side of those line
 - ``GET /mcp`` opens the stream of what relates to no request (``list_changed``, log lines); one at a time.
 - ``DELETE /mcp`` ends the session, and with it this ``hostd mcp``.
 
-Only the 2025-11-25 era (``initialize``, sessions) is served over HTTP; 2026-07-28 clients use stdio. A stream
+Both eras are served, as on stdio (:mod:`hostd.gateway.session` settles which). The 2026-07-28 era (MCP 2026-07-28
+"Transports") has no session: a request that is modern (its ``MCP-Protocol-Version`` header or its ``params._meta``
+names a 2026 version, or it is ``server/discover``) needs no ``initialize`` and no ``Mcp-Session-Id``; a list change
+goes on the stream of the ``subscriptions/listen`` request its ``_meta`` subscription id names; and a client that
+closes a modern request's stream cancels that request (the era has no client notifications over HTTP: the close is
+the signal; in the 2025-11-25 era a disconnect is not a cancel, and ``notifications/cancelled`` is). A stream
 holds at most :data:`STREAM_EVENTS` progress or notification events its client has not read (more are dropped);
 answers are never dropped. At most :data:`MAX_CONNECTIONS` connections at once.
 
@@ -39,6 +44,8 @@ from typing import Any
 import h11
 import orjson
 import trio
+
+from hostd.mcp.session import MODERN_VERSIONS, PROTOCOL_VERSION_META_KEY, SUBSCRIPTION_ID_META_KEY
 
 log = logging.getLogger("hostd.gateway.http")
 
@@ -145,9 +152,17 @@ class HttpFront:
                 stream.send_nowait(None)
             return
         target = None
+        raw_params = message.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+        raw_meta = params.get("_meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         if message.get("method") == "notifications/progress":
-            params = message.get("params") or {}
             target = self._posts.get(self._tokens.get(params.get("progressToken")))
+        elif SUBSCRIPTION_ID_META_KEY in meta:  # 2026-07-28: on the subscriptions/listen stream it names, only
+            target = self._posts.get(meta[SUBSCRIPTION_ID_META_KEY])
+            if target is None:
+                log.debug("no open subscriptions/listen stream %r: dropped", meta[SUBSCRIPTION_ID_META_KEY])
+                return
         if target is None:
             target = self._get or (next(reversed(self._posts.values())) if self._posts else None)
         if target is None or target.statistics().current_buffer_used >= STREAM_EVENTS:
@@ -251,10 +266,11 @@ class HttpFront:
             await self._plain(conn, stream, 400, "one JSON-RPC message (an object) per POST")
             return
         opening = message.get("method") == "initialize"
-        if not opening and self.session_id is None:
-            await self._plain(conn, stream, 400, "initialize first")
+        modern = not opening and _modern(message, headers)
+        if not opening and not modern and self.session_id is None:
+            await self._plain(conn, stream, 400, "initialize first (or, in 2026-07-28, name the version)")
             return
-        if not opening and headers.get(b"mcp-session-id") is None:
+        if not opening and not modern and headers.get(b"mcp-session-id") is None:
             await self._plain(conn, stream, 400, "Mcp-Session-Id is missing")
             return
         if "method" not in message or "id" not in message:
@@ -279,7 +295,10 @@ class HttpFront:
         if meta.get("progressToken") is not None:
             self._tokens[meta["progressToken"]] = message["id"]
         await self.inbound.send.send(body + b"\n")
-        await self._events(conn, stream, receive, extra)
+        closed = await self._events(conn, stream, receive, extra, watch=modern)
+        if closed and modern and self._posts.pop(message["id"], None) is not None:  # 2026-07-28: the close cancels
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": message["id"]}}
+            await self.inbound.send.send(orjson.dumps(cancel) + b"\n")
         self._posts.pop(message["id"], None)
         self._tokens.pop(meta.get("progressToken"), None)
 
@@ -300,14 +319,40 @@ class HttpFront:
         stream: trio.SocketStream,
         receive: trio.MemoryReceiveChannel[bytes | None],
         extra: list[tuple[bytes, bytes]],
-    ) -> None:
+        *,
+        watch: bool = False,
+    ) -> bool:
+        """Send ``receive``'s events as an SSE response until its ``None``; True when the client closed the
+        connection first (noticed while writing, or, with ``watch``, by reading: a 2026-07-28 request's cancel)."""
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-store"), *extra]
-        await stream.send_all(conn.send(h11.Response(status_code=200, headers=headers)) or b"")
-        async for event in receive:
-            if event is None:
-                break
-            await stream.send_all(conn.send(h11.Data(data=event)) or b"")
+        closed = False
+
+        async def watch_for_close(cancel: trio.CancelScope) -> None:
+            nonlocal closed
+            while True:  # the client sends nothing more on this connection until the answer ends, but its close
+                data = await stream.receive_some(_READ_BYTES)
+                if not data:
+                    closed = True
+                    cancel.cancel()
+                    return
+                conn.receive_data(data)  # a next request, kept for h11's next cycle
+
+        try:
+            await stream.send_all(conn.send(h11.Response(status_code=200, headers=headers)) or b"")
+            async with trio.open_nursery() as nursery:
+                if watch:
+                    nursery.start_soon(watch_for_close, nursery.cancel_scope)
+                async for event in receive:
+                    if event is None:
+                        break
+                    await stream.send_all(conn.send(h11.Data(data=event)) or b"")
+                nursery.cancel_scope.cancel()
+        except* (trio.BrokenResourceError, trio.ClosedResourceError):  # from the nursery: a group
+            closed = True
+        if closed:
+            return True  # no end to send: the connection is closed (h11 refuses its next cycle)
         await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
+        return False
 
     async def _plain(self, conn: h11.Connection, stream: trio.SocketStream, status: int, text: str) -> None:
         body = text.encode()
@@ -318,6 +363,19 @@ class HttpFront:
         if body:
             await stream.send_all(conn.send(h11.Data(data=body)) or b"")
         await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
+
+
+def _modern(message: dict[str, Any], headers: dict[bytes, bytes]) -> bool:
+    """Whether a POSTed message belongs to the 2026-07-28 era: ``server/discover``, or a request whose
+    ``MCP-Protocol-Version`` header or ``params._meta`` envelope names a modern version (the version itself is
+    checked by the session: -32022 for one hostd does not speak)."""
+    if message.get("method") == "server/discover":
+        return True
+    if headers.get(b"mcp-protocol-version", b"").decode("ascii", "replace") in MODERN_VERSIONS:
+        return True
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
 
 
 __all__ = ["CREDENTIALS_FILE", "PATH", "HttpFront", "Inbound", "Outbound", "credentials"]
