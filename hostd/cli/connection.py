@@ -110,7 +110,7 @@ _INITIALIZE = {"clientInfo": {"name": "hostctl", "version": __version__}, "proto
 
 @asynccontextmanager
 async def open_hostd(
-    state_dir: str | None = None, *, ask_grants: RequestHandler | None = None
+    state_dir: str | None = None, *, ask_grants: RequestHandler | None = None, reading: bool = False
 ) -> AsyncIterator[TracingClient]:
     """An initialized hostd on ``state_dir`` (a temporary state folder unless given); says on stderr which.
 
@@ -124,6 +124,10 @@ async def open_hostd(
     ``ask_grants``: answers hostd's ``grants/request`` (a file a tool call names; ``capabilities.grants`` is
     declared) in a hostd of this command's own; ``None``, or a session on another's socket (whose requests
     go to its parent): not declared, such a call fails with ``ACCESS_NOT_GRANTED``.
+
+    ``reading``: the command only reads (``list``, ``status``, ``logs``, ``tools``). When no hostd serves the
+    folder and it can be read as it is (:func:`hostd.cli.direct.readable`), it is read in this process
+    (:func:`hostd.cli.direct.read_directly`: the same host, the same answers, no hostd started, no lock taken).
     """
     with tempfile.TemporaryDirectory(prefix="hostctl-") as scratch:
         if state_dir is not None:
@@ -133,6 +137,19 @@ async def open_hostd(
                 print(f"hostctl: using the hostd already serving {state_dir} (pid {pid})", file=sys.stderr)
                 async with _attached(sock) as client:
                     yield client
+                return
+            from hostd.cli import direct  # noqa: PLC0415 (a reading command's; it builds on this module)
+
+            if reading and await trio.to_thread.run_sync(direct.readable, Path(state_dir)):
+                print(f"hostctl: read {state_dir} directly (no hostd serves it; nothing started)", file=sys.stderr)
+                try:
+                    async with direct.read_directly(state_dir) as reader:
+                        yield reader
+                except BaseExceptionGroup as group:  # the host's nursery wraps what the command raised
+                    leaves = _leaves(group)
+                    if len(leaves) == 1 and not isinstance(leaves[0], trio.Cancelled):
+                        raise leaves[0] from None
+                    raise
                 return
         state = state_dir if state_dir is not None else os.path.join(scratch, "state")
         initialize = {**_INITIALIZE, **({"capabilities": {"grants": {}}} if ask_grants is not None else {})}

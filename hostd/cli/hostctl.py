@@ -112,13 +112,17 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+#: The commands that only read: answered without a hostd when none serves the folder (hostd/cli/direct.py).
+READING: frozenset[Command] = frozenset({cmd_list, cmd_status, cmd_tools, cmd_logs})
+
+
 async def run_command(command: Command, opts: Options, args: argparse.Namespace) -> int:
     """Start hostd on ``opts.state_dir``, run ``command``, shut hostd down; report a failure
     as ``error: KIND: message`` on stderr (exit 1): a non-zero exit always says why."""
     try:
         # hostctl call asks in the terminal for a file the call names (hostd/host/call_grants.py).
         ask = answer_grants if command is cmd_call and sys.stdin.isatty() else None
-        async with open_hostd(opts.state_dir, ask_grants=ask) as client:
+        async with open_hostd(opts.state_dir, ask_grants=ask, reading=command in READING) as client:
             try:
                 return await command(client, opts, args)
             except RpcError as exc:

@@ -35,7 +35,10 @@ from sandbox.limits import raise_nofile_limit
 DEFAULT_MAX_DISK_MB = 1024
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from hostd.control.server import HostApi, HostFactory
+    from hostd.host.records import HostSettings
 
 
 def _outbox_bytes(text: str) -> int:
@@ -279,6 +282,45 @@ def _doctor(state_dir: str | None) -> int:
     return 0
 
 
+def host_settings(module: ModuleType, args: argparse.Namespace, trust_roots: tuple[str, ...]) -> HostSettings:
+    """The host's settings from ``serve``'s arguments (``module``: ``hostd.host.service``, imported by the caller)."""
+    settings: HostSettings = module.HostSettings(
+        trust_development=args.trust == "development",
+        pass_proxy=bool(args.pass_proxy_env),
+        restart=args.restart,
+        ping_interval=args.ping_interval,
+        ping_timeout=args.ping_timeout,
+        max_result_bytes=args.max_result_bytes,
+        max_plugin_frame_bytes=args.max_plugin_message_bytes,
+        sandbox=args.sandbox,
+        max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
+        max_cpu_percent=args.max_cpu_percent,
+        max_disk_bytes=int(args.max_disk_mb * 1024 * 1024) if args.max_disk_mb else None,
+        allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
+        allow_read=tuple(os.path.abspath(p) for p in args.allow_read),
+        login_path=not args.no_login_path,
+        registries=module.Registries.from_environment(args.npm_registry, args.python_index),
+        bundle_trust_roots=trust_roots,
+        download_allow_private=tuple(args.allow_private_download),
+        restore=not args.no_restore,
+    )
+    return settings
+
+
+def serve_arguments(argv: list[str]) -> argparse.Namespace:
+    """``hostd serve``'s arguments parsed from ``argv`` (its words after ``hostd``); ``SystemExit`` on a bad one."""
+    return _parser().parse_args(argv)
+
+
+def trust_roots_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The bundle trust roots: ``--bundle-trust-root``, else ``$HOSTD_BUNDLE_TRUST_ROOT`` (absolute paths)."""
+    return tuple(
+        os.path.abspath(p)
+        for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)
+        if p
+    )
+
+
 def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> HostFactory:
     """What builds the host once ``initialize`` is answered: ``hostd.host.service`` imported in a worker thread,
     its settings taken from ``serve``'s arguments."""
@@ -287,26 +329,7 @@ def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> Hos
         # Imported here, after initialize was answered: this is the heavy part.
         module = await trio.to_thread.run_sync(importlib.import_module, "hostd.host.service")
         fanout = Fanout(notify)  # the parent, and each session on the control socket
-        settings = module.HostSettings(
-            trust_development=args.trust == "development",
-            pass_proxy=bool(args.pass_proxy_env),
-            restart=args.restart,
-            ping_interval=args.ping_interval,
-            ping_timeout=args.ping_timeout,
-            max_result_bytes=args.max_result_bytes,
-            max_plugin_frame_bytes=args.max_plugin_message_bytes,
-            sandbox=args.sandbox,
-            max_rss_bytes=int(args.max_rss_mb * 1024 * 1024) if args.max_rss_mb else None,
-            max_cpu_percent=args.max_cpu_percent,
-            max_disk_bytes=int(args.max_disk_mb * 1024 * 1024) if args.max_disk_mb else None,
-            allow_write=tuple(os.path.abspath(p) for p in args.allow_write),
-            allow_read=tuple(os.path.abspath(p) for p in args.allow_read),
-            login_path=not args.no_login_path,
-            registries=module.Registries.from_environment(args.npm_registry, args.python_index),
-            bundle_trust_roots=trust_roots,
-            download_allow_private=tuple(args.allow_private_download),
-            restore=not args.no_restore,
-        )
+        settings = host_settings(module, args, trust_roots)
         host: HostApi = await module.Host.create(options, fanout.notify, nursery, settings)
         store = options.state_store
         if store is not None and not args.no_control_socket:
@@ -339,11 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     # Descriptors: hostd's soft limit up to the hard one; its plugins get the old one back (sandbox/limits.py).
     before, after = raise_nofile_limit()
     logging.getLogger("hostd").debug("descriptor limit: soft %d -> %d", before, after)
-    trust_roots = tuple(
-        os.path.abspath(p)
-        for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)
-        if p
-    )
+    trust_roots = trust_roots_of(args)
     if trust_roots:
         from hostd.install.signing import load_trust_roots  # noqa: PLC0415  (only this flag pays for cryptography)
 
