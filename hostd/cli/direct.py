@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,6 +53,14 @@ def readable(state_dir: Path) -> bool:
     if not (state_dir / "state.json").is_file():
         return False
     return not any(line.startswith("problem:") for line in check_state_folder(state_dir))
+
+
+async def reader(state_dir: str) -> AbstractAsyncContextManager[TracingClient] | None:
+    """:func:`read_directly` on ``state_dir`` when it is :func:`readable` (checked in a worker thread), else
+    ``None``: the reader :func:`hostd.cli.connection.open_hostd` takes."""
+    if await trio.to_thread.run_sync(readable, Path(state_dir)):
+        return read_directly(state_dir)
+    return None
 
 
 class DirectClient(TracingClient):
