@@ -20,6 +20,7 @@ directly: :func:`readable` says so, and the command starts a hostd as before, wh
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -134,8 +135,14 @@ async def read_directly(state_dir: str) -> AsyncIterator[TracingClient]:
     answers every request with it). Cancellation ends the host's tasks (the login shell's ``PATH`` lookup).
     """
     from hostd.cli import hostd as serve  # noqa: PLC0415 (its parser and settings: with the host, not before)
-    from hostd.host import service  # noqa: PLC0415 (the heavy part, as in hostd after initialize)
 
+    # The heavy part (hostd's host, as in hostd after initialize) imported while the login shell says its PATH.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as hostd serve does: see hostd/cli/hostd.py
+    env = plugin_environment()
+    found: list[str | None] = []
+    async with trio.open_nursery() as early:
+        early.start_soon(_look_up_login_path, env, found)
+        service = await trio.to_thread.run_sync(importlib.import_module, "hostd.host.service")
     _configure_logging()
     args = serve.serve_arguments(["serve", "--state-dir", state_dir, *SERVE_ARGUMENTS])
     settings = dataclasses.replace(serve.host_settings(service, args, serve.trust_roots_of(args)), read_only=True)
@@ -155,9 +162,9 @@ async def read_directly(state_dir: str) -> AsyncIterator[TracingClient]:
             if client is not None:
                 client.keep(method, params)
 
-        with _environment(plugin_environment()):
+        with _environment(env):
             try:
-                host = await service.Host.create(options, notify, nursery, settings)
+                host = await service.Host.create(options, notify, nursery, settings, login_path=(found[0],))
             except HostError as error:  # STATE_UNUSABLE: hostd answers every request with it, and so do we
                 raise RpcError(error.to_error_object()) from None
             client = DirectClient(cast(Callable[[str, Any, RequestContext], Any], host.handle))
@@ -167,6 +174,14 @@ async def read_directly(state_dir: str) -> AsyncIterator[TracingClient]:
                 with trio.CancelScope(shield=True):
                     await host.shutdown(fast=True)
                 nursery.cancel_scope.cancel()
+
+
+async def _look_up_login_path(env: dict[str, str], found: list[str | None]) -> None:
+    """Append the login shell's ``PATH`` to ``found`` (:func:`sandbox.environment.login_shell_path`, in a
+    worker thread), the shell started with ``env`` as hostd's would be."""
+    from sandbox.environment import login_shell_path  # noqa: PLC0415
+
+    found.append(await trio.to_thread.run_sync(lambda: login_shell_path(env=env)))
 
 
 def _configure_logging() -> None:

@@ -149,6 +149,8 @@ class Host:
         notify: Notify,
         nursery: trio.Nursery,
         settings: HostSettings | None = None,
+        *,
+        login_path: tuple[str | None] | None = None,
     ) -> Host:
         """Build the host for one control session (called after ``initialize``).
 
@@ -156,9 +158,15 @@ class Host:
         every plugin that was enabled is enabled again (at most 4 at a time),
         unless its manifest or launch changed since it was approved.
         Raises ``STATE_UNUSABLE`` when the document cannot be used.
+
+        ``login_path``: the login shell's ``PATH`` (:func:`sandbox.environment.login_shell_path`), one item,
+        when the caller looked it up already (hostctl's reading commands, while importing this module);
+        ``None``: looked up here when ``settings.login_path``.
         """
         host = cls(options, notify, nursery, settings if settings is not None else HostSettings())
-        if host.settings.login_path:
+        if login_path is not None and host.settings.login_path:
+            host.login_path = login_path[0]
+        elif host.settings.login_path:
             # Off the start path: the login shell takes ~0.25 s (a profile may take seconds), and no
             # request needs it before the first launch resolution, which waits for it (command_path).
             host._login_path_known = known = trio.Event()
