@@ -7,8 +7,10 @@ to start a ``hostd serve --no-restore`` of their own (a second Python, hostd's i
 (:func:`hostd.cli.hostd.host_settings` of ``serve --no-restore``'s arguments, the same ``PATH``:
 :func:`hostd.cli.client.plugin_environment`), over a :class:`hostd.storage.state.ReadOnlyStateStore`, and
 asked the same methods: the answers, and so every line printed, are the ones that hostd gives, its parsing
-and validation included (a record it cannot read is ``broken`` with the same reason, a ``PLUGIN_NOT_FOUND``
-is the same error).
+and validation included (an unknown id is the same ``PLUGIN_NOT_FOUND``, a document from a newer hostd the
+same ``STATE_UNUSABLE``, a recorded start failure the same ``error`` with its reason). The login shell's
+``PATH`` (:func:`sandbox.environment.login_shell_path`, as hostd looks it up) is looked up while hostd's
+host is imported.
 
 What it does not do, the class of fault it avoids being *a reader that changes what it reads*: it takes no lock
 (a hostd starting at the same moment serves as usual), and writes, moves or removes nothing in the folder (no
