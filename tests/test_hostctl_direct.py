@@ -19,6 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from tests.conftest import MakePlugin, run_quietly
 from tests.test_hostctl_attach import COUNTING, FAILING, hostctl, starts
 
@@ -55,12 +58,17 @@ async def test_reading_commands_start_nothing_lock_nothing_write_nothing_and_ans
     tmp_path: Path, make_plugin: MakePlugin
 ) -> None:
     state = tmp_path / "state"
-    for plugin_id, code in (("mcp-echo", COUNTING), ("broken-echo", FAILING)):
-        folder = make_plugin(plugin_id, backend={"args": ["-c", code]})
-        for verb in (["install", str(folder)], ["grant", plugin_id, "--all"], ["approve", plugin_id, "--yes"]):
-            assert (await hostctl(state, *verb)).returncode == 0
-    assert (await hostctl(state, "enable", "mcp-echo")).returncode == 0
-    assert (await hostctl(state, "enable", "broken-echo")).returncode == 1  # its failure is recorded
+    env = {**plugin_environment(), "HOSTD_SECRETS": "file"}
+    async with HostdClient.spawn(["--state-dir", str(state), "--log-level", "error"], env=env) as hd:
+        for plugin_id, code in (("mcp-echo", COUNTING), ("broken-echo", FAILING)):
+            folder = make_plugin(plugin_id, backend={"args": ["-c", code]})
+            info = await hd.request("plugins/install", {"path": str(folder)})
+            await hd.request("plugins/grant", {"id": plugin_id, "permissions": info["permissions"]})
+            await hd.request("plugins/approve", {"id": plugin_id, "digest": info["launch"]["digest"]})
+        assert (await hd.request("plugins/enable", {"id": "mcp-echo"}, timeout=60))["status"] == "ready"
+        with pytest.raises(RpcError) as failed:
+            await hd.request("plugins/enable", {"id": "broken-echo"}, timeout=60)  # its failure is recorded
+        assert failed.value.kind == "PLUGIN_START_FAILED"
     assert (starts(state), starts(state, "broken-echo")) == (1, 1)
 
     before = snapshot(state)
