@@ -316,7 +316,9 @@ def build_environment(
 _PATH_MARK = "__HOSTD_LOGIN_PATH__"
 
 
-def login_shell_path(shell: str | None = None, timeout: float = 3.0) -> str | None:
+def login_shell_path(
+    shell: str | None = None, timeout: float = 3.0, env: Mapping[str, str] | None = None
+) -> str | None:
     """The ``PATH`` the user's login shell sets up, or ``None`` (blocking; bounded by ``timeout`` s).
 
     Desktop launchers (the Dock, a ``.desktop`` file, systemd) start apps with
@@ -326,17 +328,18 @@ def login_shell_path(shell: str | None = None, timeout: float = 3.0) -> str | No
     chatty profile cannot confuse it. Only absolute entries are kept.
     Failure, a time-out or a missing shell give ``None``. The caller caches
     the result (hostd computes it once at start; ``hostd serve
-    --no-login-path`` turns it off).
+    --no-login-path`` turns it off). ``env``: the shell's environment (default: this process's).
     """
     import subprocess  # noqa: PLC0415  (only this helper runs a process)
 
-    program = shell or os.environ.get("SHELL") or "/bin/sh"
+    program = shell or (os.environ if env is None else env).get("SHELL") or "/bin/sh"
     if not os.path.isabs(program) or not os.access(program, os.X_OK):
         return None
     script = f'printf "%s%s%s" "{_PATH_MARK}" "$PATH" "{_PATH_MARK}"'
     try:
         done = subprocess.run(
             [program, "-l", "-c", script],
+            env=None if env is None else dict(env),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=timeout,

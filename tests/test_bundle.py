@@ -402,6 +402,45 @@ async def test_python_bundle_with_generated_tools(tmp_path: Path, hostd: HostdCl
     assert sorted(os.listdir(tmp_path / "state" / "bundles")) == []
 
 
+def echo_bundle(path: Path, version: str, *args: str) -> Path:
+    """The echo fixture as a python bundle ``echo-py`` of ``version``, its server run with ``args``."""
+    config = {"command": "python3", "args": ["${__dirname}/server/server.py", *args], "env": {"ECHO_MODE": "plain"}}
+    return build(
+        path,
+        mcpb_manifest(
+            name="echo-py",
+            version=version,
+            server={"type": "python", "entry_point": "server/server.py", "mcp_config": config},
+            tools=None,
+            tools_generated=True,
+        ),
+        {"server/server.py": (ECHO / "server.py").read_bytes()},
+    )
+
+
+async def test_a_newer_bundle_replaces_a_plugin_in_error_without_a_disable(tmp_path: Path, hostd: HostdClient) -> None:
+    """Issue 28: a plugin whose start failed runs nothing; installing a fixed release of its bundle replaces it
+    as it is (``plugins/import`` did already), its grants kept; a running plugin is still refused."""
+    broken = echo_bundle(tmp_path / "echo-1.0.0.mcpb", "1.0.0", "--variant", "exit-at-start")
+    info = await hostd.request("plugins/install", {"path": str(broken)})
+    await hostd.request("plugins/grant", {"id": "echo-py", "permissions": info["permissions"]})
+    await hostd.request("plugins/approve", {"id": "echo-py", "digest": info["launch"]["digest"]})
+    with pytest.raises(RpcError) as failed:
+        await hostd.request("plugins/enable", {"id": "echo-py"})
+    assert failed.value.kind == "PLUGIN_START_FAILED"
+    assert (await hostd.request("plugins/status", {"id": "echo-py"}))["status"] == "error"
+
+    fixed = await hostd.request("plugins/install", {"path": str(echo_bundle(tmp_path / "echo-1.0.1.mcpb", "1.0.1"))})
+    assert (fixed["id"], fixed["version"], fixed["status"], fixed["enabled"]) == ("echo-py", "1.0.1", "stopped", False)
+    assert fixed["granted"] == sorted(info["permissions"])
+    assert fixed["launch"]["approved"] is False  # another launch: approved again
+    await hostd.request("plugins/approve", {"id": "echo-py", "digest": fixed["launch"]["digest"]})
+    assert (await hostd.request("plugins/enable", {"id": "echo-py"}))["status"] == "ready"
+    with pytest.raises(RpcError) as running:
+        await hostd.request("plugins/install", {"path": str(tmp_path / "echo-1.0.1.mcpb")})
+    assert running.value.kind == "PLUGIN_STATE_CONFLICT"
+
+
 async def test_hostile_bundles_through_install(tmp_path: Path, hostd: HostdClient) -> None:
     cases = {
         "slip.mcpb": archive_of(("manifest.json", json.dumps(mcpb_manifest()).encode()), ("../../escaped", b"x")),

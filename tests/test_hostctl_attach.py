@@ -67,7 +67,7 @@ async def test_reading_commands_start_no_plugin(tmp_path: Path, make_plugin: Mak
         done = await hostctl(state, *verb)
         assert done.returncode == 0, (verb, done.stdout, done.stderr)
         assert starts(state) == 1, verb
-        assert f"hostctl: started a hostd for {state} (it starts only the plugins this command uses)" in done.stderr
+        assert f"hostctl: read {state} directly (no hostd serves it; nothing started)" in done.stderr
     listed = await hostctl(state, "list")
     row = listed.stdout.splitlines()[2].split()
     assert row[:5] == ["mcp-echo", "1.0.0", "-", "stopped", "yes"]
@@ -147,7 +147,7 @@ async def test_hostctl_uses_the_hostd_already_serving_the_folder(tmp_path: Path,
         assert running.process.returncode is None
     assert not socket_path(state).exists()  # removed when that hostd stopped
     after = await hostctl(state, "list")
-    assert "hostctl: started a hostd for" in after.stderr
+    assert f"hostctl: read {state} directly" in after.stderr
 
 
 async def test_a_second_hostd_on_one_folder_is_refused_by_name(tmp_path: Path) -> None:

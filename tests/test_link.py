@@ -21,6 +21,8 @@ import trio
 
 from hostd.mcp.link import PluginLink, PluginRequestError, RequestHandler
 from hostd.mcp.transport.stdio import StdioLink
+from hostd.wire import lazy
+from hostd.wire.errors import ErrorKind, HostError
 from hostd.wire.redact import Redactor
 from sandbox.environment import EnvPolicy
 from sandbox.launch import resolve_launch
@@ -128,3 +130,33 @@ async def test_cancelling_a_request_sends_cancelled_and_progress_reaches_the_cal
     assert steps == [(1, 20, "step 1/20")]
     assert seen["notifications"] == ["notifications/initialized", "notifications/cancelled"]
     assert len(seen["cancelled"]) == 1
+
+
+#: Exits 1 without reading stdin (its end closed), its stdout kept open by a child: the exit is seen only by the
+#: exit watch, so writing ``initialize`` fails with EPIPE first, every time.
+EXITS_LEAVING_STDOUT_OPEN = (
+    "import os, subprocess, sys; os.close(0); subprocess.Popen(['sleep', '60'], stdin=subprocess.DEVNULL); sys.exit(1)"
+)
+
+
+async def test_a_server_that_exited_before_its_first_message_is_reported_by_its_exit() -> None:
+    """The class: a pipe's end reported in place of the exit that caused it (issue 28). The server has exited
+    (and been waited for) before the link writes ``initialize``, and nothing closed its stdout: that write
+    fails with EPIPE before the exit is seen, and the start failure names the exit status, as when the exit
+    is seen first, never "closed its stdin"."""
+    launch = resolve_launch(
+        "python3", ["-c", EXITS_LEAVING_STDOUT_OPEN], ECHO, {}, EnvPolicy(), host_env=HOST_ENV, tmpdir="/tmp"
+    )
+    await lazy.load_async("hostd.mcp.handshake", "the test")  # loaded, as in a hostd that started one plugin
+    process = await spawn(launch)
+    try:
+        assert await process.wait() == 1
+        link = StdioLink("echo", process, redact=Redactor([]), on_log=_ignore, on_notification=_ignore)
+        with trio.fail_after(30), pytest.raises(HostError) as failed:
+            await link.run(20.0, task_status=trio.TASK_STATUS_IGNORED)
+        assert failed.value.kind is ErrorKind.PLUGIN_START_FAILED
+        assert failed.value.data["reason"] == "exited with code 1 during start"
+        assert link.failure == "exited with code 1"
+    finally:
+        with trio.CancelScope(shield=True):
+            await process.stop(grace=1.0)

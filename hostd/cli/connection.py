@@ -11,7 +11,7 @@ import struct
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, TypeVar, cast
@@ -105,12 +105,16 @@ class TracingClient(HostdClient):
         super()._route(message)
 
 
+#: What answers a reading command without a hostd (:func:`hostd.cli.direct.reader`): given the state folder, a
+#: client to use, or ``None`` when a hostd must answer.
+Reader = Callable[[str], Awaitable[AbstractAsyncContextManager[TracingClient] | None]]
+
 _INITIALIZE = {"clientInfo": {"name": "hostctl", "version": __version__}, "protocolVersion": PROTOCOL_VERSION}
 
 
 @asynccontextmanager
 async def open_hostd(
-    state_dir: str | None = None, *, ask_grants: RequestHandler | None = None
+    state_dir: str | None = None, *, ask_grants: RequestHandler | None = None, reader: Reader | None = None
 ) -> AsyncIterator[TracingClient]:
     """An initialized hostd on ``state_dir`` (a temporary state folder unless given); says on stderr which.
 
@@ -124,6 +128,11 @@ async def open_hostd(
     ``ask_grants``: answers hostd's ``grants/request`` (a file a tool call names; ``capabilities.grants`` is
     declared) in a hostd of this command's own; ``None``, or a session on another's socket (whose requests
     go to its parent): not declared, such a call fails with ``ACCESS_NOT_GRANTED``.
+
+    ``reader``: given to a command that only reads (``list``, ``status``, ``logs``, ``tools``): when no hostd
+    serves the folder, what it returns for the folder, if anything, answers instead of a hostd of this command's
+    own (:func:`hostd.cli.direct.reader`: the folder read in this process, the same answers, no hostd started,
+    no lock taken; ``None`` where only a hostd may handle the folder).
     """
     with tempfile.TemporaryDirectory(prefix="hostctl-") as scratch:
         if state_dir is not None:
@@ -133,6 +142,18 @@ async def open_hostd(
                 print(f"hostctl: using the hostd already serving {state_dir} (pid {pid})", file=sys.stderr)
                 async with _attached(sock) as client:
                     yield client
+                return
+            reading = await reader(state_dir) if reader is not None else None
+            if reading is not None:
+                print(f"hostctl: read {state_dir} directly (no hostd serves it; nothing started)", file=sys.stderr)
+                try:
+                    async with reading as client:
+                        yield client
+                except BaseExceptionGroup as group:  # the host's nursery wraps what the command raised
+                    leaves = _leaves(group)
+                    if len(leaves) == 1 and not isinstance(leaves[0], trio.Cancelled):
+                        raise leaves[0] from None
+                    raise
                 return
         state = state_dir if state_dir is not None else os.path.join(scratch, "state")
         # The same handler answers file grants and network destinations (issue 26) in the terminal.

@@ -8,7 +8,8 @@ restore is waited for, :func:`hostd.cli.connection.settle`), else a real ``hostd
 --no-restore`` of its own through :class:`hostd.cli.client.HostdClient` (with
 :func:`hostd.cli.client.plugin_environment`, so a manifest's bare ``python3`` is this
 interpreter), which starts no plugin unless the command needs one, shut down cleanly before
-exiting. It says which on stderr, in one line.
+exiting; a reading command (:data:`READING`) instead reads the folder in this process with hostd's own
+code (:mod:`hostd.cli.direct`: no lock, nothing written). It says which on stderr, in one line.
 
 ``list``, ``install DIR``, ``import CONFIG``, ``grant ID [PERM...|--all]``,
 ``approve ID [--yes]``, ``enable ID|ID.TOOL`` (an npx/uvx plugin's packages installed first),
@@ -63,6 +64,7 @@ from typing import Any
 import trio
 
 from hostd import __version__
+from hostd.cli import direct
 from hostd.cli.client import HostdClient, RpcError
 from hostd.cli.commands_plugins import (
     answer_grants,
@@ -117,13 +119,18 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+#: The commands that only read: answered without a hostd when none serves the folder (hostd/cli/direct.py).
+READING: frozenset[Command] = frozenset({cmd_list, cmd_status, cmd_tools, cmd_logs})
+
+
 async def run_command(command: Command, opts: Options, args: argparse.Namespace) -> int:
     """Start hostd on ``opts.state_dir``, run ``command``, shut hostd down; report a failure
     as ``error: KIND: message`` on stderr (exit 1): a non-zero exit always says why."""
     try:
         # hostctl call asks in the terminal for a file the call names (hostd/host/call_grants.py).
         ask = answer_grants if command is cmd_call and sys.stdin.isatty() else None
-        async with open_hostd(opts.state_dir, ask_grants=ask) as client:
+        reader = direct.reader if command in READING else None
+        async with open_hostd(opts.state_dir, ask_grants=ask, reader=reader) as client:
             try:
                 return await command(client, opts, args)
             except RpcError as exc:
@@ -178,8 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog="hostctl",
-        description="Manage the MCP plugins of a hostd state folder: each command starts a hostd on the folder "
-        "(which starts the enabled plugins again), does its work over the control protocol, and shuts it down.",
+        description="Manage the MCP plugins of a hostd state folder, through the hostd serving it, else one of the "
+        "command's own that starts only the plugins the command uses (list, status, tools and logs read the folder "
+        "without one).",
         epilog="Every command but demo takes --state-dir DIR (default: the user's state folder, "
         f"{default_state_dir()}) and --json (print the protocol's JSON result). Exit codes: 0 done, 1 failed "
         "(the reason on stderr), 2 usage.",

@@ -36,8 +36,10 @@ DEFAULT_MAX_DISK_MB = 1024
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from types import ModuleType
 
     from hostd.control.server import HostApi, HostFactory
+    from hostd.host.records import HostSettings
     from sandbox.probe import Capability
 
 
@@ -353,29 +355,10 @@ def _doctor(state_dir: str | None) -> int:
     return 0
 
 
-def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> HostFactory:
-    """What builds the host once ``initialize`` is answered: ``hostd.host.service`` imported in a worker thread,
-    its settings taken from ``serve``'s arguments."""
-
-    async def host_factory(options: InitializeOptions, notify: Notify, nursery: trio.Nursery) -> HostApi:
-        # Imported here, after initialize was answered: this is the heavy part.
-        module = await trio.to_thread.run_sync(importlib.import_module, "hostd.host.service")
-        fanout = Fanout(notify)  # the parent, and each session on the control socket
-        settings = _host_settings(module, args, trust_roots)
-        host: HostApi = await module.Host.create(options, fanout.notify, nursery, settings)
-        store = options.state_store
-        if store is not None and not args.no_control_socket:
-            # Listening before the host is handed over: a client that reads this hostd's answers finds the socket.
-            await nursery.start(serve_control_socket, host, store, fanout, current_outbox())
-        return host
-
-    return host_factory
-
-
-def _host_settings(module: Any, args: argparse.Namespace, trust_roots: tuple[str, ...]) -> Any:
-    """The host's ``HostSettings`` (of ``module``, ``hostd.host.service``) from ``serve``'s or ``mcp``'s arguments
-    (``mcp`` has no ``--trust`` and no ``--no-restore``: strict, and the enabled plugins start)."""
-    return module.HostSettings(
+def host_settings(module: ModuleType, args: argparse.Namespace, trust_roots: tuple[str, ...]) -> HostSettings:
+    """The host's settings from ``serve``'s or ``mcp``'s arguments (``module``: ``hostd.host.service``, imported
+    by the caller; ``mcp`` has no ``--trust`` and no ``--no-restore``: strict, and the enabled plugins start)."""
+    settings: HostSettings = module.HostSettings(
         trust_development=getattr(args, "trust", "strict") == "development",
         pass_proxy=bool(args.pass_proxy_env),
         restart=args.restart,
@@ -395,6 +378,40 @@ def _host_settings(module: Any, args: argparse.Namespace, trust_roots: tuple[str
         download_allow_private=tuple(args.allow_private_download),
         restore=not getattr(args, "no_restore", False),
     )
+    return settings
+
+
+def serve_arguments(argv: list[str]) -> argparse.Namespace:
+    """``hostd serve``'s arguments parsed from ``argv`` (its words after ``hostd``); ``SystemExit`` on a bad one."""
+    return _parser().parse_args(argv)
+
+
+def trust_roots_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The bundle trust roots: ``--bundle-trust-root``, else ``$HOSTD_BUNDLE_TRUST_ROOT`` (absolute paths)."""
+    return tuple(
+        os.path.abspath(p)
+        for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)
+        if p
+    )
+
+
+def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> HostFactory:
+    """What builds the host once ``initialize`` is answered: ``hostd.host.service`` imported in a worker thread,
+    its settings taken from ``serve``'s arguments."""
+
+    async def host_factory(options: InitializeOptions, notify: Notify, nursery: trio.Nursery) -> HostApi:
+        # Imported here, after initialize was answered: this is the heavy part.
+        module = await trio.to_thread.run_sync(importlib.import_module, "hostd.host.service")
+        fanout = Fanout(notify)  # the parent, and each session on the control socket
+        settings = host_settings(module, args, trust_roots)
+        host: HostApi = await module.Host.create(options, fanout.notify, nursery, settings)
+        store = options.state_store
+        if store is not None and not args.no_control_socket:
+            # Listening before the host is handed over: a client that reads this hostd's answers finds the socket.
+            await nursery.start(serve_control_socket, host, store, fanout, current_outbox())
+        return host
+
+    return host_factory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -419,11 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     # Descriptors: hostd's soft limit up to the hard one; its plugins get the old one back (sandbox/limits.py).
     before, after = raise_nofile_limit()
     logging.getLogger("hostd").debug("descriptor limit: soft %d -> %d", before, after)
-    trust_roots = tuple(
-        os.path.abspath(p)
-        for p in args.bundle_trust_root or os.environ.get("HOSTD_BUNDLE_TRUST_ROOT", "").split(os.pathsep)
-        if p
-    )
+    trust_roots = trust_roots_of(args)
     if trust_roots:
         from hostd.install.signing import load_trust_roots  # noqa: PLC0415  (only this flag pays for cryptography)
 
@@ -475,7 +488,7 @@ def _serve_mcp(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> int:
         return exc.exit_code
     module = importlib.import_module("hostd.host.service")
     gateway = importlib.import_module("hostd.gateway.server")
-    settings = _host_settings(module, args, trust_roots)
+    settings = host_settings(module, args, trust_roots)
     options: dict[str, Any] = {
         "control_socket": not args.no_control_socket,
         "max_frame_bytes": args.max_message_bytes,

@@ -155,9 +155,29 @@ def generated_root(host: InstallHost, kind: str) -> Path:
     return host.store.directory / kind
 
 
+async def stop_failed(host: InstallHost, plugin_id: str, folder: Path) -> None:
+    """Stop ``plugin_id`` when it is installed from ``folder`` and in ``error``: what installing it again replaces.
+
+    The class (issue 28): *a plugin whose start failed is replaced only after a separate disable*. It runs
+    nothing (at most a retry is pending): installing it again (a fixed release, from a folder, a bundle, a
+    registry entry, a config imported again) replaces it as it is, its retries stopped. A plugin that runs is
+    still refused (:func:`check_replace`). Cancellation waits for the stop (the supervisor's ``disable``).
+    """
+    existing = host.plugins.get(plugin_id)
+    if existing is not None and existing.path == folder and existing.supervisor.state is State.ERROR:
+        await existing.supervisor.disable()
+
+
+def check_replace_from_thread(host: InstallHost, plugin_id: str, folder: Path) -> None:
+    """:func:`check_replace` from a worker thread (a bundle being unpacked), after :func:`stop_failed` (run in
+    the event loop, waited for)."""
+    trio.from_thread.run(stop_failed, host, plugin_id, folder)
+    check_replace(host, plugin_id, folder)
+
+
 def check_replace(host: InstallHost, plugin_id: str, folder: Path) -> None:
     """Refuse to (re)install ``plugin_id`` from ``folder``: another folder has it, or it is not stopped
-    (:func:`install_folder` stops one in ``error`` first)."""
+    (:func:`stop_failed` stops one in ``error`` first)."""
     existing = host.plugins.get(plugin_id)
     if existing is None:
         return
@@ -184,7 +204,9 @@ async def unpack_bundle(host: InstallHost, path: Path, *, origin: dict[str, Any]
     def unpack() -> Path:
         bundle = bundles.read_bundle(path, trust_roots=host.settings.bundle_trust_roots)
         folder: Path
-        folder, document = bundles.install_bundle(bundle, root, check=functools.partial(check_replace, host))
+        folder, document = bundles.install_bundle(
+            bundle, root, check=functools.partial(check_replace_from_thread, host)
+        )
         if origin is not None:
             document["origin"] = {**document["origin"], **origin}
         _write_manifest(folder, document)
@@ -208,6 +230,7 @@ async def unpack_server_json(host: InstallHost, entry: dict[str, Any] | str, ind
     assert plan.manifest is not None
     plugin_id = str(plan.manifest["id"])
     folder: Path = generated_root(host, "registry") / plugin_id
+    await stop_failed(host, plugin_id, folder)
     check_replace(host, plugin_id, folder)
     try:
         await trio.to_thread.run_sync(_write_manifest, folder, plan.manifest)
@@ -242,10 +265,7 @@ async def install_folder(host: InstallHost, folder: Path, *, adopt_data: bool = 
                 permissions=unknown,
             )
     existing = host.plugins.get(manifest.id)
-    if existing is not None and existing.path == folder and existing.supervisor.state is State.ERROR:
-        # A plugin whose start failed runs nothing (at most a retry is pending): installing it again (a fixed
-        # release, imported again) replaces it as it is, its retries stopped, without a separate disable.
-        await existing.supervisor.disable()
+    await stop_failed(host, manifest.id, folder)
     check_replace(host, manifest.id, folder)
     plugin = host.add_plugin(folder, manifest, digest)
     if existing is not None:

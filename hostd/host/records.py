@@ -77,6 +77,10 @@ class HostSettings:
     #: Start the enabled plugins at start-up (False: ``hostd serve --no-restore``; each starts at its
     #: ``plugins/enable``, and one whose last start failed shows ``error`` with that reason).
     restore: bool = True
+    #: A reader of the state folder, not its owner (hostctl's reading commands when no hostd serves the folder,
+    #: issue 28): the store is a :class:`hostd.storage.state.ReadOnlyStateStore`; no orphan sweep, no check that
+    #: moves a damaged secrets file aside, no log file written. Only the reading methods are asked of it.
+    read_only: bool = False
 
     def isolation_policy(
         self,

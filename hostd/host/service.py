@@ -157,6 +157,8 @@ class Host:
         notify: Notify,
         nursery: trio.Nursery,
         settings: HostSettings | None = None,
+        *,
+        login_path: tuple[str | None] | None = None,
     ) -> Host:
         """Build the host for one control session (called after ``initialize``).
 
@@ -164,26 +166,33 @@ class Host:
         every plugin that was enabled is enabled again (at most 4 at a time),
         unless its manifest or launch changed since it was approved.
         Raises ``STATE_UNUSABLE`` when the document cannot be used.
+
+        ``login_path``: the login shell's ``PATH`` (:func:`sandbox.environment.login_shell_path`), one item,
+        when the caller looked it up already (hostctl's reading commands, while importing this module);
+        ``None``: looked up here when ``settings.login_path``.
         """
         host = cls(options, notify, nursery, settings if settings is not None else HostSettings())
-        if host.settings.login_path:
+        if login_path is not None and host.settings.login_path:
+            host.login_path = login_path[0]
+        elif host.settings.login_path:
             # Off the start path: the login shell takes ~0.25 s (a profile may take seconds), and no
             # request needs it before the first launch resolution, which waits for it (command_path).
             host._login_path_known = known = trio.Event()
             nursery.start_soon(host._find_login_path, known)
-        swept = await trio.to_thread.run_sync(sweep_orphans)
-        if swept:
-            log.warning("ended %d plugin processes left behind by a previous hostd", swept)
-        stale = await trio.to_thread.run_sync(cgroups.sweep_stale_detected)
-        if stale:
-            log.warning("removed %d cgroups left behind by a previous hostd: %s", len(stale), ", ".join(stale))
+        if not host.settings.read_only:  # a reader owns no plugin process, and may run beside a hostd that does
+            swept = await trio.to_thread.run_sync(sweep_orphans)
+            if swept:
+                log.warning("ended %d plugin processes left behind by a previous hostd", swept)
+            stale = await trio.to_thread.run_sync(cgroups.sweep_stale_detected)
+            if stale:
+                log.warning("removed %d cgroups left behind by a previous hostd: %s", len(stale), ", ".join(stale))
         if host.store is not None:
             store = host.store
             try:
                 opened = await trio.to_thread.run_sync(store.open)
             except StateError as exc:
                 raise HostError(ErrorKind.STATE_UNUSABLE, str(exc), stateDir=str(store.directory)) from None
-            if host.secret_store is not None and host.secret_store.backend == "file":
+            if host.secret_store is not None and host.secret_store.backend == "file" and not host.settings.read_only:
                 # A damaged secrets file is moved aside and reported now; an unreadable one fails only the
                 # plugins that need it (STATE_FILE_UNREADABLE at their enable), and is reported now.
                 problem = await trio.to_thread.run_sync(host.secret_store.check)
@@ -193,9 +202,11 @@ class Host:
                 log.warning("%s", warning)
             host.catalog.records = dict(opened.plugins)
             host.log_files = LogFiles(store.directory / "logs")
-            nursery.start_soon(host.log_files.run)
+            if not host.settings.read_only:  # a reader's lines (none but a refusal shown again) are not kept
+                nursery.start_soon(host.log_files.run)
             to_enable = await catalog.restore(host, opened.warnings)
-            await install_methods.migrate_secrets(host)
+            if not host.settings.read_only:  # a reader writes nothing: the next hostd migrates
+                await install_methods.migrate_secrets(host)
             if host.settings.restore:
                 nursery.start_soon(host._restore_enabled, to_enable)
             else:
@@ -272,7 +283,7 @@ class Host:
     def _keep_line(self, plugin_id: str, level: str, source: Any, message: str) -> None:
         """One log line of ``plugin_id`` in its ring and its log file."""
         line = self.logs.setdefault(plugin_id, LogRing()).add(level, source, message)
-        if self.log_files is not None:
+        if self.log_files is not None and not self.settings.read_only:
             self.log_files.add(plugin_id, line.wire())
 
     def _keep_failure(self, plugin_id: str, status: dict[str, Any]) -> None:
@@ -281,6 +292,11 @@ class Host:
         error = status.get("error")
         if status.get("status") != "error" or not isinstance(error, dict):
             self._logged_failure.pop(plugin_id, None)
+            return
+        if "failedAt" in error or (plugin_id in self._refusing and not self.settings.restore):
+            # Shown, not happening: a hostd that starts nothing (--no-restore: one per hostctl command) shows a
+            # recorded failure, or what its restore would refuse, without a start. The class (issue 28): a
+            # command that only reads appending to the log it reads; the failure was logged when it happened.
             return
         text = f"start failed: {error.get('kind') or 'error'}: {error.get('message')}"
         if self._logged_failure.get(plugin_id) == text:

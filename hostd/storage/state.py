@@ -317,34 +317,7 @@ class StateStore:
         self.lock()
         warnings = self._remove_stale_temporaries()
         try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return OpenedState(plugins={}, warnings=warnings)
-        except OSError as exc:
-            raise StateError(f"cannot read {self.path}: {exc.strerror}") from None
-        try:
-            document = orjson.loads(raw)
-            if not isinstance(document, dict):
-                raise ValueError("the document is not an object")
-            version = document.get("version")
-            if not isinstance(version, int) or isinstance(version, bool):
-                raise ValueError("the document has no integer 'version'")
-            if version > STATE_VERSION:
-                raise StateTooNew(
-                    f"{self.path} was written by a newer hostd (version {version}; this one reads up to "
-                    f"{STATE_VERSION}); it is left untouched"
-                )
-            plugins_raw = document.get("plugins", {})
-            if not isinstance(plugins_raw, dict):
-                raise ValueError("'plugins' is not an object")
-            plugins: dict[str, StoredRecord] = {}
-            for key, value in plugins_raw.items():
-                try:
-                    if not PLUGIN_ID.fullmatch(key):
-                        raise RecordError("", "the key is not a plugin id")
-                    plugins[key] = PluginRecord.from_json(value)
-                except RecordError as exc:  # this record only: the others are used as usual
-                    plugins[key] = UnreadableRecord(raw=value, field=exc.field, reason=str(exc))
+            plugins = self._read()
         except StateTooNew:
             raise
         except ValueError as exc:
@@ -352,6 +325,42 @@ class StateStore:
             warnings.append(f"{self.path} was corrupt ({exc}); moved aside to {aside.name}")
             return OpenedState(plugins={}, warnings=warnings)
         return OpenedState(plugins=plugins, warnings=warnings)
+
+    def _read(self) -> dict[str, StoredRecord]:
+        """The records of the document (none when it is missing), each readable or not (:class:`UnreadableRecord`).
+
+        Raises :class:`StateTooNew` for a newer version, ``ValueError`` for a corrupt document (the caller
+        decides what to do with it), :class:`StateError` when it cannot be read. Writes nothing.
+        """
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise StateError(f"cannot read {self.path}: {exc.strerror}") from None
+        document = orjson.loads(raw)
+        if not isinstance(document, dict):
+            raise ValueError("the document is not an object")
+        version = document.get("version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ValueError("the document has no integer 'version'")
+        if version > STATE_VERSION:
+            raise StateTooNew(
+                f"{self.path} was written by a newer hostd (version {version}; this one reads up to "
+                f"{STATE_VERSION}); it is left untouched"
+            )
+        plugins_raw = document.get("plugins", {})
+        if not isinstance(plugins_raw, dict):
+            raise ValueError("'plugins' is not an object")
+        plugins: dict[str, StoredRecord] = {}
+        for key, value in plugins_raw.items():
+            try:
+                if not PLUGIN_ID.fullmatch(key):
+                    raise RecordError("", "the key is not a plugin id")
+                plugins[key] = PluginRecord.from_json(value)
+            except RecordError as exc:  # this record only: the others are used as usual
+                plugins[key] = UnreadableRecord(raw=value, field=exc.field, reason=str(exc))
+        return plugins
 
     def _remove_stale_temporaries(self) -> list[str]:
         """Remove what interrupted writes left (we hold the lock: no write is under way)."""
@@ -395,6 +404,43 @@ class StateStore:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+
+class StateNeedsRepair(StateError):
+    """What a :class:`ReadOnlyStateStore` found that only a hostd holding the lock may handle (a corrupt document,
+    which it moves aside): the reader leaves it to one."""
+
+
+class ReadOnlyStateStore(StateStore):
+    """The state document read as it is, by a process that does not own the folder (``hostctl``'s reading
+    commands, issue 28): no lock taken (a hostd starting meanwhile is not refused), nothing written, removed
+    or moved aside.
+
+    :meth:`open` reads the records with the very checks of :meth:`StateStore.open`; where that one would
+    change the folder (a corrupt document moved aside) it raises :class:`StateNeedsRepair` instead. Temporary
+    files of interrupted writes are left alone: they are never read (the document is replaced by a rename),
+    and a hostd removes them under its lock. :meth:`save` keeps nothing: what a hostd decides to write
+    (a start failure it saw) is written by the hostd that runs the plugin, never by a reader.
+    """
+
+    def lock(self) -> None:
+        """Take nothing: a reader holds no lock."""
+
+    def open(self) -> OpenedState:
+        """The records as :meth:`StateStore.open` reads them (no warnings: nothing was changed).
+
+        Raises :class:`StateTooNew`, :class:`StateError` as that one does, and :class:`StateNeedsRepair` for a
+        corrupt document (left as it is).
+        """
+        try:
+            return OpenedState(plugins=self._read(), warnings=[])
+        except StateTooNew:
+            raise
+        except ValueError as exc:
+            raise StateNeedsRepair(f"{self.path} is corrupt ({exc})") from None
+
+    def save(self, plugins: Mapping[str, StoredRecord]) -> None:
+        """Write nothing (see the class)."""
 
 
 def temporary_name(path: Path) -> Path:

@@ -55,6 +55,8 @@ log = logging.getLogger("hostd.mcp.link")
 __all__ = ["StdioLink", "answered_id"]
 
 _READ_BYTES = 65536
+#: How long a link whose pipe ended waits for the process's exit status before reporting the pipe, in seconds.
+EXIT_WAIT = 1.0
 
 #: Where a JSON-RPC response names its id: first (after "jsonrpc"), or last. Every encoder
 #: seen puts it at one end (Python SDK: first; TypeScript SDK: last), never inside "result".
@@ -185,15 +187,24 @@ class StdioLink(PluginLink):
                     return
 
     async def _stdout_closed(self) -> None:
+        await self._pipe_gone("closed its stdout")
+
+    async def _pipe_gone(self, what: str) -> None:
+        """A pipe to the plugin ended (``what``: which): fail the link with the process's exit when it exited,
+        waited for at most :data:`EXIT_WAIT` seconds, else with ``what``.
+
+        The class (issue 28): *a pipe's end reported in place of the exit that caused it*. A server that exits
+        has its pipes closed by the kernel; which of its ends hostd sees first (stdout's EOF, the EPIPE of
+        writing ``initialize`` or a call to it, the exit itself) is a race, and the one failure was reported as
+        "exited with code 1 during start" or as "closed its stdin" by turns. The exit status says why; a
+        process that closed a pipe and still runs is reported by the pipe.
+        """
         if self._closing:
             return
-        with trio.move_on_after(1.0):
+        with trio.move_on_after(EXIT_WAIT):
             await self.process.wait()
         code = self.process.returncode
-        if code is None:
-            self._fail("closed its stdout")
-        else:
-            self._fail(_exit_reason(code))
+        self._fail(what if code is None else _exit_reason(code))
 
     @property
     def pending_frame_bytes(self) -> int:
@@ -225,8 +236,7 @@ class StdioLink(PluginLink):
             async with self._write_lock:
                 await self.process.stdin.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            if not self._closing:
-                self._fail("closed its stdin")
+            await self._pipe_gone("closed its stdin")  # EPIPE: most often a process that already exited
             return False
         return True
 

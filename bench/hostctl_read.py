@@ -1,0 +1,112 @@
+"""How long hostctl's reading commands take with an enabled plugin: read directly vs through a hostd (issue 28).
+
+Usage: python -m bench.hostctl_read [runs] (default 7). Makes a state folder holding one enabled echo plugin
+(installed, granted, approved, started once and stopped by a real ``hostd serve``), then, interleaved, one
+of each per round, runs real hostctl processes to exit:
+
+- ``direct``: ``python -m hostd.cli.hostctl <verb>``, which reads the folder in its own process (no hostd
+  serves it: hostd/cli/direct.py);
+- ``spawn``: the same command the old way, through a ``hostd serve --no-restore`` of its own (hostctl with its
+  reading commands sent to a hostd, as before);
+- ``import``: ``python -c "import hostd.cli.hostctl"`` (what any hostctl command costs before it does anything);
+- ``python``: ``python -c pass``.
+
+for the verbs ``list`` and ``status``. Prints one JSON object: per verb and way, the wall time and the CPU
+time (user + system of the process and its children) in milliseconds, p50 and min, and checks that both ways
+printed the same stdout. The first round warms the caches (bytecode) and is dropped. Timings belong here,
+never in tests; run it on an idle machine (the load average at start is in the output).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bench.common import echo_copy, open_hostd, ready, scratch
+
+#: hostctl with its reading commands going through a hostd of their own, as before hostd/cli/direct.py.
+SPAWN_WAY = "import sys; from hostd.cli import hostctl; hostctl.READING = frozenset(); sys.exit(hostctl.main())"
+
+VERBS = ("list", "status")
+
+
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Run ``argv`` to exit: (wall ms, CPU ms of it and its children, stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    wall = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv}: exit {done.returncode}: {done.stderr}")
+    return wall, cpu, done.stdout
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    return {"p50": round(statistics.median(samples), 1), "min": round(min(samples), 1)}
+
+
+async def _enabled_plugin(state: Path, parent: Path) -> None:
+    """``state`` with the echo plugin installed, approved and enabled (then its hostd stopped)."""
+    async with open_hostd(state) as hostd:
+        await ready(hostd, echo_copy(parent))
+
+
+def run(runs: int) -> dict[str, Any]:
+    """The measurement (see the module header); ``runs`` rounds after one warm-up round."""
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    with scratch() as folder:
+        state = folder / "state"
+        trio.run(_enabled_plugin, state, folder)
+        env = {**os.environ, "PYDANTIC_DISABLE_PLUGINS": "__all__"}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's hostctl runs from its bytecode cache
+        python = sys.executable
+        ways: dict[str, list[str]] = {"direct": ["-m", "hostd.cli.hostctl"], "spawn": ["-c", SPAWN_WAY]}
+        wall: dict[str, list[float]] = {}
+        cpu: dict[str, list[float]] = {}
+        same_output = True
+        for round_ in range(runs + 1):
+            for verb in VERBS:
+                outputs = []
+                for way, program in ways.items():
+                    w, c, out = _timed([python, *program, verb, "--state-dir", str(state)], env)
+                    outputs.append(out)
+                    if round_:
+                        wall.setdefault(f"{verb} {way}", []).append(w)
+                        cpu.setdefault(f"{verb} {way}", []).append(c)
+                same_output = same_output and outputs[0] == outputs[1]
+            for name, argv in (
+                ("import hostd.cli.hostctl", [python, "-c", "import hostd.cli.hostctl"]),
+                ("python -c pass", [python, "-c", "pass"]),
+            ):
+                w, c, _ = _timed(argv, env)
+                if round_:
+                    wall.setdefault(name, []).append(w)
+                    cpu.setdefault(name, []).append(c)
+    return {
+        "runs": runs,
+        "load_at_start": load,
+        "cores": os.cpu_count(),
+        "wall_ms": {k: _stats(v) for k, v in wall.items()},
+        "cpu_ms": {k: _stats(v) for k, v in cpu.items()},
+        "same_stdout": same_output,
+    }
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+    print(json.dumps(run(runs), indent=1))
+
+
+if __name__ == "__main__":
+    main()
