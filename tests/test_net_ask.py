@@ -77,7 +77,7 @@ async def test_the_parent_answers_no_once_and_always(tmp_path: Path, nursery: tr
 
         declined = (
             f"403 127.0.0.1:{ports['no']} is not in the plugin's allowlist, and no allowed name resolves to it; "
-            "the user declined it"
+            f"the user declined it (to let it through: hostctl grant mcp-probe --host 127.0.0.1:{ports['no']})"
         )
         assert await run(fetch("listed"), fetch("no"), fetch("once"), fetch("always"), fetch("no"), fetch("once")) == [
             "200 hello /listed",
@@ -114,7 +114,8 @@ async def test_the_parent_answers_no_once_and_always(tmp_path: Path, nursery: tr
         answers[ports["always"]] = "no"
         assert await run(fetch("always")) == [
             f"403 127.0.0.1:{ports['always']} is not in the plugin's allowlist, and no allowed name resolves to it; "
-            "the user declined it"
+            "the user declined it (to let it through: hostctl grant mcp-probe --host "
+            f"127.0.0.1:{ports['always']})"
         ]
         assert len([1 for _, method, _ in hostd.requests if method == "network/request"]) == 4
     stored = json.loads((tmp_path / "state" / "state.json").read_text())

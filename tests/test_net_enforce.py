@@ -96,16 +96,19 @@ async def test_python_and_node_reach_the_allowlisted_host_and_nothing_else(
         assert result["structuredContent"]["results"] == [
             "http://127.0.0.1:3128",
             "200 hello /python",
-            f"403 127.0.0.1:{other} is not in the plugin's allowlist, and no allowed name resolves to it",
-            "403 example.com:80 is not in the plugin's allowlist",
+            f"403 127.0.0.1:{other} is not in the plugin's allowlist, and no allowed name resolves to it"
+            f" (to let it through: hostctl grant mcp-probe --host 127.0.0.1:{other})",
+            "403 example.com:80 is not in the plugin's allowlist"
+            " (to let it through: hostctl grant mcp-probe --host example.com:80)",
             "ECONNREFUSED",
             "ENETUNREACH",
             "200 hello /node",
             "ECONNREFUSED",
-            f"403 localhost:{port} is not in the plugin's allowlist",
+            f"403 localhost:{port} is not in the plugin's allowlist"
+            f" (to let it through: hostctl grant mcp-probe --host localhost:{port})",
             "hello /raw",
             f"HTTP/1.1 403 Forbidden 127.0.0.1:{other} is not in the plugin's allowlist, and no allowed name resolves "
-            "to it",
+            f"to it (to let it through: hostctl grant mcp-probe --host 127.0.0.1:{other})",
         ]
         logged = await hostd.wait_for(
             "plugins/log", lambda n: n["source"] == "host" and "refused example.com" in n["message"]
@@ -113,6 +116,7 @@ async def test_python_and_node_reach_the_allowlisted_host_and_nothing_else(
         assert (
             logged["message"]
             == "network: refused example.com:80 (403): example.com:80 is not in the plugin's allowlist"
+            " (to let it through: hostctl grant mcp-probe --host example.com:80)"
         )
         assert logged["plugin"] == "mcp-probe"
 
@@ -128,6 +132,7 @@ async def test_an_unprivileged_user_gets_the_same_enforcement() -> None:
     assert {"netns", "netproxy", "pidns", "seccomp-net"} <= set(result["isolation"])
     assert result["results"] == [
         "200 hello /nobody",
-        "403 127.0.0.1:<other> is not in the plugin's allowlist, and no allowed name resolves to it",
+        "403 127.0.0.1:<other> is not in the plugin's allowlist, and no allowed name resolves to it"
+        " (to let it through: hostctl grant mcp-probe --host 127.0.0.1:<other>)",
         "ECONNREFUSED",
     ]

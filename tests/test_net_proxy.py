@@ -20,6 +20,8 @@ from hostd.net.allowlist import Allowlist
 from hostd.net.proxy import PluginProxy, ProxyLimits, _Bucket
 
 NAMES = {"upstream.test": ["127.0.0.1"], "rebound.test": ["127.0.0.1"], "public.test": ["93.184.215.14"]}
+#: The end of an unlisted destination's refusal by plugin p1's proxy: the hostctl command that lets it through.
+GRANT = " (to let it through: hostctl grant p1 --host {})"
 
 
 async def fake_resolver(host: str, port: int) -> list[str]:
@@ -141,11 +143,15 @@ async def test_every_other_destination_is_refused_with_a_status_and_a_reason(
     _, port, refused = proxy
     echo, closed = ports["echo"], ports["closed"]
     cases = [
-        (b"CONNECT other.test:443 HTTP/1.1\r\n\r\n", 403, "other.test:443 is not in the plugin's allowlist"),
+        (
+            b"CONNECT other.test:443 HTTP/1.1\r\n\r\n",
+            403,
+            "other.test:443 is not in the plugin's allowlist" + GRANT.format("other.test:443"),
+        ),
         (
             b"CONNECT upstream.test:%d HTTP/1.1\r\n\r\n" % closed,
             403,
-            f"upstream.test:{closed} is not in the plugin's allowlist",
+            f"upstream.test:{closed} is not in the plugin's allowlist" + GRANT.format(f"upstream.test:{closed}"),
         ),
         (
             b"CONNECT rebound.test:%d HTTP/1.1\r\n\r\n" % echo,
@@ -156,7 +162,8 @@ async def test_every_other_destination_is_refused_with_a_status_and_a_reason(
         (
             b"CONNECT 127.0.0.2:%d HTTP/1.1\r\n\r\n" % echo,
             403,
-            f"127.0.0.2:{echo} is not in the plugin's allowlist, and no allowed name resolves to it",
+            f"127.0.0.2:{echo} is not in the plugin's allowlist, and no allowed name resolves to it"
+            + GRANT.format(f"127.0.0.2:{echo}"),
         ),
         (
             b"CONNECT 2130706433:%d HTTP/1.1\r\n\r\n" % echo,
@@ -167,7 +174,8 @@ async def test_every_other_destination_is_refused_with_a_status_and_a_reason(
         (
             b"CONNECT [::ffff:127.0.0.2]:%d HTTP/1.1\r\n\r\n" % echo,
             403,
-            f"127.0.0.2:{echo} is not in the plugin's allowlist, and no allowed name resolves to it",
+            f"127.0.0.2:{echo} is not in the plugin's allowlist, and no allowed name resolves to it"
+            + GRANT.format(f"127.0.0.2:{echo}"),
         ),
         (
             b"GET https://upstream.test/ HTTP/1.1\r\n\r\n",

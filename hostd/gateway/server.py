@@ -23,6 +23,10 @@ the same sandbox and bounds. What it serves is the host's own methods, reached b
   (:meth:`Gateway.request_client`) when it declared the feature and the user granted the plugin the permission
   (``mcp.sampling``...): the client's capabilities are the host's parent's, so the host is built once the client
   opened the session.
+- Consent that needs a person: hostd's ``grants/request`` (a file a call names) and ``network/request`` (a
+  destination a plugin's allowlist does not name) are not MCP; each is asked as a form ``elicitation/create``
+  (``no`` / ``once`` / ``always``) when the client declared form elicitation, else refused without asking: the
+  call with ``ACCESS_NOT_GRANTED``, the destination with a ``403`` naming ``hostctl grant ID --host HOST:PORT``.
 - The host's notifications: ``tools/listChanged`` -> ``notifications/tools/list_changed`` (and the resources' and
   prompts' likewise); ``plugins/log`` ->
   ``notifications/message`` at the client's log level (legacy era; a 2026-07-28 session has no channel for a
@@ -243,9 +247,13 @@ class Gateway:
             served = parse_client_capabilities(self.session.client_capabilities)
         except ValueError:
             served = {}
-        served.pop("grants", None)  # hostd's grants/request is not MCP: asked as a form elicitation, or hostctl
+        # hostd's grants/request and network/request are not MCP: asked as a form elicitation, else refused
+        # with the hostctl command that grants what was asked.
+        served.pop("grants", None)
+        served.pop("network", None)
         if "form" in served.get("elicitation", {}):
             served["grants"] = {}
+            served["network"] = {}
         info = self.session.client_info
         options = InitializeOptions(
             client_name=str(info.get("name") or "mcp-client"),
@@ -376,11 +384,13 @@ class Gateway:
         declared (``client_capabilities``). Returns the client's result; raises ``PARENT_REQUEST_FAILED`` for its
         error or for no answer within ``timeout`` seconds (the client is sent ``notifications/cancelled``), and
         ``METHOD_NOT_FOUND`` for any other method (hostd's ``auth/authorize`` is not MCP). hostd's own
-        ``grants/request`` becomes a form elicitation (:meth:`_consent`). A cancel of the caller withdraws the
-        request likewise.
+        ``grants/request`` and ``network/request`` become form elicitations (:meth:`_consent`,
+        :meth:`_network_consent`). A cancel of the caller withdraws the request likewise.
         """
         if method == "grants/request":
             return await self._consent(params, timeout)
+        if method == "network/request":
+            return await self._network_consent(params, timeout)
         if method not in CLIENT_METHODS:
             raise HostError(ErrorKind.METHOD_NOT_FOUND, f"an MCP client is not asked {method}")
         inner = params.get("params")
@@ -399,16 +409,32 @@ class Gateway:
             for item in paths
             if isinstance(item, dict)
         )
+        message = f"{params.get('reason')}.\n{listed}\nAllow plugin {params.get('plugin')} to reach it?"
+        return await self._ask_grant(message, "until hostd stops", timeout)
+
+    async def _network_consent(self, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """hostd's ``network/request`` (a plugin's proxy met a destination its allowlist does not name; the
+        plugin's connection waits), asked as :meth:`_consent` asks a file: a form ``elicitation/create`` with one
+        field ``grant`` (``no`` / ``once`` while the plugin runs / ``always``, recorded). Only a client that
+        declared form elicitation is asked; without one the proxy refuses the destination (``403``) with the
+        ``hostctl grant ID --host HOST:PORT`` command that lets it through."""
+        message = f"{params.get('reason')}.\nAllow plugin {params.get('plugin')} to connect there?"
+        return await self._ask_grant(message, "while the plugin runs", timeout)
+
+    async def _ask_grant(self, message: str, once: str, timeout: float) -> dict[str, Any]:
+        """A form elicitation with ``message`` and one field ``grant`` (:data:`GRANTS`; ``once``: how long a
+        ``once`` lasts, for the person); ``{grant}``: the client's ``accept`` with a valid ``grant``, else ``no``
+        (``decline``, ``cancel``, anything else). Raises what :meth:`_ask_client` raises."""
         request = {
             "mode": "form",
-            "message": f"{params.get('reason')}.\n{listed}\nAllow plugin {params.get('plugin')} to reach it?",
+            "message": message,
             "requestedSchema": {
                 "type": "object",
                 "properties": {
                     "grant": {
                         "type": "string",
                         "title": "Allow",
-                        "description": "no; once (until hostd stops); always (until revoked with hostctl)",
+                        "description": f"no; once ({once}); always (until revoked with hostctl)",
                         "enum": list(GRANTS),
                         "default": "no",
                     }

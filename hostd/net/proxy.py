@@ -244,9 +244,9 @@ class PluginProxy:
             if entry is not None or await self._resolves_to_allowed(name, port) or await self._consent(name, port):
                 return Decision(name, port, (name,))
             why = f"{shown} is not in the plugin's allowlist, and no allowed name resolves to it"
-            raise Refused(403, why + self._declined(name, port))
+            raise Refused(403, why + self._declined(name, port, shown))
         if entry is None and not await self._consent(name, port):
-            raise Refused(403, f"{shown} is not in the plugin's allowlist{self._declined(name, port)}")
+            raise Refused(403, f"{shown} is not in the plugin's allowlist{self._declined(name, port, shown)}")
         addresses = await self._resolve(name, port)
         problem = addresses_problem(name, addresses, self.allowlist)
         if problem is not None:
@@ -279,8 +279,11 @@ class PluginProxy:
                 done.set()
         return self.answers[key] in ("once", "always")
 
-    def _declined(self, name: str, port: int) -> str:
-        return "; the user declined it" if self.answers.get((name, port)) == "no" else ""
+    def _declined(self, name: str, port: int, shown: str) -> str:
+        """The end of an unlisted destination's refusal: whether the user declined it, and the hostctl command
+        that lets it through for good (a parent or MCP client that could not ask a person: the person can)."""
+        declined = "; the user declined it" if self.answers.get((name, port)) == "no" else ""
+        return f"{declined} (to let it through: hostctl grant {self.plugin} --host {shown})"
 
     async def _resolve(self, name: str, port: int) -> list[str]:
         try:
