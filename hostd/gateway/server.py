@@ -40,8 +40,12 @@ framing (:class:`hostd.wire.framing.LineDecoder`, :func:`~hostd.wire.framing.enc
 a message is, :func:`hostd.control.core.classify` (the control channel's rules on ids and envelopes). In the
 2026-07-28 era list changes go to the client's ``subscriptions/listen`` streams, tagged with the stream's id.
 
-Bounds: at most :data:`~hostd.control.core.MAX_INFLIGHT_REQUESTS` requests in flight (then ``HOST_OVERLOADED``);
-one message from the client at most ``max_frame_bytes``. Every request runs in a task of its own, so a slow tool
+Bounds, per client (one gateway serves one client: stdio, or one HTTP session): at most ``max_inflight``
+requests (:data:`~hostd.control.core.MAX_INFLIGHT_REQUESTS`, 256) and ``max_inflight_bytes`` of their messages
+(:data:`~hostd.control.core.MAX_INFLIGHT_BYTES`, 64 MiB) in flight; one more is answered at once with
+``HOST_OVERLOADED`` (-32033, ``data.inFlight``, ``inFlightBytes``, ``maxInFlight``, ``maxInFlightBytes``: the
+control channel's own, :func:`hostd.control.core.overload`) and nothing else changes; ``ping`` is never refused.
+One message from the client at most ``max_frame_bytes``. Every request runs in a task of its own, so a slow tool
 never holds up another. What goes to the client waits in the control channel's :class:`~hostd.control.outbox.Outbox`
 (``docs/protocol.md`` "Flow control"), written by one writer task: nothing that produces a message waits for the
 client to read it; responses are never dropped, list changes coalesce, a request's progress is written at most 10
@@ -65,6 +69,7 @@ import trio
 
 from hostd.control.attach import Fanout, serve_control_socket
 from hostd.control.core import (
+    MAX_INFLIGHT_BYTES,
     MAX_INFLIGHT_REQUESTS,
     IncomingNotification,
     IncomingRequest,
@@ -75,6 +80,7 @@ from hostd.control.core import (
     RequestId,
     classify,
     error_response,
+    overload,
     parse_client_capabilities,
 )
 from hostd.control.outbox import OUTBOX_BYTES, Outbox, set_current_outbox
@@ -132,6 +138,8 @@ class Gateway:
 
     ``store``: the state folder, already locked by the caller. ``settings``: the host's policy (``hostd mcp``'s
     options). ``control_socket``: also listen on ``<state>/control.sock`` (hostctl reaches the same host there).
+    ``max_inflight`` / ``max_inflight_bytes``: the client's requests (and bytes of their messages) in flight at
+    once; one more is answered ``HOST_OVERLOADED`` (see the module text).
     """
 
     def __init__(
@@ -145,7 +153,14 @@ class Gateway:
         max_frame_bytes: int = PARENT_FRAME_LIMIT,
         tool_search: bool = False,
         max_outbox_bytes: int = OUTBOX_BYTES,
+        max_inflight: int = MAX_INFLIGHT_REQUESTS,
+        max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
     ) -> None:
+        self._max_inflight = max_inflight
+        self._max_inflight_bytes = max_inflight_bytes
+        #: Bytes of the messages of the requests in flight, and each one's (to give them back when answered).
+        self._inflight_bytes = 0
+        self._inflight_sizes: dict[RequestId, int] = {}
         self._receive = receive
         #: ``--tool-search``: list ``search_tools`` and ``call_tool`` only (hostd/gateway/search.py).
         self.tool_search = tool_search
@@ -327,18 +342,19 @@ class Gateway:
             if event.rid in self._inflight:
                 error = HostError(ErrorKind.INVALID_REQUEST, f"request id {event.rid!r} is already in flight")
                 await self._write(error_response(event.rid, error), from_reader=True)
-            elif len(self._inflight) >= MAX_INFLIGHT_REQUESTS:
-                error = HostError(
-                    ErrorKind.HOST_OVERLOADED,
-                    f"{MAX_INFLIGHT_REQUESTS} requests are in flight; retry when one is answered",
-                    transient=True,
-                )
-                await self._write(error_response(event.rid, error), from_reader=True)
+            elif event.method != "ping" and (refused := self._overload(size)) is not None:
+                await self._write(error_response(event.rid, refused), from_reader=True)
             else:
                 params = event.params if isinstance(event.params, dict) else {}
                 scope = trio.CancelScope()
                 self._inflight[event.rid] = scope
+                self._inflight_sizes[event.rid] = size
+                self._inflight_bytes += size
                 requests.start_soon(self._request, event.rid, event.method, params, scope)
+
+    def _overload(self, size: int) -> HostError | None:
+        """``HOST_OVERLOADED`` when one more request of ``size`` bytes is over this client's in-flight bounds."""
+        return overload(len(self._inflight), self._inflight_bytes, size, self._max_inflight, self._max_inflight_bytes)
 
     def _notification(self, method: str, params: Any) -> None:
         """``notifications/cancelled {requestId}``: cancel that request (it is not answered). Others: none
@@ -369,6 +385,7 @@ class Gateway:
                     message = error_response(rid, HostError(ErrorKind.INTERNAL_ERROR, f"{method}: {exc!r}"))
         finally:
             self._inflight.pop(rid, None)
+            self._inflight_bytes -= self._inflight_sizes.pop(rid, 0)
             self._listeners.pop(rid, None)
             self._outbox.end_progress(rid)  # its last progress, before its answer
         if message is not None and not scope.cancelled_caught:
