@@ -13,6 +13,13 @@ client names no plugin, so the gateway gathers them:
   plugin. A URI two plugins both list goes to the first in plugin id order.
 - One plugin's failure (stopped meanwhile, too slow, an invalid page) leaves its entries out and is logged: the
   other plugins' are still served.
+- The gathered listing is answered in hostd's pages (:mod:`hostd.host.pages`, as the control protocol pages its
+  listings: ``cursor`` in, ``nextCursor`` out, at most :data:`~hostd.host.pages.PAGE_BYTES` of items a page), so
+  many plugins' resources never make one answer larger than a client's line bound. Entries are in plugin id
+  order, each plugin's by URI (template); the cursor names the last entry's ``<plugin>\n<uri>``, so the next page
+  starts after it and a change between pages loses no entry that stayed listed. Each page gathers the listing
+  again (the host keeps each plugin's walk). A cursor hostd did not make is ``INVALID_PARAMS``
+  (``data.field: "cursor"``); a URI a plugin lists twice is listed once.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hostd.control.core import RequestContext
+from hostd.host.pages import page_of
 from hostd.wire.errors import ErrorKind, HostError
 
 log = logging.getLogger("hostd.gateway.features")
@@ -119,10 +127,31 @@ def _marked(entry: dict[str, Any], plugin_id: str) -> dict[str, Any]:
     return {**entry, "_meta": {**(meta if isinstance(meta, dict) else {}), PLUGIN_META_KEY: plugin_id}}
 
 
-async def resources_list(host: GatewayHost, routes: ResourceRoutes, ctx: RequestContext) -> dict[str, Any]:
-    """``resources/list`` -> ``{resources}``: every ready plugin's, marked with its plugin; remembered in
-    ``routes``."""
-    out: list[dict[str, Any]] = []
+def _paged(entries: list[tuple[str, dict[str, Any]]], member: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``{member: the page at params' cursor, nextCursor?}`` of ``entries`` (``(plugin, entry)`` with its address
+    under ``address``), keyed ``<plugin>\n<address>`` (see the module text)."""
+    address = "uriTemplate" if member == "resourceTemplates" else "uri"
+    keyed: dict[str, dict[str, Any]] = {}
+    for plugin_id, entry in entries:
+        keyed.setdefault(f"{plugin_id}\n{entry[address]}", _marked(entry, plugin_id))
+    items = sorted(keyed.items())
+    cursor = params.get("cursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise HostError(ErrorKind.INVALID_PARAMS, "cursor: a string (a nextCursor of this listing)", field="cursor")
+    page, next_cursor = page_of(items, lambda item: item[0], lambda item: item[1], cursor)
+    result: dict[str, Any] = {member: page}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def resources_list(
+    host: GatewayHost, routes: ResourceRoutes, params: dict[str, Any], ctx: RequestContext
+) -> dict[str, Any]:
+    """``resources/list {cursor?}`` -> ``{resources, nextCursor?}``: one page (hostd's) of every ready plugin's
+    resources, each marked with its plugin; every URI listed is remembered in ``routes``. ``INVALID_PARAMS`` for a
+    cursor hostd did not make."""
+    out: list[tuple[str, dict[str, Any]]] = []
     for plugin_id in serving(host, "resources"):
         try:
             entries = await _every_page(host, plugin_id, "resources/list", "resources", ctx)
@@ -132,25 +161,27 @@ async def resources_list(host: GatewayHost, routes: ResourceRoutes, ctx: Request
         for entry in entries:
             if isinstance(entry.get("uri"), str):
                 routes.uris.setdefault(entry["uri"], plugin_id)
-                out.append(_marked(entry, plugin_id))
-    return {"resources": out}
+                out.append((plugin_id, entry))
+    return _paged(out, "resources", params)
 
 
-async def resource_templates_list(host: GatewayHost, routes: ResourceRoutes, ctx: RequestContext) -> dict[str, Any]:
-    """``resources/templates/list`` -> ``{resourceTemplates}``: every ready plugin's, marked with its plugin;
-    their patterns kept in ``routes``."""
-    out: list[dict[str, Any]] = []
+async def resource_templates_list(
+    host: GatewayHost, routes: ResourceRoutes, params: dict[str, Any], ctx: RequestContext
+) -> dict[str, Any]:
+    """``resources/templates/list {cursor?}`` -> ``{resourceTemplates, nextCursor?}``: one page (hostd's) of every
+    ready plugin's templates, each marked with its plugin; their patterns kept in ``routes``. ``INVALID_PARAMS``
+    for a cursor hostd did not make."""
+    out: list[tuple[str, dict[str, Any]]] = []
     for plugin_id in serving(host, "resources"):
         try:
             entries = await _every_page(host, plugin_id, "resources/templates/list", "resourceTemplates", ctx)
         except HostError as error:
             log.warning("resources/templates/list of plugin %s left out: %s", plugin_id, error.message)
             continue
-        routes.templates[plugin_id] = [
-            template_pattern(entry["uriTemplate"]) for entry in entries if isinstance(entry.get("uriTemplate"), str)
-        ]
-        out.extend(_marked(entry, plugin_id) for entry in entries if isinstance(entry.get("uriTemplate"), str))
-    return {"resourceTemplates": out}
+        listed = [entry for entry in entries if isinstance(entry.get("uriTemplate"), str)]
+        routes.templates[plugin_id] = [template_pattern(entry["uriTemplate"]) for entry in listed]
+        out.extend((plugin_id, entry) for entry in listed)
+    return _paged(out, "resourceTemplates", params)
 
 
 async def resources_read(
@@ -163,7 +194,7 @@ async def resources_read(
         raise HostError(ErrorKind.INVALID_PARAMS, "resources/read needs uri (a string)")
     plugins = serving(host, "resources")
     if not routes.templates and len(plugins) > 1:
-        await resource_templates_list(host, routes, ctx)  # a URI a template names, before any listing
+        await resource_templates_list(host, routes, {}, ctx)  # a URI a template names, before any listing
     plugin_id = routes.plugin_of(uri, plugins)
     result: dict[str, Any] = await host.handle("resources/read", {"plugin": plugin_id, "uri": uri}, ctx)
     return result

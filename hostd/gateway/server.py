@@ -653,13 +653,13 @@ async def _tools_call(gateway: Gateway, rid: RequestId, params: dict[str, Any]) 
 
 async def _resources_list(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
     host = await gateway.host()
-    return await features.resources_list(host, gateway.routes, gateway.context(rid, "resources/list", params))
+    return await features.resources_list(host, gateway.routes, params, gateway.context(rid, "resources/list", params))
 
 
 async def _templates_list(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
     host = await gateway.host()
     ctx = gateway.context(rid, "resources/templates/list", params)
-    return await features.resource_templates_list(host, gateway.routes, ctx)
+    return await features.resource_templates_list(host, gateway.routes, params, ctx)
 
 
 async def _resources_read(gateway: Gateway, rid: RequestId, params: dict[str, Any]) -> dict[str, Any]:
