@@ -84,6 +84,19 @@ def test_a_tool_that_says_it_writes_needs_write_on_every_path(tmp_path: Path) ->
     ]
 
 
+def test_annotations_are_read_with_the_specs_defaults(tmp_path: Path) -> None:
+    """MCP ``ToolAnnotations``: ``readOnlyHint`` defaults to ``false``. Annotations that do not say read-only
+    (a ``title`` only, as office-word-mcp-server's ``add_paragraph``; ``destructiveHint: false``, an additive
+    write; ``idempotentHint``/``openWorldHint`` only) mean the tool may write; no annotations at all say nothing
+    and a plain argument is read."""
+    target = tmp_path / "notes.md"
+    target.write_text("x")
+    for said in ({"title": "Add Paragraph"}, {"destructiveHint": False}, {"idempotentHint": True}, {}):
+        assert found({"file": str(target)}, tmp_path, annotations=said) == [("/file", str(target), "write")]
+    for unsaid in (None, {"readOnlyHint": True, "title": "Get Text"}, "not an object"):
+        assert found({"file": str(target)}, tmp_path, annotations=unsaid) == [("/file", str(target), "read")]
+
+
 def test_a_schema_uri_field_with_a_file_to_create(tmp_path: Path) -> None:
     schema = {"type": "object", "properties": {"where": {"type": "string", "format": "uri"}}}
     target = (tmp_path / "new.txt").as_uri()

@@ -7,8 +7,9 @@ found"). Members of the class, each found here before the call is sent: an absol
 ``file://`` URI, in a top-level argument, a nested object or an array; a value the ``inputSchema`` marks as a
 path or URI (``format: uri`` / ``uri-reference`` / ``iri``..., or a property named ``path``, ``file``,
 ``filename``, ``dir``, ``inputPath``...); a file to read, a folder, and an output the tool writes (a property
-named ``output``, ``dest``..., or a tool whose annotations say it writes: ``readOnlyHint: false``,
-``destructiveHint: true``), whose file may not exist yet (then its folder is what is needed).
+named ``output``, ``dest``..., or a tool whose annotations do not say ``readOnlyHint: true``, read with the
+spec's defaults: a ``title`` only, ``destructiveHint: false``...), whose file may not exist yet (then its
+folder is what is needed).
 
 What is not a path: relative strings (the server resolves them in its own folder, which it may read), a
 string that only *looks* like one (``"/help"`` in a chat message) but names nothing that exists, and
@@ -126,14 +127,17 @@ def _walk(
 
 
 def _writes(annotations: Mapping[str, Any] | None) -> bool | None:
-    """What the tool's annotations say: ``True`` it writes, ``False`` read-only, ``None`` not said."""
+    """What the tool's annotations say: ``True`` it writes, ``False`` read-only, ``None`` not said.
+
+    Read with the spec's defaults (MCP ``ToolAnnotations``: ``readOnlyHint`` defaults to ``false``): a tool
+    that has annotations and does not set ``readOnlyHint: true`` may modify its environment -- a ``title``
+    only (office-word-mcp-server 1.1.11's ``add_paragraph``, asked for ``read`` and then refused the write),
+    ``destructiveHint: false`` (an additive write), ``idempotentHint`` or ``openWorldHint`` only. Only a tool
+    with no annotations object says nothing (issue 25).
+    """
     if not isinstance(annotations, Mapping):
         return None
-    if annotations.get("readOnlyHint") is True:
-        return False
-    if annotations.get("destructiveHint") is True or annotations.get("readOnlyHint") is False:
-        return True
-    return None
+    return annotations.get("readOnlyHint") is not True
 
 
 def _stat(path: str) -> os.stat_result | None:
