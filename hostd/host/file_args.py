@@ -59,7 +59,7 @@ class NamedPath:
     ``value``: the argument as written. ``path``: the absolute path it names (``~`` expanded, a ``file://``
     URI decoded, normalised, links resolved). ``access``: ``"read"`` or ``"write"`` (read and write).
     ``grant``: what must be reachable for the call to work: ``path`` itself, or its folder for an output
-    that does not exist yet.
+    that does not exist yet and for an existing file to write (:func:`_write_grant`).
     """
 
     pointer: str
@@ -140,6 +140,21 @@ def _writes(annotations: Mapping[str, Any] | None) -> bool | None:
     return annotations.get("readOnlyHint") is not True
 
 
+def _write_grant(real: str, home: str | None) -> str:
+    """What writing the existing regular file ``real`` needs: its folder, read-write.
+
+    The class (issue 25): writing a file is, for many libraries, replacing it -- a temporary file made beside
+    it and renamed over it (excel-mcp-server 2.2.2's atomic save: ``mkstemp`` in the folder, then
+    ``os.replace``; editors; lock files such as ``~$q3.docx``). Landlock lets a process create or rename an
+    entry only with write on the folder, so a grant of the file alone fails those with ``EACCES``. A file right
+    in the user's home keeps the file itself: the home as a whole is never granted (the sandbox refuses it).
+    """
+    folder = os.path.dirname(real)
+    if home is not None and folder == os.path.realpath(os.path.expanduser(home)):
+        return real
+    return folder
+
+
 def _stat(path: str) -> os.stat_result | None:
     try:
         return os.stat(path)
@@ -176,8 +191,9 @@ def named_paths(
         output = writes is not False and bool(words & WRITE_WORDS)
         access: Access = "write" if writes or output else "read"
         real = os.path.realpath(path)
-        if _stat(real) is not None:
-            grant = real
+        info = _stat(real)
+        if info is not None:
+            grant = _write_grant(real, home) if access == "write" and stat.S_ISREG(info.st_mode) else real
         elif access == "write" and (hinted or output):
             folder = os.path.dirname(real)
             info = _stat(folder)
