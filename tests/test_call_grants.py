@@ -206,6 +206,25 @@ async def test_an_output_to_create_asks_for_its_folder_read_write(tmp_path: Path
     assert (out / "summary.txt").read_text() == "written"
 
 
+async def test_a_tool_whose_annotations_do_not_say_read_only_is_asked_read_write(tmp_path: Path, home: Path) -> None:
+    """office-word-mcp-server 1.1.11's ``add_paragraph`` (annotations: a ``title`` only) was asked for ``read``;
+    on yes the server answered ``Permission denied`` writing the user's document. MCP defaults ``readOnlyHint``
+    to ``false``: a tool whose annotations do not say read-only may write what it names. And excel-mcp-server
+    2.2.2's ``write_range``, granted the workbook read-write, failed on its atomic save (``mkstemp`` beside the
+    file: ``Permission denied``): writing an existing file needs its folder (issue 25)."""
+    report = home / "docs" / "report.txt"
+    async with parent(tmp_path, home, "once") as hostd:
+        await enabled(hostd, tmp_path)
+        result = await call(hostd, "add_paragraph", filename="~/docs/report.txt", text="added")
+        assert result["content"] == [{"type": "text", "text": "ok"}]
+        # Saved atomically (a temporary file beside it, renamed over it): its folder is what must be writable.
+        assert [a["paths"] for a in asked(hostd)] == [
+            [{"path": str(report.parent), "access": "write", "argument": "/filename", "value": "~/docs/report.txt"}]
+        ]
+    assert report.read_text() == "the quarterly reportadded\n"
+    assert sorted(p.name for p in report.parent.iterdir()) == ["q3.xlsx", "report.txt"]  # no temporary left
+
+
 async def test_always_is_recorded_and_kept_across_restarts_of_hostd(tmp_path: Path, home: Path) -> None:
     report = home / "docs" / "report.txt"
     async with parent(tmp_path, home, "always") as hostd:

@@ -81,7 +81,32 @@ def test_a_tool_that_says_it_writes_needs_write_on_every_path(tmp_path: Path) ->
     ]
     assert found({"file": str(target)}, tmp_path, annotations={"readOnlyHint": False}) == [
         ("/file", str(target), "write")
+    ]  # a file right in the home: the file itself (the home as a whole is never granted)
+    # Writing an existing file may replace it (a temporary beside it, renamed over it): its folder, read-write.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "q3.xlsx").write_text("x")
+    (tmp_path / "sub" / "folder").mkdir()
+    arguments = {"file": str(tmp_path / "sub" / "q3.xlsx"), "dir": str(tmp_path / "sub" / "folder")}
+    assert found(arguments, tmp_path, annotations={"destructiveHint": True}) == [
+        ("/file", str(tmp_path / "sub"), "write"),
+        ("/dir", str(tmp_path / "sub" / "folder"), "write"),
     ]
+
+
+def test_annotations_are_read_with_the_specs_defaults(tmp_path: Path) -> None:
+    """MCP ``ToolAnnotations``: ``readOnlyHint`` defaults to ``false``. Annotations that do not say read-only
+    (a ``title`` only, as office-word-mcp-server's ``add_paragraph``; ``destructiveHint: false``, an additive
+    write; ``idempotentHint``/``openWorldHint`` only) mean the tool may write; no annotations at all say nothing
+    and a plain argument is read."""
+    target = tmp_path / "notes.md"
+    target.write_text("x")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("x")
+    for said in ({"title": "Add Paragraph"}, {"destructiveHint": False}, {"idempotentHint": True}, {}):
+        assert found({"file": str(docs / "notes.md")}, tmp_path, annotations=said) == [("/file", str(docs), "write")]
+    for unsaid in (None, {"readOnlyHint": True, "title": "Get Text"}, "not an object"):
+        assert found({"file": str(target)}, tmp_path, annotations=unsaid) == [("/file", str(target), "read")]
 
 
 def test_a_schema_uri_field_with_a_file_to_create(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ found"). Members of the class, each found here before the call is sent: an absol
 ``file://`` URI, in a top-level argument, a nested object or an array; a value the ``inputSchema`` marks as a
 path or URI (``format: uri`` / ``uri-reference`` / ``iri``..., or a property named ``path``, ``file``,
 ``filename``, ``dir``, ``inputPath``...); a file to read, a folder, and an output the tool writes (a property
-named ``output``, ``dest``..., or a tool whose annotations say it writes: ``readOnlyHint: false``,
-``destructiveHint: true``), whose file may not exist yet (then its folder is what is needed).
+named ``output``, ``dest``..., or a tool whose annotations do not say ``readOnlyHint: true``, read with the
+spec's defaults: a ``title`` only, ``destructiveHint: false``...), whose file may not exist yet (then its
+folder is what is needed).
 
 What is not a path: relative strings (the server resolves them in its own folder, which it may read), a
 string that only *looks* like one (``"/help"`` in a chat message) but names nothing that exists, and
@@ -58,7 +59,7 @@ class NamedPath:
     ``value``: the argument as written. ``path``: the absolute path it names (``~`` expanded, a ``file://``
     URI decoded, normalised, links resolved). ``access``: ``"read"`` or ``"write"`` (read and write).
     ``grant``: what must be reachable for the call to work: ``path`` itself, or its folder for an output
-    that does not exist yet.
+    that does not exist yet and for an existing file to write (:func:`_write_grant`).
     """
 
     pointer: str
@@ -126,14 +127,32 @@ def _walk(
 
 
 def _writes(annotations: Mapping[str, Any] | None) -> bool | None:
-    """What the tool's annotations say: ``True`` it writes, ``False`` read-only, ``None`` not said."""
+    """What the tool's annotations say: ``True`` it writes, ``False`` read-only, ``None`` not said.
+
+    Read with the spec's defaults (MCP ``ToolAnnotations``: ``readOnlyHint`` defaults to ``false``): a tool
+    that has annotations and does not set ``readOnlyHint: true`` may modify its environment -- a ``title``
+    only (office-word-mcp-server 1.1.11's ``add_paragraph``, asked for ``read`` and then refused the write),
+    ``destructiveHint: false`` (an additive write), ``idempotentHint`` or ``openWorldHint`` only. Only a tool
+    with no annotations object says nothing (issue 25).
+    """
     if not isinstance(annotations, Mapping):
         return None
-    if annotations.get("readOnlyHint") is True:
-        return False
-    if annotations.get("destructiveHint") is True or annotations.get("readOnlyHint") is False:
-        return True
-    return None
+    return annotations.get("readOnlyHint") is not True
+
+
+def _write_grant(real: str, home: str | None) -> str:
+    """What writing the existing regular file ``real`` needs: its folder, read-write.
+
+    The class (issue 25): writing a file is, for many libraries, replacing it -- a temporary file made beside
+    it and renamed over it (excel-mcp-server 2.2.2's atomic save: ``mkstemp`` in the folder, then
+    ``os.replace``; editors; lock files such as ``~$q3.docx``). Landlock lets a process create or rename an
+    entry only with write on the folder, so a grant of the file alone fails those with ``EACCES``. A file right
+    in the user's home keeps the file itself: the home as a whole is never granted (the sandbox refuses it).
+    """
+    folder = os.path.dirname(real)
+    if home is not None and folder == os.path.realpath(os.path.expanduser(home)):
+        return real
+    return folder
 
 
 def _stat(path: str) -> os.stat_result | None:
@@ -172,8 +191,9 @@ def named_paths(
         output = writes is not False and bool(words & WRITE_WORDS)
         access: Access = "write" if writes or output else "read"
         real = os.path.realpath(path)
-        if _stat(real) is not None:
-            grant = real
+        info = _stat(real)
+        if info is not None:
+            grant = _write_grant(real, home) if access == "write" and stat.S_ISREG(info.st_mode) else real
         elif access == "write" and (hinted or output):
             folder = os.path.dirname(real)
             info = _stat(folder)
