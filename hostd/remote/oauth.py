@@ -71,7 +71,6 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
-import httpx2
 import trio
 
 from hostd.storage.secrets import usable_keyring
@@ -440,6 +439,7 @@ def provider(
     - the 2025-03-26 discovery (no protected resource metadata) holds the metadata's ``issuer`` to
       the server's origin rather than to the origin exactly (:func:`legacy_issuer`).
     """
+    import httpx2  # noqa: PLC0415  (the remote stack: never on the start path, tests/test_startup_imports.py)
     from mcp.client.auth import OAuthClientProvider  # noqa: PLC0415
     from mcp.client.auth.utils import create_oauth_metadata_request  # noqa: PLC0415
     from mcp.shared.auth import OAuthClientInformationFull  # noqa: PLC0415
