@@ -277,6 +277,7 @@ class Allowlist:
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address leads to: IPv4-mapped, NAT64 (well-known prefix) or 6to4; else None."""
     if ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
     if ip in _NAT64:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
+from hostd.net.allowlist import address_kind
 from sandbox.environment import is_secret_name
 from sandbox.launch import Launch, LaunchError
 
@@ -127,44 +128,6 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-#: NAT64's well-known prefix (RFC 6052): ``64:ff9b::a.b.c.d`` reaches the IPv4 address ``a.b.c.d``.
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-
-
-def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address leads to: IPv4-mapped, NAT64 (well-known prefix) or 6to4; else None."""
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return ip.sixtofour
-
-
-def _address_kind(address: str) -> str | None:
-    """``"loopback"``, ``"private"``, ``"link-local"`` or another non-public kind of ``address``; None if public.
-
-    An IPv6 address that leads to an IPv4 address (:func:`_embedded_ipv4`) is
-    the kind of that IPv4 address: ``::ffff:127.0.0.1`` and ``64:ff9b::7f00:1``
-    are loopback, ``2002:a9fe:a9fe::`` link-local, ``64:ff9b::808:808`` public.
-    """
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.is_site_local:  # fec0::/10: deprecated (RFC 3879) but still routed locally where configured
-            return "private"
-        ip = _embedded_ipv4(ip) or ip
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:
-        return "link-local"
-    if ip.is_multicast:
-        return "multicast"
-    if ip.is_unspecified:
-        return "unspecified"
-    if ip.is_private or ip.is_reserved or not ip.is_global:
-        return "private"
-    return None
-
-
 def address_problem(host: str, addresses: list[str], allow_private: list[str]) -> str | None:
     """Why hostd may not connect to ``host`` resolving to ``addresses``, or None when it may.
 
@@ -181,7 +144,7 @@ def address_problem(host: str, addresses: list[str], allow_private: list[str]) -
         return None
     loopback_ok = _host_is_loopback_literal(host)
     for address in addresses:
-        kind = _address_kind(address)
+        kind = address_kind(address)
         if kind is None or (kind == "loopback" and loopback_ok):
             continue
         return (
