@@ -21,23 +21,10 @@ import yaml
 
 from hostd.cli.client import HostdClient, plugin_environment
 from tests.conftest import ROOT, hostctl_on_a_terminal, run_hostctl
+from tests.http_upstream import upstream
 from tests.platform_facts import need_layers
 
 PROBE = ROOT / "fixtures" / "mcp-probe"
-
-
-async def upstream(stream: trio.SocketStream) -> None:
-    async with stream:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = await stream.receive_some(65536)
-            if not chunk:
-                return
-            data += chunk
-        body = b"hello " + data.split(b" ")[1]
-        await stream.send_all(
-            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
-        )
 
 
 async def test_the_parent_answers_no_once_and_always(tmp_path: Path, nursery: trio.Nursery) -> None:

@@ -23,25 +23,11 @@ import trio
 import yaml
 
 from tests.conftest import ROOT, spawn_hostd
+from tests.http_upstream import upstream
 from tests.nobody import nobody_folder, run_driver, skip_reason
 from tests.platform_facts import need_layers
 
 PROBE = ROOT / "fixtures" / "mcp-probe"
-
-
-async def upstream(stream: trio.SocketStream) -> None:
-    """A one-request HTTP server: ``200 hello <path>``."""
-    async with stream:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = await stream.receive_some(65536)
-            if not chunk:
-                return
-            data += chunk
-        body = b"hello " + data.split(b" ")[1]
-        await stream.send_all(
-            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
-        )
 
 
 def proxied_probe(tmp_path: Path, hosts: list[str]) -> Path:
