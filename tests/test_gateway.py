@@ -76,6 +76,29 @@ async def gateway(tmp_path: Path, *options: str, **session: Any) -> AsyncIterato
         yield client
 
 
+async def cancel_at_first_progress(client: ClientSession, seconds: float) -> None:
+    """Abandon a call of ``mcp-echo.sleep`` at its first progress notification; return once the plugin says the
+    cancellation reached it (``mcp-echo.seen``: one cancelled request, ``notifications/cancelled`` seen), waiting at
+    most ``seconds``. Shared by the stdio and the Streamable HTTP gateway tests (one cancel path, two transports)."""
+    with trio.CancelScope() as scope:
+
+        async def cancel_at_first(progress: float, total: float | None, message: str | None) -> None:
+            scope.cancel()
+
+        await client.call_tool("mcp-echo.sleep", {"seconds": 600, "steps": 600}, progress_callback=cancel_at_first)
+    assert scope.cancelled_caught
+    seen: dict[str, Any] = {}
+
+    async def plugin_saw_cancel() -> bool:
+        seen.update((await client.call_tool("mcp-echo.seen", {})).structured_content or {})
+        return len(seen.get("cancelled", [])) == 1
+
+    with trio.fail_after(seconds):
+        while not await plugin_saw_cancel():
+            await trio.sleep(0.05)
+    assert "notifications/cancelled" in seen["notifications"]
+
+
 async def test_an_mcp_client_lists_calls_cancels_and_sees_a_plugin_enabled_from_hostctl(
     tmp_path: Path, make_plugin: MakePlugin
 ) -> None:
@@ -147,23 +170,7 @@ async def test_an_mcp_client_lists_calls_cancels_and_sees_a_plugin_enabled_from_
         assert steps == [(1, 2, "step 1/2"), (2, 2, "step 2/2")]
 
         # Cancel: the client abandons a call after its first progress; the plugin gets notifications/cancelled.
-        with trio.CancelScope() as scope:
-
-            async def cancel_at_first(progress: float, total: float | None, message: str | None) -> None:
-                scope.cancel()
-
-            await client.call_tool("mcp-echo.sleep", {"seconds": 600, "steps": 600}, progress_callback=cancel_at_first)
-        assert scope.cancelled_caught
-        seen: dict[str, Any] = {}
-
-        async def plugin_saw_cancel() -> bool:
-            seen.update((await client.call_tool("mcp-echo.seen", {})).structured_content or {})
-            return len(seen.get("cancelled", [])) == 1
-
-        with trio.fail_after(30):
-            while not await plugin_saw_cancel():
-                await trio.sleep(0.05)
-        assert "notifications/cancelled" in seen["notifications"]
+        await cancel_at_first_progress(client, 30)
 
         # Enabled from hostctl, through the control socket of this very hostd: list_changed, then the tools.
         done = await run_hostctl(state, "enable", "second", env=plugin_environment())

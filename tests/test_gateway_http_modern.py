@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import trio
@@ -24,7 +23,7 @@ from mcp.client.subscriptions import ToolsListChanged, listen
 
 from hostd.cli.client import plugin_environment
 from tests.conftest import ECHO_TOOLS, ROOT, MakePlugin, run_hostctl
-from tests.test_gateway import ECHO_NAMES, prepare
+from tests.test_gateway import ECHO_NAMES, cancel_at_first_progress, prepare
 from tests.waiting import GENEROUS, until
 
 
@@ -56,25 +55,7 @@ async def test_the_2026_era_over_http_discovers_lists_calls_listens_and_cancels_
             assert result.structured_content == {"text": "modern over http", "length": 16}
 
             # Cancel: the client abandons a call after its first progress; the SDK closes that POST's stream.
-            with trio.CancelScope() as scope:
-
-                async def cancel_at_first(progress: float, total: float | None, message: str | None) -> None:
-                    scope.cancel()
-
-                await client.call_tool(
-                    "mcp-echo.sleep", {"seconds": 600, "steps": 600}, progress_callback=cancel_at_first
-                )
-            assert scope.cancelled_caught
-            seen: dict[str, Any] = {}
-
-            async def plugin_saw_cancel() -> bool:
-                seen.update((await client.call_tool("mcp-echo.seen", {})).structured_content or {})
-                return len(seen.get("cancelled", [])) == 1
-
-            with trio.fail_after(60):
-                while not await plugin_saw_cancel():
-                    await trio.sleep(0.05)
-            assert "notifications/cancelled" in seen["notifications"]
+            await cancel_at_first_progress(client, 60)
 
             async with listen(client, tools_list_changed=True) as events:
                 done = await run_hostctl(state, "enable", "second", env=plugin_environment())
