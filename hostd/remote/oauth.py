@@ -71,7 +71,6 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
-import httpx2
 import trio
 
 from hostd.storage.secrets import usable_keyring
@@ -443,6 +442,8 @@ def provider(
     from mcp.client.auth import OAuthClientProvider  # noqa: PLC0415
     from mcp.client.auth.utils import create_oauth_metadata_request  # noqa: PLC0415
     from mcp.shared.auth import OAuthClientInformationFull  # noqa: PLC0415
+
+    import httpx2  # noqa: PLC0415 (a remote connection's only: every host builds an Authorizer, a reader too)
 
     if client_id is not None:  # pre-registered (manifest backend.oauth): no dynamic registration
         store.preset = OAuthClientInformationFull(
