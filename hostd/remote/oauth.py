@@ -439,11 +439,10 @@ def provider(
     - the 2025-03-26 discovery (no protected resource metadata) holds the metadata's ``issuer`` to
       the server's origin rather than to the origin exactly (:func:`legacy_issuer`).
     """
+    import httpx2  # noqa: PLC0415 (a remote connection's only: every host builds an Authorizer, a reader too)
     from mcp.client.auth import OAuthClientProvider  # noqa: PLC0415
     from mcp.client.auth.utils import create_oauth_metadata_request  # noqa: PLC0415
     from mcp.shared.auth import OAuthClientInformationFull  # noqa: PLC0415
-
-    import httpx2  # noqa: PLC0415 (a remote connection's only: every host builds an Authorizer, a reader too)
 
     if client_id is not None:  # pre-registered (manifest backend.oauth): no dynamic registration
         store.preset = OAuthClientInformationFull(
