@@ -46,9 +46,10 @@ REMOTE_AND_PACKAGES = frozenset(
 #: Loaded at the first plugin start at the earliest (or by the request that needs them).
 PLUGIN_START = frozenset({"hostd.mcp.handshake", "jsonschema", "jsonschema_rs", "referencing"})
 #: Loaded by no reading command of hostctl (``list``, ``status``, ``tools``, ``logs``) read directly: what only an
-#: OAuth flow, a networked plugin's proxy, hostd as an MCP server or a serving hostd's control channel needs (issue 28).
+#: OAuth flow, a networked plugin's proxy, hostd as an MCP server, a serving hostd's control channel or a running
+#: plugin tree (psutil: its sampling and its end) needs (issue 28).
 NOT_FOR_A_READER = frozenset(
-    {"httpx2", "hostd.net.proxy", "hostd.gateway", "hostd.control.server", "hostd.control.attach"}
+    {"httpx2", "hostd.net.proxy", "hostd.gateway", "hostd.control.server", "hostd.control.attach", "psutil"}
 )
 
 
