@@ -1,13 +1,15 @@
 """How long hostctl's reading commands take with an enabled plugin: read directly vs through a hostd (issue 28).
 
-Usage: python -m bench.hostctl_read [runs] (default 7). Makes a state folder holding one enabled echo plugin
-(installed, granted, approved, started once and stopped by a real ``hostd serve``), then, interleaved, one
-of each per round, runs real hostctl processes to exit:
+Usage: python -m bench.hostctl_read [runs] [--before TREE] (default 7 runs). Makes a state folder holding one
+enabled echo plugin (installed, granted, approved, started once and stopped by a real ``hostd serve``), then,
+interleaved, one of each per round, runs real hostctl processes to exit:
 
 - ``direct``: ``python -m hostd.cli.hostctl <verb>``, which reads the folder in its own process (no hostd
   serves it: hostd/cli/direct.py);
 - ``spawn``: the same command the old way, through a ``hostd serve --no-restore`` of its own (hostctl with its
   reading commands sent to a hostd, as before);
+- ``before`` (with ``--before TREE``): ``direct`` run from ``TREE``, another checkout of hostd (``git worktree``
+  or ``git archive`` of an older commit), so an import-time change is measured against its base in one run;
 - ``import``: ``python -c "import hostd.cli.hostctl"`` (what any hostctl command costs before it does anything);
 - ``python``: ``python -c pass``.
 
@@ -39,11 +41,11 @@ SPAWN_WAY = "import sys; from hostd.cli import hostctl; hostctl.READING = frozen
 VERBS = ("list", "status")
 
 
-def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run ``argv`` to exit: (wall ms, CPU ms of it and its children, stdout)."""
+def _timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, float, str]:
+    """Run ``argv`` in ``cwd`` (None: this one) to exit: (wall ms, CPU ms of it and its children, stdout)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
     wall = (time.perf_counter() - started) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
@@ -62,8 +64,9 @@ async def _enabled_plugin(state: Path, parent: Path) -> None:
         await ready(hostd, echo_copy(parent))
 
 
-def run(runs: int) -> dict[str, Any]:
-    """The measurement (see the module header); ``runs`` rounds after one warm-up round."""
+def run(runs: int, before: Path | None = None) -> dict[str, Any]:
+    """The measurement (see the module header); ``runs`` rounds after one warm-up round; ``before``: the
+    checkout the ``before`` way runs from (None: no such way)."""
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     with scratch() as folder:
         state = folder / "state"
@@ -72,6 +75,10 @@ def run(runs: int) -> dict[str, Any]:
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's hostctl runs from its bytecode cache
         python = sys.executable
         ways: dict[str, list[str]] = {"direct": ["-m", "hostd.cli.hostctl"], "spawn": ["-c", SPAWN_WAY]}
+        if before is not None:
+            ways["before"] = ways["direct"]
+        trees = {"before": before}
+        env_of = {"before": {**env, "PYTHONPATH": str(before)}}
         wall: dict[str, list[float]] = {}
         cpu: dict[str, list[float]] = {}
         same_output = True
@@ -79,12 +86,13 @@ def run(runs: int) -> dict[str, Any]:
             for verb in VERBS:
                 outputs = []
                 for way, program in ways.items():
-                    w, c, out = _timed([python, *program, verb, "--state-dir", str(state)], env)
+                    argv = [python, *program, verb, "--state-dir", str(state)]
+                    w, c, out = _timed(argv, env_of.get(way, env), trees.get(way))
                     outputs.append(out)
                     if round_:
                         wall.setdefault(f"{verb} {way}", []).append(w)
                         cpu.setdefault(f"{verb} {way}", []).append(c)
-                same_output = same_output and outputs[0] == outputs[1]
+                same_output = same_output and len(set(outputs)) == 1
             for name, argv in (
                 ("import hostd.cli.hostctl", [python, "-c", "import hostd.cli.hostctl"]),
                 ("python -c pass", [python, "-c", "pass"]),
@@ -104,8 +112,14 @@ def run(runs: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 7
-    print(json.dumps(run(runs), indent=1))
+    args = sys.argv[1:]
+    before = None
+    if "--before" in args:
+        at = args.index("--before")
+        before = Path(args[at + 1]).resolve()
+        del args[at : at + 2]
+    runs = int(args[0]) if args else 7
+    print(json.dumps(run(runs, before), indent=1))
 
 
 if __name__ == "__main__":

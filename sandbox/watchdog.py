@@ -65,13 +65,16 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import psutil
 import trio
 
 from sandbox.cgroups import Figures, TreeCgroup
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess
+
+if TYPE_CHECKING:
+    import psutil
 
 __all__ = [
     "DEFAULT_MAX_DISK_BYTES",
@@ -124,6 +127,8 @@ class TreeSample:
 
 
 def _members(process: SandboxedProcess) -> list[psutil.Process]:
+    import psutil  # noqa: PLC0415 (~20 ms of import: a sample only, not hostctl's reading commands: issue 28)
+
     root_pid = process.shim_pid if process.shim_pid is not None else process.pid
     try:
         root = psutil.Process(root_pid)
@@ -229,6 +234,8 @@ def sample_tree(process: SandboxedProcess, *, hidden: bool = True) -> TreeSample
 
     With ``hidden``, ``rss_bytes`` includes the memory files the tree holds (:func:`hidden_memory`).
     """
+    import psutil  # noqa: PLC0415 (as in _members)
+
     rss = 0
     count = 0
     cpu: dict[tuple[int, float], float] = {}

@@ -25,7 +25,7 @@ import trio.testing
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from hostd.wire import lazy
 from hostd.wire.errors import ErrorKind, HostError
-from tests.conftest import MakePlugin, ready
+from tests.conftest import MakePlugin, ready, run_hostctl
 from tests.test_remote import remote_plugin
 
 #: Loaded by no hostd that runs only stdio plugins installed from folders.
@@ -45,6 +45,12 @@ REMOTE_AND_PACKAGES = frozenset(
 )
 #: Loaded at the first plugin start at the earliest (or by the request that needs them).
 PLUGIN_START = frozenset({"hostd.mcp.handshake", "jsonschema", "jsonschema_rs", "referencing"})
+#: Loaded by no reading command of hostctl (``list``, ``status``, ``tools``, ``logs``) read directly: what only an
+#: OAuth flow, a networked plugin's proxy, hostd as an MCP server, a serving hostd's control channel or a running
+#: plugin tree (psutil: its sampling and its end) needs (issue 28).
+NOT_FOR_A_READER = frozenset(
+    {"httpx2", "hostd.net.proxy", "hostd.gateway", "hostd.control.server", "hostd.control.attach", "psutil"}
+)
 
 
 def imported(stderr: str) -> set[str]:
@@ -90,11 +96,23 @@ async def test_stdio_plugins_load_no_remote_or_package_module(tmp_path: Path, ma
             assert status["status"] == "ready"
             result = await client.request("tools/call", {"name": f"{plugin_id}.echo", "arguments": {"text": "hi"}})
             assert result["content"] == [{"type": "text", "text": "hi"}]
-            await client.request("plugins/disable", {"id": plugin_id})
+        await client.request("plugins/disable", {"id": "echo-a"})  # echo-b stays enabled, for the reader below
 
     modules = await serve_and_list_imports(tmp_path, enable_and_call)
     assert modules >= PLUGIN_START  # what a start needs did load, so the log covers the starts
     assert sorted(modules & REMOTE_AND_PACKAGES) == []
+
+    # The same folder (one plugin enabled, one disabled), read by hostctl's reading commands in their own process
+    # (hostd/cli/direct.py): they load hostd's host, but nothing only a plugin start, a remote server, an OAuth
+    # flow, a networked plugin, an install or the gateway needs (issue 28).
+    env = {**plugin_environment(), "HOSTD_SECRETS": "file", "PYTHONPROFILEIMPORTTIME": "1"}
+    for verb in (["list"], ["status"], ["tools"], ["logs", "echo-b"]):
+        done = await run_hostctl(tmp_path / "state", *verb, env=env)
+        assert done.returncode == 0, (verb, done.stderr)
+        assert "directly (no hostd serves it; nothing started)" in done.stderr, verb
+        read = imported(done.stderr)
+        assert {"hostd.host.records", "hostd.control.results", "hostd.plugins.supervisor"} <= read, verb
+        assert sorted(read & (REMOTE_AND_PACKAGES | PLUGIN_START | NOT_FOR_A_READER)) == [], verb
 
 
 async def test_a_remote_stack_that_cannot_load_fails_only_the_remote_start(

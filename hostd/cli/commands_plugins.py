@@ -16,7 +16,6 @@ from typing import Any
 import trio
 from rich.console import Console
 
-from hostd.cli import import_rewrite
 from hostd.cli.client import HostdClient, RpcError
 from hostd.cli.connection import (
     ENABLE_TIMEOUT,
@@ -55,7 +54,6 @@ from hostd.cli.render import (
     terminal_safe,
     tool_count_note,
 )
-from hostd.install.importer import parse_jsonc
 from hostd.net.allowlist import canonical_entries
 from hostd.storage.secrets import SecretStore
 
@@ -172,6 +170,9 @@ def check_rewrite(config: str, yes: bool) -> int | None:
     """Before ``import --rewrite`` starts a hostd or imports anything: ``EXIT_FAILED`` (the reason printed) without
     a way to say yes (no terminal, no ``--yes``) or for a config that already starts ``hostd mcp`` (importing it
     would make the gateway its own plugin); ``None`` to go on (an unreadable config: the import says why)."""
+    from hostd.cli import import_rewrite  # noqa: PLC0415 (import --rewrite only; not on a reading command's path)
+    from hostd.install.importer import parse_jsonc  # noqa: PLC0415 (the same)
+
     failure = None
     if not yes and not sys.stdin.isatty():
         failure = Failure("NOT_CONFIRMED", "rewriting a config needs a yes: run it in a terminal, or pass --yes")
@@ -197,6 +198,8 @@ async def _rewrite(opts: Options, args: argparse.Namespace, entries: list[dict[s
     """``import --rewrite``, after the import: show what changes, ask (unless ``--yes``), back up and rewrite.
 
     Returns ``{"config", "backup", "replaced", "entry"}`` (``--json`` prints it under ``rewrite``)."""
+    from hostd.cli import import_rewrite  # noqa: PLC0415 (import --rewrite only; not on a reading command's path)
+
     config = Path(args.config)
     names = [e["name"] for e in entries if e.get("outcome") in ("installed", "updated", "unchanged")]
     try:
@@ -222,6 +225,8 @@ async def _rewrite(opts: Options, args: argparse.Namespace, entries: list[dict[s
 
 def undo_rewrite(config: str) -> int:
     """``hostctl import --undo CONFIG``: put back the config ``import --rewrite`` backed up (no hostd needed)."""
+    from hostd.cli import import_rewrite  # noqa: PLC0415 (import --undo only; not on a reading command's path)
+
     try:
         backup = import_rewrite.undo(Path(config))
     except import_rewrite.RewriteError as exc:

@@ -33,8 +33,8 @@ from hostd.cli.render import (
     say,
     terminal_safe,
 )
-from hostd.control.attach import socket_address, socket_path
 from hostd.control.core import PROTOCOL_VERSION
+from hostd.control.rendezvous import socket_address, socket_path
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -94,7 +94,6 @@ from hostd.cli.connection import (
     open_hostd,
 )
 from hostd.cli.demo import ECHO_PLUGIN, REAL_PLUGIN, relative_path, run_demo
-from hostd.cli.import_rewrite import gateway_command
 from hostd.cli.remedies import rejection_remedy
 from hostd.cli.render import as_typed, invoked_as, next_command, set_typed
 from hostd.storage.state import default_state_dir
@@ -322,6 +321,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return undo_rewrite(args.config)
             if args.rewrite and (refused := check_rewrite(args.config, args.yes)) is not None:
                 return refused
+            from hostd.cli.import_rewrite import gateway_command  # noqa: PLC0415 (import only: a config's parser)
+
             args.gateway = [*gateway_command(sys.argv[0], sys.executable, _main_module()), "mcp"]
             args.gateway += ["--state-dir", os.path.abspath(state_dir)]
         opts = Options(state_dir=state_dir, as_json=args.json, yes=getattr(args, "yes", False))

@@ -22,10 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import trio
 
 from hostd import __version__
-from hostd.control.attach import Fanout, serve_control_socket
 from hostd.control.core import EXIT_SOFTWARE, EXIT_USAGE, InitializeOptions, Notify
 from hostd.control.outbox import OUTBOX_BYTES, current_outbox
-from hostd.control.server import serve_stdio
 from hostd.storage.state import StateError, StateStore
 from hostd.wire.framing import PARENT_FRAME_LIMIT, PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from sandbox.limits import raise_nofile_limit
@@ -402,6 +400,9 @@ def _host_factory(args: argparse.Namespace, trust_roots: tuple[str, ...]) -> Hos
     async def host_factory(options: InitializeOptions, notify: Notify, nursery: trio.Nursery) -> HostApi:
         # Imported here, after initialize was answered: this is the heavy part.
         module = await trio.to_thread.run_sync(importlib.import_module, "hostd.host.service")
+        # A serving hostd's only (hostctl's direct read imports this module for host_settings: issue 28).
+        from hostd.control.attach import Fanout, serve_control_socket  # noqa: PLC0415
+
         fanout = Fanout(notify)  # the parent, and each session on the control socket
         settings = host_settings(module, args, trust_roots)
         host: HostApi = await module.Host.create(options, fanout.notify, nursery, settings)
@@ -458,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
         except StateError as exc:
             logging.getLogger("hostd").error("%s", exc)
             return exc.exit_code
+    from hostd.control.server import serve_stdio  # noqa: PLC0415 (serve's; not hostctl's direct read: issue 28)
+
     try:
         serve = functools.partial(
             serve_stdio,

@@ -19,10 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from hostd.install.packages import PackageLaunch, PrepareError, parse_package_launch
-
 #: hostd's catalog of reviewed servers (manifests/README.md): present in a clone, absent from a wheel.
 CATALOG = Path(__file__).resolve().parents[2] / "manifests"
 
@@ -82,6 +78,11 @@ def running_release(info: Mapping[str, Any], error: Mapping[str, Any]) -> Releas
 def catalog_release(release: Release, catalog: Path = CATALOG) -> tuple[Release, Path] | None:
     """The release of the same package hostd's catalog pins (and the catalog folder), or ``None`` when the
     catalog has no such package, pins the same version, or is not there (an installed wheel)."""
+    # A rejected server's remedy only: not paid by every command that imports this module (issue 28).
+    import yaml  # noqa: PLC0415
+
+    from hostd.install.packages import PackageLaunch, PrepareError, parse_package_launch  # noqa: PLC0415
+
     if not release.manager:
         return None
     for manifest in sorted(catalog.glob("*/plugin.yaml")):

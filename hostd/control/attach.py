@@ -29,8 +29,7 @@ import logging
 import os
 import socket
 import struct
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,42 +37,15 @@ import trio
 
 from hostd.control.core import InitializeOptions, Notify, RequestContext
 from hostd.control.outbox import Outbox, set_current_outbox
+from hostd.control.rendezvous import SOCKET_NAME, socket_address, socket_path
 from hostd.control.server import ControlServer, HostApi
 from hostd.storage.state import StateStore
 from hostd.wire.errors import ErrorKind, HostError
 
 log = logging.getLogger("hostd.control.attach")
 
-#: The socket's file name in the state folder.
-SOCKET_NAME = "control.sock"
 #: Sessions served at once on the socket.
 MAX_SESSIONS = 8
-#: The longest path a ``sockaddr_un`` holds (108 bytes with the terminating NUL).
-_SUN_PATH_BYTES = 107
-
-
-def socket_path(state_dir: Path) -> Path:
-    """Where the hostd serving ``state_dir`` listens (whether or not one does)."""
-    return state_dir / SOCKET_NAME
-
-
-@contextlib.contextmanager
-def socket_address(path: Path) -> Iterator[str]:
-    """An address for ``bind``/``connect`` that names ``path``: the path itself when it fits a
-    ``sockaddr_un``, else ``/proc/self/fd/<fd>/<name>`` through a descriptor of its folder (Linux), kept
-    open for the body. Raises ``OSError`` (``ENAMETOOLONG``) when neither fits or the folder cannot be opened.
-    """
-    text = os.fsencode(path)
-    if len(text) <= _SUN_PATH_BYTES:
-        yield os.fsdecode(text)
-        return
-    if not sys.platform.startswith("linux"):
-        raise OSError(36, f"the socket path is longer than {_SUN_PATH_BYTES} bytes", str(path))
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)
 
 
 class Fanout:

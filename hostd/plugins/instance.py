@@ -39,7 +39,6 @@ from hostd.mcp.tools import RegisteredTool
 from hostd.mcp.transport.stdio import StdioLink
 from hostd.net.allowlist import Allowlist
 from hostd.net.handoff import Handoff, HandoffError
-from hostd.net.proxy import run_proxy
 from hostd.plugins import lifecycle, trust
 from hostd.plugins.backends import Instance, ProcessInstance, RemoteInstance
 from hostd.plugins.events import NetworkRequested, Notify, OnEvent, ToolsPinned
@@ -237,6 +236,8 @@ class InstanceRunner:
             reply: list[str] = []
             await self._on_event(NetworkRequested(self.plugin_id, host, port, reply))
             return reply[0] if reply else "unanswered"
+
+        from hostd.net.proxy import run_proxy  # noqa: PLC0415 (a plugin with network only; not on a reader's path)
 
         return process, functools.partial(run_proxy, self.plugin_id, listener, allowlist, log, ask=ask)
 
