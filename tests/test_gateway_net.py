@@ -21,9 +21,9 @@ import trio
 import yaml
 
 from tests.conftest import ROOT, spawn_hostd
+from tests.http_upstream import upstream
 from tests.platform_facts import need_layers
 from tests.test_gateway import gateway
-from tests.test_net_ask import upstream
 
 
 async def test_an_unknown_destination_is_asked_through_the_clients_elicitation_or_refused_with_the_command(
