@@ -332,8 +332,9 @@ async def test_hostd_stops_a_plugin_holding_a_memfd_with_the_rss_limit(
     assert "exceeding a limit: memory" in stopped["error"]["reason"]
     if cgroup:  # the kernel's peak, never past the bound
         assert 90 * MIB < limit["value"] <= 100 * MIB
-    else:  # the watchdog's count: the memfd once, plus the server's RSS
-        assert 300 * MIB <= limit["value"] < 400 * MIB
+    else:  # the watchdog's count, the memfd once plus the server's RSS (~26 MB alone: only the memfd can pass
+        # the bound), as sampled: while the hog still fills its memfd the sample is anywhere past 100 MiB
+        assert 100 * MIB < limit["value"] < 400 * MIB
 
 
 async def test_doctor_says_which_mechanism_is_in_force_and_why() -> None:
