@@ -33,7 +33,8 @@ ISSUER = f"""
 import subprocess, sys
 from sandbox.sweep import TOKEN_VAR, _new_token
 token = _new_token()
-child = subprocess.Popen({WAIT_FOR_EOF!r}, env={{TOKEN_VAR: token}}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+child = subprocess.Popen({WAIT_FOR_EOF!r}, env={{TOKEN_VAR: token}}, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+assert child.stdout.readline() == b"ready\\n"  # the child runs its own code: it is listed with its token
 print(token, flush=True)
 sys.stdin.buffer.read()
 child.stdin.close()
@@ -93,7 +94,7 @@ def test_a_live_hostd_in_another_pid_namespace_keeps_its_plugins() -> None:
         assert issuer.stdout is not None
         token = issuer.stdout.readline().decode().strip()
         assert token.split(".")[1] == "1"  # the issuer's pid, inside its namespace
-        [plugin] = _pids_with_token(token)
+        [plugin] = _pids_with_token(token)  # it printed "ready" before the issuer printed the token
         sweep_orphans()
         assert alive(plugin)
         assert _pids_with_token(token) == [plugin]
