@@ -43,7 +43,7 @@ from tests.conftest import (
     spawn_hostd,
     stdio_plugin,
 )
-from tests.waiting import GENEROUS, until
+from tests.waiting import GENEROUS, until, until_answered
 
 VERBS = ("create", "list", "get", "update", "delete", "search", "archive", "export", "import", "share")
 ECHO_NAMES = sorted(f"mcp-echo.{tool}" for tool in ECHO_TOOLS)
@@ -93,9 +93,7 @@ async def cancel_at_first_progress(client: ClientSession, seconds: float) -> Non
         seen.update((await client.call_tool("mcp-echo.seen", {})).structured_content or {})
         return len(seen.get("cancelled", [])) == 1
 
-    with trio.fail_after(seconds):
-        while not await plugin_saw_cancel():
-            await trio.sleep(0.05)
+    await until_answered(plugin_saw_cancel, seconds)
     assert "notifications/cancelled" in seen["notifications"]
 
 

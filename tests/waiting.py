@@ -8,7 +8,7 @@ changes (a file it writes, a pipe it fills) where no event exists to wait on.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import psutil
 import trio
@@ -50,4 +50,15 @@ async def until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
     """
     with trio.fail_after(timeout):
         while not condition():
+            await trio.sleep(0.02)
+
+
+async def until_answered(question: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
+    """Ask ``question`` (a request to another process about its own state, e.g. a fixture's ``seen`` tool)
+    until it answers True: :func:`until` for a state only that process can report, with no event to wait on.
+
+    Raises ``trio.TooSlowError`` after ``timeout`` seconds.
+    """
+    with trio.fail_after(timeout):
+        while not await question():
             await trio.sleep(0.02)
