@@ -19,6 +19,7 @@ but for ``stat``/``realpath`` (blocking: call them from a worker thread when the
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -119,8 +120,7 @@ def _walk(
     elif isinstance(value, Mapping):
         for key, item in value.items():
             if isinstance(key, str):
-                escaped = key.replace("~", "~0").replace("/", "~1")
-                yield from _walk(item, _sub_schema(schema, key), f"{pointer}/{escaped}", (*names, key), depth + 1)
+                yield from _walk(item, _sub_schema(schema, key), f"{pointer}/{_escaped(key)}", (*names, key), depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _walk(item, _sub_schema(schema, index), f"{pointer}/{index}", names, depth + 1)
@@ -234,13 +234,16 @@ def with_real_home(arguments: Mapping[str, Any], home: str) -> tuple[dict[str, A
     past the walk's bounds (:data:`MAX_DEPTH`, :data:`MAX_STRINGS`; the same strings :func:`may_name_paths`
     looks at). ``arguments`` is not changed (the result is a copy where anything was rewritten). Pure.
     """
+    strings = itertools.islice(_walk(arguments, None, "", (), 0), MAX_STRINGS)
+    if not any(_tilde_path(value) for _, value, _, _ in strings):
+        return dict(arguments), []  # the usual call (on the tools/call path): one look, no rebuilt tree
     rewritten: list[str] = []
     base = home.rstrip("/")  # "" for a HOME of "/": "~/x" -> "/x"
 
     def rewrite(value: Any, pointer: str, depth: int, budget: list[int]) -> Any:
         if isinstance(value, str):
             budget[0] -= 1
-            if budget[0] >= 0 and (value == "~" or value.startswith("~/")) and "\0" not in value:
+            if budget[0] >= 0 and _tilde_path(value):
                 rewritten.append(pointer)
                 return base + value[1:] if value != "~" else (base or "/")
             return value
@@ -257,6 +260,11 @@ def with_real_home(arguments: Mapping[str, Any], home: str) -> tuple[dict[str, A
 
     result = rewrite(dict(arguments), "", 0, [MAX_STRINGS])
     return (result if rewritten else dict(arguments)), rewritten
+
+
+def _tilde_path(value: str) -> bool:
+    """Whether ``value`` is written as a path in the user's home: ``~`` alone or ``~/...`` (no NUL)."""
+    return (value == "~" or value.startswith("~/")) and "\0" not in value
 
 
 def _escaped(key: str) -> str:
