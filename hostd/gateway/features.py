@@ -152,17 +152,26 @@ async def resources_list(
     resources, each marked with its plugin; every URI listed is remembered in ``routes``. ``INVALID_PARAMS`` for a
     cursor hostd did not make."""
     out: list[tuple[str, dict[str, Any]]] = []
-    for plugin_id in serving(host, "resources"):
-        try:
-            entries = await _every_page(host, plugin_id, "resources/list", "resources", ctx)
-        except HostError as error:
-            log.warning("resources/list of plugin %s left out: %s", plugin_id, error.message)
-            continue
+    for plugin_id, entries in await _gathered(host, "resources/list", "resources", ctx):
         for entry in entries:
             if isinstance(entry.get("uri"), str):
                 routes.uris.setdefault(entry["uri"], plugin_id)
                 out.append((plugin_id, entry))
     return _paged(out, "resources", params)
+
+
+async def _gathered(
+    host: GatewayHost, method: str, key: str, ctx: RequestContext
+) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``(plugin id, every entry of its whole listing)`` for each ready plugin serving resources; a plugin whose
+    ``method`` fails is left out and logged (one plugin's error never hides the others' entries)."""
+    gathered: list[tuple[str, list[dict[str, Any]]]] = []
+    for plugin_id in serving(host, "resources"):
+        try:
+            gathered.append((plugin_id, await _every_page(host, plugin_id, method, key, ctx)))
+        except HostError as error:
+            log.warning("%s of plugin %s left out: %s", method, plugin_id, error.message)
+    return gathered
 
 
 async def resource_templates_list(
@@ -172,12 +181,7 @@ async def resource_templates_list(
     ready plugin's templates, each marked with its plugin; their patterns kept in ``routes``. ``INVALID_PARAMS``
     for a cursor hostd did not make."""
     out: list[tuple[str, dict[str, Any]]] = []
-    for plugin_id in serving(host, "resources"):
-        try:
-            entries = await _every_page(host, plugin_id, "resources/templates/list", "resourceTemplates", ctx)
-        except HostError as error:
-            log.warning("resources/templates/list of plugin %s left out: %s", plugin_id, error.message)
-            continue
+    for plugin_id, entries in await _gathered(host, "resources/templates/list", "resourceTemplates", ctx):
         listed = [entry for entry in entries if isinstance(entry.get("uriTemplate"), str)]
         routes.templates[plugin_id] = [template_pattern(entry["uriTemplate"]) for entry in listed]
         out.extend((plugin_id, entry) for entry in listed)
