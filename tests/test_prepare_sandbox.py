@@ -21,6 +21,7 @@ import base64
 import hashlib
 import http.server
 import io
+import json
 import os
 import shutil
 import tarfile
@@ -164,6 +165,7 @@ async def _prepare(
     allow_build: bool = False,
     said: list[str] | None = None,
     environ: dict[str, str] | None = None,
+    registries: Registries | None = None,
 ) -> Prepared:
     """:func:`prepare` from the index at ``registry``; ``said`` collects the progress messages, then the log lines
     (each ``"log: ..."``) in the order they came."""
@@ -181,7 +183,7 @@ async def _prepare(
             state,
             "hostile",
             launch,
-            registries=Registries(python=registry),
+            registries=registries or Registries(python=registry),
             path=_path(),
             progress=progress,
             environ={**plugin_environment(), "HOME": str(state.parent / "user-home"), **(environ or {})},
@@ -299,6 +301,39 @@ async def test_an_installer_reaches_only_the_registry_in_use(tmp_path: Path, ind
         f"({registry})",
     ]
     assert not (tmp_path / "state" / "prepared" / "hostile" / launch.key).exists()
+
+
+async def test_npm_led_to_a_tarball_on_another_host_is_refused(tmp_path: Path, index: tuple[str, Path]) -> None:
+    """Another member: an npm mirror whose packument names the tarball on another host (``dist.tarball``, which
+    npm fetches as written). The packument comes through the proxy (the mirror is the one allowed host); the
+    tarball's host is refused and named. Failed before: npm went for example.test directly (``unreachable``)."""
+    need_layers("netns", "pidns")
+    if shutil.which("npm", path=plugin_environment()["PATH"]) is None:
+        pytest.skip("npm is not on PATH")
+    url, files = index
+    registry = url.removesuffix("simple")
+    tarball = "https://example.test/evil-tarball/-/evil-tarball-1.0.0.tgz"
+    packument = {
+        "name": "evil-tarball",
+        "dist-tags": {"latest": "1.0.0"},
+        "versions": {"1.0.0": {"name": "evil-tarball", "version": "1.0.0", "dist": {"tarball": tarball}}},
+    }
+    (files.parent / "evil-tarball").write_text(json.dumps(packument))
+    launch = parse_package_launch("npx", ["-y", "evil-tarball@1.0.0"])
+    assert launch is not None
+    said: list[str] = []
+    with pytest.raises(PrepareError) as caught:
+        await _prepare(tmp_path / "state", launch, url, said=said, registries=Registries(npm=registry))
+    mirror = f"127.0.0.1:{_port(url)}"
+    assert caught.value.reason == "host-refused"
+    assert str(caught.value) == (
+        f"npm install evil-tarball@1.0.0: npm tried to reach example.test:443, which is not one of the registries "
+        f"in use ({mirror})"
+    )
+    assert said[0] == f"preparing evil-tarball@1.0.0 (npm, sandboxed; network: {mirror} only, through hostd's proxy)"
+    assert said[2:] == [
+        f"log: network: refused example.test:443 (403): example.test:443 is not one of the registries in use ({mirror})"
+    ]
 
 
 async def test_an_upstream_proxy_of_hostds_environment_keeps_the_installers_network_and_says_so(
