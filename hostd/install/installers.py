@@ -216,7 +216,7 @@ async def _run(
                     if listener is not None:
                         from hostd.install.registry_proxy import RegistryProxy  # noqa: PLC0415 (runs only)
 
-                        proxy = RegistryProxy(os.path.basename(argv[0]), hosts, network, logs)
+                        proxy = RegistryProxy(sandbox.base.name, hosts, network, logs)  # base: prepared/<id>
                         nursery.start_soon(proxy.serve, listener)
                     nursery.start_soon(_watch_disk, process, policy, [*sandbox.writable, str(sandbox.tmpdir)], hit)
                     async with trio.open_nursery() as readers:

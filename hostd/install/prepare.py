@@ -53,7 +53,9 @@ variables, the registry and the cache; deno gets no ``HOME``), npm with
 ``--ignore-scripts`` and deno without ``--allow-scripts`` (a package's install
 scripts never run), and their output is bounded
 (:data:`OUTPUT_BOUND`). A registry mirror set once for the host
-(:class:`Registries`) applies to every preparation.
+(:class:`Registries`) applies to every preparation. Each installer run reaches only the
+registries in use, through hostd's proxy in a network namespace of its own
+(:mod:`hostd.install.installer_network`: which hosts, what a refusal says, where it cannot be).
 
 Where each part lives: the grammar and the launch parsers in :mod:`hostd.install.packages`, the
 installer sandbox and its bounded runner in :mod:`hostd.install.installers`, the npm / uv / deno

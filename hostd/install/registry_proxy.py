@@ -10,9 +10,14 @@ import trio
 
 from hostd.install.installer_network import InstallerNetwork, RegistryHosts, shown_host
 from hostd.net.allowlist import EntryError, canonical_host
-from hostd.net.proxy import Decision, PluginProxy, Refused
+from hostd.net.proxy import Decision, PluginProxy, ProxyLimits, Refused
 
-__all__ = ["RegistryProxy"]
+__all__ = ["INSTALLER_LIMITS", "RegistryProxy"]
+
+#: The proxy's bounds for an installer run: a plugin's defaults (:class:`~hostd.net.proxy.ProxyLimits`) but 64 MiB/s
+#: instead of 8: downloading from the registry is the run's purpose (a 700 MB wheel would take 90 s at 8 MiB/s),
+#: and the run is bounded in time and disk already (hostd/install/installers.py).
+INSTALLER_LIMITS = ProxyLimits(bytes_per_second=64 * 1024 * 1024)
 
 
 class RegistryProxy(PluginProxy):
@@ -21,7 +26,12 @@ class RegistryProxy(PluginProxy):
     the connections it lets through (``network.reached``)."""
 
     def __init__(self, plugin: str, hosts: RegistryHosts, network: InstallerNetwork, nursery: trio.Nursery) -> None:
-        super().__init__(plugin, hosts.allowlist(), on_refused=lambda record: network.record(record, nursery))
+        super().__init__(
+            plugin,
+            hosts.allowlist(),
+            limits=INSTALLER_LIMITS,
+            on_refused=lambda record: network.record(record, nursery),
+        )
         self.hosts = hosts
         self.network = network
 
