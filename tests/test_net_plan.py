@@ -84,4 +84,5 @@ def test_the_proxy_variables_and_the_doctor_line() -> None:
     assert domain_filtering_line(caps(*(c for c in ALL if c != "pidns"))) == (
         "domain filtering: no - netns or pidns is unavailable: a plugin's network allowlist is not enforced, it "
         "has the sandbox level's network (standard: all, strict: none), as launch.capabilities.network says\n"
+        "  preparation: not filtered either - an installer may reach any host, not only the registries in use\n"
     )

@@ -102,6 +102,15 @@ def memory_key() -> str:
     return launch.key
 
 
+def through_proxy(notes: list[dict[str, Any]]) -> dict[str, int]:
+    """What the installer reached through hostd's proxy, as the step-3 progress message counts it:
+    ``{host:port: connections}`` (the proxy's own count of the connections it let through)."""
+    [said] = [n["message"] for n in notes if n["message"].startswith("recording what was installed")]
+    found = re.fullmatch(r"recording what was installed \(through hostd's proxy: (.+)\)", said)
+    assert found is not None, said
+    return {host: int(count) for host, count in re.findall(r"(\S+), (\d+) connections?", found.group(1))}
+
+
 def home_is_untouched(tmp_path: Path) -> None:
     """Nothing was written into the user's home: no ~/.npm, no ~/.cache/uv, nothing."""
     assert sorted(os.listdir(tmp_path / "home")) == []
@@ -145,6 +154,14 @@ async def test_a_prepared_npx_server_starts_under_strict_with_no_network(tmp_pat
         assert {n["total"] for n in notes} == {4}
         assert notes[-1]["message"] == f"prepared {MEMORY_SPEC}"
         assert "netns" in launch["isolation"]
+        # npm went through hostd's proxy, with the registry as its one allowed host (issue 26).
+        assert notes[0]["message"] == (
+            f"preparing {MEMORY_SPEC} (npm, sandboxed; network: registry.npmjs.org:443 only, through hostd's proxy)"
+        )
+        reached = through_proxy(notes)
+        assert list(reached) == ["registry.npmjs.org:443"]
+        assert reached["registry.npmjs.org:443"] >= 1
+        assert hostd.seen("plugins/log") == []  # nothing refused
 
         status, seconds = await approve_and_enable(hostd, prepared)
         assert status["status"] == "ready", status
@@ -196,6 +213,15 @@ async def test_a_prepared_uvx_server_starts_under_strict(tmp_path: Path) -> None
         assert launch["command"] == str(root / "venv" / "bin" / "python")
         assert launch["args"] == [str(root / "venv" / "bin" / "mcp-server-time"), "--local-timezone", "UTC"]
         assert [n["progress"] for n in notes] == [1, 2, 3, 4]
+        # uv went through hostd's proxy: PyPI's index and its files' host are the only ones allowed (issue 26).
+        assert notes[0]["message"] == (
+            f"preparing {TIME_SPEC} (uv, sandboxed; network: pypi.org:443, files.pythonhosted.org:443 only, "
+            "through hostd's proxy)"
+        )
+        reached = through_proxy(notes)
+        assert sorted(reached) == ["files.pythonhosted.org:443", "pypi.org:443"]
+        assert min(reached.values()) >= 1
+        assert hostd.seen("plugins/log") == []
 
         status, seconds = await approve_and_enable(hostd, prepared)
         assert status["status"] == "ready", status
@@ -255,16 +281,16 @@ async def test_an_unpinned_imported_npx_entry_is_resolved_to_an_exact_version(tm
 @pytest.mark.parametrize(
     ("how", "folder", "expected"),
     [
-        ("flag", MEMORY, ("http://127.0.0.1:9/", "connect ECONNREFUSED 127.0.0.1:9")),
-        ("flag", TIME, ("http://127.0.0.1:9/simple", "Connection refused (os error 111)")),
-        ("environment", MEMORY, ("http://127.0.0.1:9/", "connect ECONNREFUSED 127.0.0.1:9")),
-        ("environment", TIME, ("http://127.0.0.1:9/simple", "Connection refused (os error 111)")),
+        ("flag", MEMORY, ("http://127.0.0.1:9/", "npm install")),
+        ("flag", TIME, ("http://127.0.0.1:9/simple", "uv pip install")),
+        ("environment", MEMORY, ("http://127.0.0.1:9/", "npm install")),
+        ("environment", TIME, ("http://127.0.0.1:9/simple", "uv pip install")),
     ],
 )
 async def test_an_unreachable_registry_is_a_precise_error_at_prepare(
     tmp_path: Path, how: str, folder: Path, expected: tuple[str, str]
 ) -> None:
-    registry, said = expected
+    registry, what = expected
     if how == "flag":
         flag = "--npm-registry" if folder == MEMORY else "--python-index"
         spawn = hostd_at(tmp_path, flag, registry)
@@ -281,8 +307,18 @@ async def test_an_unreachable_registry_is_a_precise_error_at_prepare(
         assert error.kind == "PREPARE_FAILED"
         assert error.data["reason"] == "unreachable"
         assert error.data["registry"] == registry
-        assert f"cannot reach {registry}: " in error.message
-        assert said in error.message
+        # Through hostd's proxy (the mirror its one allowed host): the proxy's own words, also sent to the parent as
+        # the plugin's log line (issue 26). Before: npm's or uv's words ("connect ECONNREFUSED 127.0.0.1:9").
+        said = "127.0.0.1:9 refused the connection (127.0.0.1: Connection refused)"
+        package = info["launch"]["prepare"]["packages"][0]
+        assert error.message == f"plugin {info['id']}: {what} {package}: cannot reach {registry}: {said}"
+        logged = await hostd.wait_for("plugins/log", lambda n: n["plugin"] == info["id"])
+        assert logged == {
+            "plugin": info["id"],
+            "level": "warning",
+            "source": "host",
+            "message": f"network: refused 127.0.0.1:9 (502): {said}",
+        }
         print(f"\nunreachable registry ({how}, {info['id']}) reported after {seconds:.1f} s")
         after = await hostd.request("plugins/list", {})
         assert after["plugins"][0]["launch"]["prepare"]["state"] == "needed"

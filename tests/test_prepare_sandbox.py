@@ -21,6 +21,7 @@ import base64
 import hashlib
 import http.server
 import io
+import json
 import os
 import shutil
 import tarfile
@@ -53,8 +54,9 @@ def _path() -> str:
 # -- the hostile code ---------------------------------------------------------------------------
 
 
-def _probe_code(outside: Path, secret: Path) -> str:
-    """Python that tries to write ``outside`` and read ``secret``; it prints what it managed, one line."""
+def _probe_code(outside: Path, secret: Path, direct: int) -> str:
+    """Python that tries to write ``outside``, read ``secret`` and connect straight to ``127.0.0.1:direct`` (the
+    loopback index, which answers anyone on the host's loopback); it prints what it managed, one line."""
     return (
         "import os\n"
         "def _hostile_report():\n"
@@ -69,6 +71,12 @@ def _probe_code(outside: Path, secret: Path) -> str:
         "    except OSError as exc:\n"
         "        said.append('read-secret=' + type(exc).__name__)\n"
         "    said.append('home-is-private=' + str(os.environ.get('HOME', '').endswith('/home')))\n"
+        "    import socket\n"
+        "    try:\n"
+        f"        socket.create_connection(('127.0.0.1', {direct}), timeout=10).close()\n"
+        "        said.append('connect-direct=done')\n"
+        "    except OSError as exc:\n"
+        "        said.append('connect-direct=' + type(exc).__name__)\n"
         "    return 'HOSTILE ' + ' '.join(said)\n"
     )
 
@@ -144,19 +152,42 @@ def _publish(index_files: Path, artifact: Path, name: str) -> None:
     (project / "index.html").write_text(f'<a href="../../files/{artifact.name}">{artifact.name}</a>\n')
 
 
-async def _prepare(state: Path, launch: PackageLaunch, registry: str, *, allow_build: bool = False) -> Prepared:
+def _port(url: str) -> int:
+    """The port of a loopback index's URL (``http://127.0.0.1:PORT/simple``)."""
+    return int(url.split(":")[2].split("/", maxsplit=1)[0])
+
+
+async def _prepare(
+    state: Path,
+    launch: PackageLaunch,
+    registry: str,
+    *,
+    allow_build: bool = False,
+    said: list[str] | None = None,
+    environ: dict[str, str] | None = None,
+    registries: Registries | None = None,
+) -> Prepared:
+    """:func:`prepare` from the index at ``registry``; ``said`` collects the progress messages, then the log lines
+    (each ``"log: ..."``) in the order they came."""
+
     async def progress(step: int, total: int, message: str) -> None:
-        pass
+        if said is not None:
+            said.append(message)
+
+    async def log(message: str) -> None:
+        if said is not None:
+            said.append(f"log: {message}")
 
     with trio.fail_after(PREPARE_TIMEOUT):
         return await prepare(
             state,
             "hostile",
             launch,
-            registries=Registries(python=registry),
+            registries=registries or Registries(python=registry),
             path=_path(),
             progress=progress,
-            environ={**plugin_environment(), "HOME": str(state.parent / "user-home")},
+            environ={**plugin_environment(), "HOME": str(state.parent / "user-home"), **(environ or {})},
+            log=log,
             **({"allow_build": True} if allow_build else {}),
         )
 
@@ -192,7 +223,7 @@ async def test_a_source_build_is_refused_unless_allowed(tmp_path: Path, index: t
     """Failed before: the sdist's in-tree backend ran on the host during preparation (canary written)."""
     url, files = index
     outside, secret = _canaries(tmp_path)
-    backend = _probe_code(outside, secret) + (
+    backend = _probe_code(outside, secret, _port(url)) + (
         "def get_requires_for_build_wheel(config_settings=None):\n"
         "    raise SystemExit(_hostile_report())\n"
         "build_wheel = get_requires_for_build_wheel\n"
@@ -217,7 +248,7 @@ async def test_package_code_that_runs_on_purpose_reaches_nothing_outside_its_fol
     need_layers("landlock-fs")  # without it the sandbox has no file rules to show
     url, files = index
     outside, secret = _canaries(tmp_path)
-    backend = _probe_code(outside, secret) + (
+    backend = _probe_code(outside, secret, _port(url)) + (
         "import sys\n"
         "def get_requires_for_build_wheel(config_settings=None):\n"
         "    print(_hostile_report(), file=sys.stderr)\n"
@@ -233,9 +264,97 @@ async def test_package_code_that_runs_on_purpose_reaches_nothing_outside_its_fol
     assert reports, caught.value.output  # the package's code did run
     assert reports[0].endswith(
         "HOSTILE write-outside=PermissionError read-secret=PermissionError home-is-private=True"
+        " connect-direct=ConnectionRefusedError"
     ), reports
     assert not outside.exists()
     assert not os.path.exists(tmp_path / "user-home")  # the user's HOME was never created or written
+
+
+async def test_an_installer_reaches_only_the_registry_in_use(tmp_path: Path, index: tuple[str, Path]) -> None:
+    """The class: *an installer led to a host that is not a registry* (an index page, a packument or a lock
+    naming a file elsewhere; package code run by a build). The index links its wheel on ``example.test``:
+    hostd's proxy refuses it with the reason, the parent hears it as a log line, and the PrepareError names
+    the host and the registries in use. Failed before: uv reached for example.test directly (no proxy; the
+    name does not resolve here: reason ``unreachable``, no such log line)."""
+    need_layers("netns", "pidns")
+    url, files = index
+    wheel = _wheel(files, "evil_link", "")
+    project = files.parent / "simple" / "evil-link"
+    project.mkdir(parents=True)
+    (project / "index.html").write_text(f'<a href="https://example.test/files/{wheel.name}">{wheel.name}</a>\n')
+    launch = parse_package_launch("uvx", ["--from", "evil-link==1.0", "evil_link"])
+    assert launch is not None
+    said: list[str] = []
+    with pytest.raises(PrepareError) as caught:
+        await _prepare(tmp_path / "state", launch, url, said=said)
+    registry = f"127.0.0.1:{_port(url)}"
+    assert caught.value.reason == "host-refused"
+    assert str(caught.value) == (
+        f"uv pip install evil-link==1.0: uv tried to reach example.test:443, which is not one of the registries "
+        f"in use ({registry})"
+    )
+    assert caught.value.registry == url
+    assert said == [
+        f"preparing evil-link==1.0 (uv, sandboxed; network: {registry} only, through hostd's proxy)",
+        f"uv pip install evil-link==1.0 from {url}",
+        f"log: network: refused example.test:443 (403): example.test:443 is not one of the registries in use "
+        f"({registry})",
+    ]
+    assert not (tmp_path / "state" / "prepared" / "hostile" / launch.key).exists()
+
+
+async def test_npm_led_to_a_tarball_on_another_host_is_refused(tmp_path: Path, index: tuple[str, Path]) -> None:
+    """Another member: an npm mirror whose packument names the tarball on another host (``dist.tarball``, which
+    npm fetches as written). The packument comes through the proxy (the mirror is the one allowed host); the
+    tarball's host is refused and named. Failed before: npm went for example.test directly (``unreachable``)."""
+    need_layers("netns", "pidns")
+    if shutil.which("npm", path=plugin_environment()["PATH"]) is None:
+        pytest.skip("npm is not on PATH")
+    url, files = index
+    registry = url.removesuffix("simple")
+    tarball = "https://example.test/evil-tarball/-/evil-tarball-1.0.0.tgz"
+    packument = {
+        "name": "evil-tarball",
+        "dist-tags": {"latest": "1.0.0"},
+        "versions": {"1.0.0": {"name": "evil-tarball", "version": "1.0.0", "dist": {"tarball": tarball}}},
+    }
+    (files.parent / "evil-tarball").write_text(json.dumps(packument))
+    launch = parse_package_launch("npx", ["-y", "evil-tarball@1.0.0"])
+    assert launch is not None
+    said: list[str] = []
+    with pytest.raises(PrepareError) as caught:
+        await _prepare(tmp_path / "state", launch, url, said=said, registries=Registries(npm=registry))
+    mirror = f"127.0.0.1:{_port(url)}"
+    assert caught.value.reason == "host-refused"
+    assert str(caught.value) == (
+        f"npm install evil-tarball@1.0.0: npm tried to reach example.test:443, which is not one of the registries "
+        f"in use ({mirror})"
+    )
+    assert said[0] == f"preparing evil-tarball@1.0.0 (npm, sandboxed; network: {mirror} only, through hostd's proxy)"
+    assert said[2:] == [
+        f"log: network: refused example.test:443 (403): example.test:443 is not one of the registries in use ({mirror})"
+    ]
+
+
+async def test_an_upstream_proxy_of_hostds_environment_keeps_the_installers_network_and_says_so(
+    tmp_path: Path, index: tuple[str, Path]
+) -> None:
+    """hostd's proxy does not chain to another: where hostd's environment names one (``HTTPS_PROXY``), the
+    installer keeps today's network (that proxy) and the first progress line says the registries are not
+    enforced; never silently weaker. Failed before: the line named no network at all."""
+    url, files = index
+    _publish(files, _wheel(files, "plain_pkg", ""), "plain-pkg")
+    launch = parse_package_launch("uvx", ["--from", "plain-pkg==1.0", "plain_pkg"])
+    assert launch is not None
+    said: list[str] = []
+    # An https proxy only: the loopback index is http://, so uv goes to it directly and the preparation works.
+    prepared = await _prepare(tmp_path / "state", launch, url, said=said, environ={"HTTPS_PROXY": "http://127.0.0.1:9"})
+    assert prepared.resolved == {"plain-pkg": "1.0"}
+    assert said[0] == (
+        "preparing plain-pkg==1.0 (uv, sandboxed; network: not filtered: hostd's environment names a proxy "
+        "(HTTPS_PROXY), which the installer uses; hostd's proxy does not chain to it)"
+    )
+    assert "through hostd's proxy" not in " ".join(said)
 
 
 # -- as an unprivileged user ------------------------------------------------------------------------
@@ -254,7 +373,7 @@ async def test_package_code_run_on_purpose_is_confined_as_nobody(index: tuple[st
     _path()
     url, files = index
     with nobody_folder() as work:
-        backend = _probe_code(work / "canary-outside", work / "secret.txt") + (
+        backend = _probe_code(work / "canary-outside", work / "secret.txt", _port(url)) + (
             "import sys\n"
             "def get_requires_for_build_wheel(config_settings=None):\n"
             "    print(_hostile_report(), file=sys.stderr)\n"
@@ -269,6 +388,7 @@ async def test_package_code_run_on_purpose_is_confined_as_nobody(index: tuple[st
     assert result["hostile"], result
     assert result["hostile"][0].endswith(
         "HOSTILE write-outside=PermissionError read-secret=PermissionError home-is-private=True"
+        " connect-direct=ConnectionRefusedError"
     )
     assert result["canary"] is False
     assert result["home"] == []

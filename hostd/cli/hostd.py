@@ -322,16 +322,20 @@ def installer_table(path: str | None = None) -> str:
 
 def domain_filtering_line(capabilities: Iterable[Capability]) -> str:
     """``hostd doctor``'s verdict on network allowlists (issue 26): enforced where unprivileged network and pid
-    namespaces work (the ``netproxy`` layer), else the sandbox level's all-or-nothing network."""
+    namespaces work (the ``netproxy`` layer), else the sandbox level's all-or-nothing network; and the same for
+    preparation's installers (the registries in use their allowlist: hostd/install/installer_network.py)."""
     have = {cap.name for cap in capabilities if cap.available}
     if {"netns", "pidns"} <= have:
         return (
             "domain filtering: yes - a plugin with a network allowlist runs in its own network namespace, hostd's "
             "proxy its only way out\n"
+            "  preparation: each installer reaches only the registries in use, through the same proxy (unless "
+            "hostd's environment names a proxy of its own: then the first progress line says it is not filtered)\n"
         )
     return (
         "domain filtering: no - netns or pidns is unavailable: a plugin's network allowlist is not enforced, it "
         "has the sandbox level's network (standard: all, strict: none), as launch.capabilities.network says\n"
+        "  preparation: not filtered either - an installer may reach any host, not only the registries in use\n"
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import trio
 
 from hostd.control import models as p
-from hostd.control.core import RequestContext
+from hostd.control.core import Notify, RequestContext
 from hostd.host import installs, plugin_info
 from hostd.host.records import HostSettings, InstalledPlugin, write_failed
 from hostd.install.packages import PrepareError, parse_package_launch
@@ -65,6 +65,11 @@ class SetupHost(Protocol):
 
     def info(self, plugin: InstalledPlugin) -> dict[str, Any]:
         """:class:`hostd.control.models.PluginInfo` as sent on the wire."""
+        ...
+
+    @property
+    def notify(self) -> Notify:
+        """Send a notification to the parent (a ``plugins/log`` about a plugin is kept in its log too)."""
         ...
 
     def report_from_thread(self, plugin_id: str | None, message: str) -> None:
@@ -167,7 +172,10 @@ async def prepare(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str
     ``unsupported``; ``spec-unsupported``: a package, program or
     ``--python`` word outside :func:`hostd.install.packages.npm_spec` /
     :func:`~hostd.install.packages.python_spec`'s grammar, named with the supported
-    forms, no installer run...). A launch naming no package is answered as it is.
+    forms, no installer run; ``host-refused``: an installer tried to reach a host
+    that is not a registry in use, which hostd's proxy refused...). What the
+    proxy refuses an installer is also sent as the plugin's ``plugins/log``
+    (hostd/install/installer_network.py). A launch naming no package is answered as it is.
     Cancellation (``$/cancelRequest``) ends the installer and deletes the
     unfinished environment: the plugin stays not prepared.
     """
@@ -185,10 +193,15 @@ async def prepare(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str
         return host.info(plugin)
     if host.store is None:
         raise HostError(ErrorKind.STATE_UNUSABLE, "plugins/prepare needs a state directory", plugin=plugin_id)
+    notify = host.notify
 
     async def progress(step: int, total: int, message: str) -> None:
         note = p.ProgressParams(requestId=ctx.id, progress=step, total=total, message=message)
         await ctx.notify("$/progress", note.wire())
+
+    async def log(message: str) -> None:
+        # What hostd's proxy refused an installer: the plugin's log line, as a running plugin's refusals are.
+        await notify("plugins/log", {"plugin": plugin_id, "level": "warning", "source": "host", "message": message})
 
     lock = host.prepare_locks.setdefault(plugin_id, trio.Lock())
     async with lock:
@@ -203,6 +216,7 @@ async def prepare(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str
                 # A running instance keeps its environment until it stops (the next prepare prunes it).
                 prune=plugin.supervisor.state is State.STOPPED,
                 allow_build=ref.allow_build,
+                log=log,
             )
         except PrepareError as exc:
             raise _prepare_failed(plugin_id, exc, package.packages) from None

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import trio
 
+from hostd.install.installer_network import RegistryHosts, registry_hosts
 from hostd.install.installers import (
     InstallerSandbox,
     _failure,
@@ -34,7 +35,7 @@ from hostd.install.installers import (
 )
 from hostd.install.packages import Manager, PackageLaunch, PrepareError, _deno_package
 
-__all__ = ["DENO_CACHE", "DENO_LOCK", "Prepared", "Progress", "Registries", "bundled_js_helpers"]
+__all__ = ["DENO_CACHE", "DENO_LOCK", "Prepared", "Progress", "Registries", "bundled_js_helpers", "installer_hosts"]
 
 #: ``progress(step, total, message)``: one call per step of a preparation.
 Progress = Callable[[int, int, str], Awaitable[None]]
@@ -63,6 +64,25 @@ class Registries:
         env_npm = environ.get("npm_config_registry") or environ.get("NPM_CONFIG_REGISTRY")
         env_python = environ.get("UV_INDEX_URL") or environ.get("PIP_INDEX_URL")
         return cls(npm=npm or env_npm or None, python=python or env_python or None, jsr=environ.get("JSR_URL") or None)
+
+
+#: Where packages come from when hostd names no mirror (each tool's own default).
+NPM_REGISTRY = "https://registry.npmjs.org/"
+PYTHON_INDEX = "https://pypi.org/simple"
+JSR_REGISTRY = "https://jsr.io/"
+
+
+def installer_hosts(launch: PackageLaunch, registries: Registries) -> RegistryHosts:
+    """The registries the installer of ``launch`` may reach, its whole allowlist (hostd/install/installer_network.py):
+    npm: the npm registry; uv: the Python index (PyPI: with its files' host); deno: the npm registry, and JSR
+    first for a ``jsr:`` module. Raises :class:`PrepareError` for a registry URL that cannot be used."""
+    npm = registries.npm or NPM_REGISTRY
+    if launch.manager == "npm":
+        return registry_hosts("npm", [npm])
+    if launch.manager == "uv":
+        return registry_hosts("uv", [registries.python or PYTHON_INDEX])
+    jsr = launch.packages[0].startswith("jsr:")
+    return registry_hosts("deno", [registries.jsr or JSR_REGISTRY, npm] if jsr else [npm])
 
 
 @dataclass(frozen=True)
@@ -272,18 +292,19 @@ async def _prepare_npm(job: _Job) -> Prepared:
     sandbox, root, launch, registries, path, progress, environ, _ = job
     npm = _tool("npm", path, launch)
     node = _tool("node", path, launch)
-    registry = registries.npm or "https://registry.npmjs.org/"
+    registry = registries.npm or NPM_REGISTRY
+    hosts = installer_hosts(launch, registries)
     env = _npm_environment(sandbox.base, registry, path, environ)
     (root / "package.json").write_text('{"name": "hostd-prepared", "private": true}\n')
     await progress(2, 4, f"npm install {' '.join(launch.packages)} from {registry}")
     argv = [npm, "install", "--prefix", str(root), "--ignore-scripts", "--no-save", "--package-lock=true"]
     # The packages are operands after "--": no word of package text is ever read as an npm option.
     argv += ["--omit=dev", "--no-audit", "--no-fund", "--", *launch.packages]
-    code, output = await _run(sandbox, argv, env)
+    code, output = await _run(sandbox, argv, env, hosts)
     what = f"npm install {' '.join(launch.packages)}"
     if code != 0:
-        raise _failure(what, code, output, registry)
-    await progress(3, 4, "recording what was installed")
+        raise _failure(what, code, output, registry, sandbox, hosts=hosts)
+    await progress(3, 4, f"recording what was installed{sandbox.reached()}")
     # --no-save keeps package.json as written; the lock still records every installed package.
     resolved: dict[str, str] = {}
     for spec in launch.packages:
@@ -331,7 +352,8 @@ async def _prepare_uv(job: _Job) -> Prepared:
     sandbox, root, launch, registries, path, progress, environ, allow_build = job
     uv = _tool("uv", path, launch)
     python = _interpreter(launch, path)
-    registry = registries.python or "https://pypi.org/simple"
+    registry = registries.python or PYTHON_INDEX
+    hosts = installer_hosts(launch, registries)
     extra = {
         "UV_CACHE_DIR": str(sandbox.base / "cache" / "uv"),
         "UV_PYTHON_DOWNLOADS": "never",
@@ -357,7 +379,7 @@ async def _prepare_uv(job: _Job) -> Prepared:
     # environment's interpreter, which processes the packages' .pth files); packages after "--".
     argv = [uv, "pip", "install", "--no-config", "--python", str(venv / "bin" / "python")]
     argv += [] if allow_build else ["--no-build"]
-    code, output = await _run(sandbox, [*argv, "--", *launch.packages], env)
+    code, output = await _run(sandbox, [*argv, "--", *launch.packages], env, hosts)
     if code != 0:
         if not allow_build and any(_NEEDS_BUILD.search(line) for line in output):
             raise PrepareError(
@@ -367,8 +389,8 @@ async def _prepare_uv(job: _Job) -> Prepared:
                 output=output[-20:],
                 registry=registry,
             )
-        raise _failure(what, code, output, registry)
-    await progress(3, 4, "recording what was installed")
+        raise _failure(what, code, output, registry, sandbox, hosts=hosts)
+    await progress(3, 4, f"recording what was installed{sandbox.reached()}")
     freeze = await trio.to_thread.run_sync(_freeze, venv)
     helpers = await trio.to_thread.run_sync(bundled_js_helpers, venv)
     npm = find_installer("npm", path)
@@ -376,13 +398,16 @@ async def _prepare_uv(job: _Job) -> Prepared:
         if isinstance(npm, str):
             break  # without npm the package falls back by itself
         await trio.to_thread.run_sync(_helper_dependencies, helper)
-        npm_registry = registries.npm or "https://registry.npmjs.org/"
+        npm_registry = registries.npm or NPM_REGISTRY
+        npm_hosts = registry_hosts("npm", [npm_registry])
         await progress(3, 4, f"npm install in {helper.relative_to(root)} (a JavaScript helper of the package)")
         argv = [npm.executable, "install", "--prefix", str(helper), "--ignore-scripts", "--omit=dev"]
         argv += ["--no-audit", "--no-fund", "--package-lock=true"]
-        code, output = await _run(sandbox, argv, _npm_environment(sandbox.base, npm_registry, path, environ))
+        env = _npm_environment(sandbox.base, npm_registry, path, environ)
+        code, output = await _run(sandbox, argv, env, npm_hosts)
         if code != 0:
-            raise _failure(f"npm install in {helper.relative_to(root)}", code, output, npm_registry)
+            what = f"npm install in {helper.relative_to(root)}"
+            raise _failure(what, code, output, npm_registry, sandbox, hosts=npm_hosts)
         lock = helper / "package-lock.json"
         if lock.is_file():
             freeze += f"# npm {helper.relative_to(root)} {_sha256(lock)}\n"
@@ -474,10 +499,8 @@ async def _prepare_deno(job: _Job) -> Prepared:
     module = launch.packages[0]
     spec = module if module.startswith(("npm:", "jsr:")) else "npm:" + module
     name, _version = _deno_package(spec)
-    if spec.startswith("npm:"):
-        registry = registries.npm or "https://registry.npmjs.org/"
-    else:
-        registry = registries.jsr or "https://jsr.io/"
+    registry = (registries.npm or NPM_REGISTRY) if spec.startswith("npm:") else (registries.jsr or JSR_REGISTRY)
+    hosts = installer_hosts(launch, registries)
     # The cache is kept per registry (a folder per npm host, the URL of each jsr file): the run
     # looks the module up where the preparation fetched it from.
     run_env = {"DENO_DIR": str(root / DENO_CACHE), "DENO_NO_UPDATE_CHECK": "1"}
@@ -491,10 +514,10 @@ async def _prepare_deno(job: _Job) -> Prepared:
     what = f"deno install --entrypoint {spec}"
     await progress(2, 4, f"{what} from {registry}")
     argv = [deno, "install", "--entrypoint", "--no-config", f"--lock={lock}", spec]
-    code, output = await _run(sandbox, argv, env)
+    code, output = await _run(sandbox, argv, env, hosts)
     if code != 0:
-        raise _failure(what, code, output, registry)
-    await progress(3, 4, "recording what was installed")
+        raise _failure(what, code, output, registry, sandbox, hosts=hosts)
+    await progress(3, 4, f"recording what was installed{sandbox.reached()}")
     specifiers = json.loads(lock.read_text())["specifiers"]
     versions = [str(v) for k, v in specifiers.items() if re.fullmatch(re.escape(name) + r"@[^/]+", k)]
     if not versions:

@@ -14,16 +14,18 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import trio
 
+from hostd.install.installer_network import InstallerNetwork, RegistryHosts, upstream_proxy
 from hostd.install.packages import PackageLaunch, PrepareError
 from sandbox.environment import EnvPolicy
-from sandbox.launch import LaunchError, resolve_launch
-from sandbox.policy import IsolationPolicy, runtime_read_paths
+from sandbox.launch import Launch, LaunchError, resolve_launch
+from sandbox.policy import IsolationPolicy, plan_layers, runtime_read_paths
+from sandbox.probe import Capability, probe
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.watchdog import watch
 
@@ -44,6 +46,8 @@ OUTPUT_BOUND = 64 * 1024
 INSTALL_TIMEOUT = 600.0
 #: Bytes an installer may allocate beneath the folders it may write (environment, caches, HOME, TMPDIR).
 INSTALL_DISK_BYTES = 4 * 1024**3
+#: Seconds the shim has to hand the installer's namespace listener to hostd's proxy (``netproxy``).
+HANDOFF_SECONDS = 10.0
 
 
 #: What an installer keeps of hostd's environment: finding programs, locale, and what a real network
@@ -88,13 +92,16 @@ class InstallerSandbox:
     Landlock, seccomp, user and pid namespaces, rlimits, the tree kill) that may write only
     ``writable`` (the environment folder being filled, the plugin's installer caches, its private
     ``HOME`` and ``TMPDIR``), read the system and runtime folders plus ``readable``, and reach the
-    network (registries). ``state_dir``: hostd's state folder (no rule may cover it).
+    registries in use only, through hostd's proxy (:mod:`hostd.install.installer_network`).
+    ``state_dir``: hostd's state folder (no rule may cover it). ``network``: the preparation's record of
+    what its runs reached and what the proxy refused (shared by copies made with ``dataclasses.replace``).
     """
 
     state_dir: Path
     base: Path
     writable: tuple[str, ...]
     readable: tuple[str, ...] = ()
+    network: InstallerNetwork | None = field(default=None, compare=False)
 
     @property
     def home(self) -> Path:
@@ -111,12 +118,29 @@ class InstallerSandbox:
         """The working folder: empty, read-only (no installer finds a project file of anyone's there)."""
         return self.base / "work"
 
-    def policy(self) -> IsolationPolicy:
-        """The installer's :class:`~sandbox.policy.IsolationPolicy` (network allowed: the registries)."""
+    def proxied(
+        self, hosts: RegistryHosts, environ: Mapping[str, str], capabilities: Sequence[Capability] | None = None
+    ) -> bool:
+        """Whether a run reaching ``hosts`` goes through hostd's proxy: ``environ`` (the installer's, from
+        hostd's) names no proxy of its own and ``capabilities`` (default: this machine's,
+        :func:`sandbox.probe.probe`, cached after its first call: blocking) allow the ``netproxy`` layer."""
+        if upstream_proxy(environ) is not None:
+            return False
+        return "netproxy" in plan_layers(self.policy(hosts), probe() if capabilities is None else capabilities)
+
+    def reached(self) -> str:
+        """What the runs so far reached through hostd's proxy, as the progress says it (``""``: nothing)."""
+        return self.network.summary() if self.network is not None else ""
+
+    def policy(self, hosts: RegistryHosts | None = None) -> IsolationPolicy:
+        """The installer's :class:`~sandbox.policy.IsolationPolicy`: ``hosts`` its allowlist (the ``netproxy``
+        layer where the kernel allows it), or ``None`` for the network as it is (an upstream proxy to use)."""
         state = os.path.realpath(self.state_dir)
         return IsolationPolicy(
             landlock=True,
             network="allow",
+            proxy_hosts=hosts.entries if hosts is not None else None,
+            proxy_private=hosts.private if hosts is not None else (),
             seccomp=True,
             max_disk_bytes=INSTALL_DISK_BYTES,
             extra_read_paths=tuple(self.readable),
@@ -140,20 +164,31 @@ def _installer_folders(sandbox: InstallerSandbox) -> None:
         folder.mkdir(mode=0o700, parents=True)
 
 
-async def _run(sandbox: InstallerSandbox, argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list[str]]:
+async def _run(
+    sandbox: InstallerSandbox, argv: Sequence[str], env: Mapping[str, str], hosts: RegistryHosts | None = None
+) -> tuple[int, list[str]]:
     """Run ``argv`` as a sandboxed process tree; return its exit code and its output's lines, bounded.
 
     ``argv[0]`` is an absolute program hostd found itself (never package text); ``env``: the
     variables the installer needs besides the allowlist (registry, cache folders); ``HOME`` and
-    ``TMPDIR`` are the sandbox's. No shell, stdin closed, the working folder empty. stdout and
+    ``TMPDIR`` are the sandbox's. ``hosts``: the registries this run may reach
+    (:func:`hostd.install.installer_network.registry_hosts`; ``None``: none, as ``uv venv`` and the
+    compile), through hostd's proxy where the ``netproxy`` layer is planned (``env`` naming a proxy of
+    hostd's own network keeps the network as it is: module text of :mod:`hostd.install.installer_network`);
+    what the proxy let through and refused goes to ``sandbox.network``, each refusal also to its ``log``.
+    No shell, stdin closed, the working folder empty. stdout and
     stderr are read together; at most :data:`OUTPUT_BOUND` bytes are kept (the first 8 KiB and
     the last rest). Bounded in time (:data:`INSTALL_TIMEOUT`, then :class:`trio.TooSlowError`)
     and in disk (:data:`INSTALL_DISK_BYTES` beneath the folders it may write: a
     :class:`PrepareError` ``"failed"``). Raises :class:`PrepareError` ``"sandbox"`` when the
-    sandbox cannot be set up (a layer the kernel offers fails, a rule path is refused): the
-    installer never runs outside it. Cancellation ends the whole tree (shielded) and propagates.
+    sandbox cannot be set up (a layer the kernel offers fails, a rule path is refused, the namespace's
+    listener never reaches hostd): the installer never runs outside it. Cancellation ends the whole
+    tree and its proxy (shielded) and propagates.
     """
-    policy = sandbox.policy()
+    hosts = hosts if hosts is not None else RegistryHosts(os.path.basename(argv[0]))
+    network = sandbox.network if sandbox.network is not None else InstallerNetwork()
+    network.run_refused = []
+    policy = sandbox.policy(None if upstream_proxy(env) else hosts)
     host_env = {**env, "HOME": str(sandbox.home)}
     try:
         launch = await trio.to_thread.run_sync(
@@ -169,27 +204,62 @@ async def _run(sandbox: InstallerSandbox, argv: Sequence[str], env: Mapping[str,
                 host_vars={k: v for k, v in env.items() if k not in _INSTALLER_ENV},
             )
         )
-        process = await spawn(launch, limits=policy)  # a cgroup where usable: its tasks bounded (issue 29)
     except LaunchError as exc:
         raise PrepareError("sandbox", f"cannot start {os.path.basename(argv[0])} in the sandbox: {exc}") from None
+    process, listener = await _spawn(launch, policy, os.path.basename(argv[0]))
     output = _BoundedOutput()
     hit: list[str] = []
     try:
-        with trio.fail_after(INSTALL_TIMEOUT):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_watch_disk, process, policy, [*sandbox.writable, str(sandbox.tmpdir)], hit)
-                async with trio.open_nursery() as readers:
-                    readers.start_soon(output.drain, process.stdout)
-                    readers.start_soon(output.drain, process.stderr)
-                    await process.stdin.aclose()
-                code = await process.wait()
-                nursery.cancel_scope.cancel()
+        async with trio.open_nursery() as logs:  # a refusal's log line is sent even as the run ends
+            with trio.fail_after(INSTALL_TIMEOUT):
+                async with trio.open_nursery() as nursery:
+                    if listener is not None:
+                        from hostd.install.registry_proxy import RegistryProxy  # noqa: PLC0415 (runs only)
+
+                        proxy = RegistryProxy(sandbox.base.name, hosts, network, logs)  # base: prepared/<id>
+                        nursery.start_soon(proxy.serve, listener)
+                    nursery.start_soon(_watch_disk, process, policy, [*sandbox.writable, str(sandbox.tmpdir)], hit)
+                    async with trio.open_nursery() as readers:
+                        readers.start_soon(output.drain, process.stdout)
+                        readers.start_soon(output.drain, process.stderr)
+                        await process.stdin.aclose()
+                    code = await process.wait()
+                    nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
             await process.stop(grace=0.5)
+            if listener is not None:
+                await listener.aclose()  # closed by the proxy's serve already, unless it never started
     if hit:
         raise PrepareError("failed", f"{os.path.basename(argv[0])}: {hit[0]}", output=output.lines()[-20:])
     return code, output.lines()
+
+
+async def _spawn(
+    launch: Launch, policy: IsolationPolicy, name: str
+) -> tuple[SandboxedProcess, trio.SocketListener | None]:
+    """Spawn ``launch``; with ``netproxy`` also take its namespace's listener (:mod:`hostd.net.handoff`), which
+    hostd's proxy then serves. Raises :class:`PrepareError` ``"sandbox"`` (the tree is ended first)."""
+    from hostd.net.handoff import Handoff, HandoffError  # noqa: PLC0415 (an installer run only)
+
+    handoff = await Handoff.open() if "netproxy" in launch.isolation else None
+    try:
+        try:
+            # A cgroup where usable: its tasks bounded (issue 29).
+            process = await spawn(launch, limits=policy, proxy_socket=handoff.path if handoff is not None else None)
+        except LaunchError as exc:
+            raise PrepareError("sandbox", f"cannot start {name} in the sandbox: {exc}") from None
+        if handoff is None:
+            return process, None
+        try:
+            return process, await handoff.receive(HANDOFF_SECONDS)
+        except HandoffError as exc:
+            with trio.CancelScope(shield=True):
+                await process.stop(grace=0)
+            raise PrepareError("sandbox", f"cannot start {name} in the sandbox: netproxy: {exc}") from None
+    finally:
+        if handoff is not None:
+            handoff.close()
 
 
 async def _watch_disk(process: SandboxedProcess, policy: IsolationPolicy, paths: list[str], hit: list[str]) -> None:
@@ -242,8 +312,22 @@ _NOT_FOUND = re.compile(
 )
 
 
-def _failure(what: str, code: int, output: list[str], registry: str) -> PrepareError:
-    """A precise :class:`PrepareError` from an installer's exit and output."""
+def _failure(
+    what: str,
+    code: int,
+    output: list[str],
+    registry: str,
+    sandbox: InstallerSandbox | None = None,
+    *,
+    hosts: RegistryHosts | None = None,
+) -> PrepareError:
+    """A precise :class:`PrepareError` from an installer's exit and output; first from what hostd's proxy refused
+    the run (``sandbox.network``, ``hosts`` its allowlist: :meth:`InstallerNetwork.failure`), whose words are
+    exact where the installer's are a status line."""
+    if sandbox is not None and sandbox.network is not None and hosts is not None:
+        refused = sandbox.network.failure(what, hosts, registry, output)
+        if refused is not None:
+            return refused
     # The most telling line: npm's "request to URL failed, reason: ...", else uv's innermost cause (the last).
     hits = [line for line in output if _UNREACHABLE.search(line)]
     cause = next((line for line in hits if "reason:" in line), hits[-1] if hits else None)

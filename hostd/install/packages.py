@@ -50,7 +50,10 @@ class PrepareError(Exception):
     ``"unreachable"`` (the registry or index cannot be reached: refused,
     no such host, timed out), ``"not-found"`` (the registry has no such
     package or version), ``"failed"`` (the installer failed otherwise),
-    ``"no-entry"`` (installed, but no program to run was found).
+    ``"no-entry"`` (installed, but no program to run was found),
+    ``"host-refused"`` (an installer tried to reach a host that is not one of the
+    registries in use; hostd's proxy refused it: the message names the host and
+    the registries, :mod:`hostd.install.installer_network`).
     ``output``: the installer's last lines (bounded).
     """
 

@@ -53,7 +53,9 @@ variables, the registry and the cache; deno gets no ``HOME``), npm with
 ``--ignore-scripts`` and deno without ``--allow-scripts`` (a package's install
 scripts never run), and their output is bounded
 (:data:`OUTPUT_BOUND`). A registry mirror set once for the host
-(:class:`Registries`) applies to every preparation.
+(:class:`Registries`) applies to every preparation. Each installer run reaches only the
+registries in use, through hostd's proxy in a network namespace of its own
+(:mod:`hostd.install.installer_network`: which hosts, what a refusal says, where it cannot be).
 
 Where each part lives: the grammar and the launch parsers in :mod:`hostd.install.packages`, the
 installer sandbox and its bounded runner in :mod:`hostd.install.installers`, the npm / uv / deno
@@ -66,12 +68,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import trio
 
-from hostd.install.ecosystems import _INSTALLERS, Prepared, Progress, Registries, _Job
+from hostd.install.ecosystems import _INSTALLERS, Prepared, Progress, Registries, _Job, installer_hosts
+from hostd.install.installer_network import InstallerNetwork, network_words
 from hostd.install.installers import INSTALL_TIMEOUT, InstallerSandbox, _installer_folders, _remove_installer_folders
 from hostd.install.packages import PackageLaunch, PrepareError
 
@@ -129,6 +132,7 @@ async def prepare(
     environ: Mapping[str, str] = os.environ,
     prune: bool = True,
     allow_build: bool = False,
+    log: Callable[[str], Awaitable[None]] | None = None,
 ) -> Prepared:
     """Install ``launch``'s packages for ``plugin_id`` (see the module docstring) and return the result.
 
@@ -139,7 +143,11 @@ async def prepare(
     distribution (its build backend runs, in the installer's sandbox); without it such a package
     is refused (``PrepareError`` ``"source-build-required"``). Reuses a finished environment for
     the same request (no network then). Every installer runs in the sandbox of
-    :class:`InstallerSandbox`. Raises :class:`PrepareError`. Cancellation ends the installer and
+    :class:`InstallerSandbox`, reaching only the registries in use through hostd's proxy
+    (:mod:`hostd.install.installer_network`; the first progress line says so, or why the network is not
+    filtered here); ``log`` is awaited with each line of what that proxy refused (hostd: the plugin's
+    ``plugins/log``). Raises :class:`PrepareError` (``"host-refused"``: an installer tried to reach a
+    host that is not a registry in use, named in the message). Cancellation ends the installer and
     deletes the unfinished folder (shielded), so nothing half-installed is ever found.
     """
     found = await trio.to_thread.run_sync(find_prepared, state_dir, plugin_id, launch)
@@ -149,9 +157,13 @@ async def prepare(
         return found
     base = plugin_root(state_dir, plugin_id)
     root = base / launch.key
-    sandbox = InstallerSandbox(state_dir, base, (str(root), str(base / "cache"), str(base / "home")))
+    writable = (str(root), str(base / "cache"), str(base / "home"))
+    sandbox = InstallerSandbox(state_dir, base, writable, network=InstallerNetwork(log))
+    hosts = installer_hosts(launch, registries)
+    proxied = await trio.to_thread.run_sync(sandbox.proxied, hosts, environ)
+    words = network_words(hosts, proxied, environ)
     try:
-        await progress(1, total, f"preparing {' '.join(launch.packages)} ({launch.manager}, sandboxed)")
+        await progress(1, total, f"preparing {' '.join(launch.packages)} ({launch.manager}, sandboxed; {words})")
         await trio.to_thread.run_sync(_fresh_folder, root, sandbox)
         install = _INSTALLERS[launch.manager]
         prepared = await install(_Job(sandbox, root, launch, registries, path, progress, environ, allow_build))

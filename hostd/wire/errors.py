@@ -79,7 +79,8 @@ class ErrorKind(Enum):
     PREPARE_FAILED = (
         -32042,
         "The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported,"
-        " spec-unsupported, tool-missing, no-entry; data.registry, data.output); nothing of it is used.",
+        " spec-unsupported, tool-missing, no-entry, host-refused: an installer tried to reach a host that is not"
+        " a registry in use; data.registry, data.output); nothing of it is used.",
     )
     PLUGIN_NOT_PREPARED = (
         -32043,
