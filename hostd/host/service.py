@@ -513,6 +513,11 @@ class Host:
             feature_methods.PluginFeatureParent(self, manifest.id), manifest.id
         )
         supervisor.authorizer = self.authorizer
+        supervisor.resolve_pins = dict(self.settings.resolve)
+        # Whether network_grants.decide could ask a parent now (transparent DNS then answers every name).
+        supervisor.network_askable = lambda: (
+            "network" in self.options.client_capabilities and self.options.request_parent is not None
+        )
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         store = self.secret_store
         if store is not None:  # the install's secrets (read at lookup time: the install is set after this)

@@ -1,0 +1,143 @@
+"""Clients that ignore the proxy variables still reach exactly the allowlisted hosts (issue 26, transparent mode).
+
+One real plugin (fixtures/mcp-probe with ``network: {hosts: ["api.test:<port>", "api.test:<tls port>"],
+private: ["api.test"]}``) under the default level, and one hostd run with ``--resolve api.test=127.0.0.1`` (its
+proxy resolves that name so; nothing else does). Inside the plugin's network namespace the name server of
+``/etc/resolv.conf`` is hostd's fake-address DNS and ports 80, 443 and the allowlist's ports are hostd's
+listeners (sandbox/netns.py). From inside, with no proxy in sight: a raw Python socket (``create_connection``,
+glibc's resolver), Node 20's built-in ``fetch`` and ``https.get`` (TLS end to end, certificate checked by Node
+for ``api.test``) reach the loopback upstream and get its exact bytes, while the proxy keeps serving ``urllib``
+through ``HTTP_PROXY``; a name the allowlist does not cover gets ``NXDOMAIN`` (Python ``gaierror EAI_NONAME``,
+Node ``ENOTFOUND``) and a refusal line to the parent; a listed name on a port nobody listens on is
+``ECONNREFUSED``; a loopback IP literal on a listened port is reset (it is no address hostd's DNS gave). What this
+proves for an unprivileged user: tests/test_net_enforce.py's nobody test repeats the raw-socket client as nobody.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tests.conftest import ROOT, spawn_hostd
+from tests.http_upstream import upstream
+from tests.platform_facts import need_layers
+
+PROBE = ROOT / "fixtures" / "mcp-probe"
+
+
+def name_tls(folder: Path, name: str) -> tuple[ssl.SSLContext, Path]:
+    """A server TLS context for the DNS name ``name`` (self-signed) and its certificate's PEM file."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / f"{name}.pem", folder / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_path, key_path)
+    return context, cert_path
+
+
+async def serve_plain_and_tls(nursery: trio.Nursery, context: ssl.SSLContext) -> tuple[int, int]:
+    """:func:`tests.http_upstream.upstream` on two loopback ports, the second behind TLS; the ports."""
+
+    async def over_tls(stream: trio.SocketStream) -> None:
+        tls = trio.SSLStream(stream, context, server_side=True)
+        try:
+            await upstream(tls)  # type: ignore[arg-type]
+        except (trio.BrokenResourceError, ssl.SSLError):
+            pass
+
+    plain = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    secure = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, upstream, plain)
+    await nursery.start(trio.serve_listeners, over_tls, secure)
+    return plain[0].socket.getsockname()[1], secure[0].socket.getsockname()[1]
+
+
+def answer(path: str) -> str:
+    """The upstream's exact bytes for ``GET path`` (tests/http_upstream.py)."""
+    body = f"hello {path}"
+    return f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}"
+
+
+async def test_proxy_unaware_clients_reach_the_allowlisted_name_and_nothing_else(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    need_layers("netns", "pidns")
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    (tmp_path / "shared").mkdir()  # granted to the plugin by spawn_hostd: where it reads the certificate
+    context, cafile = name_tls(tmp_path / "shared", "api.test")
+    port, tls_port = await serve_plain_and_tls(nursery, context)
+    other = port + 1 if port < 65535 else port - 1
+    folder = tmp_path / "plugins" / "mcp-probe"
+    shutil.copytree(PROBE, folder)
+    manifest: dict[str, Any] = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["network"] = {"hosts": [f"api.test:{port}", f"api.test:{tls_port}"], "private": ["api.test"]}
+    manifest["backend"]["tool_timeout_seconds"] = 60
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    async with spawn_hostd(tmp_path, "--resolve", "api.test=127.0.0.1") as hostd:
+        info = await hostd.request("plugins/install", {"path": str(folder)})
+        await hostd.request("plugins/grant", {"id": "mcp-probe", "permissions": ["probe.run"]})
+        await hostd.request("plugins/approve", {"id": "mcp-probe", "digest": info["launch"]["digest"]})
+        status = await hostd.request("plugins/enable", {"id": "mcp-probe"})
+        assert {"netns", "netproxy", "seccomp-net"} <= set(status["isolation"])
+        ops = [
+            ["raw", "api.test", port, "/raw"],
+            ["node", "fetch", f"http://api.test:{port}/fetch"],
+            ["node", "https", f"https://api.test:{tls_port}/https", str(cafile)],
+            ["fetch", f"http://api.test:{port}/proxied"],
+            ["raw", "other.test", port, "/none"],
+            ["node", "fetch", f"http://other.test:{port}/"],
+            ["raw", "api.test", other, "/none"],
+            ["raw", "127.0.0.1", port, "/none"],
+        ]
+        result = await hostd.request("tools/call", {"name": "mcp-probe.run", "arguments": {"ops": ops}})
+        assert result["structuredContent"]["results"] == [
+            answer("/raw"),
+            "200 hello /fetch",
+            "200 hello /https",
+            "200 hello /proxied",
+            "gaierror EAI_NONAME",
+            "ENOTFOUND",
+            "ECONNREFUSED",
+            "ECONNRESET",
+        ]
+        logged = await hostd.wait_for(
+            "plugins/log", lambda n: n["source"] == "host" and "refused other.test" in n["message"]
+        )
+        assert logged["message"] == (
+            "network: refused other.test (NXDOMAIN): other.test is not in the plugin's allowlist on any port"
+            " (to let it through: hostctl grant mcp-probe --host other.test:PORT)"
+        )
+        logged = await hostd.wait_for("plugins/log", lambda n: "refused 127.0.0.1" in n["message"])
+        assert logged["message"] == (
+            f"network: refused 127.0.0.1:{port} (403): 127.0.0.1:{port} is no address hostd's DNS gave this plugin"
+            " (an IP literal)"
+        )
