@@ -356,6 +356,8 @@ def domain_filtering_line(capabilities: Iterable[Capability]) -> str:
         return (
             "domain filtering: yes - a plugin with a network allowlist runs in its own network namespace, hostd's "
             "proxy its only way out\n"
+            "transparent: yes - clients that ignore HTTP(S)_PROXY reach the allowlist's names too (hostd answers "
+            "their DNS and accepts on ports 80, 443 and the allowlist's; sandbox/netns.py)\n"
         )
     return (
         "domain filtering: no - netns or pidns is unavailable: a plugin's network allowlist is not enforced, it "
