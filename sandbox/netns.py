@@ -26,8 +26,10 @@ What still does not work for a proxy-unaware client: an IP-literal destination (
 loopback literal on a listened port is reset, it is no address hostd's DNS gave); a port outside the listened set
 (``ECONNREFUSED``), among them ports of grants added while the plugin runs (the listeners are opened at start);
 UDP other than DNS (QUIC/HTTP 3 falls back to TCP); IPv6 (``AAAA`` gets no answer, clients use IPv4); DNS over TCP
-(answers are small, never truncated, so UDP suffices). A client that sends its own DNS elsewhere (DNS over HTTPS)
-is a proxied HTTPS client like any other.
+(answers are small, never truncated, so UDP suffices); a ``resolv.conf`` naming IPv6 name servers only (glibc asks
+them, and finds no route). A client that sends its own DNS elsewhere (DNS over HTTPS) is a proxied HTTPS client
+like any other. The listened ports are hostd's inside the namespace: a plugin that serves on one of them itself
+(on any of its addresses) gets ``EADDRINUSE``.
 """
 
 from __future__ import annotations

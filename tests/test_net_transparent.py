@@ -9,12 +9,15 @@ glibc's resolver), Node 20's built-in ``fetch`` and ``https.get`` (TLS end to en
 for ``api.test``) reach the loopback upstream and get its exact bytes, while the proxy keeps serving ``urllib``
 through ``HTTP_PROXY``; a name the allowlist does not cover gets ``NXDOMAIN`` (Python ``gaierror EAI_NONAME``,
 Node ``ENOTFOUND``) and a refusal line to the parent; a listed name on a port nobody listens on is
-``ECONNREFUSED``; a loopback IP literal on a listened port is reset (it is no address hostd's DNS gave). What this
-proves for an unprivileged user: tests/test_net_enforce.py's nobody test repeats the raw-socket client as nobody.
+``ECONNREFUSED``; a loopback IP literal on a listened port is reset (it is no address hostd's DNS gave). With a
+parent that declares ``capabilities.network``, every name gets an address and the parent is asked at connect time,
+once per destination, as for ``CONNECT``. What this proves for an unprivileged user: tests/test_net_enforce.py's
+nobody test repeats the raw-socket client as nobody.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import shutil
 import ssl
@@ -29,6 +32,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from hostd.cli.client import HostdClient, plugin_environment
+from hostd.cli.hostd import resolve_pin
+from hostd.net.proxy import pinned_resolver
 from tests.conftest import ROOT, spawn_hostd
 from tests.http_upstream import upstream
 from tests.platform_facts import need_layers
@@ -80,6 +86,16 @@ async def serve_plain_and_tls(nursery: trio.Nursery, context: ssl.SSLContext) ->
     return plain[0].socket.getsockname()[1], secure[0].socket.getsockname()[1]
 
 
+def probe_with(tmp_path: Path, network: dict[str, list[str]]) -> Path:
+    folder = tmp_path / "plugins" / "mcp-probe"
+    shutil.copytree(PROBE, folder)
+    manifest: dict[str, Any] = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["network"] = network
+    manifest["backend"]["tool_timeout_seconds"] = 60
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return folder
+
+
 def answer(path: str) -> str:
     """The upstream's exact bytes for ``GET path`` (tests/http_upstream.py)."""
     body = f"hello {path}"
@@ -96,12 +112,7 @@ async def test_proxy_unaware_clients_reach_the_allowlisted_name_and_nothing_else
     context, cafile = name_tls(tmp_path / "shared", "api.test")
     port, tls_port = await serve_plain_and_tls(nursery, context)
     other = port + 1 if port < 65535 else port - 1
-    folder = tmp_path / "plugins" / "mcp-probe"
-    shutil.copytree(PROBE, folder)
-    manifest: dict[str, Any] = yaml.safe_load((folder / "plugin.yaml").read_text())
-    manifest["network"] = {"hosts": [f"api.test:{port}", f"api.test:{tls_port}"], "private": ["api.test"]}
-    manifest["backend"]["tool_timeout_seconds"] = 60
-    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    folder = probe_with(tmp_path, {"hosts": [f"api.test:{port}", f"api.test:{tls_port}"], "private": ["api.test"]})
     async with spawn_hostd(tmp_path, "--resolve", "api.test=127.0.0.1") as hostd:
         info = await hostd.request("plugins/install", {"path": str(folder)})
         await hostd.request("plugins/grant", {"id": "mcp-probe", "permissions": ["probe.run"]})
@@ -141,3 +152,61 @@ async def test_proxy_unaware_clients_reach_the_allowlisted_name_and_nothing_else
             f"network: refused 127.0.0.1:{port} (403): 127.0.0.1:{port} is no address hostd's DNS gave this plugin"
             " (an IP literal)"
         )
+
+
+async def test_with_a_parent_to_ask_every_name_resolves_and_the_connection_asks(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    need_layers("netns", "pidns")
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, upstream, listeners)
+    port = listeners[0].socket.getsockname()[1]
+    folder = probe_with(tmp_path, {"hosts": [f"api.test:{port}"], "private": ["asked.test", "denied.test"]})
+    initialize = {"clientInfo": {"name": "asking-parent", "version": "0"}, "capabilities": {"network": {}}}
+    pins = ["--resolve", "asked.test=127.0.0.1", "--resolve", "denied.test=127.0.0.1"]
+    answers = {"asked.test": "once", "denied.test": "no"}
+    async with HostdClient.spawn(
+        ["--state-dir", str(tmp_path / "state"), *pins], env=plugin_environment(), initialize=initialize
+    ) as hostd:
+
+        async def on_request(method: str, params: dict[str, Any]) -> Any:
+            return {"grant": answers[params["host"]]}
+
+        hostd.on_request = on_request
+        info = await hostd.request("plugins/install", {"path": str(folder)})
+        await hostd.request("plugins/grant", {"id": "mcp-probe", "permissions": ["probe.run"]})
+        await hostd.request("plugins/approve", {"id": "mcp-probe", "digest": info["launch"]["digest"]})
+        await hostd.request("plugins/enable", {"id": "mcp-probe"})
+        ops = [
+            ["raw", "asked.test", port, "/asked"],
+            ["raw", "denied.test", port, "/none"],
+            ["raw", "asked.test", port, "/again"],
+        ]
+        result = await hostd.request("tools/call", {"name": "mcp-probe.run", "arguments": {"ops": ops}})
+        assert result["structuredContent"]["results"] == [answer("/asked"), "ECONNRESET", answer("/again")]
+        asked = [(p["host"], p["port"]) for _, method, p in hostd.requests if method == "network/request"]
+        assert asked == [("asked.test", port), ("denied.test", port)]  # at connect time, once each; never at DNS
+        logged = await hostd.wait_for("plugins/log", lambda n: "refused denied.test" in n["message"])
+        assert logged["message"] == (
+            f"network: refused denied.test:{port} (403): denied.test:{port} is not in the plugin's allowlist; the user"
+            f" declined it (to let it through: hostctl grant mcp-probe --host denied.test:{port})"
+        )
+
+
+async def test_resolve_takes_a_name_and_an_address_and_nothing_else() -> None:
+    assert resolve_pin("API.Test.=127.0.0.1") == ("api.test", "127.0.0.1")
+    assert resolve_pin("v6.test=::ffff:10.0.0.1") == ("v6.test", "10.0.0.1")
+    for text, why in [
+        ("api.test", "'api.test': write NAME=ADDRESS, NAME a host name"),
+        ("127.0.0.1=127.0.0.2", "'127.0.0.1=127.0.0.2': write NAME=ADDRESS, NAME a host name"),
+        ("api.test=other.test", "'api.test=other.test': ADDRESS must be an IP address, not 'other.test'"),
+    ]:
+        with pytest.raises(argparse.ArgumentTypeError) as caught:
+            resolve_pin(text)
+        assert str(caught.value) == why
+
+    async def fallback(host: str, port: int) -> list[str]:
+        return [f"fallback {host}:{port}"]
+
+    resolve = pinned_resolver({"api.test": "127.0.0.1"}, fallback)
+    assert [await resolve("api.test", 1), await resolve("other.test", 2)] == [["127.0.0.1"], ["fallback other.test:2"]]

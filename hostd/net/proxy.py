@@ -442,14 +442,14 @@ async def run_proxy(
     resolver: Resolver = system_resolver,
     dns: Sequence[trio.socket.SocketType] = (),
     transparent: Sequence[trio.SocketListener] = (),
-    askable: Callable[[], bool] | None = None,
+    askable: Callable[[str], bool] | None = None,
 ) -> None:
     """Serve ``plugin``'s proxy on ``listener`` until cancelled (``ask``: see :data:`Ask`; ``resolver``: see
     :data:`Resolver`); each refusal becomes one ``log`` line (``"network: refused HOST:PORT (STATUS): REASON"``,
     ``"network: refused NAME (NXDOMAIN): REASON"`` for a name refused at DNS time; hostd sends it to the parent as
     ``plugins/log``). With ``dns`` sockets and ``transparent`` listeners (the shim's, ``sandbox/_shim_net.py``)
-    it also serves transparent mode (:mod:`hostd.net.transparent`; ``askable()``: whether a parent can be asked
-    about a name the allowlist does not cover, default no).
+    it also serves transparent mode (:mod:`hostd.net.transparent`; ``askable(name)``: whether the parent could
+    let a name the allowlist does not cover through, default no).
 
     Refusals wait in a bounded queue (256); beyond it they are counted, never waited for: a plugin that hammers
     forbidden hosts slows neither its own connections nor hostd. Cancellation closes the listener and every
@@ -476,7 +476,7 @@ async def run_proxy(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(report)
         if dns or transparent:
-            nursery.start_soon(serve_transparent_mode, proxy, dns, transparent, askable or (lambda: False))
+            nursery.start_soon(serve_transparent_mode, proxy, dns, transparent, askable or (lambda name: False))
         await proxy.serve(listener)
 
 

@@ -12,7 +12,8 @@ allowlist on the name and port, the parent's consent, the real resolution by hos
 the per-plugin limits; then it splices the bytes (TLS untouched end to end).
 
 Which names get an address: one an allowlist entry covers on some port (the port is checked at connect time),
-or any name when a parent can be asked at connect time (``askable()``: it declared ``capabilities.network``);
+or one the parent could let through at connect time (``askable(name)``: it declared ``capabilities.network``,
+or it answered ``always`` for that name before);
 never an IP literal nor a name outside :func:`hostd.net.allowlist.canonical_host`'s grammar. hostd never
 resolves a name for real at DNS time: no DNS channel leaves the namespace. ``AAAA`` questions get no answer
 (clients use IPv4, the only family served).
@@ -44,7 +45,7 @@ class ConnectionDecider(Protocol):
         """Decide and serve one connection to ``address:port`` standing for ``host``."""
 
 
-def dns_allowed(proxy: ConnectionDecider, askable: Callable[[], bool]) -> Callable[[str, int], bool]:
+def dns_allowed(proxy: ConnectionDecider, askable: Callable[[str], bool]) -> Callable[[str, int], bool]:
     """The ``allowed(name, qtype)`` of :func:`hostd.net.dns.respond` for ``proxy``'s plugin (module text); a name
     refused on an ``A`` question is reported once per question (``AAAA`` for the same name is not reported)."""
 
@@ -56,7 +57,7 @@ def dns_allowed(proxy: ConnectionDecider, askable: Callable[[], bool]) -> Callab
             ok = False
         else:
             entries = proxy.allowlist.entries  # read at each question: a replaced allowlist applies at once
-            ok = address is None and (any(e.covers(host, None) for e in entries) or askable())
+            ok = address is None and (any(e.covers(host, None) for e in entries) or askable(host))
         if not ok and qtype == TYPE_A:
             reason = (
                 f"{host} is not in the plugin's allowlist on any port (to let it through: hostctl grant "
@@ -71,10 +72,13 @@ def dns_allowed(proxy: ConnectionDecider, askable: Callable[[], bool]) -> Callab
 async def serve_dns(sock: trio.socket.SocketType, names: FakeNames, allowed: Callable[[str, int], bool]) -> None:
     """Answer the queries arriving on the UDP socket ``sock`` until cancelled (then closes it). A datagram over
     :data:`hostd.net.dns.MAX_QUERY_BYTES` is read truncated and answered ``FORMERR``; a reply that cannot be sent
-    is dropped (UDP)."""
+    is dropped (UDP), and so is the ICMP refusal a vanished client's port may leave (``ECONNREFUSED``)."""
     with sock:
         while True:
-            packet, peer = await sock.recvfrom(MAX_QUERY_BYTES + 1)
+            try:
+                packet, peer = await sock.recvfrom(MAX_QUERY_BYTES + 1)
+            except ConnectionRefusedError:
+                continue
             reply = respond(packet, names, allowed)
             if reply is not None:
                 try:
@@ -90,7 +94,11 @@ async def serve_listener(listener: trio.SocketListener, proxy: ConnectionDecider
     async with listener, trio.open_nursery() as nursery:
         while True:
             stream = await listener.accept()
-            address, port = stream.socket.getsockname()[:2]
+            try:
+                address, port = stream.socket.getsockname()[:2]
+            except OSError:  # gone already
+                await stream.aclose()
+                continue
             nursery.start_soon(proxy.handle_transparent, stream, names.name_for(address), port, address)
 
 
@@ -98,7 +106,7 @@ async def serve_transparent_mode(
     proxy: ConnectionDecider,
     dns: Sequence[trio.socket.SocketType],
     transparent: Sequence[trio.SocketListener],
-    askable: Callable[[], bool],
+    askable: Callable[[str], bool],
 ) -> None:
     """Serve ``proxy``'s plugin's DNS sockets and transparent listeners with one :class:`FakeNames` until
     cancelled (module text)."""

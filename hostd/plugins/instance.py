@@ -108,7 +108,7 @@ class InstanceRunner:
     authorizer: Authorizer | None
     secret_lookup: SecretLookup
     resolve_pins: dict[str, str]
-    network_askable: Callable[[], bool]
+    network_askable: Callable[[str], bool]
     authorizing: bool
     _current_tools: list[RegisteredTool]
     _registry: ToolRegistry

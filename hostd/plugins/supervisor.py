@@ -99,7 +99,7 @@ log = logging.getLogger("hostd.plugins.supervisor")
 State = lifecycle.State
 
 
-def _never() -> bool:
+def _never(name: str) -> bool:
     return False
 
 
@@ -222,8 +222,8 @@ class PluginSupervisor(InstanceRunner):
         self.secret_lookup: SecretLookup = _no_secrets
         #: Names the proxy resolves to a fixed address (``hostd serve --resolve``), set by the host.
         self.resolve_pins: dict[str, str] = {}
-        #: Whether a parent can be asked about a destination now (transparent DNS answers every name then).
-        self.network_askable: Callable[[], bool] = _never
+        #: Whether the parent could let a name through on some port (transparent DNS gives it an address then).
+        self.network_askable: Callable[[str], bool] = _never
         self.authorizing = False
 
     # -- status -----------------------------------------------------------------
