@@ -34,7 +34,8 @@ from cryptography.x509.oid import NameOID
 
 from hostd.cli.client import HostdClient, plugin_environment
 from hostd.cli.hostd import resolve_pin
-from hostd.net.proxy import pinned_resolver
+from hostd.net.allowlist import Allowlist
+from hostd.net.proxy import PluginProxy, ProxyLimits, pinned_resolver
 from tests.conftest import ROOT, spawn_hostd
 from tests.http_upstream import upstream
 from tests.platform_facts import need_layers
@@ -210,3 +211,61 @@ async def test_resolve_takes_a_name_and_an_address_and_nothing_else() -> None:
 
     resolve = pinned_resolver({"api.test": "127.0.0.1"}, fallback)
     assert [await resolve("api.test", 1), await resolve("other.test", 2)] == [["127.0.0.1"], ["fallback other.test:2"]]
+
+
+async def test_a_transparent_connection_takes_the_same_decision_and_limits_as_connect(nursery: trio.Nursery) -> None:
+    """In-process, real loopback sockets: PluginProxy.handle_transparent with the name a fake address stood for.
+    The same rules as CONNECT (tests/test_net_proxy.py): the DNS-rebinding member, the connection bound, an
+    address hostd never gave; each refused by a reset, the reason reported."""
+
+    async def echo(stream: trio.SocketStream) -> None:
+        async with stream:
+            while chunk := await stream.receive_some(65536):
+                await stream.send_all(chunk)
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, echo, listeners)
+    port = listeners[0].socket.getsockname()[1]
+
+    async def resolver(host: str, port: int) -> list[str]:
+        return ["127.0.0.1"]  # upstream.test (named in private) and rebound.test (not named) alike
+
+    refused: list[dict[str, Any]] = []
+    allow = Allowlist.parse([f"upstream.test:{port}", f"rebound.test:{port}"], private=["upstream.test"])
+    proxy = PluginProxy(
+        "p3", allow, limits=ProxyLimits(max_connections=1), resolver=resolver, on_refused=refused.append
+    )
+    front = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+
+    async def connect(host: str | None) -> trio.SocketStream:
+        client = await trio.open_tcp_stream(*front.socket.getsockname())
+        nursery.start_soon(proxy.handle_transparent, await front.accept(), host, port, "198.18.0.9")
+        return client
+
+    async def outcome(client: trio.SocketStream) -> bytes | str:
+        async with client:
+            try:
+                await client.send_all(b"ping")
+                return await client.receive_some(65536)
+            except trio.BrokenResourceError as exc:
+                return type(exc.__cause__).__name__
+
+    # A refused connection is counted and uncounted before its reset: each of these finds the bound free.
+    assert await outcome(await connect("rebound.test")) == "ConnectionResetError"
+    assert await outcome(await connect(None)) == "ConnectionResetError"
+    async with await connect("upstream.test") as held:
+        await held.send_all(b"ping")
+        assert await held.receive_some(65536) == b"ping"  # spliced both ways
+        assert await outcome(await connect("upstream.test")) == "ConnectionResetError"  # the bound: 1 connection
+    assert [(r["host"], r["port"], r["status"], r["reason"]) for r in refused] == [
+        (
+            "rebound.test",
+            port,
+            403,
+            "rebound.test resolves to the loopback address 127.0.0.1; a plugin reaches a loopback address only when "
+            "its allowlist names the host in network.private, or names the address itself",
+        ),
+        ("198.18.0.9", port, 403, f"198.18.0.9:{port} is no address hostd's DNS gave this plugin (an IP literal)"),
+        ("upstream.test", port, 429, "more than 1 connections"),
+    ]
+    await front.aclose()
