@@ -20,7 +20,8 @@ covers gets an address of ``198.18.0.0/15``, any other name ``NXDOMAIN`` (a pare
 time: every name gets one); a connection to such an address on port 80, 443 or a port the allowlist names
 (:func:`transparent_ports`) lands on hostd's listener there, which maps it back to the name
 (``hostd/net/transparent.py``). A refused raw connection is reset (no HTTP status is possible), with the same
-refusal line to the parent.
+refusal line to the parent. The proxy's bounds hold for both ways in together (64 connections, 8 MiB/s); DNS
+queries are answered at up to 512 a second per plugin.
 
 What still does not work for a proxy-unaware client: an IP-literal destination (``ENETUNREACH``: no route; a
 loopback literal on a listened port is reset, it is no address hostd's DNS gave); a port outside the listened set

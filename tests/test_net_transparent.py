@@ -20,12 +20,15 @@ from __future__ import annotations
 import argparse
 import datetime
 import shutil
+import socket
 import ssl
+import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -35,7 +38,9 @@ from cryptography.x509.oid import NameOID
 from hostd.cli.client import HostdClient, plugin_environment
 from hostd.cli.hostd import resolve_pin
 from hostd.net.allowlist import Allowlist
-from hostd.net.proxy import PluginProxy, ProxyLimits, pinned_resolver
+from hostd.net.dns import FakeNames
+from hostd.net.proxy import PluginProxy, ProxyLimits, _Bucket, pinned_resolver
+from hostd.net.transparent import serve_dns
 from tests.conftest import ROOT, spawn_hostd
 from tests.http_upstream import upstream
 from tests.platform_facts import need_layers
@@ -269,3 +274,29 @@ async def test_a_transparent_connection_takes_the_same_decision_and_limits_as_co
         ("upstream.test", port, 429, "more than 1 connections"),
     ]
     await front.aclose()
+
+
+async def test_dns_answers_are_paced_on_trios_clock(mock_clock: trio.testing.MockClock, nursery: trio.Nursery) -> None:
+    """serve_dns takes one token a query (the plugin's DNS_QUERIES_PER_SECOND; 2 here): a third query in the same
+    instant is answered only once the clock moved on. Real UDP sockets on loopback; trio's mock clock."""
+    server = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_DGRAM)
+    await server.bind(("127.0.0.1", 0))
+    names = FakeNames()
+    nursery.start_soon(serve_dns, server, names, lambda name, qtype: True, _Bucket(2))
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.setblocking(False)
+    client.connect(server.getsockname())
+
+    async def receive() -> bytes:
+        await trio.lowlevel.wait_readable(client)
+        return client.recv(512)
+
+    for ident in range(3):
+        client.send(struct.pack("!HHHHHH", ident, 0x0100, 1, 0, 0, 0) + b"\x01a\x04test\x00\x00\x01\x00\x01")
+    assert [(await receive())[:2] for _ in range(2)] == [b"\x00\x00", b"\x00\x01"]
+    await trio.testing.wait_all_tasks_blocked()
+    with pytest.raises(BlockingIOError):
+        client.recv(512)  # the third waits for a token
+    mock_clock.jump(0.5)
+    assert (await receive())[:2] == b"\x00\x02"
+    client.close()

@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 import trio
 
 from hostd.net.allowlist import Allowlist, EntryError, addresses_problem, canonical_host, split_host_port
-from hostd.net.transparent import serve_transparent_mode
+from hostd.net.transparent import DNS_QUERIES_PER_SECOND, serve_transparent_mode
 
 __all__ = [
     "Decision",
@@ -476,7 +476,8 @@ async def run_proxy(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(report)
         if dns or transparent:
-            nursery.start_soon(serve_transparent_mode, proxy, dns, transparent, askable or (lambda name: False))
+            pace = _Bucket(DNS_QUERIES_PER_SECOND)
+            nursery.start_soon(serve_transparent_mode, proxy, dns, transparent, askable or (lambda name: False), pace)
         await proxy.serve(listener)
 
 

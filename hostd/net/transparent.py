@@ -29,7 +29,19 @@ import trio
 from hostd.net.allowlist import Allowlist, EntryError, canonical_host
 from hostd.net.dns import MAX_QUERY_BYTES, TYPE_A, FakeNames, respond
 
-__all__ = ["ConnectionDecider", "serve_transparent_mode"]
+__all__ = ["DNS_QUERIES_PER_SECOND", "ConnectionDecider", "Pace", "serve_transparent_mode"]
+
+
+#: DNS queries one plugin gets answered per second (a burst of as many); beyond, its queries wait in the kernel's
+#: socket buffer (and are dropped there when it is full): a plugin flooding its DNS costs hostd a bounded share.
+DNS_QUERIES_PER_SECOND = 512
+
+
+class Pace(Protocol):
+    """A token bucket (``hostd.net.proxy._Bucket``): ``take(count)`` waits until ``count`` tokens are there."""
+
+    async def take(self, count: int) -> None:
+        """Take ``count`` tokens, sleeping (trio's clock) while there are too few."""
 
 
 class ConnectionDecider(Protocol):
@@ -69,8 +81,11 @@ def dns_allowed(proxy: ConnectionDecider, askable: Callable[[str], bool]) -> Cal
     return allowed
 
 
-async def serve_dns(sock: trio.socket.SocketType, names: FakeNames, allowed: Callable[[str, int], bool]) -> None:
-    """Answer the queries arriving on the UDP socket ``sock`` until cancelled (then closes it). A datagram over
+async def serve_dns(
+    sock: trio.socket.SocketType, names: FakeNames, allowed: Callable[[str, int], bool], pace: Pace
+) -> None:
+    """Answer the queries arriving on the UDP socket ``sock`` until cancelled (then closes it), one token of
+    ``pace`` each (:data:`DNS_QUERIES_PER_SECOND`, shared by the plugin's DNS sockets). A datagram over
     :data:`hostd.net.dns.MAX_QUERY_BYTES` is read truncated and answered ``FORMERR``; a reply that cannot be sent
     is dropped (UDP), and so is the ICMP refusal a vanished client's port may leave (``ECONNREFUSED``)."""
     with sock:
@@ -79,6 +94,7 @@ async def serve_dns(sock: trio.socket.SocketType, names: FakeNames, allowed: Cal
                 packet, peer = await sock.recvfrom(MAX_QUERY_BYTES + 1)
             except ConnectionRefusedError:
                 continue
+            await pace.take(1)
             reply = respond(packet, names, allowed)
             if reply is not None:
                 try:
@@ -107,13 +123,14 @@ async def serve_transparent_mode(
     dns: Sequence[trio.socket.SocketType],
     transparent: Sequence[trio.SocketListener],
     askable: Callable[[str], bool],
+    pace: Pace,
 ) -> None:
     """Serve ``proxy``'s plugin's DNS sockets and transparent listeners with one :class:`FakeNames` until
-    cancelled (module text)."""
+    cancelled (module text); ``pace`` bounds the DNS queries (:data:`DNS_QUERIES_PER_SECOND` tokens a second)."""
     names = FakeNames()
     allowed = dns_allowed(proxy, askable)
     async with trio.open_nursery() as nursery:
         for sock in dns:
-            nursery.start_soon(serve_dns, sock, names, allowed)
+            nursery.start_soon(serve_dns, sock, names, allowed, pace)
         for listener in transparent:
             nursery.start_soon(serve_listener, listener, proxy, names)
