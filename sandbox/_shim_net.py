@@ -86,31 +86,51 @@ def add_loopback_address(address: str, prefix: int) -> None:
 
 
 def _open(proxy: dict[str, Any]) -> tuple[bytes, list[socket.socket]]:
-    """The kinds and sockets of :func:`hand_off` (module text); closes what it opened when it raises."""
-    kinds, opened = bytearray(), []
+    """The kinds and sockets of :func:`hand_off` (module text); closes what it opened when it raises. When
+    transparent mode cannot be set up (a kernel or a container refusing an address or a bind), the proxy listener
+    goes alone, the kinds followed by ``\\0`` and the reason: hostd says so; nothing gets a route out either way."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        opened.append(listener)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", int(proxy["port"])))
         listener.listen(128)
-        kinds += b"L"
-        ports = [int(p) for p in proxy.get("ports") or ()]
-        if not ports:
-            return bytes(kinds), opened
+    except BaseException:
+        listener.close()
+        raise
+    ports = [int(p) for p in proxy.get("ports") or ()]
+    if not ports:
+        return b"L", [listener]
+    try:
+        kinds, opened = _open_transparent(ports)
+    except OSError as exc:
+        reason = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+        return b"L\0" + reason.encode("utf-8", "replace")[:200], [listener]
+    return b"L" + kinds, [listener, *opened]
+
+
+def _open_transparent(ports: list[int]) -> tuple[bytes, list[socket.socket]]:
+    """Transparent mode's addresses and sockets (module text); closes what it opened when it raises."""
+    kinds, opened = bytearray(), []
+    try:
         add_loopback_address(*FAKE_BLOCK)
         for server in nameservers():
             if not ipaddress.IPv4Address(server).is_loopback:
                 add_loopback_address(server, 32)
             udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             opened.append(udp)
-            udp.bind((server, 53))
+            try:
+                udp.bind((server, 53))
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, f"{server}:53") from None
             kinds += b"D"
         for port in ports:
             tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             opened.append(tcp)
             tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            tcp.bind(("0.0.0.0", port))
+            try:
+                tcp.bind(("0.0.0.0", port))
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, f"0.0.0.0:{port}") from None
             tcp.listen(128)
             kinds += b"T"
     except BaseException:

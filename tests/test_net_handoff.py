@@ -10,14 +10,22 @@ listener, the DNS sockets and the transparent listeners in order.
 from __future__ import annotations
 
 import array
+import json
 import os
+import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
 import trio
 
 from hostd.net.handoff import Handoff, HandoffError, Received
+from sandbox import _shim_net
+from tests.conftest import ROOT
+from tests.platform_facts import need_layers
+from tests.waiting import GENEROUS
 
 
 def open_count() -> int:
@@ -96,3 +104,55 @@ async def test_a_connected_tcp_socket_is_no_listener() -> None:
     assert isinstance(refused, str) and refused.startswith("the shim sent a TCP socket that does not listen")
     assert open_count() == before - 1  # the client's own copy is closed, and no received descriptor is kept
     server.close()
+
+
+async def shim_hand_off(occupy: int) -> tuple[Received | str, list[str]]:
+    """fixtures/sandbox/shim_net_handoff.py in a fresh user + network namespace: what hostd receives, and which
+    addresses are local there afterwards."""
+    handoff = await Handoff.open()
+    command = ["unshare", "-Urn", sys.executable, str(ROOT / "fixtures" / "sandbox" / "shim_net_handoff.py")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done: list[subprocess.CompletedProcess[bytes]] = []
+
+    async def run() -> None:
+        argv = [*command, handoff.path, str(occupy)]
+        done.append(await trio.run_process(argv, env=env, capture_stdout=True, check=True))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            try:
+                received: Received | str = await handoff.receive(GENEROUS)
+            except HandoffError as exc:
+                received = str(exc)
+        return received, json.loads(done[0].stdout.decode())
+    finally:
+        handoff.close()
+
+
+async def test_the_shim_makes_names_servers_and_the_fake_range_local_and_hands_all_over() -> None:
+    """The shim's own code (route netlink, binds) in a real namespace; never on the host's network."""
+    need_layers("netns")
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    servers = _shim_net.nameservers()
+    received, local = await shim_hand_off(0)
+    assert not isinstance(received, str)
+    assert local == ["198.18.0.77", "198.19.255.254", *servers]  # the whole /15 and each name server
+    assert received.listener.socket.getsockname() == ("127.0.0.1", 3128)
+    assert [s.getsockname() for s in received.dns] == [(server, 53) for server in servers]
+    assert [t.socket.getsockname() for t in received.transparent] == [("0.0.0.0", p) for p in (80, 443, 8443)]
+    assert received.transparent_off is None
+    for listener in (received.listener, *received.transparent):
+        await listener.aclose()
+    for sock in received.dns:
+        sock.close()
+    # A port already taken: the proxy listener goes alone, with the reason (hostd logs it; nothing opens).
+    received, _ = await shim_hand_off(443)
+    assert not isinstance(received, str)
+    assert (received.dns, received.transparent, received.transparent_off) == (
+        [],
+        [],
+        "Address already in use (0.0.0.0:443)",
+    )
+    await received.listener.aclose()

@@ -33,11 +33,14 @@ class HandoffError(Exception):
 @dataclass
 class Received:
     """What the shim handed over: the proxy's ``listener``, the ``dns`` UDP sockets (bound to port 53 of the
-    namespace's name servers) and the ``transparent`` listeners (``0.0.0.0:<port>``); the caller owns them all."""
+    namespace's name servers) and the ``transparent`` listeners (``0.0.0.0:<port>``); the caller owns them all.
+    ``transparent_off``: see below (the message's kind letters were followed by ``NUL`` and this reason)."""
 
     listener: trio.SocketListener
     dns: list[trio.socket.SocketType] = field(default_factory=list)
     transparent: list[trio.SocketListener] = field(default_factory=list)
+    #: Why the shim could not set transparent mode up (it sent the proxy listener alone), or None.
+    transparent_off: str | None = None
 
 
 class Handoff:
@@ -73,7 +76,8 @@ class Handoff:
             conn, _ = await self._sock.accept()
             with conn:
                 size = socket.CMSG_SPACE(array.array("i", [0]).itemsize * MAX_DESCRIPTORS)
-                data, ancdata, _, _ = await conn.recvmsg(MAX_DESCRIPTORS, size)
+                message, ancdata, _, _ = await conn.recvmsg(MAX_DESCRIPTORS + 256, size)
+            data, nul, reason = message.partition(b"\0")
             fds: list[int] = []
             for level, kind, payload in ancdata:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -85,13 +89,16 @@ class Handoff:
                     raise HandoffError(f"the shim sent {data!r} with {len(fds)} descriptors, not its listeners")
                 raws = [socket.socket(fileno=fd) for fd in fds]
                 fds = []
-                return _checked(data, raws)
+                received = _checked(data, raws)
             except BaseException:
                 for fd in fds:
                     os.close(fd)
                 for raw in raws:
                     raw.close()
                 raise
+            if nul:
+                received.transparent_off = reason.decode("utf-8", "replace") or "no reason given"
+            return received
         raise HandoffError(f"the shim handed no listener over within {timeout:g} s")
 
     def close(self) -> None:

@@ -230,6 +230,13 @@ class InstanceRunner:
                 handoff.close()
         hosts, private = launch.network or ((), ())
         allowlist = Allowlist.parse(hosts, private)
+        if received.transparent_off is not None:
+            await self._log(
+                "warning",
+                "host",
+                f"network: transparent mode is off for this start ({received.transparent_off}): only clients that "
+                "use HTTP_PROXY/HTTPS_PROXY reach the allowlist's hosts",
+            )
 
         async def log(message: str) -> None:
             await self._log("warning", "host", message)
