@@ -21,7 +21,8 @@ time: every name gets one); a connection to such an address on port 80, 443 or a
 (:func:`transparent_ports`) lands on hostd's listener there, which maps it back to the name
 (``hostd/net/transparent.py``). A refused raw connection is reset (no HTTP status is possible), with the same
 refusal line to the parent. The proxy's bounds hold for both ways in together (64 connections, 8 MiB/s); DNS
-queries are answered at up to 512 a second per plugin.
+queries are answered at up to 512 a second per plugin. Where the namespace refuses transparent mode's setup (an
+address or a bind), the plugin starts with the proxy alone and hostd tells the parent why (``plugins/log``).
 
 What still does not work for a proxy-unaware client: an IP-literal destination (``ENETUNREACH``: no route; a
 loopback literal on a listened port is reset, it is no address hostd's DNS gave); a port outside the listened set
