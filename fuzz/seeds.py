@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import struct
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,6 +189,18 @@ def _plugin_output() -> Iterator[bytes]:
     yield b"a log line on stdout\n"
 
 
+def _dns_queries() -> Iterator[bytes]:
+    def query(name: bytes, qtype: int = 1, qd: int = 1, flags: int = 0x0100) -> bytes:
+        return struct.pack("!HHHHHH", 0x1234, flags, qd, 0, 0, 0) + name + struct.pack("!HH", qtype, 1)
+
+    yield query(b"\x03api\x04test\x00")
+    yield query(b"\x03api\x04test\x00", 28)
+    yield query(b"\x05other\x07example\x00")
+    yield query(b"\x03api\xc0\x0c")
+    yield query(b"\x03api\x04test\x00", qd=2)
+    yield query(b"\x03api\x04test\x00") + b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00"  # EDNS0 OPT
+
+
 SOURCES = {
     "manifest": _manifests,
     "import": _configs,
@@ -195,6 +208,7 @@ SOURCES = {
     "bundle": _bundles,
     "control": _control,
     "plugin-output": _plugin_output,
+    "dns": _dns_queries,
 }
 
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import ipaddress
 import json
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from hostd.install.manifest import load_manifest
 from hostd.install.signing import Signature
 from hostd.mcp.session import ClientSession, Invalid
 from hostd.mcp.transport.stdio import answered_id
+from hostd.net.dns import FAKE_NETWORK, FakeNames, respond
 from hostd.wire import tracing
 from hostd.wire.errors import ErrorKind, HostError
 from hostd.wire.framing import (
@@ -259,6 +262,23 @@ def plugin_output(data: bytes) -> None:
                 encode(event.value)[:80]
 
 
+# -- transparent mode's DNS (issue 26) ---------------------------------------------------------
+
+
+def dns_query(data: bytes) -> None:
+    """The bytes as a plugin's DNS query to hostd (hostd/net/dns.py ``respond``): no exception; an answer only
+    to a query (12 bytes at least, QR clear), echoing its id, with QR set; an address only from the fake range."""
+    names = FakeNames(capacity=4)
+    reply = respond(data, names, lambda name, qtype: name.endswith(".test"))
+    if reply is None:
+        return
+    assert len(data) >= 12 and not data[2] & 0x80, "an answer to a packet that is no query"
+    assert reply[:2] == data[:2] and reply[2] & 0x80, "an answer that is not one to this query"
+    if struct.unpack_from("!H", reply, 6)[0]:
+        address = ipaddress.IPv4Address(reply[-4:])
+        assert address in FAKE_NETWORK and names.name_for(str(address)) is not None, f"{address} is no fake one"
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -275,5 +295,6 @@ TARGETS: dict[str, Target] = {
         Target("bundle", bundle_reader, "bundle.install_bundle of a .mcpb archive"),
         Target("control", control_request, "the control channel: framing, classify, params parsing"),
         Target("plugin-output", plugin_output, "a plugin's stdout: framing and ClientSession.receive"),
+        Target("dns", dns_query, "hostd/net/dns.py respond: a plugin's DNS query in transparent mode"),
     ]
 }

@@ -63,7 +63,7 @@ from sandbox.forkserver import _FORK_SERVER, _SHIM_SLACK, _ControlReader, _Forke
 from sandbox.home_view import make_view
 from sandbox.launch import Launch, LaunchError
 from sandbox.limits import plugin_nofile_soft
-from sandbox.netns import PROXY_PORT
+from sandbox.netns import PROXY_PORT, transparent_ports
 from sandbox.paths import PathRefused, ensure_private_dir, write_private_file
 from sandbox.policy import IsolationPlan, IsolationPolicy, order_layers
 from sandbox.sweep import _DEATH_WAIT, TOKEN_VAR, _is_zombie, _new_token, _pids_with_token, _signal_all, sweep_leftovers
@@ -475,7 +475,8 @@ def _spec(launch: Launch, env: dict[str, str], proxy_socket: str | None = None) 
     if "netproxy" in layers:
         if proxy_socket is None:
             raise _isolation_failed(launch, "netproxy needs the proxy's Unix socket (spawn's proxy_socket)")
-        spec["proxy"] = {"socket": proxy_socket, "port": PROXY_PORT}
+        hosts = launch.network[0] if launch.network is not None else ()
+        spec["proxy"] = {"socket": proxy_socket, "port": PROXY_PORT, "ports": transparent_ports(hosts)}
     try:  # secrets as 0600 files in the plugin's TMPDIR (emptied before this start and after it stops)
         for path, value in launch.secret_files:
             ensure_private_dir(os.path.dirname(path))
@@ -696,7 +697,9 @@ async def spawn(
     ``"netproxy"`` (with ``pidns``): the namespace's loopback listener on
     :data:`sandbox.netns.PROXY_PORT` is handed to the Unix socket at
     ``proxy_socket`` (hostd's proxy accepts on it; ``sandbox/_shim_net.py``)
-    before the plugin runs; without ``proxy_socket`` such a launch is refused.
+    before the plugin runs, with transparent mode's DNS sockets and listeners
+    (:func:`sandbox.netns.transparent_ports`); without ``proxy_socket`` such a
+    launch is refused.
     Returns once the plugin's executable is running (exec succeeded), with
     :attr:`SandboxedProcess.isolation` set to what the shim reported applied.
     With ``limits`` (the host's policy) and a usable cgroup backend

@@ -7,9 +7,11 @@ loopback listener hostd's proxy accepts on. From inside, a real Python client (`
 it) and a raw-socket client (``CONNECT``, then HTTP through the tunnel: any TCP protocol) reach the upstream
 server; a host or port the allowlist does not name is refused by the proxy (``403`` and
 the reason, and a ``plugins/log`` line to the parent); a direct connection, to the same upstream or to a public
-address, fails in the namespace (``ECONNREFUSED``: nothing listens on the namespace's own loopback;
+address, never reaches it (``ECONNRESET``: the loopback literal on a listened port lands on hostd's transparent
+listener, which resets it, the literal being no address its DNS gave, tests/test_net_transparent.py;
 ``ENETUNREACH``: there is no route). What this proves for an unprivileged user: the namespaces are unprivileged
-(a user namespace owns them), and tests/test_net_enforce.py's nobody test repeats the core checks as nobody.
+(a user namespace owns them), and this file's nobody test repeats the core checks as nobody, transparent mode's
+raw-socket client by name included.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ async def test_python_and_node_reach_the_allowlisted_host_and_nothing_else(
             ["fetch", f"http://127.0.0.1:{port}/python"],
             ["fetch", f"http://127.0.0.1:{other}/"],
             ["fetch", "http://example.com/"],
-            ["connect", "127.0.0.1", port],
+            ["raw", "127.0.0.1", port, "/direct"],
             ["connect", "93.184.215.14", 80],
             ["node", "proxy", f"http://127.0.0.1:{port}/node"],
             ["node", "direct", f"http://127.0.0.1:{port}/node"],
@@ -86,10 +88,10 @@ async def test_python_and_node_reach_the_allowlisted_host_and_nothing_else(
             f" (to let it through: hostctl grant mcp-probe --host 127.0.0.1:{other})",
             "403 example.com:80 is not in the plugin's allowlist"
             " (to let it through: hostctl grant mcp-probe --host example.com:80)",
-            "ECONNREFUSED",
+            "ECONNRESET",
             "ENETUNREACH",
             "200 hello /node",
-            "ECONNREFUSED",
+            "ECONNRESET",
             f"403 localhost:{port} is not in the plugin's allowlist"
             f" (to let it through: hostctl grant mcp-probe --host localhost:{port})",
             "hello /raw",
@@ -120,5 +122,7 @@ async def test_an_unprivileged_user_gets_the_same_enforcement() -> None:
         "200 hello /nobody",
         "403 127.0.0.1:<other> is not in the plugin's allowlist, and no allowed name resolves to it"
         " (to let it through: hostctl grant mcp-probe --host 127.0.0.1:<other>)",
-        "ECONNREFUSED",
+        "ECONNRESET",
+        "HTTP/1.1 200 OK\r\nContent-Length: 17\r\nConnection: close\r\n\r\nhello /nobody-raw",
+        "gaierror EAI_NONAME",
     ]

@@ -256,10 +256,38 @@ def _add_plugin_arguments(serve: argparse.ArgumentParser) -> None:
         "(your own mirror; repeatable; default: none, such downloads are refused)",
     )
     serve.add_argument(
+        "--resolve",
+        action="append",
+        default=[],
+        type=resolve_pin,
+        metavar="NAME=ADDRESS",
+        help="the plugins' network proxy resolves NAME to ADDRESS (an IP address), like curl's --resolve: a test "
+        "host or a name your resolver does not know; the allowlist still decides, and a loopback or private "
+        "ADDRESS still needs NAME in the plugin's network.private (repeatable; default: the system resolver)",
+    )
+    serve.add_argument(
         "--pass-proxy-env",
         action="store_true",
         help="pass proxy variables (HTTPS_PROXY, ...) to plugins (CA settings such as SSL_CERT_FILE always pass)",
     )
+
+
+def resolve_pin(text: str) -> tuple[str, str]:
+    """``--resolve NAME=ADDRESS`` as ``(canonical name, canonical address)``; ``argparse.ArgumentTypeError``
+    names what is wrong (a name outside the allowlist grammar, an IP literal as NAME, no IP address)."""
+    from hostd.net.allowlist import EntryError, canonical_host  # noqa: PLC0415  (only with --resolve)
+
+    name, equals, address = text.partition("=")
+    try:
+        host, literal = canonical_host(name)
+        if not equals or literal is not None:
+            raise EntryError(f"{text!r}: write NAME=ADDRESS, NAME a host name")
+        canonical, ip = canonical_host(address)
+        if ip is None:
+            raise EntryError(f"{text!r}: ADDRESS must be an IP address, not {address!r}")
+    except EntryError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return host, canonical
 
 
 def _hostd_or_warning(record: logging.LogRecord) -> bool:
@@ -329,6 +357,8 @@ def domain_filtering_line(capabilities: Iterable[Capability]) -> str:
         return (
             "domain filtering: yes - a plugin with a network allowlist runs in its own network namespace, hostd's "
             "proxy its only way out\n"
+            "  transparent: yes - clients that ignore HTTP(S)_PROXY reach the allowlist's names too (hostd answers "
+            "their DNS and accepts on ports 80, 443 and the allowlist's; sandbox/netns.py)\n"
             "  preparation: each installer reaches only the registries in use, through the same proxy (unless "
             "hostd's environment names a proxy of its own: then the first progress line says it is not filtered)\n"
         )
@@ -378,6 +408,7 @@ def host_settings(module: ModuleType, args: argparse.Namespace, trust_roots: tup
         registries=module.Registries.from_environment(args.npm_registry, args.python_index),
         bundle_trust_roots=trust_roots,
         download_allow_private=tuple(args.allow_private_download),
+        resolve=tuple(getattr(args, "resolve", ())),
         restore=not getattr(args, "no_restore", False),
     )
     return settings

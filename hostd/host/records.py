@@ -74,6 +74,9 @@ class HostSettings:
     #: Hosts a registry entry's bundle URL may name though they resolve to a private or loopback address
     #: (``--allow-private-download``: the user's own mirror; hostd/install/serverjson.py).
     download_allow_private: tuple[str, ...] = ()
+    #: ``(name, address)`` pairs the plugins' network proxy resolves without asking the system resolver
+    #: (``--resolve NAME=ADDRESS``, like curl's; hostd/net/proxy.py ``pinned_resolver``).
+    resolve: tuple[tuple[str, str], ...] = ()
     #: Start the enabled plugins at start-up (False: ``hostd serve --no-restore``; each starts at its
     #: ``plugins/enable``, and one whose last start failed shows ``error`` with that reason).
     restore: bool = True

@@ -513,6 +513,16 @@ class Host:
             feature_methods.PluginFeatureParent(self, manifest.id), manifest.id
         )
         supervisor.authorizer = self.authorizer
+        supervisor.resolve_pins = dict(self.settings.resolve)
+
+        def askable(name: str) -> bool:
+            """Whether network_grants.decide might let ``name`` through on some port: a parent to ask now, or a
+            recorded ``always`` for it (transparent DNS then gives it an address; the port is decided later)."""
+            if "network" in self.options.client_capabilities and self.options.request_parent is not None:
+                return True
+            return any(entry.rpartition(":")[0].strip("[]") == name for entry in bound[0].network_call_hosts)
+
+        supervisor.network_askable = askable
         plugin = InstalledPlugin(path=folder, manifest=manifest, manifest_digest=digest, supervisor=supervisor)
         store = self.secret_store
         if store is not None:  # the install's secrets (read at lookup time: the install is set after this)

@@ -2,8 +2,9 @@
 
 Before a ``netproxy`` launch is spawned, hostd opens a :class:`Handoff`: a pathname Unix socket in a fresh folder
 only hostd's user can open (``0700``, :func:`tempfile.mkdtemp`). The shim, once inside the plugin's network
-namespace, connects to it and sends the loopback listener it opened there (``SCM_RIGHTS``, one byte ``L``).
-:meth:`Handoff.receive` returns that listener as a :class:`trio.SocketListener` for :mod:`hostd.net.proxy`.
+namespace, connects to it and sends the sockets it opened there (``SCM_RIGHTS``, one kind letter per descriptor:
+``L`` the proxy's loopback listener, ``D`` a DNS socket, ``T`` a transparent listener; ``sandbox/_shim_net.py``).
+:meth:`Handoff.receive` returns them as :class:`Received`, checked, for :mod:`hostd.net.proxy`.
 The shim's connection lands in the socket's backlog, so hostd may accept it after ``spawn`` returned.
 """
 
@@ -15,14 +16,31 @@ import os
 import shutil
 import socket
 import tempfile
+from dataclasses import dataclass, field
 
 import trio
 
-__all__ = ["Handoff", "HandoffError"]
+__all__ = ["MAX_DESCRIPTORS", "Handoff", "HandoffError", "Received"]
+
+#: The most descriptors one handoff carries (1 proxy listener, 3 DNS sockets, 16 transparent listeners, and room).
+MAX_DESCRIPTORS = 32
 
 
 class HandoffError(Exception):
     """The shim did not hand a listener over (in time, or what it sent was no listening TCP socket)."""
+
+
+@dataclass
+class Received:
+    """What the shim handed over: the proxy's ``listener``, the ``dns`` UDP sockets (bound to port 53 of the
+    namespace's name servers) and the ``transparent`` listeners (``0.0.0.0:<port>``); the caller owns them all.
+    ``transparent_off``: see below (the message's kind letters were followed by ``NUL`` and this reason)."""
+
+    listener: trio.SocketListener
+    dns: list[trio.socket.SocketType] = field(default_factory=list)
+    transparent: list[trio.SocketListener] = field(default_factory=list)
+    #: Why the shim could not set transparent mode up (it sent the proxy listener alone), or None.
+    transparent_off: str | None = None
 
 
 class Handoff:
@@ -47,34 +65,40 @@ class Handoff:
             raise
         return cls(folder, sock)
 
-    async def receive(self, timeout: float) -> trio.SocketListener:
-        """Accept the shim's connection and take the listener it sends, within ``timeout`` seconds.
+    async def receive(self, timeout: float) -> Received:
+        """Accept the shim's connection and take the sockets it sends, within ``timeout`` seconds.
 
-        Raises :class:`HandoffError` when nothing comes, the message carries no descriptor, or the descriptor
-        is not a listening TCP socket (each received descriptor is closed but the one returned).
+        Raises :class:`HandoffError` when nothing comes, the kinds and descriptors differ in number, the first is
+        no proxy listener (``L``), or a descriptor is not what its kind says (a listening TCP socket for ``L``
+        and ``T``, a UDP socket for ``D``); every received descriptor is closed then.
         """
         with trio.move_on_after(timeout):
             conn, _ = await self._sock.accept()
             with conn:
-                data, ancdata, _, _ = await conn.recvmsg(1, socket.CMSG_SPACE(array.array("i", [0]).itemsize * 4))
+                size = socket.CMSG_SPACE(array.array("i", [0]).itemsize * MAX_DESCRIPTORS)
+                message, ancdata, _, _ = await conn.recvmsg(MAX_DESCRIPTORS + 256, size)
+            data, nul, reason = message.partition(b"\0")
             fds: list[int] = []
             for level, kind, payload in ancdata:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                     usable = len(payload) - len(payload) % 4
                     fds += array.array("i", payload[:usable]).tolist()
-            if data != b"L" or len(fds) != 1:
+            raws: list[socket.socket] = []
+            try:
+                if not data.startswith(b"L") or len(fds) != len(data) or data.strip(b"LDT"):
+                    raise HandoffError(f"the shim sent {data!r} with {len(fds)} descriptors, not its listeners")
+                raws = [socket.socket(fileno=fd) for fd in fds]
+                fds = []
+                received = _checked(data, raws)
+            except BaseException:
                 for fd in fds:
                     os.close(fd)
-                raise HandoffError(f"the shim sent {data!r} with {len(fds)} descriptors, not one listener")
-            raw = socket.socket(fileno=fds[0])
-            if raw.family not in (socket.AF_INET, socket.AF_INET6) or raw.type != socket.SOCK_STREAM:
-                raw.close()
-                raise HandoffError("the shim sent a descriptor that is no TCP socket")
-            try:
-                return trio.SocketListener(trio.socket.from_stdlib_socket(raw))
-            except ValueError as exc:  # not listening
-                raw.close()
-                raise HandoffError(f"the shim sent a TCP socket that does not listen: {exc}") from None
+                for raw in raws:
+                    raw.close()
+                raise
+            if nul:
+                received.transparent_off = reason.decode("utf-8", "replace") or "no reason given"
+            return received
         raise HandoffError(f"the shim handed no listener over within {timeout:g} s")
 
     def close(self) -> None:
@@ -82,3 +106,24 @@ class Handoff:
         self._sock.close()
         with contextlib.suppress(OSError):
             shutil.rmtree(self.folder)
+
+
+def _checked(kinds: bytes, raws: list[socket.socket]) -> Received:
+    """``raws`` as :class:`Received` once each is what its kind letter says; raises :class:`HandoffError`."""
+    listeners: list[trio.SocketListener] = []
+    dns: list[trio.socket.SocketType] = []
+    for kind, raw in zip(kinds, raws, strict=True):
+        if raw.family not in (socket.AF_INET, socket.AF_INET6):
+            raise HandoffError("the shim sent a descriptor that is no IP socket")
+        if kind == ord("D"):
+            if raw.type != socket.SOCK_DGRAM:
+                raise HandoffError("the shim sent a DNS socket that is no UDP socket")
+            dns.append(trio.socket.from_stdlib_socket(raw))
+            continue
+        if raw.type != socket.SOCK_STREAM:
+            raise HandoffError("the shim sent a descriptor that is no TCP socket")
+        try:
+            listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(raw)))
+        except ValueError as exc:  # not listening
+            raise HandoffError(f"the shim sent a TCP socket that does not listen: {exc}") from None
+    return Received(listeners[0], dns, listeners[1:])

@@ -30,8 +30,10 @@ resolution runs in trio's worker threads (``trio.socket.getaddrinfo``).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Awaitable, Callable
+import struct
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,8 +41,18 @@ from urllib.parse import urlsplit
 import trio
 
 from hostd.net.allowlist import Allowlist, EntryError, addresses_problem, canonical_host, split_host_port
+from hostd.net.transparent import DNS_QUERIES_PER_SECOND, serve_transparent_mode
 
-__all__ = ["Decision", "PluginProxy", "ProxyLimits", "Refused", "Resolver", "run_proxy", "system_resolver"]
+__all__ = [
+    "Decision",
+    "PluginProxy",
+    "ProxyLimits",
+    "Refused",
+    "Resolver",
+    "pinned_resolver",
+    "run_proxy",
+    "system_resolver",
+]
 
 #: ``resolve(host, port)`` -> the addresses (strings) the host has; raises ``OSError`` when it has none.
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -106,6 +118,17 @@ async def system_resolver(host: str, port: int) -> list[str]:
     """The machine's resolver (``getaddrinfo`` in a worker thread): the unique addresses of ``host``, in order."""
     infos = await trio.socket.getaddrinfo(host, port, type=trio.socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def pinned_resolver(pins: Mapping[str, str], fallback: Resolver = system_resolver) -> Resolver:
+    """A resolver where each name of ``pins`` (canonical names, :func:`hostd.net.allowlist.canonical_host`) has
+    exactly its address, like curl's ``--resolve``; other names go to ``fallback``. ``hostd serve --resolve``."""
+
+    async def resolve(host: str, port: int) -> list[str]:
+        pinned = pins.get(host)
+        return [pinned] if pinned is not None else await fallback(host, port)
+
+    return resolve
 
 
 class _Bucket:
@@ -328,11 +351,46 @@ class PluginProxy:
             pass
         scope.cancel()
 
-    async def _refuse(self, stream: trio.abc.Stream, host: str, port: int, refused: Refused) -> None:
+    def report(self, host: str, port: int, status: int | str, reason: str) -> None:
+        """One refusal to ``on_refused`` (``port`` 0: a name refused at DNS time, ``status`` ``"NXDOMAIN"``)."""
         if self.on_refused is not None:
-            self.on_refused(
-                {"plugin": self.plugin, "host": host, "port": port, "status": refused.status, "reason": refused.reason}
-            )
+            self.on_refused({"plugin": self.plugin, "host": host, "port": port, "status": status, "reason": reason})
+
+    async def handle_transparent(self, stream: trio.SocketStream, host: str | None, port: int, address: str) -> None:
+        """Serve one connection a proxy-unaware client opened to ``address:port`` in its namespace (transparent
+        mode, :mod:`hostd.net.transparent`): ``host`` is the name hostd's DNS gave that fake address (None: an
+        address it never gave, e.g. an IP literal that is local in the namespace). The same decision as
+        ``CONNECT`` (:meth:`decide`, the connection limit), then the bytes pass untouched both ways (TLS end to
+        end). A refusal cannot be an HTTP status here: the connection is reset (``SO_LINGER`` 0) and the reason
+        goes to ``on_refused``. Always closes ``stream``."""
+        async with stream:
+            try:
+                if host is None:
+                    raise Refused(403, f"{address}:{port} is no address hostd's DNS gave this plugin (an IP literal)")
+                if self.open_connections >= self.limits.max_connections:
+                    raise Refused(429, f"more than {self.limits.max_connections} connections")
+            except Refused as refused:
+                self.report(host or address, port, refused.status, refused.reason)
+                _reset(stream)
+                return
+            self.open_connections += 1
+            try:
+                try:
+                    upstream = await self._open(host, port)
+                except Refused as refused:
+                    self.report(host, port, refused.status, refused.reason)
+                    _reset(stream)
+                    return
+                async with upstream, trio.open_nursery() as nursery:
+                    nursery.start_soon(self._pump, stream, upstream, nursery.cancel_scope)
+                    nursery.start_soon(self._pump, upstream, stream, nursery.cancel_scope)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass  # the client or the upstream went away: this connection ends, the proxy goes on
+            finally:
+                self.open_connections -= 1
+
+    async def _refuse(self, stream: trio.abc.Stream, host: str, port: int, refused: Refused) -> None:
+        self.report(host, port, refused.status, refused.reason)
         reason = refused.reason.encode("utf-8", "replace")
         header = refused.reason.encode("ascii", "replace").replace(b"\r", b" ").replace(b"\n", b" ")
         answer = (
@@ -352,6 +410,13 @@ class PluginProxy:
                     drained += len(chunk)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+
+
+def _reset(stream: trio.SocketStream) -> None:
+    """Make the coming close of ``stream`` a reset (``SO_LINGER`` 0): a raw client sees ``ECONNRESET``, not an
+    empty answer it could take for a complete one."""
+    with contextlib.suppress(OSError):
+        stream.socket.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 async def _connect(address: str, port: int) -> trio.SocketStream:
@@ -374,14 +439,21 @@ async def run_proxy(
     *,
     limits: ProxyLimits | None = None,
     ask: Ask | None = None,
+    resolver: Resolver = system_resolver,
+    dns: Sequence[trio.socket.SocketType] = (),
+    transparent: Sequence[trio.SocketListener] = (),
+    askable: Callable[[str], bool] | None = None,
 ) -> None:
-    """Serve ``plugin``'s proxy on ``listener`` until cancelled (``ask``: see :data:`Ask`); each refusal becomes
-    one ``log`` line (``"network: refused HOST:PORT (STATUS): REASON"``; hostd sends it to the parent as
-    ``plugins/log``).
+    """Serve ``plugin``'s proxy on ``listener`` until cancelled (``ask``: see :data:`Ask`; ``resolver``: see
+    :data:`Resolver`); each refusal becomes one ``log`` line (``"network: refused HOST:PORT (STATUS): REASON"``,
+    ``"network: refused NAME (NXDOMAIN): REASON"`` for a name refused at DNS time; hostd sends it to the parent as
+    ``plugins/log``). With ``dns`` sockets and ``transparent`` listeners (the shim's, ``sandbox/_shim_net.py``)
+    it also serves transparent mode (:mod:`hostd.net.transparent`; ``askable(name)``: whether the parent could
+    let a name the allowlist does not cover through, default no).
 
     Refusals wait in a bounded queue (256); beyond it they are counted, never waited for: a plugin that hammers
     forbidden hosts slows neither its own connections nor hostd. Cancellation closes the listener and every
-    connection of the plugin.
+    connection of the plugin, and the DNS sockets and transparent listeners.
     """
     send, receive = trio.open_memory_channel[dict[str, Any]](256)
     dropped = [0]
@@ -396,12 +468,16 @@ async def run_proxy(
         async for record in receive:
             extra = f" ({dropped[0]} more refusals not shown)" if dropped[0] else ""
             dropped[0] = 0
-            where = f"{record['host']}:{record['port']}" if record["host"] else "a connection"
+            host, port = record["host"], record["port"]
+            where = (f"{host}:{port}" if port else host) if host else "a connection"
             await log(f"network: refused {where} ({record['status']}): {record['reason']}{extra}")
 
-    proxy = PluginProxy(plugin, allowlist, limits=limits, on_refused=on_refused, ask=ask)
+    proxy = PluginProxy(plugin, allowlist, limits=limits, resolver=resolver, on_refused=on_refused, ask=ask)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(report)
+        if dns or transparent:
+            pace = _Bucket(DNS_QUERIES_PER_SECOND)
+            nursery.start_soon(serve_transparent_mode, proxy, dns, transparent, askable or (lambda name: False), pace)
         await proxy.serve(listener)
 
 

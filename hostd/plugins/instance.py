@@ -107,6 +107,8 @@ class InstanceRunner:
     features: Any
     authorizer: Authorizer | None
     secret_lookup: SecretLookup
+    resolve_pins: dict[str, str]
+    network_askable: Callable[[str], bool]
     authorizing: bool
     _current_tools: list[RegisteredTool]
     _registry: ToolRegistry
@@ -217,7 +219,7 @@ class InstanceRunner:
             if handoff is None:
                 return process, None
             try:
-                listener = await handoff.receive(HANDOFF_SECONDS)
+                received = await handoff.receive(HANDOFF_SECONDS)
             except HandoffError as exc:
                 with trio.CancelScope(shield=True):
                     await process.stop(grace=0)
@@ -228,6 +230,13 @@ class InstanceRunner:
                 handoff.close()
         hosts, private = launch.network or ((), ())
         allowlist = Allowlist.parse(hosts, private)
+        if received.transparent_off is not None:
+            await self._log(
+                "warning",
+                "host",
+                f"network: transparent mode is off for this start ({received.transparent_off}): only clients that "
+                "use HTTP_PROXY/HTTPS_PROXY reach the allowlist's hosts",
+            )
 
         async def log(message: str) -> None:
             await self._log("warning", "host", message)
@@ -237,9 +246,21 @@ class InstanceRunner:
             await self._on_event(NetworkRequested(self.plugin_id, host, port, reply))
             return reply[0] if reply else "unanswered"
 
-        from hostd.net.proxy import run_proxy  # noqa: PLC0415 (a plugin with network only; not on a reader's path)
+        # A plugin with network only; not on a reader's path.
+        from hostd.net.proxy import pinned_resolver, run_proxy  # noqa: PLC0415
 
-        return process, functools.partial(run_proxy, self.plugin_id, listener, allowlist, log, ask=ask)
+        return process, functools.partial(
+            run_proxy,
+            self.plugin_id,
+            received.listener,
+            allowlist,
+            log,
+            ask=ask,
+            resolver=pinned_resolver(self.resolve_pins),
+            dns=received.dns,
+            transparent=received.transparent,
+            askable=self.network_askable,
+        )
 
     async def _connect(self, launch: RemoteLaunch) -> RemoteInstance:
         """One connection to a remote server (hostd/mcp/transport/http.py), run like a process tree."""

@@ -99,6 +99,10 @@ log = logging.getLogger("hostd.plugins.supervisor")
 State = lifecycle.State
 
 
+def _never(name: str) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class Start:
     """What the host hands a start (enable, restart, a retry): everything it decided for it.
@@ -216,6 +220,10 @@ class PluginSupervisor(InstanceRunner):
         self.authorizer: Authorizer | None = None
         #: Where ``${secret:NAME}`` header values come from (the host's secret store), set by the host.
         self.secret_lookup: SecretLookup = _no_secrets
+        #: Names the proxy resolves to a fixed address (``hostd serve --resolve``), set by the host.
+        self.resolve_pins: dict[str, str] = {}
+        #: Whether the parent could let a name through on some port (transparent DNS gives it an address then).
+        self.network_askable: Callable[[str], bool] = _never
         self.authorizing = False
 
     # -- status -----------------------------------------------------------------
