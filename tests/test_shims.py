@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.cli.render import launch_details
 from hostd.install.shims import Shim, find_shim, nvm_program, resolve_shim
 from tests.conftest import ECHO, FIXTURES, ready
 
@@ -524,6 +525,10 @@ async def test_hostd_runs_nvms_default_node_when_no_path_has_node(tmp_path: Path
             "kind": "COMMAND_NOT_FOUND",
             "shim": {"manager": "nvm", "shim": str(nvm / "nvm.sh"), "message": message, "reason": reason},
         }
+        assert launch_details(info) == [  # what hostctl approve and install show
+            ("launch", f"cannot be resolved (COMMAND_NOT_FOUND): {info['launch']['error']}"),
+            ("shim", message),
+        ]
         with pytest.raises(RpcError) as failed:
             await client.request("plugins/enable", {"id": "nvm-x"})
         assert (failed.value.kind, failed.value.data["hint"]) == ("PLUGIN_START_FAILED", message)
