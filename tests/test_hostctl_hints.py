@@ -18,7 +18,7 @@ import trio
 from hostd.cli.client import RpcError
 from hostd.cli.connection import Failure
 from hostd.cli.render import CLI_VERBS, cli_words, invoked_as, status_row
-from tests.conftest import ECHO, ROOT
+from tests.conftest import ECHO, ECHO_TOOLS, ROOT
 
 
 def test_the_program_is_named_as_the_user_invoked_it(tmp_path: Path) -> None:
@@ -175,18 +175,25 @@ async def test_every_hint_the_readme_walkthrough_prints_runs_as_printed(tmp_path
     env.update(HOME=str(home), PATH=os.pathsep.join(path), PYTHONPATH=str(ROOT), HOSTD_SECRETS="file")
     assert shutil.which("hostctl", path=env["PATH"]) is None  # as after the README's set-up
 
-    ran = []
+    ran, said = [], {}
     for line in _walkthrough():
         if " demo" in line:
             continue  # the demo works on a temporary state folder of its own (tests/test_hostctl.py runs it)
         done = await _run_as_typed(line, clone, env)
         assert done.returncode == 0, (line, done.stderr)
+        said[shlex.split(line)[1]] = done.stdout
         for command in _hint_commands(done.stdout + done.stderr, ".venv/bin/hostctl"):
             hinted = await _run_as_typed(command, clone, env)
             assert hinted.returncode == 0, (line, command, hinted.stderr)
             ran.append((shlex.split(line)[1], command))
     # Each step's hint: install says approve (run: approved, "y"), grant then says enable (run: started),
     # the README's approve and enable of a running plugin say tools, the import says approve.
+    # What the README's steps print is true as printed: the tools by the names a call takes (they said
+    # mcp-echo.mcp-echo.echo), and a tool disabled through a hostd that runs no plugin (this command's own)
+    # is kept for the next start (it said "the plugin keeps running").
+    listed = [row.split()[0] for row in said["tools"].splitlines() if row.endswith("declared in its manifest")]
+    assert listed == [f"mcp-echo.{tool}" for tool in ECHO_TOOLS]
+    assert said["disable"] == "tool mcp-echo.sleep: disabled (kept for the plugin's next start)\n"
     assert ran == [
         ("install", ".venv/bin/hostctl approve mcp-echo"),
         ("grant", ".venv/bin/hostctl enable mcp-echo"),

@@ -231,20 +231,65 @@ async def test_npm_entry_runs_server_memory(tmp_path: Path) -> None:
 
 
 @pytest.mark.real_server
-async def test_pypi_entry_runs_mcp_server_time(tmp_path: Path) -> None:
+async def test_pypi_entry_runs_mcp_server_time_and_a_newer_entry_replaces_it_in_error(tmp_path: Path) -> None:
+    """A pypi entry becomes a pinned uvx launch, prepared once, that runs ``mcp-server-time``.
+
+    Issue 28: a registry entry's plugin whose start failed runs nothing; installing a newer entry for it
+    replaces it as it is, its grants kept and its launch to approve again (as a folder, a bundle and a config
+    imported again do); installing while it runs is still refused. One prepared package serves both entries
+    (the same ``mcp-server-time``; only the entry's version and its ``--local-timezone`` change)."""
     registry_answers_or_skip(TIME)
     home = tmp_path / "home"
     home.mkdir()
+    name = "io.github.modelcontextprotocol/mcp-server-time"
+
+    def time_entry(version: str, timezone: str) -> dict[str, Any]:
+        package = {
+            **pypi_time(),
+            "packageArguments": [{"type": "named", "name": "--local-timezone", "value": timezone}],
+        }
+        return entry([package], name=name, version=version)
+
     async with hostd_with_home(tmp_path, home) as client:
-        server = entry([pypi_time()], name="io.github.modelcontextprotocol/mcp-server-time", version=TIME_VERSION)
-        info = await client.request("plugins/install", {"serverJson": server})
-        assert info["launch"]["args"] == [f"mcp-server-time=={TIME_VERSION}", "--local-timezone", "UTC"]
-        status = await _prepare_and_enable(client, info)
-        assert status["pinned"] == ["mcp-server-time.convert_time", "mcp-server-time.get_current_time"]
+        # The server exits at start on a time zone that does not exist.
+        info = await client.request("plugins/install", {"serverJson": time_entry("1.0.0", "Nowhere/Atlantis")})
+        assert (info["id"], info["version"]) == ("mcp-server-time", "1.0.0")
+        assert info["launch"]["args"] == [f"mcp-server-time=={TIME_VERSION}", "--local-timezone", "Nowhere/Atlantis"]
+        info = await client.request("plugins/prepare", {"id": "mcp-server-time"}, timeout=ENABLE_TIMEOUT)
+        await client.request("plugins/approve", {"id": "mcp-server-time", "digest": info["launch"]["digest"]})
+        with pytest.raises(RpcError) as failed:
+            await client.request("plugins/enable", {"id": "mcp-server-time"}, timeout=ENABLE_TIMEOUT)
+        assert failed.value.kind == "PLUGIN_START_FAILED"
+        assert (await client.request("plugins/status", {"id": "mcp-server-time"}))["status"] == "error"
+
+        fixed = await client.request("plugins/install", {"serverJson": time_entry("1.0.1", "UTC")})
+        assert (fixed["id"], fixed["version"], fixed["status"], fixed["enabled"]) == (
+            "mcp-server-time",
+            "1.0.1",
+            "stopped",
+            False,
+        )
+        # The same package, still prepared: the environment's program, with the newer entry's arguments.
+        environment = Path(info["launch"]["prepare"]["root"])
+        assert (fixed["launch"]["prepare"]["root"], fixed["launch"]["approved"]) == (str(environment), False)
+        assert fixed["launch"]["args"] == [str(environment / "venv/bin/mcp-server-time"), "--local-timezone", "UTC"]
+        await client.request("plugins/approve", {"id": "mcp-server-time", "digest": fixed["launch"]["digest"]})
+        status = await client.request("plugins/enable", {"id": "mcp-server-time"}, timeout=ENABLE_TIMEOUT)
+        assert (status["status"], status["pinned"]) == (
+            "ready",
+            ["mcp-server-time.convert_time", "mcp-server-time.get_current_time"],
+        )
         now = await client.request(
             "tools/call", {"name": "mcp-server-time.get_current_time", "arguments": {"timezone": "UTC"}}
         )
         assert now["structuredContent"]["timezone"] == "UTC"
+        with pytest.raises(RpcError) as running:
+            await client.request("plugins/install", {"serverJson": time_entry("1.0.2", "UTC")})
+        assert (running.value.kind, running.value.message) == (
+            "PLUGIN_STATE_CONFLICT",
+            "plugin 'mcp-server-time' is ready; disable it before reinstalling",
+        )
+        assert (await client.request("plugins/status", {"id": "mcp-server-time"}))["status"] == "ready"
         await client.request("plugins/disable", {"id": "mcp-server-time"})
 
 

@@ -391,7 +391,9 @@ async def _set_tool(client: HostdClient, opts: Options, name: str, enabled: bool
     if opts.as_json:
         print_json(result)
     else:
-        say(make_console(), f"tool {result['name']}: {'enabled' if enabled else 'disabled'} (the plugin keeps running)")
+        # Only a hostd that was already serving the folder runs the plugin; this command's own starts none.
+        after = "the plugin keeps running" if getattr(client, "attached", True) else "kept for the plugin's next start"
+        say(make_console(), f"tool {result['name']}: {'enabled' if enabled else 'disabled'} ({after})")
     return EXIT_OK
 
 

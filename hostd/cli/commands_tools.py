@@ -125,7 +125,8 @@ async def _print_declared_tools(client: HostdClient, out: Console, plugin_id: st
     how to use one; a plugin that declares none lists its tools only while it runs."""
     plugins = (await client.request("plugins/list", {}))["plugins"]
     chosen = [p for p in plugins if p["enabled"] and (plugin_id is None or p["id"] == plugin_id)]
-    rows = [[f"{p['id']}.{name}", "-", "-", "declared in its manifest"] for p in chosen for name in p["tools"]]
+    # PluginInfo.tools are host names already (``mcp-echo.echo``): shown as they are, as a running plugin's are.
+    rows = [[name, "-", "-", "declared in its manifest"] for p in chosen for name in p["tools"]]
     if rows:
         print_table(out, ["TOOL", "ENABLED", "PERMISSION", "DESCRIPTION"], rows)
         say(out, "the tools the manifests declare: this hostctl command starts no plugin, and a running plugin")

@@ -381,13 +381,16 @@ def launch_details(info: Mapping[str, Any]) -> list[tuple[str, str]]:
     launch = info.get("launch")
     if not isinstance(launch, Mapping):
         return [("launch", "unknown")]
+    shim = launch.get("shim")
     if "digest" not in launch:
-        return [("launch", f"cannot be resolved ({launch.get('kind')}): {launch.get('error')}")]
+        unresolved = [("launch", f"cannot be resolved ({launch.get('kind')}): {launch.get('error')}")]
+        if isinstance(shim, Mapping):  # nvm installed, its default not followed: why, and the fix
+            unresolved.append(("shim", str(shim.get("message"))))
+        return unresolved
     rows = [
         ("command", shlex.join([str(launch.get("command")), *map(str, launch.get("args") or [])])),
         ("executable", str(launch.get("executable"))),
     ]
-    shim = launch.get("shim")
     if isinstance(shim, Mapping):  # the command found is a version manager's stand-in
         rows.append(("shim", str(shim.get("message"))))
     if info.get("package"):  # what the executable runs: the package and the version that runs, and why

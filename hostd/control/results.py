@@ -234,10 +234,13 @@ class CapabilitySet(Wire):
 class ShimNote(Wire):
     """``Launch.shim``: the command found on ``PATH`` is a version manager's shim (hostd/install/shims.py)."""
 
-    omit_none: ClassVar[frozenset[str]] = frozenset({"resolved", "version", "source"})
+    omit_none: ClassVar[frozenset[str]] = frozenset({"resolved", "version", "source", "reason"})
 
-    manager: str = Field(description="`pyenv`, `rbenv`, `nodenv`, `asdf`, `mise` or `volta`")
-    shim: str = Field(description="the shim as found on `PATH`")
+    manager: str = Field(description="`pyenv`, `rbenv`, `nodenv`, `asdf`, `mise`, `volta` or `nvm`")
+    shim: str = Field(
+        description="the shim as found on `PATH`; for nvm, which has none (its `node` is on `PATH` only in a shell "
+        "that loaded it), its `nvm.sh`"
+    )
     resolved: str | None = Field(
         default=None,
         description="the real program the manager picks, read from its version files (hostd runs this: it is "
@@ -246,6 +249,11 @@ class ShimNote(Wire):
     version: str | None = Field(default=None, description="the version picked")
     source: str | None = Field(default=None, description="the file or variable it was picked from")
     message: str = Field(description="what it means, for people (with the fix when `resolved` is absent)")
+    reason: str | None = Field(
+        default=None,
+        description="when `resolved` is absent: why hostd did not follow the manager's choice (no version set, "
+        "`system`, a version not installed, one that is no folder name or leads out of the manager's folder)",
+    )
 
 
 class Accounting(Wire):
@@ -380,6 +388,13 @@ class LaunchUnresolved(Wire):
         description="`COMMAND_NOT_FOUND`, `COMMAND_OUTSIDE_PLUGIN`, `ENV_POLICY`, `ISOLATION_UNAVAILABLE`, "
         "`PATH_REFUSED` or `EXEC_FAILED` (below)"
     )
+    shim: ShimNote | None = Field(
+        default=None,
+        description="[`ShimNote`](#shimnote): the command is on no `PATH` hostd has, but nvm is installed and its "
+        "`default` alias could not be followed (the note says why and gives the fix); omitted otherwise",
+    )
+
+    omit_none: ClassVar[frozenset[str]] = frozenset({"shim"})
 
 
 class GrantedLimits(Wire):

@@ -23,7 +23,7 @@ from hostd.host.records import HostSettings, InstalledPlugin, plugin_cache_env
 from hostd.install.ecosystems import Prepared
 from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import find_prepared, plugin_root
-from hostd.install.shims import Shim, find_shim, resolve_shim
+from hostd.install.shims import Shim, find_shim, nvm_program, resolve_shim
 from hostd.net.allowlist import canonical_entries
 from hostd.remote.endpoint import resolve_remote
 from hostd.storage import secrets as secrets_
@@ -129,7 +129,14 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
                     prepared=found_env.record() if found_env is not None else None,
                 )
 
-            launch = resolved(command)
+            try:
+                launch = resolved(command)
+            except LaunchError as exc:
+                # nvm has no shims: its node is on PATH only in a shell that loaded nvm.sh (an interactive one).
+                shim = seen_shim[0] = through_nvm(exc, command) if found_env is None else None
+                if shim is None or shim.real is None:
+                    raise
+                return policy, found_env, resolved(shim.real)
             if found_env is None:
                 shim = seen_shim[0] = through_shim(command, launch.executable, plugin.path)
                 if shim is not None and shim.real is not None:
@@ -153,6 +160,17 @@ def through_shim(command: str, executable: str, folder: Path) -> Shim | None:
     like any other; a change of the picked version changes the digest). Blocking (reads a few files)."""
     shim = find_shim(command, executable)
     return resolve_shim(shim, str(folder), os.environ) if shim is not None else None
+
+
+def through_nvm(error: LaunchError, command: str) -> Shim | None:
+    """nvm's program for a bare ``command`` (``node``, ``npm``...) that ``error`` says is on no ``PATH`` hostd has
+    (its own and the login shell's), when nvm is installed (:func:`hostd.install.shims.nvm_program`, read with
+    hostd's environment); ``None`` otherwise. With ``real``, the launch runs it (shown and approved like any
+    other); without, ``reason`` says why, and the start failure's hint gives the fix. Blocking (reads a few
+    files)."""
+    if error.kind != "COMMAND_NOT_FOUND" or "/" in command:
+        return None
+    return nvm_program(command, os.environ)
 
 
 def _writable_folders(host: LaunchHost, plugin: InstalledPlugin) -> tuple[Path | None, str | None, dict[str, str]]:

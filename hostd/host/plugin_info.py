@@ -14,6 +14,7 @@ from hostd.control import models as p
 from hostd.host.capability_set import capability_set
 from hostd.host.records import InstalledPlugin
 from hostd.install.packages import requested_package
+from hostd.install.shims import Shim
 from hostd.storage import secrets as secrets_
 from sandbox import cgroups
 from sandbox.launch import Launch
@@ -37,17 +38,22 @@ def launch_model(plugin: InstalledPlugin, launch: Launch) -> p.Launch:
     info["secretArguments"] = sorted(secrets_.references(launch.args, channel="value")) or None
     if info.get("remote") is None:  # what bounds the tree on this machine (detected once, then cached)
         info["accounting"] = p.Accounting.model_validate(cgroups.describe(cgroups.detect()))
-    shim = plugin.shim
-    if shim is not None:
-        info["shim"] = p.ShimNote(
-            manager=shim.manager,
-            shim=shim.path,
-            resolved=shim.real,
-            version=shim.version,
-            source=shim.source,
-            message=shim.message,
-        )
+    if plugin.shim is not None:
+        info["shim"] = shim_note(plugin.shim)
     return p.Launch.model_validate(info)
+
+
+def shim_note(shim: Shim) -> p.ShimNote:
+    """``Launch.shim`` / ``LaunchUnresolved.shim``: the version manager behind the command (hostd/install/shims.py)."""
+    return p.ShimNote(
+        manager=shim.manager,
+        shim=shim.path,
+        resolved=shim.real,
+        version=shim.version,
+        source=shim.source,
+        message=shim.message,
+        reason=shim.reason,
+    )
 
 
 def launch_info(plugin: InstalledPlugin, launch: Launch) -> dict[str, Any]:
@@ -61,7 +67,11 @@ def info_model(plugin: InstalledPlugin) -> p.PluginInfo:
     if plugin.launch is not None:
         launch = launch_model(plugin, plugin.launch)
     elif plugin.launch_error is not None:
-        launch = p.LaunchUnresolved(error=str(plugin.launch_error), kind=plugin.launch_error.kind)
+        launch = p.LaunchUnresolved(
+            error=str(plugin.launch_error),
+            kind=plugin.launch_error.kind,
+            shim=shim_note(plugin.shim) if plugin.shim is not None else None,
+        )
     limits = plugin.limits
     return p.PluginInfo(
         id=manifest.id,

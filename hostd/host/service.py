@@ -638,7 +638,10 @@ class Host:
         try:
             launch = await self.resolve(plugin)
         except LaunchError as exc:
-            raise launch_failed(plugin_id, exc) from None
+            error = launch_failed(plugin_id, exc)
+            if plugin.shim is not None and plugin.shim.real is None:  # nvm's node, not followed: the PATH fix
+                error.data["hint"] = plugin.shim.message
+            raise error from None
         decision = gate.decide(
             gate.gate_inputs(
                 plugin, launch, has_state=self.store is not None, trust_development=self.settings.trust_development

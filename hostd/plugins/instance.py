@@ -30,7 +30,7 @@ import orjson
 import trio
 
 from hostd.install.manifest import Manifest
-from hostd.install.shims import find_shim
+from hostd.install.shims import find_shim, resolve_shim
 from hostd.mcp.client_features import offered_features
 from hostd.mcp.convert import convert_tools
 from hostd.mcp.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
@@ -619,15 +619,18 @@ def shim_hint(error: HostError, launch: Launch) -> None:
 
     Such a start fails for want of the shell's setup, often with a "permission denied" on the manager's
     own files, whose sandbox hint (:func:`sandbox_hint`) would offer write access to them: this hint
-    says it is a shim and which real program to name instead, over any other. A launch hostd resolved
-    through the shim runs the real program, so it gets none. Reads the executable's first 4 KiB
-    (blocking, once per failed start).
+    says it is a shim, why hostd did not follow it (``Launch.shim.reason``: the same reading of the
+    manager's files) and which real program to name instead, over any other. A launch hostd resolved
+    through the shim runs the real program, so it gets none. Reads the executable's first 4 KiB and
+    the manager's version files (blocking, once per failed start).
     """
     if isinstance(launch, RemoteLaunch) or error.kind != ErrorKind.PLUGIN_START_FAILED:
         return
     shim = find_shim(launch.command, launch.executable)
     if shim is not None:
-        error.data["hint"] = shim.message
+        read = resolve_shim(shim, launch.cwd, os.environ)
+        # Followed now (a version installed since the approval): this start still ran the shim.
+        error.data["hint"] = read.message if read.real is None else shim.message
 
 
 #: Folders never emptied as a TMPDIR, whatever a launch says (shared temporary folders).
