@@ -252,11 +252,19 @@ async def _spawn(
         if handoff is None:
             return process, None
         try:
-            return process, await handoff.receive(HANDOFF_SECONDS)
+            received = await handoff.receive(HANDOFF_SECONDS)
         except HandoffError as exc:
             with trio.CancelScope(shield=True):
                 await process.stop(grace=0)
             raise PrepareError("sandbox", f"cannot start {name} in the sandbox: netproxy: {exc}") from None
+        # The installers (npm, uv, deno) all go through HTTPS_PROXY (tests/test_prepare_network.py proves each):
+        # the transparent mode's DNS sockets and listeners are not served for them, and closed here, so a direct
+        # connection or a name lookup inside fails at once rather than waiting.
+        for sock in received.dns:
+            sock.close()
+        for listener in received.transparent:
+            listener.socket.close()
+        return process, received.listener
     finally:
         if handoff is not None:
             handoff.close()
