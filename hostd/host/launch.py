@@ -26,12 +26,14 @@ from hostd.install.prepare import find_prepared, plugin_root
 from hostd.install.shims import Shim, find_shim, resolve_shim
 from hostd.net.allowlist import canonical_entries
 from hostd.remote.endpoint import resolve_remote
+from hostd.storage import facts
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore
 from hostd.wire.errors import ErrorKind, HostError
 from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy
+from sandbox.probe import shim_answer
 
 
 class LaunchHost(Protocol):
@@ -144,6 +146,17 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
     plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
     plugin.package, plugin.prepared, plugin.shim = package, prepared, seen_shim[0]
     return launch
+
+
+def keep_facts(directory: Path, login_path: tuple[str | None] | None) -> None:
+    """Keep for hostctl's reading commands what this hostd learnt by running a process (:mod:`hostd.storage.facts`,
+    in ``directory``, its state folder): the login shell's ``PATH`` (``login_path``, one item, looked up with this
+    process's environment; ``None``: not looked up) and the sandbox probe's answer, once this process probed.
+    Each under the key of what it depends on, computed here. Blocking (small reads, a write when it changed);
+    never raises."""
+    login = (facts.login_path_key(os.environ), login_path[0]) if login_path is not None else None
+    answer = shim_answer()
+    facts.keep(directory, login, (facts.probe_key(), answer) if answer is not None else None)
 
 
 def through_shim(command: str, executable: str, folder: Path) -> Shim | None:
