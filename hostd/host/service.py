@@ -480,17 +480,9 @@ class Host:
     async def resolve(self, plugin: InstalledPlugin) -> Launch:
         """Resolve ``plugin``'s launch and record it on ``plugin`` (:func:`hostd.host.launch.resolve`).
 
-        Raises :class:`sandbox.launch.LaunchError`; cancellation waits for the worker thread. Then, in the
-        background, keeps for hostctl's readers what was learnt (:func:`hostd.host.launch.keep_facts`).
+        Raises :class:`sandbox.launch.LaunchError`; cancellation waits for the worker thread.
         """
-        try:
-            return await resolver.resolve(self, plugin)
-        finally:
-            if not self.settings.read_only and self.store is not None:
-                looked_up = self._login_path_known is not None and self._login_path_known.is_set()
-                login = (self.login_path,) if looked_up else None
-                with contextlib.suppress(RuntimeError):  # the session is ending: the next hostd keeps them
-                    self.nursery.start_soon(trio.to_thread.run_sync, resolver.keep_facts, self.store.directory, login)
+        return await resolver.resolve(self, plugin)
 
     def info(self, plugin: InstalledPlugin) -> dict[str, Any]:
         """:class:`hostd.control.models.PluginInfo` as sent on the wire."""
