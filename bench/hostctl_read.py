@@ -14,9 +14,12 @@ interleaved, one of each per round, runs real hostctl processes to exit:
 - ``python``: ``python -c pass``.
 
 for the verbs ``list`` and ``status``. Prints one JSON object: per verb and way, the wall time and the CPU
-time (user + system of the process and its children) in milliseconds, p50 and min, and checks that both ways
-printed the same stdout. The first round warms the caches (bytecode) and is dropped. Timings belong here,
-never in tests; run it on an idle machine (the load average at start is in the output).
+time (user + system of the process and its children) in milliseconds, p50 and min, with ``--before`` the
+median per-round ratio ``direct`` / ``before`` (``direct_over_before``), the load average at start and end,
+and checks that every way printed the same stdout. The folder's hostd kept the login shell's ``PATH`` and the
+probe's answer (hostd/storage/facts.py), so ``direct`` runs no process (but trio's ``ldconfig -p``); a
+``before`` older than that runs both at every read. The first round warms the caches (bytecode) and is
+dropped. Timings belong here, never in tests; run it on an idle machine (the load average is in the output).
 """
 
 from __future__ import annotations
@@ -104,10 +107,26 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
     return {
         "runs": runs,
         "load_at_start": load,
+        "load_at_end": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "cores": os.cpu_count(),
         "wall_ms": {k: _stats(v) for k, v in wall.items()},
         "cpu_ms": {k: _stats(v) for k, v in cpu.items()},
+        "direct_over_before": _ratios(wall, cpu) if before is not None else None,
         "same_stdout": same_output,
+    }
+
+
+def _ratios(wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """Per verb, the median over the rounds of ``direct`` / ``before`` of the same round (wall and CPU): the
+    two ran one after the other, so a change of the machine's load between rounds cancels out."""
+    return {
+        verb: {
+            kind: round(
+                statistics.median(a / b for a, b in zip(m[f"{verb} direct"], m[f"{verb} before"], strict=True)), 3
+            )
+            for kind, m in (("wall", wall), ("cpu", cpu))
+        }
+        for verb in VERBS
     }
 
 
