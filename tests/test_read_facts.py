@@ -1,43 +1,23 @@
-"""hostctl's reading commands run no process where a hostd kept what it learnt by running one (issue 28).
+"""What a hostd learnt by running a process, kept for hostctl's reading commands (hostd/storage/facts.py, issue 28).
 
 The class: *a read that runs processes to answer* (the login shell for its ``PATH``, the sandbox probe: each
-read ran both, ~0.1-0.2 s, more with a slow profile), and its two counterparts that the cache
-(hostd/storage/facts.py) must not bring in: *an answer used after what it depends on changed* and *a cache
-file trusted*. Members: the four reading commands with the facts a hostd kept (no child process: every process
-start is recorded by an audit hook in hostctl's own interpreter, and the login shell is a script that counts
-its runs); a changed start-up file of the shell (the shell runs again, the probe does not; the same stdout);
-and, read in this process, a file that is damaged, too large, a link, of another version, or with fields of
-the wrong shape, a changed environment (but ``PWD``), a changed sysctl: each ignored, entry by entry.
+read ran both, ~0.1-0.2 s, more with a slow profile: tests/test_hostctl_direct.py runs the reading commands
+and records every process they start), and its two counterparts that the cache must not bring in: *an answer
+used after what it depends on changed* and *a cache file trusted*. Members, read in this process: a changed
+variable (but ``PWD``), a changed start-up file of the shell, a changed sysctl; a file that is damaged, too
+large, a link, of another version, or with fields of the wrong shape: each ignored, entry by entry.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import trio
 
 from hostd.cli.client import plugin_environment
 from hostd.storage import facts
-from tests.conftest import MakePlugin, run_hostctl, run_quietly
-
-#: hostctl run with an audit hook that writes one ``CHILD <argv>`` line to stderr for every process it starts.
-AUDITED = (
-    "import json, runpy, sys\n"
-    "def hook(event, args):\n"
-    "    if event == 'subprocess.Popen':\n"
-    "        sys.stderr.write('CHILD ' + json.dumps([str(a) for a in args[1]]) + '\\n')\n"
-    "    elif event in ('os.posix_spawn', 'os.exec', 'os.system', 'os.spawn', 'os.fork'):\n"
-    "        sys.stderr.write('CHILD ' + json.dumps([event, repr(args)]) + '\\n')\n"
-    "sys.addaudithook(hook)\n"
-    "runpy.run_module('hostd.cli.hostctl', run_name='__main__', alter_sys=True)\n"
-)
-#: trio's import asks ``ctypes.util.find_library("pthread")``, which runs ``ldconfig -p`` (~2 ms): not a read's.
-TRIO_IMPORT = ["/sbin/ldconfig", "-p"]
 
 PROBE = {
     "linux": True,
@@ -50,57 +30,6 @@ PROBE = {
     "seccomp": [True, "classic BPF deny-list"],
     "seccomp-net": [True, "sockets allowlisted"],
 }
-
-
-async def audited(state: Path, env: dict[str, str], *args: str) -> tuple[str, list[list[str]]]:
-    """hostctl ``args`` on ``state`` with :data:`AUDITED`: (stdout, the processes it started but trio's import's)."""
-    done = await run_quietly([sys.executable, "-c", AUDITED, *args, "--state-dir", str(state)], env=env, timeout=120)
-    assert done.returncode == 0, (args, done.stderr)
-    lines = done.stderr.splitlines()
-    children = [orjson.loads(line.removeprefix("CHILD ")) for line in lines if line.startswith("CHILD ")]
-    return done.stdout, [child for child in children if child != TRIO_IMPORT]
-
-
-async def test_reading_commands_run_no_process_with_the_facts_a_hostd_kept(
-    tmp_path: Path, make_plugin: MakePlugin
-) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    record = tmp_path / "shell-runs"
-    shell = tmp_path / "shell"
-    shell.write_text(f'#!/bin/sh\necho ran >> "{record}"\nexec /bin/sh "$@"\n')
-    shell.chmod(0o755)
-    env = {**os.environ, "HOSTD_SECRETS": "file", "HOME": str(home), "SHELL": str(shell)}
-    state = tmp_path / "state"
-    # The user's way: the first use of a folder installs, grants, approves, enables and calls (a hostd of its own).
-    called = await run_hostctl(state, "call", str(make_plugin()), "echo", '{"text": "hi"}', env=env)
-    assert called.returncode == 0, called.stderr
-    assert record.read_text() == "ran\n"  # that hostd's own lookup
-    assert (state / facts.FACTS_FILE).stat().st_mode & 0o777 == 0o600
-
-    read: dict[str, tuple[str, list[list[str]]]] = {}
-
-    async def read_with(*verb: str) -> None:
-        read[verb[0]] = await audited(state, env, *verb)
-
-    async with trio.open_nursery() as nursery:  # at once: they only read
-        for verb in (["list"], ["status"], ["tools"], ["logs", "mcp-echo"]):
-            nursery.start_soon(read_with, *verb)
-    # Neither the login shell nor the probe (before: both, at every read).
-    assert {verb: children for verb, (_, children) in read.items()} == {
-        v: [] for v in ("list", "status", "tools", "logs")
-    }
-    outputs = {verb: stdout for verb, (stdout, _) in read.items()}
-    assert record.read_text() == "ran\n"
-    assert "mcp-echo" in outputs["list"]
-    assert "yes" in outputs["list"]  # enabled, approved: the launch resolved with the kept answers holds
-
-    # A start-up file of the login shell changed: its PATH may have; the shell runs again (the probe does not).
-    (home / ".profile").write_text("# changed\n")
-    listed, children = await audited(state, env, "list")
-    assert [child[:2] for child in children] == [[str(shell), "-l"]]
-    assert record.read_text() == "ran\nran\n"
-    assert listed == outputs["list"]
 
 
 def kept(tmp_path: Path, env: dict[str, str], path: str | None = "/usr/bin:/bin") -> Path:
