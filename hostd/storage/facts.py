@@ -90,6 +90,8 @@ PROBE_FILES = (
     "/proc/self/uid_map",
     "/proc/self/attr/current",
 )
+#: The files of sandbox/ whose code the probe runs (``python -I -S shim.py --probe`` loads the others by path).
+SHIM_FILES = ("shim.py", "_shim_probe.py", "_landlock.py", "_seccomp.py", "_shim_init.py")
 #: The lines of ``/proc/self/status`` that say what this process may do.
 STATUS_FIELDS = ("Uid:", "Gid:", "CapEff:", "CapBnd:", "NoNewPrivs:", "Seccomp:", "Seccomp_filters:")
 #: The fields of the shim's probe answer (sandbox/shim.py ``--probe``) that are ``[available, detail]``.
@@ -164,10 +166,17 @@ def login_path_key(env: Mapping[str, str], shell: str | None = None) -> str:
 
 def probe_key() -> str:
     """The key of the sandbox probe's answer in this process: a ``sha256:`` digest of hostd's version, the
-    interpreter that runs the probe (path and identity) and the shim, the kernel (``uname``), the user
-    and the namespaces this process is in, :data:`PROBE_FILES` and :data:`STATUS_FIELDS` of
-    ``/proc/self/status``. Blocking (small reads)."""
-    shim = str(Path(__file__).resolve().parents[2] / "sandbox" / "shim.py")
+    interpreter that runs the probe (path and identity), the probe's code (:data:`SHIM_FILES`' content, so a
+    copy of the same code in another folder shares it), the kernel (``uname``), the user and the namespaces
+    this process is in, :data:`PROBE_FILES` and :data:`STATUS_FIELDS` of ``/proc/self/status``. Blocking (small
+    reads, ~80 KB hashed)."""
+    shim_digest = hashlib.sha256()
+    folder = Path(__file__).resolve().parents[2] / "sandbox"
+    for name in SHIM_FILES:
+        try:
+            shim_digest.update((folder / name).read_bytes())
+        except OSError:
+            shim_digest.update(b"\0absent\0")
     namespaces: dict[str, str | None] = {}
     for name in ("user", "pid", "net", "mnt", "cgroup"):
         try:
@@ -179,7 +188,7 @@ def probe_key() -> str:
         "probe",
         {
             "python": [sys.executable, _stat(sys.executable), sys.version],
-            "shim": [shim, _stat(shim)],
+            "shim": shim_digest.hexdigest(),
             "uname": list(os.uname()),
             "ids": [os.getuid(), os.geteuid(), os.getgid(), os.getegid()],
             "namespaces": namespaces,
