@@ -36,7 +36,7 @@ from typing import Any
 
 import trio
 
-from bench.common import echo_copy, open_hostd, ready, scratch
+from bench.common import ROOT, echo_copy, open_hostd, ready, scratch
 
 #: hostctl with its reading commands going through a hostd of their own, as before hostd/cli/direct.py.
 SPAWN_WAY = "import sys; from hostd.cli import hostctl; hostctl.READING = frozenset(); sys.exit(hostctl.main())"
@@ -71,17 +71,21 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
     """The measurement (see the module header); ``runs`` rounds after one warm-up round; ``before``: the
     checkout the ``before`` way runs from (None: no such way)."""
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    # One environment for the hostd that makes the folder and for every way (the login shell's PATH that hostd
+    # keeps is keyed by it: hostd/storage/facts.py): each way imports hostd from the folder it runs in (the
+    # first entry of sys.path), none through PYTHONPATH.
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's hostctl runs from its bytecode cache
+    os.environ.pop("PYTHONPATH", None)
+    env = dict(os.environ)
     with scratch() as folder:
         state = folder / "state"
         trio.run(_enabled_plugin, state, folder)
-        env = {**os.environ, "PYDANTIC_DISABLE_PLUGINS": "__all__"}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's hostctl runs from its bytecode cache
         python = sys.executable
         ways: dict[str, list[str]] = {"direct": ["-m", "hostd.cli.hostctl"], "spawn": ["-c", SPAWN_WAY]}
         if before is not None:
             ways["before"] = ways["direct"]
         trees = {"before": before}
-        env_of = {"before": {**env, "PYTHONPATH": str(before)}}
         wall: dict[str, list[float]] = {}
         cpu: dict[str, list[float]] = {}
         same_output = True
@@ -90,7 +94,7 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
                 outputs = []
                 for way, program in ways.items():
                     argv = [python, *program, verb, "--state-dir", str(state)]
-                    w, c, out = _timed(argv, env_of.get(way, env), trees.get(way))
+                    w, c, out = _timed(argv, env, trees.get(way) or ROOT)
                     outputs.append(out)
                     if round_:
                         wall.setdefault(f"{verb} {way}", []).append(w)
@@ -100,7 +104,7 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
                 ("import hostd.cli.hostctl", [python, "-c", "import hostd.cli.hostctl"]),
                 ("python -c pass", [python, "-c", "pass"]),
             ):
-                w, c, _ = _timed(argv, env)
+                w, c, _ = _timed(argv, env, ROOT)
                 if round_:
                     wall.setdefault(name, []).append(w)
                     cpu.setdefault(name, []).append(c)
