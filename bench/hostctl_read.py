@@ -14,9 +14,18 @@ interleaved, one of each per round, runs real hostctl processes to exit:
 - ``python``: ``python -c pass``.
 
 for the verbs ``list`` and ``status``. Prints one JSON object: per verb and way, the wall time and the CPU
-time (user + system of the process and its children) in milliseconds, p50 and min, and checks that both ways
-printed the same stdout. The first round warms the caches (bytecode) and is dropped. Timings belong here,
-never in tests; run it on an idle machine (the load average at start is in the output).
+time (user + system of the process and its children) in milliseconds, p50 and min, with ``--before`` the
+median per-round ratio ``direct`` / ``before`` (``direct_over_before``), the load average at start and end,
+and checks that every way printed the same stdout. The folder's hostd kept the login shell's ``PATH`` and the
+probe's answer (hostd/storage/facts.py), so ``direct`` runs no process (but trio's ``ldconfig -p``); a
+``before`` older than that runs both at every read. Every way, and the hostd that makes the folder, runs with
+one environment (that key includes it) and imports hostd from the folder it runs in (no ``PYTHONPATH``). The
+first round warms the caches (bytecode) and is dropped. Timings belong here, never in tests; run it on an idle
+machine (the load average is in the output).
+
+Measured on 2026-12-06, 11 rounds, load 3.6-4.2 on 2 vCPUs, ``--before`` c0f5535 (docs/performance.md):
+``list`` read directly 644 ms wall, 580 ms CPU (p50) against 1,275 and 898, a median ratio of 0.61 (wall) and
+0.62 (CPU); ``status`` 0.60 and 0.59; through a hostd of its own ~1.6 s wall.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from typing import Any
 
 import trio
 
-from bench.common import echo_copy, open_hostd, ready, scratch
+from bench.common import ROOT, echo_copy, open_hostd, ready, scratch
 
 #: hostctl with its reading commands going through a hostd of their own, as before hostd/cli/direct.py.
 SPAWN_WAY = "import sys; from hostd.cli import hostctl; hostctl.READING = frozenset(); sys.exit(hostctl.main())"
@@ -68,17 +77,21 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
     """The measurement (see the module header); ``runs`` rounds after one warm-up round; ``before``: the
     checkout the ``before`` way runs from (None: no such way)."""
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    # One environment for the hostd that makes the folder and for every way (the login shell's PATH that hostd
+    # keeps is keyed by it: hostd/storage/facts.py): each way imports hostd from the folder it runs in (the
+    # first entry of sys.path), none through PYTHONPATH.
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's hostctl runs from its bytecode cache
+    os.environ.pop("PYTHONPATH", None)
+    env = dict(os.environ)
     with scratch() as folder:
         state = folder / "state"
         trio.run(_enabled_plugin, state, folder)
-        env = {**os.environ, "PYDANTIC_DISABLE_PLUGINS": "__all__"}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's hostctl runs from its bytecode cache
         python = sys.executable
         ways: dict[str, list[str]] = {"direct": ["-m", "hostd.cli.hostctl"], "spawn": ["-c", SPAWN_WAY]}
         if before is not None:
             ways["before"] = ways["direct"]
         trees = {"before": before}
-        env_of = {"before": {**env, "PYTHONPATH": str(before)}}
         wall: dict[str, list[float]] = {}
         cpu: dict[str, list[float]] = {}
         same_output = True
@@ -87,7 +100,7 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
                 outputs = []
                 for way, program in ways.items():
                     argv = [python, *program, verb, "--state-dir", str(state)]
-                    w, c, out = _timed(argv, env_of.get(way, env), trees.get(way))
+                    w, c, out = _timed(argv, env, trees.get(way) or ROOT)
                     outputs.append(out)
                     if round_:
                         wall.setdefault(f"{verb} {way}", []).append(w)
@@ -97,17 +110,33 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
                 ("import hostd.cli.hostctl", [python, "-c", "import hostd.cli.hostctl"]),
                 ("python -c pass", [python, "-c", "pass"]),
             ):
-                w, c, _ = _timed(argv, env)
+                w, c, _ = _timed(argv, env, ROOT)
                 if round_:
                     wall.setdefault(name, []).append(w)
                     cpu.setdefault(name, []).append(c)
     return {
         "runs": runs,
         "load_at_start": load,
+        "load_at_end": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "cores": os.cpu_count(),
         "wall_ms": {k: _stats(v) for k, v in wall.items()},
         "cpu_ms": {k: _stats(v) for k, v in cpu.items()},
+        "direct_over_before": _ratios(wall, cpu) if before is not None else None,
         "same_stdout": same_output,
+    }
+
+
+def _ratios(wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """Per verb, the median over the rounds of ``direct`` / ``before`` of the same round (wall and CPU): the
+    two ran one after the other, so a change of the machine's load between rounds cancels out."""
+    return {
+        verb: {
+            kind: round(
+                statistics.median(a / b for a, b in zip(m[f"{verb} direct"], m[f"{verb} before"], strict=True)), 3
+            )
+            for kind, m in (("wall", wall), ("cpu", cpu))
+        }
+        for verb in VERBS
     }
 
 

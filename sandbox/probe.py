@@ -40,7 +40,16 @@ from pathlib import Path
 
 from sandbox.cgroups import describe, detect
 
-__all__ = ["CAPABILITY_NAMES", "Capability", "available", "landlock_abi", "probe", "render_table"]
+__all__ = [
+    "CAPABILITY_NAMES",
+    "Capability",
+    "adopt",
+    "available",
+    "landlock_abi",
+    "probe",
+    "render_table",
+    "shim_answer",
+]
 
 _SHIM = str(Path(__file__).resolve().with_name("shim.py"))
 _TIMEOUT = 10.0
@@ -75,6 +84,8 @@ class Capability:
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[list[Capability], int]] = {}
+#: The shim's answer the cached result was built from (:func:`shim_answer`).
+_answers: dict[str, dict[str, object]] = {}
 
 
 def _run_shim_probe() -> dict[str, object]:
@@ -165,8 +176,9 @@ def _accounting() -> Capability:
     )
 
 
-def _build() -> tuple[list[Capability], int]:
-    raw = _run_shim_probe()
+def _build(answer: dict[str, object] | None = None) -> tuple[list[Capability], int]:
+    raw = _run_shim_probe() if answer is None else answer
+    _answers["result"] = raw
     abi_value = raw.get("landlock_abi", 0)
     abi = abi_value if isinstance(abi_value, int) else 0
     landlock_ok, landlock_detail = _pair(raw, "landlock")
@@ -213,6 +225,26 @@ def probe(*, refresh: bool = False) -> list[Capability]:
     with _lock:
         if "result" not in _cache or refresh:
             _cache["result"] = _build()
+        return list(_cache["result"][0])
+
+
+def shim_answer() -> dict[str, object] | None:
+    """The shim's ``--probe`` answer (its JSON object) that the cached :func:`probe` was built from, or ``None``
+    when this process has not probed: what a hostd keeps for hostctl's readers (hostd/storage/facts.py).
+    Runs nothing."""
+    with _lock:
+        found = _answers.get("result")
+        return dict(found) if found is not None and "result" in _cache else None
+
+
+def adopt(answer: dict[str, object]) -> list[Capability]:
+    """Build the cache of :func:`probe` from ``answer``, a shim's ``--probe`` answer another process got here
+    (:func:`shim_answer`), instead of running the shim: hostctl's reading commands, with the answer a hostd kept
+    (hostd/storage/facts.py checks its shape and that nothing it depends on changed). The checks of a layer
+    not in ``answer`` fail as they do for a shim that did not say. Bubblewrap, the cgroup and the accounting
+    are looked at here, as :func:`probe` does. Returns :func:`probe`'s list."""
+    with _lock:
+        _cache["result"] = _build(dict(answer))
         return list(_cache["result"][0])
 
 

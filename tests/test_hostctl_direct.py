@@ -8,7 +8,10 @@ Members tested: the lock (held by this test for the whole run: a hostd started b
 the folder's files (byte for byte and by mtime before and after: no log line, no record, no temporary),
 the plugin's own start count, and the answers: each command's exit code, stdout and stderr exactly those of
 the command's own hostd (hostd/cli/hostd.py with ``--no-restore``, run the old way, with the lock released),
-for an enabled plugin, a plugin whose start failed (its reason, its remedy) and an unknown id.
+for an enabled plugin, a plugin whose start failed (its reason, its remedy) and an unknown id. And the
+processes a read starts (an audit hook in hostctl's interpreter records each): none, with the login shell's
+``PATH`` and the probe's answer the hostd kept (hostd/storage/facts.py; before, both ran at every read); the
+login shell alone, with the same stdout, when the environment differs from the one its answer was kept for.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.storage import facts
 from tests.conftest import MakePlugin, run_quietly
 from tests.test_hostctl_attach import COUNTING, FAILING, hostctl, starts
 
@@ -46,10 +51,43 @@ def snapshot(state: Path) -> dict[str, tuple[int, bytes]]:
     }
 
 
+#: hostctl run with an audit hook that writes one ``CHILD <argv as JSON>`` line to stderr for every process it starts.
+AUDITED = (
+    "import json, runpy, sys\n"
+    "def hook(event, args):\n"
+    "    if event == 'subprocess.Popen':\n"
+    "        sys.stderr.write('CHILD ' + json.dumps([str(a) for a in args[1]]) + '\\n')\n"
+    "    elif event in ('os.posix_spawn', 'os.exec', 'os.system', 'os.spawn', 'os.fork'):\n"
+    "        sys.stderr.write('CHILD ' + json.dumps([event, repr(args)]) + '\\n')\n"
+    "sys.addaudithook(hook)\n"
+    "runpy.run_module('hostd.cli.hostctl', run_name='__main__', alter_sys=True)\n"
+)
+#: trio's import asks ``ctypes.util.find_library("pthread")``, which runs ``ldconfig -p`` (~2 ms): not a read's.
+TRIO_IMPORT = ["/sbin/ldconfig", "-p"]
+
+
+def hostctl_env() -> dict[str, str]:
+    return {**os.environ, "HOSTD_SECRETS": "file"}
+
+
+async def read_audited(
+    state: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    """hostctl ``args`` on ``state`` run with :data:`AUDITED`: the process (its stderr without the ``CHILD``
+    lines) and the processes it started, but trio's import's."""
+    done = await run_quietly(
+        [sys.executable, "-c", AUDITED, *args, "--state-dir", str(state)], env=env or hostctl_env(), timeout=120
+    )
+    lines = done.stderr.splitlines(keepends=True)
+    children = [orjson.loads(line.removeprefix("CHILD ")) for line in lines if line.startswith("CHILD ")]
+    done.stderr = "".join(line for line in lines if not line.startswith("CHILD "))
+    return done, [child for child in children if child != TRIO_IMPORT]
+
+
 async def old_way(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return await run_quietly(
         [sys.executable, "-c", OLD_WAY, *args, "--state-dir", str(state)],
-        env={**os.environ, "HOSTD_SECRETS": "file"},
+        env=hostctl_env(),
         timeout=120,
     )
 
@@ -72,13 +110,21 @@ async def test_reading_commands_start_nothing_lock_nothing_write_nothing_and_ans
     assert (starts(state), starts(state, "broken-echo")) == (1, 1)
 
     before = snapshot(state)
+    assert facts.FACTS_FILE in before  # what that hostd learnt by running the login shell and the probe
     lock = os.open(state / "state.lock", os.O_RDWR)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a hostd serving the folder holds it
-        read = [await hostctl(state, *verb) for verb in VERBS]
+        audited = [await read_audited(state, *verb) for verb in VERBS]
+        # The login shell's start-up may depend on any variable: with another one, its PATH is looked up again.
+        again = await read_audited(state, *VERBS[0], env={**hostctl_env(), "HOSTD_TEST_ANOTHER_VARIABLE": "1"})
     finally:
         os.close(lock)
     assert snapshot(state) == before  # nothing written, moved or removed
+    # No process started by a read: neither the login shell nor the sandbox probe, whose answers the hostd kept.
+    assert [children for _, children in audited] == [[] for _ in VERBS]
+    assert [child[:2] for child in again[1]] == [[hostctl_env().get("SHELL", "/bin/sh"), "-l"]]  # not the probe
+    read = [done for done, _ in audited]
+    assert again[0].stdout == read[0].stdout
     assert (starts(state), starts(state, "broken-echo")) == (1, 1)
     for done in read:
         assert done.stderr.splitlines()[0] == f"hostctl: read {state} directly (no hostd serves it; nothing started)"

@@ -9,8 +9,10 @@ to start a ``hostd serve --no-restore`` of their own (a second Python, hostd's i
 asked the same methods: the answers, and so every line printed, are the ones that hostd gives, its parsing
 and validation included (an unknown id is the same ``PLUGIN_NOT_FOUND``, a document from a newer hostd the
 same ``STATE_UNUSABLE``, a recorded start failure the same ``error`` with its reason). The login shell's
-``PATH`` (:func:`sandbox.environment.login_shell_path`, as hostd looks it up) is looked up while hostd's
-host is imported.
+``PATH`` and the sandbox probe's answer are the ones a hostd kept in the folder (:mod:`hostd.storage.facts`)
+where nothing they depend on changed since: then a read runs no process at all. Else the login shell
+(:func:`sandbox.environment.login_shell_path`, as hostd looks it up) is run while hostd's host is imported, and
+the probe when the first launch is resolved, as in hostd.
 
 What it does not do, the class of fault it avoids being *a reader that changes what it reads*: it takes no lock
 (a hostd starting at the same moment serves as usual), and writes, moves or removes nothing in the folder (no
@@ -38,6 +40,7 @@ from hostd.cli.checkup import check_state_folder
 from hostd.cli.client import Notification, RpcError, plugin_environment
 from hostd.cli.connection import TracingClient
 from hostd.control.core import PROTOCOL_VERSION, InitializeOptions, RequestContext, error_response
+from hostd.storage import facts
 from hostd.storage.state import ReadOnlyStateStore
 from hostd.wire.errors import ErrorKind, HostError
 
@@ -141,10 +144,17 @@ async def read_directly(state_dir: str) -> AsyncIterator[TracingClient]:
     # The heavy part (hostd's host, as in hostd after initialize) imported while the login shell says its PATH.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as hostd serve does: see hostd/cli/hostd.py
     env = plugin_environment()
-    found: list[str | None] = []
+    # What a hostd learnt by running the login shell and the sandbox probe, where it still holds: then neither runs.
+    kept = await trio.to_thread.run_sync(facts.read, Path(state_dir), env)
+    found: list[str | None] = list(kept.login_path) if kept.login_path is not None else []
     async with trio.open_nursery() as early:
-        early.start_soon(_look_up_login_path, env, found)
+        if kept.login_path is None:
+            early.start_soon(_look_up_login_path, env, found)
         service = await trio.to_thread.run_sync(importlib.import_module, "hostd.host.service")
+    if kept.probe is not None:
+        from sandbox.probe import adopt  # noqa: PLC0415 (imported with the host, above)
+
+        adopt(kept.probe)
     _configure_logging()
     args = serve.serve_arguments(["serve", "--state-dir", state_dir, *SERVE_ARGUMENTS])
     settings = dataclasses.replace(serve.host_settings(service, args, serve.trust_roots_of(args)), read_only=True)

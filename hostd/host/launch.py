@@ -14,7 +14,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import trio
 
@@ -26,12 +26,16 @@ from hostd.install.prepare import find_prepared, plugin_root
 from hostd.install.shims import Shim, find_shim, nvm_program, resolve_shim
 from hostd.net.allowlist import canonical_entries
 from hostd.remote.endpoint import resolve_remote
+from hostd.storage import facts
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore
 from hostd.wire.errors import ErrorKind, HostError
 from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy
+from sandbox.probe import shim_answer
+
+_T = TypeVar("_T")
 
 
 class LaunchHost(Protocol):
@@ -58,6 +62,11 @@ class LaunchHost(Protocol):
 
     async def command_path(self) -> str:
         """hostd's ``PATH`` followed by the login shell's entries it lacks."""
+        ...
+
+    @property
+    def login_path(self) -> str | None:
+        """The login shell's ``PATH`` as looked up (``None``: not looked up, or the shell gave none)."""
         ...
 
 
@@ -143,7 +152,7 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
                     launch = resolved(shim.real)
             return policy, found_env, launch
 
-        policy, prepared, launch = await trio.to_thread.run_sync(resolve)
+        policy, prepared, launch = await trio.to_thread.run_sync(_then_keep_facts(host, resolve))
     except LaunchError as exc:
         plugin.launch, plugin.launch_error = None, exc
         plugin.package, plugin.prepared, plugin.shim = package, seen[0], seen_shim[0]
@@ -151,6 +160,34 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
     plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
     plugin.package, plugin.prepared, plugin.shim = package, prepared, seen_shim[0]
     return launch
+
+
+def keep_facts(directory: Path, login_path: str | None) -> None:
+    """Keep for hostctl's reading commands what this hostd learnt by running a process (:mod:`hostd.storage.facts`,
+    in ``directory``, its state folder): the login shell's ``PATH`` (``login_path``, looked up with this
+    process's environment; ``None``: not looked up, or the shell gave none: not kept) and the sandbox probe's
+    answer, once this process probed. Each under the key of what it depends on, computed here. Blocking (small
+    reads, a write when it changed); never raises."""
+    login = (facts.login_path_key(os.environ), login_path) if login_path is not None else None
+    answer = shim_answer()
+    facts.keep(directory, login, (facts.probe_key(), answer) if answer is not None else None)
+
+
+def _then_keep_facts(host: LaunchHost, work: Callable[[], _T]) -> Callable[[], _T]:
+    """``work``, then (whatever it raised) :func:`keep_facts` of ``host``'s state folder, in the same worker
+    thread: done when the request that resolved answers. Nothing more for a reader (``HostSettings.read_only``)
+    or a host without a state folder."""
+    if host.settings.read_only or host.store is None:
+        return work
+    directory, login_path = host.store.directory, host.login_path
+
+    def then() -> _T:
+        try:
+            return work()
+        finally:
+            keep_facts(directory, login_path)
+
+    return then
 
 
 def through_shim(command: str, executable: str, folder: Path) -> Shim | None:
