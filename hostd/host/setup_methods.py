@@ -18,7 +18,7 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import RequestContext
-from hostd.host import installs, plugin_info
+from hostd.host import installs, network_grants, plugin_info
 from hostd.host.records import HostSettings, InstalledPlugin, write_failed
 from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import prepare as prepare_packages
@@ -120,6 +120,8 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
                 )
                 if v is not None
             }
+        if hosts is not None or call_hosts is not None:
+            network_grants.apply_live(plugin)  # at once, without a restart (issue 26)
         try:
             await host.resolve(plugin)  # ports, limits and folders are part of the launch
         except LaunchError as exc:
