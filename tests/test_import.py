@@ -26,6 +26,14 @@ from tests.conftest import ECHO, spawn_hostd
 DATA = Path(__file__).parent / "data"
 
 
+def network_note(plugin_id: str) -> str:
+    """The note every imported local server gets (issue 26: an empty network allowlist)."""
+    return (
+        f"network: no host yet; each one it asks for is asked of you or refused (hostctl grant {plugin_id} "
+        "--host HOST lets one through)"
+    )
+
+
 def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -> None:
     entries = plan_import((DATA / "claude_desktop_config.json").read_text(), taken={"filesystem"})
     assert [(e.name, e.outcome, e.plugin_id) for e in entries] == [
@@ -47,8 +55,12 @@ def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -
         "a Windows path; the bare name is found on PATH",
         "Windows launcher 'npx.cmd' run as 'npx'",
         "kept API_KEY in the secret store",
+        network_note("my-server"),
     ]
-    assert entries[2].notes == ["cwd '/tmp' ignored: a plugin runs in its own folder"]
+    assert entries[2].notes == ["cwd '/tmp' ignored: a plugin runs in its own folder", network_note("my-server-2")]
+    # Issue 26: a local server starts with an empty allowlist (hostd's proxy asks for each host); a remote one
+    # is reached by hostd itself.
+    assert [e.manifest.get("network") for e in entries if e.manifest] == [{"hosts": []}] * 3 + [None]
     assert entries[3].url == "https://mcp.example.invalid/mcp"
 
 
@@ -60,7 +72,7 @@ def test_vscode_form() -> None:
     ]
     nested = plan_import({"mcp": {"servers": {"a b": {"command": "node", "args": ["x.js"]}}}})
     venv = plan_import({"mcpServers": {"v": {"command": "/home/ada/proj/.venv/bin/python", "args": ["s.py"]}}})
-    assert venv[0].manifest is not None and venv[0].notes == []
+    assert venv[0].manifest is not None and venv[0].notes == [network_note("v")]
     assert venv[0].manifest["backend"]["command"] == "/home/ada/proj/.venv/bin/python"  # never shortened
     assert [(e.plugin_id, e.manifest["backend"]["command"]) for e in nested if e.manifest] == [("a-b", "node")]
 
@@ -203,8 +215,11 @@ def test_a_well_known_server_gets_its_declared_needs_by_name_only() -> None:
     git, other = plan_import(config)
     assert git.manifest is not None and other.manifest is not None
     assert git.manifest["sandbox"] == {"read": ["~/.gitconfig", "~/.config/git"]}
-    assert git.notes == ["declared the well-known needs of mcp-server-git: read ~/.gitconfig, ~/.config/git"]
-    assert "sandbox" not in other.manifest and other.notes == []
+    assert git.notes == [
+        "declared the well-known needs of mcp-server-git: read ~/.gitconfig, ~/.config/git",
+        network_note("git"),
+    ]
+    assert "sandbox" not in other.manifest and other.notes == [network_note("other")]
 
 
 # -- issue 14: importing the same config again --------------------------------------------

@@ -90,3 +90,53 @@ async def test_a_grant_and_a_revoke_reach_the_running_plugin(tmp_path: Path, nur
         assert await run(fetch) == ["200 hello /granted"]
         await hostd.request("plugins/grant", {**grant, "networkCallHosts": []})
         assert await run(fetch) == [refused]
+
+
+async def test_an_imported_server_starts_with_an_empty_allowlist(tmp_path: Path, nursery: trio.Nursery) -> None:
+    """Issue 26: a server imported from a client config reaches no host until one is granted (and each
+    destination is asked of a parent that can ask, tests/test_net_ask.py); it runs behind the proxy where the
+    kernel can enforce that, and under ``--sandbox basic`` the launch says the allowlist is not enforced."""
+    need_layers("netns", "pidns")
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, upstream, listeners)
+    target = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+    config = {"mcpServers": {"probe": {"command": "python3", "args": [str(PROBE / "server.py")]}}}
+    (tmp_path / "basic").mkdir()
+    async with spawn_hostd(tmp_path / "basic", "--sandbox", "basic") as hostd:
+        [imported] = (await hostd.request("plugins/import", {"config": config}))["entries"]
+        assert imported["plugin"]["launch"]["capabilities"]["network"] == {
+            "access": "all",
+            "tcpPorts": [],
+            "hosts": [],
+            "filtering": "not enforced: --sandbox basic applies no network isolation",
+        }
+    async with spawn_hostd(tmp_path) as hostd:
+        [imported] = (await hostd.request("plugins/import", {"config": config}))["entries"]
+        info = imported["plugin"]
+        assert imported["notes"][-1] == (
+            "network: no host yet; each one it asks for is asked of you or refused (hostctl grant probe --host HOST "
+            "lets one through)"
+        )
+        assert info["launch"]["network"] == {"hosts": [], "private": []}
+        assert {"netns", "netproxy"} <= set(info["launch"]["isolation"])
+        assert info["launch"]["capabilities"]["network"] == {
+            "access": "hosts",
+            "tcpPorts": [],
+            "hosts": [],
+            "filtering": "enforced",
+        }
+        await hostd.request("plugins/approve", {"id": "probe", "digest": info["launch"]["digest"]})
+        await hostd.request("plugins/enable", {"id": "probe"})
+        ops = {"ops": [["fetch", f"http://{target}/imported"]]}
+
+        async def fetch() -> list[Any]:
+            result = await hostd.request("tools/call", {"name": "probe.run", "arguments": ops})
+            outcomes: list[Any] = result["structuredContent"]["results"]
+            return outcomes
+
+        assert await fetch() == [
+            f"403 {target} is not in the plugin's allowlist, and no allowed name resolves to it "
+            f"(to let it through: hostctl grant probe --host {target})"
+        ]
+        await hostd.request("plugins/grant", {"id": "probe", "permissions": [], "networkHosts": [target]})
+        assert await fetch() == ["200 hello /imported"]

@@ -434,7 +434,12 @@ def capability_rows(capabilities: Mapping[str, Any]) -> list[tuple[str, str]]:
     access = str(network.get("access"))
     if access == "hosts":  # issue 26: the allowlist, enforced by hostd's proxy
         rows.append(
-            ("network", "only through hostd's proxy, to " + (", ".join(network.get("hosts") or []) or "nothing"))
+            (
+                "network",
+                "only through hostd's proxy, to "
+                + (", ".join(network.get("hosts") or []) or "no host yet")
+                + "; any other host is asked of you, or refused",
+            )
         )
     else:
         rows.append(("network", {"all": "all", "none": "none"}.get(access, f"TCP ports {ports}")))
