@@ -487,7 +487,14 @@ async def run_proxy(
 
 
 def _parse_head(head: bytes) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]]]:
-    """``(method, target, version, headers)`` of a request head (RFC 9112 section 3); raises :class:`Refused`."""
+    """``(method, target, version, headers)`` of a request head (RFC 9112 section 3); raises :class:`Refused`.
+
+    A bare CR or LF, or a NUL, is refused wherever it is (RFC 9112 section 2.2): a lenient server reads a bare LF
+    as a line end, so a header value holding one would reach the upstream as a header of its own through the
+    head hostd rebuilds (:func:`_origin_head`), and a NUL ends a name early for some readers.
+    """
+    if any(c in head.replace(b"\r\n", b"") for c in (b"\r", b"\n", b"\x00")):
+        raise Refused(400, "the request head holds a bare CR or LF, or a NUL")
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
     if len(parts) != 3 or not parts[0].isalpha() or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
