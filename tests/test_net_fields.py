@@ -18,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from hostd.cli.client import HostdClient, RpcError
 from hostd.install import bundle, serverjson
 from hostd.wire.errors import ErrorKind, HostError
-from tests.conftest import ECHO, spawn_hostd
+from tests.conftest import ECHO, ready, spawn_hostd
+from tests.test_remote import remote_plugin, remote_server
+from tests.test_remote_oauth import Browser, approve, oauth_server
 
 KEY = "dev.hostd/network"
 PUBLISHER = "io.modelcontextprotocol.registry/publisher-provided"
@@ -168,3 +172,49 @@ def test_a_registry_remotes_allowlist_starts_with_its_own_host() -> None:
     listed = serverjson.plan(entry({PUBLISHER: {KEY: named}}, packages=[], remotes=[remote]))
     assert listed.manifest is not None
     assert listed.manifest["network"] == {"hosts": ["mcp.example.com:443", "auth.example.com"], "private": []}
+
+
+def with_network(folder: Path, network: dict[str, Any]) -> Path:
+    """``folder``'s plugin.yaml with ``network`` added."""
+    manifest = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["network"] = network
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return folder
+
+
+async def test_a_remotes_allowlist_holds_every_request_hostd_makes_for_it(hostd: HostdClient, tmp_path: Path) -> None:
+    """A remote server's allowlist is what hostd itself may reach for it: its own endpoint always, and the hosts
+    named. Shown (``launch.network``, ``capabilities.network``) and covered by the digest; a host the server
+    names that the allowlist does not (here the authorization server its resource metadata names) is refused
+    before any lookup, with the reason, and the parent is never asked to authorize."""
+    async with remote_server("streamable-http") as port:
+        plain = await hostd.request(
+            "plugins/install", {"path": str(remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp"))}
+        )
+        folder = with_network(remote_plugin(tmp_path, f"http://127.0.0.1:{port}/mcp", "listed"), {"hosts": []})
+        status = await ready(hostd, folder)
+        info = (await hostd.request("plugins/list", {}))["plugins"][0]
+        assert info["id"] == "listed"
+        assert info["launch"]["network"] == {"hosts": [f"127.0.0.1:{port}"], "private": []}
+        assert info["launch"]["capabilities"]["network"] == {
+            "access": "hosts",
+            "tcpPorts": [],
+            "hosts": [f"127.0.0.1:{port}"],
+            "filtering": "enforced by hostd: every request for this remote server goes to these hosts only",
+        }
+        assert "network" not in plain["launch"] and plain["launch"]["capabilities"]["network"]["access"] == "all"
+        assert status["status"] == "ready"
+        result = await hostd.request("tools/call", {"name": "listed.echo", "arguments": {"text": "hi"}})
+        assert result["content"] == [{"type": "text", "text": "hi"}]
+        await hostd.request("plugins/disable", {"id": "listed"})
+    hostd.on_request = Browser(hostd)
+    async with oauth_server("--issuer", "https://auth.example.com") as origin:
+        folder = with_network(remote_plugin(tmp_path, f"{origin}/mcp", "guarded"), {"hosts": ["api.example.com"]})
+        plugin = await approve(hostd, folder)
+        with pytest.raises(RpcError) as failed:
+            await hostd.request("plugins/enable", {"id": plugin})
+    assert failed.value.kind == "PLUGIN_START_FAILED"
+    assert "auth.example.com:443 is not in the remote server's network allowlist (network.hosts)" in str(
+        failed.value.message
+    )
+    assert hostd.requests == []

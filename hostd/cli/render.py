@@ -432,7 +432,9 @@ def capability_rows(capabilities: Mapping[str, Any]) -> list[tuple[str, str]]:
     network = capabilities.get("network") or {}
     ports = ", ".join(map(str, network.get("tcpPorts") or []))
     access = str(network.get("access"))
-    if access == "hosts":  # issue 26: the allowlist, enforced by hostd's proxy
+    if access == "hosts" and network.get("filtering", "enforced") != "enforced":  # a remote: hostd's requests
+        rows.append(("network", f"only to {', '.join(network.get('hosts') or [])} ({network['filtering']})"))
+    elif access == "hosts":  # issue 26: the allowlist, enforced by hostd's proxy
         rows.append(
             (
                 "network",

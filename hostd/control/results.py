@@ -181,7 +181,8 @@ class NetworkCapability(Wire):
     access: Literal["all", "none", "ports", "hosts"] = Field(
         description="`all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), "
         "`ports` (strict, TCP connect to `tcpPorts` only), or `hosts` (the plugin's allowlist, enforced: its own "
-        "network namespace, hostd's proxy its only way out)"
+        "network namespace, hostd's proxy its only way out; for a remote server, the hosts hostd sends its "
+        "requests to)"
     )
     tcp_ports: list[int] = Field(alias="tcpPorts", description="the TCP ports it may connect to under `ports`")
     hosts: list[str] | None = Field(

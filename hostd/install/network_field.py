@@ -10,7 +10,9 @@ The formats a plugin also comes from carry it at their documented extension poin
   registry keeps a publisher's own under ``io.modelcontextprotocol.registry/publisher-provided`` only
   (:data:`PUBLISHER_KEY`): ``"_meta": {PUBLISHER_KEY: {"dev.hostd/network": {"hosts": [...]}}}``. It applies to
   every package of the entry; a remote's allowlist is its URL's host and port plus the hosts named here (what
-  hostd itself may reach for it).
+  hostd itself may reach for it: every request hostd makes for a remote with an allowlist, the ones its server
+  names included, goes only to its hosts, hostd/mcp/transport/http.py; the endpoint's own host is always among
+  them, and the loopback and private-address rules of hostd/remote/connect.py apply as before, issue 29).
 
 Every member is attacker input: the value becomes the generated manifest's ``network`` and is checked exactly as
 the manifest field is (the same model, the same messages), each error naming the source document's field
