@@ -12,6 +12,7 @@ import trio
 
 from hostd.cli.client import RpcError
 from hostd.install.importer import (
+    IMPORTED_NETWORK_NOTE,
     IMPORTED_PERMISSIONS,
     MAX_IMPORT_BYTES,
     MAX_IMPORT_ENTRIES,
@@ -28,10 +29,7 @@ DATA = Path(__file__).parent / "data"
 
 def network_note(plugin_id: str) -> str:
     """The note every imported local server gets (issue 26: an empty network allowlist)."""
-    return (
-        f"network: no host yet; each one it asks for is asked of you or refused (hostctl grant {plugin_id} "
-        "--host HOST lets one through)"
-    )
+    return IMPORTED_NETWORK_NOTE
 
 
 def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -> None:
@@ -121,6 +119,11 @@ async def test_hostctl_import_prints_each_outcome(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr.decode()
     assert "Time" in out and "installed" in out and "time" in out
     assert "github" in out
+    # Issue 26: the local server's empty allowlist, said once under the table (the remote one is hostd's to reach).
+    assert (
+        "network hosts of time: none yet; each host one asks for is asked of you (hostctl call asks in the "
+        "terminal) or refused; hostctl grant ID --host HOST lets one through"
+    ) in " ".join(out.split())
     state = json.loads((tmp_path / "s" / "state.json").read_text())
     assert sorted(state["plugins"]) == ["github", "time"]
 

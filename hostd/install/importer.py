@@ -54,6 +54,9 @@ IMPORTED_PERMISSIONS = ("mcp.sampling", "mcp.elicitation", "mcp.roots")
 
 #: The network field of an imported local server's manifest (module text): no host until one is granted or answered.
 IMPORTED_NETWORK: dict[str, list[str]] = {"hosts": []}
+#: The note each imported local server gets (short: it is a cell of hostctl's import table): no host yet, and
+#: each one it asks for is asked of the parent (or refused with the hostctl command that grants it).
+IMPORTED_NETWORK_NOTE = "network hosts: none, each asked"
 
 MAX_IMPORT_ENTRIES = 500
 """Most servers one ``plugins/import`` accepts (each becomes a plugin folder and a supervisor)."""
@@ -338,10 +341,7 @@ def _plan_stdio(
     if writes:
         entry.manifest.setdefault("sandbox", {})["write"] = writes
         entry.notes.append(f"declared writable, where it keeps its data: {', '.join(writes)}")
-    entry.notes.append(
-        f"network: no host yet; each one it asks for is asked of you or refused (hostctl grant {plugin_id} "
-        "--host HOST lets one through)"
-    )
+    entry.notes.append(IMPORTED_NETWORK_NOTE)
     return True
 
 
