@@ -120,8 +120,6 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
                 )
                 if v is not None
             }
-        if hosts is not None or call_hosts is not None:
-            network_grants.apply_live(plugin)  # at once, without a restart (issue 26)
         try:
             await host.resolve(plugin)  # ports, limits and folders are part of the launch
         except LaunchError as exc:
@@ -135,6 +133,9 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
                 raise HostError(
                     ErrorKind.INVALID_PARAMS, f"plugin {args.id}: folder not granted: {exc}", plugin=args.id
                 ) from None
+    if hosts is not None or call_hosts is not None:
+        # At once, without a restart (issue 26); after the change is written: a grant undone reaches no proxy.
+        network_grants.apply_live(plugin)
     return host.info(plugin)
 
 

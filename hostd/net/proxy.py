@@ -385,7 +385,11 @@ class PluginProxy:
                 except OSError as exc:
                     errors.append(f"{address}: {os.strerror(exc.errno) if exc.errno else exc}")
                     continue
-                self._upstreams[upstream] = Decision(decision.host, port, (address,), decision.via)
+                opened = Decision(decision.host, port, (address,), decision.via)
+                if not self._still_allowed(opened):  # the allowlist changed while this one was deciding or dialling
+                    upstream.socket.close()
+                    raise Refused(403, f"{decision.host}:{port}: the plugin's allowlist no longer allows it")
+                self._upstreams[upstream] = opened
                 return upstream
             raise Refused(502, f"{decision.host}:{port} refused the connection ({'; '.join(errors)})")
         raise Refused(504, f"{decision.host}:{port} did not answer within {self.limits.connect_seconds:g} s")
