@@ -4,7 +4,7 @@
     .venv/bin/python -m bench --quick              # a few iterations of each (< 60 s; CI's smoke run)
     .venv/bin/python -m bench --only latency       # one bench (repeat --only, or use commas)
 
-Benches: latency, throughput, startup, memory, framing, listing, tool_search (``docs/performance.md``
+Benches: latency, throughput, startup, memory, framing, listing, tool_search, proxy_cost (``docs/performance.md``
 says what each number means). The tables go to stdout as Markdown; the full
 results with the machine's description go to ``bench/results/<time>-<mode>.json``
 (or ``--out``). Exit status: 0 when every bench ran and left no process
@@ -26,9 +26,9 @@ from typing import Any
 
 import trio
 
-from bench import common, framing, latency, listing, memory, startup, throughput, tool_search
+from bench import common, framing, latency, listing, memory, proxy_cost, startup, throughput, tool_search
 
-BENCHES = ("latency", "throughput", "startup", "memory", "framing", "listing", "tool_search")
+BENCHES = ("latency", "throughput", "startup", "memory", "framing", "listing", "tool_search", "proxy_cost")
 RESULTS = Path(__file__).resolve().parent / "results"
 #: A safety net per bench (seconds); every loop inside is bounded on its own.
 BENCH_DEADLINE = {"quick": 120.0, "full": 1200.0}
@@ -41,6 +41,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "framing": framing.table,
     "listing": listing.table,
     "tool_search": tool_search.table,
+    "proxy_cost": proxy_cost.table,
 }
 TITLES = {
     "latency": "Call latency: the same tools/call by four paths, interleaved",
@@ -50,6 +51,7 @@ TITLES = {
     "framing": "Framing: LineDecoder alone",
     "listing": "Listing: tools/list of 500 plugins' tools, page by page",
     "tool_search": "Tool search: the listing an MCP client's model reads, with and without hostd mcp --tool-search",
+    "proxy_cost": "The plugins' network proxy (issue 26): an HTTPS request and a download, direct and proxied",
 }
 
 
@@ -84,7 +86,13 @@ def _run_one(name: str, quick: bool, scratch_dir: Path) -> dict[str, Any]:
         return listing.run(quick, scratch_dir)
     if name == "tool_search":
         return tool_search.run(quick)
-    module = {"latency": latency, "throughput": throughput, "startup": startup, "memory": memory}[name]
+    module = {
+        "latency": latency,
+        "throughput": throughput,
+        "startup": startup,
+        "memory": memory,
+        "proxy_cost": proxy_cost,
+    }[name]
 
     async def main() -> dict[str, Any]:
         with trio.fail_after(deadline):

@@ -201,6 +201,20 @@ def _dns_queries() -> Iterator[bytes]:
     yield query(b"\x03api\x04test\x00") + b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00"  # EDNS0 OPT
 
 
+def _proxy_heads() -> Iterator[bytes]:
+    yield b"CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\nUser-Agent: x"
+    yield b"CONNECT [::1]:8200 HTTP/1.1"
+    yield b"GET http://example.com/a?b=c HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: x\r\nAccept: */*"
+    yield b"POST http://127.0.0.1:8080/x HTTP/1.0\r\nContent-Length: 2\r\nConnection: keep-alive"
+    yield b"GET http://user@example.com/ HTTP/1.1"
+
+
+def _allowlists() -> Iterator[bytes]:
+    yield b"api.example.com\n*.pypi.org:443\n127.0.0.1:8200\n[::1]\n!vault.test"
+    yield "b\u00fccher.example\nxn--bcher-kva.example:8443\nAPI.Example.COM.".encode()
+    yield b"127.1\n0x7f.0.0.1\n::ffff:127.0.0.1\n[::ffff:127.0.0.1]:80\n*.com"
+
+
 SOURCES = {
     "manifest": _manifests,
     "import": _configs,
@@ -209,6 +223,8 @@ SOURCES = {
     "control": _control,
     "plugin-output": _plugin_output,
     "dns": _dns_queries,
+    "proxy-head": _proxy_heads,
+    "allowlist": _allowlists,
 }
 
 

@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from fuzz.net_targets import allowlist, proxy_head
 from hostd.control import core
 from hostd.control.models import PARAMS
 from hostd.control.params import _Params, parse_params
@@ -296,5 +297,7 @@ TARGETS: dict[str, Target] = {
         Target("control", control_request, "the control channel: framing, classify, params parsing"),
         Target("plugin-output", plugin_output, "a plugin's stdout: framing and ClientSession.receive"),
         Target("dns", dns_query, "hostd/net/dns.py respond: a plugin's DNS query in transparent mode"),
+        Target("proxy-head", proxy_head, "a plugin's request head to its network proxy: _parse_head, _authority"),
+        Target("allowlist", allowlist, "network allowlist entries, one a line: Allowlist.parse, parse_entry"),
     ]
 }

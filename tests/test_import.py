@@ -12,6 +12,7 @@ import trio
 
 from hostd.cli.client import RpcError
 from hostd.install.importer import (
+    IMPORTED_NETWORK_NOTE,
     IMPORTED_PERMISSIONS,
     MAX_IMPORT_BYTES,
     MAX_IMPORT_ENTRIES,
@@ -24,6 +25,11 @@ from hostd.install.importer import (
 from tests.conftest import ECHO, spawn_hostd
 
 DATA = Path(__file__).parent / "data"
+
+
+def network_note(plugin_id: str) -> str:
+    """The note every imported local server gets (issue 26: an empty network allowlist)."""
+    return IMPORTED_NETWORK_NOTE
 
 
 def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -> None:
@@ -47,8 +53,12 @@ def test_claude_desktop_config_with_comments_windows_commands_and_duplicates() -
         "a Windows path; the bare name is found on PATH",
         "Windows launcher 'npx.cmd' run as 'npx'",
         "kept API_KEY in the secret store",
+        network_note("my-server"),
     ]
-    assert entries[2].notes == ["cwd '/tmp' ignored: a plugin runs in its own folder"]
+    assert entries[2].notes == ["cwd '/tmp' ignored: a plugin runs in its own folder", network_note("my-server-2")]
+    # Issue 26: a local server starts with an empty allowlist (hostd's proxy asks for each host); a remote one
+    # is reached by hostd itself.
+    assert [e.manifest.get("network") for e in entries if e.manifest] == [{"hosts": []}] * 3 + [None]
     assert entries[3].url == "https://mcp.example.invalid/mcp"
 
 
@@ -60,7 +70,7 @@ def test_vscode_form() -> None:
     ]
     nested = plan_import({"mcp": {"servers": {"a b": {"command": "node", "args": ["x.js"]}}}})
     venv = plan_import({"mcpServers": {"v": {"command": "/home/ada/proj/.venv/bin/python", "args": ["s.py"]}}})
-    assert venv[0].manifest is not None and venv[0].notes == []
+    assert venv[0].manifest is not None and venv[0].notes == [network_note("v")]
     assert venv[0].manifest["backend"]["command"] == "/home/ada/proj/.venv/bin/python"  # never shortened
     assert [(e.plugin_id, e.manifest["backend"]["command"]) for e in nested if e.manifest] == [("a-b", "node")]
 
@@ -109,6 +119,11 @@ async def test_hostctl_import_prints_each_outcome(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr.decode()
     assert "Time" in out and "installed" in out and "time" in out
     assert "github" in out
+    # Issue 26: the local server's empty allowlist, said once under the table (the remote one is hostd's to reach).
+    assert (
+        "network hosts of time: none yet; each host one asks for is asked of you (hostctl call asks in the "
+        "terminal) or refused; hostctl grant ID --host HOST lets one through"
+    ) in " ".join(out.split())
     state = json.loads((tmp_path / "s" / "state.json").read_text())
     assert sorted(state["plugins"]) == ["github", "time"]
 
@@ -203,8 +218,11 @@ def test_a_well_known_server_gets_its_declared_needs_by_name_only() -> None:
     git, other = plan_import(config)
     assert git.manifest is not None and other.manifest is not None
     assert git.manifest["sandbox"] == {"read": ["~/.gitconfig", "~/.config/git"]}
-    assert git.notes == ["declared the well-known needs of mcp-server-git: read ~/.gitconfig, ~/.config/git"]
-    assert "sandbox" not in other.manifest and other.notes == []
+    assert git.notes == [
+        "declared the well-known needs of mcp-server-git: read ~/.gitconfig, ~/.config/git",
+        network_note("git"),
+    ]
+    assert "sandbox" not in other.manifest and other.notes == [network_note("other")]
 
 
 # -- issue 14: importing the same config again --------------------------------------------

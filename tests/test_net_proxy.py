@@ -211,6 +211,28 @@ async def test_every_other_destination_is_refused_with_a_status_and_a_reason(
     assert (refused[0]["host"], refused[0]["port"]) == ("other.test", 443)
 
 
+async def test_a_bare_cr_lf_or_nul_in_a_head_is_refused_and_never_passed_upstream(
+    proxy: tuple[PluginProxy, int, list[Any]], ports: dict[str, int]
+) -> None:
+    """The class (found by ``python -m fuzz proxy-head``; fuzz/crashers/proxy-head/): *a line end or NUL inside
+    a line of the head*, which a lenient upstream reads as a line of its own (a header smuggled past the proxy's
+    rebuilt head). Members: a bare LF and a bare CR in a header value, a bare LF in a header name, a NUL in the
+    target, a bare LF in the request line; each ``400`` and nothing reaches the upstream."""
+    _, port, refused = proxy
+    target = b"http://upstream.test:%d/" % ports["http"]
+    reason = "the request head holds a bare CR or LF, or a NUL"
+    for request in (
+        b"GET " + target + b" HTTP/1.1\r\nX: a\nInjected: b\r\n\r\n",
+        b"GET " + target + b" HTTP/1.1\r\nX: a\rInjected: b\r\n\r\n",
+        b"GET " + target + b" HTTP/1.1\r\nInjected: b\nX: a\r\n\r\n",
+        b"CONNECT upstream.test\x00.evil:%d HTTP/1.1\r\n\r\n" % ports["echo"],
+        b"GET " + target + b" HTTP/1.1\nInjected: b\r\n\r\n",
+    ):
+        head, body = await exchange(port, request)
+        assert (head.split(b"\r\n")[0], body) == (b"HTTP/1.1 400 Bad Request", reason.encode() + b"\n")
+    assert [(r["status"], r["reason"]) for r in refused] == [(400, reason)] * 5
+
+
 async def test_connections_over_the_bound_are_refused_while_others_are_served(
     nursery: trio.Nursery, ports: dict[str, int]
 ) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
+from hostd.install.importer import IMPORTED_NETWORK_NOTE
 from hostd.install.manifest import UserConfigOption
 from hostd.storage import secrets
 from hostd.wire.errors import HostError
@@ -150,7 +151,10 @@ async def test_import_moves_secret_env_into_the_store_and_injects_it_at_spawn(tm
             result = await client.request("plugins/import", {"config": json.dumps(config), "secretEnv": ["ACCOUNT"]})
             answers.append(result)
             entry = result["entries"][0]
-            assert entry["notes"] == ["kept ACCOUNT, DB_PASSWORD, GITHUB_TOKEN in the secret store"]
+            assert entry["notes"] == [
+                "kept ACCOUNT, DB_PASSWORD, GITHUB_TOKEN in the secret store",
+                IMPORTED_NETWORK_NOTE,
+            ]
             info = entry["plugin"]
             assert info["launch"]["env"] == {
                 "ACCOUNT": "${secret:ACCOUNT}",  # marked: its name does not look secret, the reference is shown

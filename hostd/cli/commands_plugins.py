@@ -248,17 +248,34 @@ def _secret_store_place(state_dir: str) -> str:
 
 
 def _import_table(console: Console, entries: Sequence[Mapping[str, Any]]) -> None:
+    """The import's table; the network note every imported local server gets (issue 26) is said once, under it."""
     rows = [
         [
             e.get("name"),
             e.get("outcome"),
             e.get("id") or "-",
             package_text(e["plugin"]) if isinstance(e.get("plugin"), Mapping) else "-",
-            "; ".join([*([e["message"]] if e.get("message") else []), *(e.get("notes") or [])]),
+            "; ".join(
+                [
+                    *([e["message"]] if e.get("message") else []),
+                    *(n for n in e.get("notes") or [] if not n.startswith(_NETWORK_NOTE)),
+                ]
+            ),
         ]
         for e in entries
     ]
     print_table(console, ["NAME", "OUTCOME", "PLUGIN", "PACKAGE", "NOTES"], rows)
+    fenced = [str(e["id"]) for e in entries if any(n.startswith(_NETWORK_NOTE) for n in e.get("notes") or [])]
+    if fenced:
+        say(
+            console,
+            f"network hosts of {', '.join(fenced)}: none yet; each host one asks for is asked of you (hostctl call "
+            "asks in the terminal) or refused; hostctl grant ID --host HOST lets one through",
+        )
+
+
+#: The start of hostd.install.importer.IMPORTED_NETWORK_NOTE (not imported: hostctl's start stays light).
+_NETWORK_NOTE = "network hosts: "
 
 
 async def cmd_grant(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:

@@ -435,9 +435,16 @@ def capability_rows(capabilities: Mapping[str, Any]) -> list[tuple[str, str]]:
     network = capabilities.get("network") or {}
     ports = ", ".join(map(str, network.get("tcpPorts") or []))
     access = str(network.get("access"))
-    if access == "hosts":  # issue 26: the allowlist, enforced by hostd's proxy
+    if access == "hosts" and network.get("filtering", "enforced") != "enforced":  # a remote: hostd's requests
+        rows.append(("network", f"only to {', '.join(network.get('hosts') or [])} ({network['filtering']})"))
+    elif access == "hosts":  # issue 26: the allowlist, enforced by hostd's proxy
         rows.append(
-            ("network", "only through hostd's proxy, to " + (", ".join(network.get("hosts") or []) or "nothing"))
+            (
+                "network",
+                "only through hostd's proxy, to "
+                + (", ".join(network.get("hosts") or []) or "no host yet")
+                + "; any other host is asked of you, or refused",
+            )
         )
     else:
         rows.append(("network", {"all": "all", "none": "none"}.get(access, f"TCP ports {ports}")))

@@ -182,7 +182,8 @@ class NetworkCapability(Wire):
         description="`all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), "
         "`ports` (strict, TCP connect to `tcpPorts` only), or `hosts` (the plugin's allowlist, enforced: its own "
         "network namespace, hostd's proxy its only way out: through `HTTP(S)_PROXY`, and transparently for clients "
-        "that ignore those variables, by name on ports 80, 443 and the allowlist's own)"
+        "that ignore those variables, by name on ports 80, 443 and the allowlist's own; for a remote server, the "
+        "hosts hostd sends its requests to)"
     )
     tcp_ports: list[int] = Field(alias="tcpPorts", description="the TCP ports it may connect to under `ports`")
     hosts: list[str] | None = Field(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from hostd.control import models as p
 from hostd.host.records import InstalledPlugin
+from hostd.install.manifest_fields import REMOTE_TRANSPORTS
 from hostd.storage import secrets as secrets_
 from sandbox.launch import Launch
 
@@ -73,6 +74,8 @@ def _network(plugin: InstalledPlugin, launch: Launch) -> p.NetworkCapability:
     hosts = list(launch.network[0]) if launch.network is not None else None
     if "netproxy" in launch.isolation:
         return p.NetworkCapability(access="hosts", tcpPorts=[], hosts=hosts, filtering="enforced")
+    if hosts is not None and launch.command in REMOTE_TRANSPORTS:  # a remote server: hostd makes every request
+        return p.NetworkCapability(access="hosts", tcpPorts=[], hosts=hosts, filtering=REMOTE_FILTERING)
     # Issue 26: where the allowlist cannot be enforced, the level's network stays, and the launch says so.
     filtering = None if hosts is None else _unfiltered_why(plugin)
     policy = plugin.policy
@@ -80,6 +83,10 @@ def _network(plugin: InstalledPlugin, launch: Launch) -> p.NetworkCapability:
         return p.NetworkCapability(access="all", tcpPorts=[], hosts=hosts, filtering=filtering)
     ports = sorted(launch.plan.tcp_ports) if launch.plan is not None else []
     return p.NetworkCapability(access="ports" if ports else "none", tcpPorts=ports, hosts=hosts, filtering=filtering)
+
+
+#: ``launch.capabilities.network.filtering`` of a remote server with an allowlist (hostd/mcp/transport/http.py).
+REMOTE_FILTERING = "enforced by hostd: every request for this remote server goes to these hosts only"
 
 
 def _unfiltered_why(plugin: InstalledPlugin) -> str:

@@ -21,6 +21,7 @@ import trio
 from hostd.host import installs
 from hostd.host.records import HostSettings, InstalledPlugin, plugin_cache_env
 from hostd.install.ecosystems import Prepared
+from hostd.install.network_field import remote_entry
 from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import find_prepared, plugin_root
 from hostd.install.shims import Shim, find_shim, nvm_program, resolve_shim
@@ -239,6 +240,12 @@ def _prepared_command(
 async def _resolve_remote(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
     """:func:`resolve` of a remote plugin: its endpoint is the launch; reads which of its secrets are set."""
     remote = resolve_remote(plugin.manifest.backend, str(plugin.path))
+    network = allowlist(plugin)
+    own = remote_entry(remote.endpoint.url)
+    if network is not None and own is not None:
+        # Issue 26: what hostd itself may reach for this remote, its own endpoint always among them; every request
+        # of its link is held to it (hostd/mcp/transport/http.py), shown and covered by the digest.
+        remote = dataclasses.replace(remote, network=(tuple(canonical_entries([own, *network[0]])), tuple(network[1])))
     plugin.config_problem = None
     if host.secret_store is not None:  # which of its secrets are set (PluginInfo.userConfig)
         try:

@@ -14,6 +14,11 @@ per destination for the life of that proxy:
 
 The proxy still applies every other rule to a destination let through: a name resolving to a loopback or
 private address is refused unless the allowlist names it in ``network.private``.
+
+**Live changes** (:func:`apply_live`): a grant or revoke of network hosts (``plugins/grant networkHosts`` or
+``networkCallHosts``, which ``hostctl grant --host/--revoke-host`` sends) reaches the running plugin's proxy at
+once: new connections follow the new allowlist, and an open connection it no longer allows is closed. The
+approval digest still covers ``networkHosts`` (a granted host is approved again before the next start).
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ from typing import Any, Protocol
 from hostd.control import models as p
 from hostd.control.core import InitializeOptions
 from hostd.host.call_grants import CONSENT_TIMEOUT
+from hostd.host.launch import allowlist
 from hostd.host.records import InstalledPlugin
-from hostd.net.allowlist import EntryError, parse_entry
+from hostd.net.allowlist import Allowlist, EntryError, parse_entry
 from hostd.wire.errors import HostError
 
-__all__ = ["NetworkGrantHost", "decide", "destination"]
+__all__ = ["NetworkGrantHost", "apply_live", "decide", "destination"]
 
 
 class NetworkGrantHost(Protocol):
@@ -79,3 +85,12 @@ async def decide(host: NetworkGrantHost, plugin: InstalledPlugin, name: str, por
         except HostError:
             return "once"
     return answer
+
+
+def apply_live(plugin: InstalledPlugin) -> None:
+    """Hand ``plugin``'s allowlist as it is now (the manifest's ``network``, ``networkHosts``; ``networkCallHosts``
+    as the parent's lasting answers) to its running proxy, if one runs (module text). A plugin whose grants were
+    all revoked and that has no ``network`` field keeps its proxy with an empty allowlist until it stops (its next
+    start has the level's network, as before issue 26). Never blocks, never raises."""
+    hosts, private = allowlist(plugin) or ([], [])
+    plugin.supervisor.apply_network(Allowlist.parse(hosts, private), list(plugin.network_call_hosts))

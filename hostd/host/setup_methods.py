@@ -18,7 +18,7 @@ import trio
 
 from hostd.control import models as p
 from hostd.control.core import Notify, RequestContext
-from hostd.host import installs, plugin_info
+from hostd.host import installs, network_grants, plugin_info
 from hostd.host.records import HostSettings, InstalledPlugin, write_failed
 from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import prepare as prepare_packages
@@ -138,6 +138,9 @@ async def grant(host: SetupHost, params: Any, ctx: RequestContext) -> dict[str, 
                 raise HostError(
                     ErrorKind.INVALID_PARAMS, f"plugin {args.id}: folder not granted: {exc}", plugin=args.id
                 ) from None
+    if hosts is not None or call_hosts is not None:
+        # At once, without a restart (issue 26); after the change is written: a grant undone reaches no proxy.
+        network_grants.apply_live(plugin)
     return host.info(plugin)
 
 

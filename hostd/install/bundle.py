@@ -37,7 +37,9 @@ the archive. ``plugins/install {path}`` with such a file:
    tools: discovered at the first enable); ``compatibility.platforms`` must
    include this platform; ``compatibility.runtimes`` ranges must be ranges
    (hostd/install/runtimes.py) and go to ``origin.runtimes``, which the host checks
-   against the resolved launch at install.
+   against the resolved launch at install; ``_meta["dev.hostd/network"]`` (MCPB has no network field; ``_meta``
+   is its place for a client's own data) becomes the manifest's ``network`` allowlist, checked as that field is
+   (hostd/install/network_field.py).
 
 Every failure raises ``PACKAGE_INVALID`` with ``data.errors`` (``field`` is a
 dotted manifest path, or ``""`` / an archive entry name for the file).
@@ -59,7 +61,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from hostd.install import runtimes, signing
+from hostd.install import network_field, runtimes, signing
 from hostd.install.bundle_paths import escape_problem
 from hostd.install.importer import sanitize_id
 from hostd.install.manifest import MANIFEST_FILES
@@ -660,6 +662,7 @@ def plugin_manifest(
         }
         for key, option in options.items()
     }
+    network = network_field.declared(mcpb.meta)
     return {
         "id": plugin_id,
         "name": mcpb.display_name or mcpb.name,
@@ -684,6 +687,7 @@ def plugin_manifest(
             **({"signer": signer} if signer is not None else {}),
             **({"runtimes": required_runtimes} if required_runtimes else {}),
         },
+        **({"network": network[0]} if network is not None else {}),
     }
 
 
@@ -764,6 +768,8 @@ def _check_generated(document: dict[str, Any]) -> None:
     table.update({f"backend.args.{i}": f"server.mcp_config.args.{i}" for i in range(len(backend.get("args", [])))})
     table.update({f"backend.env.{name}": f"server.mcp_config.env.{name}" for name in backend.get("env", {})})
     table["user_config"] = "user_config"
+    if "network" in document:
+        table.update(network_field.field_table(document["network"], f"_meta.{network_field.NETWORK_KEY}"))
     found = [{"field": source_field(e["field"], table, ""), "message": e["message"]} for e in errors]
     raise first_invalid("bundle manifest.json", found)
 

@@ -19,6 +19,14 @@ be imported. An entry an earlier import installed keeps its id and is
 plugin (hostd/remote/endpoint.py); a credential header's value is never copied. The host writes the manifests and
 installs
 them all-or-nothing (``plugins/import``).
+
+A local server's manifest gets an empty network allowlist (``network: {hosts: []}``, :data:`IMPORTED_NETWORK`;
+issue 26: "imported configs start with an empty allowlist plus whatever the parent grants"): where the kernel
+can enforce it, it runs in its own network namespace behind hostd's proxy, and each destination is asked of the
+parent (``network/request``; ``hostctl call`` asks in the terminal) or refused; a grant (``plugins/grant
+networkHosts``, ``hostctl grant ID --host HOST``) adds hosts. Where it cannot be enforced (no unprivileged
+namespaces, ``--sandbox basic``) the launch says so (``launch.capabilities.network.filtering``) and the plugin
+has the level's network, as before.
 """
 
 from __future__ import annotations
@@ -43,6 +51,12 @@ _ID_MAX = 63
 #: lists more tools once offered a feature gets them withheld until approved again (hostd.plugins.trust:
 #: an imported plugin's tools are pinned on first use).
 IMPORTED_PERMISSIONS = ("mcp.sampling", "mcp.elicitation", "mcp.roots")
+
+#: The network field of an imported local server's manifest (module text): no host until one is granted or answered.
+IMPORTED_NETWORK: dict[str, list[str]] = {"hosts": []}
+#: The note each imported local server gets (short: it is a cell of hostctl's import table): no host yet, and
+#: each one it asks for is asked of the parent (or refused with the hostctl command that grants it).
+IMPORTED_NETWORK_NOTE = "network hosts: none, each asked"
 
 MAX_IMPORT_ENTRIES = 500
 """Most servers one ``plugins/import`` accepts (each becomes a plugin folder and a supervisor)."""
@@ -310,6 +324,7 @@ def _plan_stdio(
             "tool_timeout_seconds": 60,
             "stdout_noise": "drop",
         },
+        "network": {key: list(value) for key, value in IMPORTED_NETWORK.items()},
     }
     if entry.secret_values:
         entry.notes.append(f"kept {', '.join(sorted(entry.secret_values))} in the secret store")
@@ -326,6 +341,7 @@ def _plan_stdio(
     if writes:
         entry.manifest.setdefault("sandbox", {})["write"] = writes
         entry.notes.append(f"declared writable, where it keeps its data: {', '.join(writes)}")
+    entry.notes.append(IMPORTED_NETWORK_NOTE)
     return True
 
 

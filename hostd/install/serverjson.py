@@ -34,6 +34,12 @@ options (``plugins/configure``); ``isSecret`` ones become secrets
 plain text. Failures raise ``PACKAGE_INVALID`` with ``data.errors``
 (``field`` a dotted path into the entry).
 
+The network allowlist (issue 26): server.json has no field for it; a publisher names it in ``_meta``, under
+``io.modelcontextprotocol.registry/publisher-provided`` (the one key the official registry keeps), as
+``dev.hostd/network: {hosts, private}`` (hostd/install/network_field.py). A package's manifest gets it as its
+``network`` field, checked as that field is; a remote's manifest gets its URL's ``host:port`` followed by the
+hosts named there (what hostd itself may reach for it).
+
 A registry document names only ``https:`` resources
 ----------------------------------------------------
 The class of fault: *a stranger's document makes hostd read something on the
@@ -69,6 +75,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import trio
 from pydantic import BaseModel, ConfigDict, Field
 
+from hostd.install import network_field
 from hostd.install.bundle import MAX_BUNDLE_BYTES, invalid, validated
 from hostd.install.importer import known_needs, sanitize_id
 from hostd.install.packages import (
@@ -183,6 +190,7 @@ class ServerJson(_Lenient):
     version: str = Field(min_length=1)
     packages: list[Package] = []
     remotes: list[Remote] = []
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
 @dataclass
@@ -382,6 +390,15 @@ def _remote_plan(server: ServerJson, document: dict[str, Any], options: _Options
     document["origin"]["remote"] = result.remote
     document["user_config"] = options.options
     table = {"backend.url": "remotes.0.url", "backend.transport": "remotes.0.type", **_entry_fields(server)}
+    own = network_field.remote_entry(remote.url)
+    declared = _network(server, document, table)
+    hosts = declared.get("hosts", []) if isinstance(declared, dict) else None if declared is not None else []
+    if own is not None and isinstance(hosts, list):  # else the manifest model names what is wrong with it
+        # The remote's own host first (what hostd reaches for it), then what its publisher names.
+        kept = [(i, h) for i, h in enumerate(hosts) if h != own]
+        document["network"] = {**(declared or {}), "hosts": [own, *(h for _, h in kept)]}
+        table.update({f"network.hosts.{n + 1}": f"{table['network']}.hosts.{i}" for n, (i, _) in enumerate(kept)})
+        table["network.hosts.0"] = "remotes.0.url"
     table.update({f"backend.headers.{h.name}": f"remotes.0.headers.{i}" for i, h in enumerate(remote.headers)})
     _check_generated(server.name, document, table)
     result.manifest = document
@@ -443,6 +460,7 @@ def _package_plan(
         document["sandbox"] = {"read": needs["read"]}
     document["user_config"] = options.options
     table = {"backend.command": f"{where}.registryType", "sandbox": f"{where}.identifier", **_entry_fields(server)}
+    _network(server, document, table)
     table.update({f"backend.args.{i}": f"{where}.runtimeArguments" for i in range(len(args) - 1)})
     table[f"backend.args.{len(args) - 1}"] = f"{where}.identifier"
     table.update({f"backend.args.{len(args) + i}": f"{where}.packageArguments" for i in range(len(arguments))})
@@ -493,6 +511,18 @@ def _check_resource(url: str, where: str) -> None:
     if problem is not None:
         scheme, reason = problem
         raise invalid(f"{where}: the bundle URL {reason}", [{"field": where, "message": reason}], scheme=scheme)
+
+
+def _network(server: ServerJson, document: dict[str, Any], table: dict[str, str]) -> Any:
+    """The entry's ``dev.hostd/network`` (module text) as ``document``'s ``network`` (checked with the rest of the
+    manifest by :func:`_check_generated`; ``table`` gets its fields); returns it, or None when the entry names none."""
+    found = network_field.declared(server.meta, network_field.PUBLISHER_KEY)
+    if found is None:
+        table["network"] = f"_meta.{network_field.PUBLISHER_KEY}.{network_field.NETWORK_KEY}"
+        return None
+    document["network"] = found[0]
+    table.update(network_field.field_table(found[0], found[1]))
+    return found[0]
 
 
 def _entry_fields(server: ServerJson) -> dict[str, str]:

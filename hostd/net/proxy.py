@@ -33,17 +33,26 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import trio
 
-from hostd.net.allowlist import Allowlist, EntryError, addresses_problem, canonical_host, split_host_port
+from hostd.net.allowlist import (
+    Allowlist,
+    EntryError,
+    addresses_problem,
+    canonical_host,
+    parse_entry,
+    split_host_port,
+)
 from hostd.net.transparent import DNS_QUERIES_PER_SECOND, serve_transparent_mode
 
 __all__ = [
+    "CONSENT",
     "Decision",
     "PluginProxy",
     "ProxyLimits",
@@ -61,6 +70,8 @@ OnRefused = Callable[[dict[str, Any]], None]
 #: ``ask(host, port)``: the parent's answer for a destination the allowlist does not name: ``"once"`` or
 #: ``"always"`` (let it through), ``"no"`` (the user declined), anything else (nobody to ask: refused as before).
 Ask = Callable[[str, int], Awaitable[str]]
+#: :attr:`Decision.via` of a destination the parent let through (``ask``), not an allowlist entry.
+CONSENT = "consent"
 #: Destinations one plugin's proxy may be asking about at once; more are refused without asking.
 MAX_PENDING_ASKS = 8
 
@@ -107,11 +118,14 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Decision:
-    """Where an allowed request goes: the canonical ``host``, the ``port`` and the checked ``addresses``."""
+    """Where an allowed request goes: the canonical ``host``, the ``port`` and the checked ``addresses``;
+    ``via``: why it may, when not an entry naming it: :data:`CONSENT` (the parent's answer) or the exact
+    allowlisted name an IP literal was reached through."""
 
     host: str
     port: int
     addresses: tuple[str, ...]
+    via: str | None = None
 
 
 async def system_resolver(host: str, port: int) -> list[str]:
@@ -176,6 +190,60 @@ class PluginProxy:
         self.on_refused = on_refused
         self.open_connections = 0
         self._bucket = _Bucket(self.limits.bytes_per_second)
+        #: Each open upstream connection and the decision that opened it (:meth:`replace_allowlist` checks them
+        #: again); weak: a connection that ended leaves by itself.
+        self._upstreams: weakref.WeakKeyDictionary[trio.SocketStream, Decision] = weakref.WeakKeyDictionary()
+
+    def replace_allowlist(self, allowlist: Allowlist, always: Iterable[str] = ()) -> list[Decision]:
+        """Apply a changed allowlist at once (issue 26: a grant or revoke needs no restart of the plugin).
+
+        ``allowlist``: what the plugin may reach now; ``always``: the destinations the parent let through for
+        good (``networkCallHosts``, ``host:port`` entries); an ``always`` answer of this proxy not among them is
+        forgotten (the parent is asked again), one among them needs no question. ``once`` and ``no`` answers
+        stay (they last while the plugin runs). New connections are decided by the new rules at once; an open
+        connection the new rules no longer allow is **closed** (both sides; it gets no answer, its client sees
+        the connection end) and reported to ``on_refused`` with status 403: a revoke is a promise about every
+        byte from now on, not only about new connections. Returns the decisions of the connections closed.
+        Never blocks (no name is resolved: an open connection is checked against the addresses it was opened to).
+        """
+        recorded = set()
+        for text in always:
+            try:
+                entry = parse_entry(text)
+            except EntryError:
+                continue  # stored grants were checked when given: a damaged one allows nothing
+            if entry.port_given and not entry.wildcard:
+                recorded.add((entry.host, entry.ports[0]))
+        for key, answer in list(self.answers.items()):
+            if answer == "always" and key not in recorded:
+                del self.answers[key]
+        for key in recorded:
+            self.answers[key] = "always"
+        self.allowlist = allowlist
+        closed = []
+        for upstream, decision in list(self._upstreams.items()):
+            if upstream.socket.fileno() == -1 or self._still_allowed(decision):
+                continue
+            closed.append(decision)
+            upstream.socket.close()  # the relay's read fails at once: both sides of the connection end
+            shown = f"[{decision.host}]:{decision.port}" if ":" in decision.host else f"{decision.host}:{decision.port}"
+            reason = f"an open connection to {shown} closed: the plugin's allowlist no longer allows it"
+            self.report(decision.host, decision.port, 403, reason)
+        return closed
+
+    def _still_allowed(self, decision: Decision) -> bool:
+        """Whether the current rules allow an open connection's ``decision`` (:meth:`replace_allowlist`)."""
+        key = (decision.host, decision.port)
+        listed = self.answers.get(key) in ("once", "always")
+        try:
+            listed = listed or self.allowlist.match(decision.host, decision.port) is not None
+        except EntryError:
+            return False
+        name = decision.host
+        if decision.via not in (None, CONSENT):
+            name = str(decision.via)
+            listed = listed or name in self.allowlist.exact_names(decision.port)
+        return listed and addresses_problem(name, decision.addresses, self.allowlist) is None
 
     async def serve(self, listener: trio.abc.Listener[Any], *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Accept connections on ``listener`` until cancelled, each served by :meth:`handle` in its own task.
@@ -264,8 +332,11 @@ class PluginProxy:
             raise Refused(403, str(exc)) from None
         shown = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
         if address is not None:
-            if entry is not None or await self._resolves_to_allowed(name, port) or await self._consent(name, port):
+            if entry is not None:
                 return Decision(name, port, (name,))
+            via = await self._resolves_to_allowed(name, port)
+            if via is not None or await self._consent(name, port):
+                return Decision(name, port, (name,), via or CONSENT)
             why = f"{shown} is not in the plugin's allowlist, and no allowed name resolves to it"
             raise Refused(403, why + self._declined(name, port, shown))
         if entry is None and not await self._consent(name, port):
@@ -274,7 +345,7 @@ class PluginProxy:
         problem = addresses_problem(name, addresses, self.allowlist)
         if problem is not None:
             raise Refused(403, problem)
-        return Decision(name, port, tuple(addresses))
+        return Decision(name, port, tuple(addresses), None if entry is not None else CONSENT)
 
     async def _consent(self, name: str, port: int) -> bool:
         """Whether the parent lets ``name:port`` through (``ask``; issue 26's call-time consent). One question
@@ -317,15 +388,16 @@ class PluginProxy:
         except OSError as exc:
             raise Refused(502, f"{name} does not resolve: {exc.strerror or exc}") from None
 
-    async def _resolves_to_allowed(self, literal: str, port: int) -> bool:
+    async def _resolves_to_allowed(self, literal: str, port: int) -> str | None:
+        """The exact allowed name resolving to the IP ``literal`` (checked as the name itself is), or None."""
         for name in self.allowlist.exact_names(port)[:16]:  # bounded: a literal costs at most 16 lookups
             try:
                 addresses = await self._resolve(name, port)
             except Refused:
                 continue
             if literal in {canonical_host(a)[0] for a in addresses}:
-                return addresses_problem(name, addresses, self.allowlist) is None
-        return False
+                return name if addresses_problem(name, addresses, self.allowlist) is None else None
+        return None
 
     async def _open(self, host: str, port: int) -> trio.SocketStream:
         decision = await self.decide(host, port)
@@ -333,9 +405,16 @@ class PluginProxy:
         with trio.move_on_after(self.limits.connect_seconds):
             for address in decision.addresses:
                 try:
-                    return await _connect(address, port)
+                    upstream = await _connect(address, port)
                 except OSError as exc:
                     errors.append(f"{address}: {os.strerror(exc.errno) if exc.errno else exc}")
+                    continue
+                opened = Decision(decision.host, port, (address,), decision.via)
+                if not self._still_allowed(opened):  # the allowlist changed while this one was deciding or dialling
+                    upstream.socket.close()
+                    raise Refused(403, f"{decision.host}:{port}: the plugin's allowlist no longer allows it")
+                self._upstreams[upstream] = opened
+                return upstream
             raise Refused(502, f"{decision.host}:{port} refused the connection ({'; '.join(errors)})")
         raise Refused(504, f"{decision.host}:{port} did not answer within {self.limits.connect_seconds:g} s")
 
@@ -443,9 +522,11 @@ async def run_proxy(
     dns: Sequence[trio.socket.SocketType] = (),
     transparent: Sequence[trio.SocketListener] = (),
     askable: Callable[[str], bool] | None = None,
+    on_proxy: Callable[[PluginProxy], None] | None = None,
 ) -> None:
     """Serve ``plugin``'s proxy on ``listener`` until cancelled (``ask``: see :data:`Ask`; ``resolver``: see
-    :data:`Resolver`); each refusal becomes one ``log`` line (``"network: refused HOST:PORT (STATUS): REASON"``,
+    :data:`Resolver`; ``on_proxy`` gets the :class:`PluginProxy` before it serves, to change its allowlist while
+    it runs); each refusal becomes one ``log`` line (``"network: refused HOST:PORT (STATUS): REASON"``,
     ``"network: refused NAME (NXDOMAIN): REASON"`` for a name refused at DNS time; hostd sends it to the parent as
     ``plugins/log``). With ``dns`` sockets and ``transparent`` listeners (the shim's, ``sandbox/_shim_net.py``)
     it also serves transparent mode (:mod:`hostd.net.transparent`; ``askable(name)``: whether the parent could
@@ -473,6 +554,8 @@ async def run_proxy(
             await log(f"network: refused {where} ({record['status']}): {record['reason']}{extra}")
 
     proxy = PluginProxy(plugin, allowlist, limits=limits, resolver=resolver, on_refused=on_refused, ask=ask)
+    if on_proxy is not None:
+        on_proxy(proxy)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(report)
         if dns or transparent:
@@ -482,7 +565,14 @@ async def run_proxy(
 
 
 def _parse_head(head: bytes) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]]]:
-    """``(method, target, version, headers)`` of a request head (RFC 9112 section 3); raises :class:`Refused`."""
+    """``(method, target, version, headers)`` of a request head (RFC 9112 section 3); raises :class:`Refused`.
+
+    A bare CR or LF, or a NUL, is refused wherever it is (RFC 9112 section 2.2): a lenient server reads a bare LF
+    as a line end, so a header value holding one would reach the upstream as a header of its own through the
+    head hostd rebuilds (:func:`_origin_head`), and a NUL ends a name early for some readers.
+    """
+    if any(c in head.replace(b"\r\n", b"") for c in (b"\r", b"\n", b"\x00")):
+        raise Refused(400, "the request head holds a bare CR or LF, or a NUL")
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
     if len(parts) != 3 or not parts[0].isalpha() or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0"):

@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 import trio
@@ -54,6 +54,9 @@ from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, spawn
 from sandbox.watchdog import LimitHit
+
+if TYPE_CHECKING:
+    from hostd.net.proxy import PluginProxy
 
 log = logging.getLogger("hostd.plugins.supervisor")
 
@@ -129,6 +132,8 @@ class InstanceRunner:
     _instance_ready: bool
     _failure_event: Event | None
     _stop_grace: float
+    _net_proxy: PluginProxy | None
+    _net_rules: tuple[Allowlist, list[str]] | None
 
     async def _feed(
         self,
@@ -153,6 +158,21 @@ class InstanceRunner:
 
     async def _tools_changed(self) -> None:
         await self._notify("tools/listChanged", {"revision": self._registry.revision})
+
+    def apply_network(self, allowlist: Allowlist, always: list[str]) -> None:
+        """Apply a changed network allowlist to the running instance's proxy at once, without a restart (issue
+        26; :meth:`hostd.net.proxy.PluginProxy.replace_allowlist`: new connections follow it, open ones it no
+        longer allows are closed). ``always``: the ``networkCallHosts``. Kept for a proxy about to start; a next
+        launch is resolved with the change already (hostd/host/launch.py)."""
+        self._net_rules = (allowlist, list(always))
+        if self._net_proxy is not None:
+            self._net_proxy.replace_allowlist(allowlist, always)
+
+    def _proxy_started(self, proxy: PluginProxy) -> None:
+        """``run_proxy``'s ``on_proxy``: the running proxy, given a change made since its launch was taken."""
+        self._net_proxy = proxy
+        if self._net_rules is not None:
+            proxy.replace_allowlist(*self._net_rules)
 
     async def _stop_instance(self, *, grace: float = STOP_GRACE) -> None:
         link, done = self._link, self._instance_done
@@ -209,6 +229,7 @@ class InstanceRunner:
         """Spawn ``launch``; with ``netproxy`` also take its namespace's listener (hostd/net/handoff.py) and return
         the proxy to run on it (hostd/net/proxy.py), whose refusals reach the parent as ``plugins/log``."""
         handoff = await Handoff.open() if "netproxy" in launch.isolation else None
+        self._net_proxy, self._net_rules = None, None  # this launch's allowlist holds every change until now
         try:
             try:
                 # Every tree gets a cgroup where one is usable (sandbox/cgroups.py): its memory bound is the policy's.
@@ -260,6 +281,7 @@ class InstanceRunner:
             dns=received.dns,
             transparent=received.transparent,
             askable=self.network_askable,
+            on_proxy=self._proxy_started,
         )
 
     async def _connect(self, launch: RemoteLaunch) -> RemoteInstance:
@@ -338,7 +360,7 @@ class InstanceRunner:
                     self.last_exit = f"{report.step}, code {report.returncode}"
                     await _empty_tmpdir(tmpdir)  # the tree is gone: nothing writes there any more
                     self._last_seen_fallback = link.last_seen_at
-                    self._link = self._instance = None
+                    self._link = self._instance = self._net_proxy = None
                     done.set()
 
     async def _serve_instance(self, instance: Instance, task_status: trio.TaskStatus[None]) -> None:
@@ -471,7 +493,7 @@ class InstanceRunner:
             self.last_exit = f"{report.step}, code {report.returncode}"
             await _empty_tmpdir(tmpdir)
             self._last_seen_fallback = instance.link.last_seen_at
-            self._link = self._instance = None
+            self._link = self._instance = self._net_proxy = None
             done.set()
 
     async def _refresher(self, link: PluginLink, current: list[RegisteredTool]) -> None:

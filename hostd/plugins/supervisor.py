@@ -41,7 +41,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
@@ -74,6 +74,10 @@ from hostd.wire.errors import ErrorKind, HostError, unwrap_host_error
 from hostd.wire.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from sandbox.launch import Launch
 from sandbox.policy import IsolationPolicy
+
+if TYPE_CHECKING:
+    from hostd.net.allowlist import Allowlist
+    from hostd.net.proxy import PluginProxy
 
 __all__ = [
     "STOP_GRACE",
@@ -186,6 +190,10 @@ class PluginSupervisor(InstanceRunner):
         self._link: PluginLink | None = None
         #: The running instance (a process tree or a connection), from its start to its stop.
         self._instance: Instance | None = None
+        #: The running instance's network proxy (issue 26) and the allowlist change made since its launch was
+        #: taken (:meth:`InstanceRunner.apply_network`).
+        self._net_proxy: PluginProxy | None = None
+        self._net_rules: tuple[Allowlist, list[str]] | None = None
         #: The launch of the instance started last (its Landlock rules are fixed at exec): what a running
         #: plugin may reach (hostd/host/call_grants.py); ``None`` before the first start.
         self.running_launch: Launch | None = None

@@ -224,7 +224,8 @@ class RemoteLaunch(Launch):
 
     ``command`` is the transport, ``executable`` the URL, ``cwd`` the plugin
     folder; no environment, no isolation layers (the server runs elsewhere).
-    :attr:`digest` covers :attr:`endpoint` only.
+    :attr:`digest` covers :attr:`endpoint`, and ``network`` when the plugin has an allowlist (issue 26: the hosts
+    hostd sends this remote server's requests to).
     """
 
     endpoint: RemoteTarget = field(default=RemoteTarget("streamable-http", "", (), (), (), "auto"))
@@ -232,7 +233,9 @@ class RemoteLaunch(Launch):
     @property
     def digest(self) -> str:
         """``"sha256:<64 hex>"`` over the endpoint's canonical JSON (transport, URL, header names, ...)."""
-        payload = {"remote": self.endpoint.describe(), "v": 1}
+        payload: dict[str, object] = {"remote": self.endpoint.describe(), "v": 1}
+        if self.network is not None:
+            payload["network"] = {"hosts": list(self.network[0]), "private": list(self.network[1])}
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 

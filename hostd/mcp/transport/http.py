@@ -61,6 +61,7 @@ import trio
 from hostd import __version__
 from hostd.mcp.link import Discovery, LinkOptions, PluginLink
 from hostd.mcp.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession
+from hostd.net.allowlist import Allowlist, EntryError
 from hostd.remote.endpoint import RemoteLaunch, SecretLookup, resolve_headers, url_problem
 from hostd.remote.oauth import AUTHORIZE_SECONDS, Authorizer, provider
 from hostd.wire.errors import ErrorKind, HostError, start_failed
@@ -119,6 +120,22 @@ def http_client(
     def refused(problem: str) -> None:
         watch.refused = problem
 
+    # Issue 26: a remote with an allowlist (launch.network, its own endpoint always in it) is reached only at its
+    # hosts, whoever names the URL (the server's OAuth metadata, a redirect): hostd makes every request for it.
+    hosts = Allowlist.parse(*launch.network) if launch.network is not None else None
+
+    def outside(url: httpx2.URL) -> str | None:
+        if hosts is None:
+            return None
+        port = url.port or (443 if url.scheme == "https" else 80)
+        shown = f"[{url.host}]:{port}" if ":" in url.host else f"{url.host}:{port}"
+        try:
+            if hosts.match(url.host, port) is not None:
+                return None
+        except EntryError as exc:
+            return f"{shown} is refused: {exc}"
+        return f"{shown} is not in the remote server's network allowlist (network.hosts)"
+
     async def check_url(request: httpx2.Request) -> None:
         # Every request, not only the endpoint's: the OAuth flow's metadata, registration and token
         # requests go to URLs the server names (protected resource metadata), and a redirect is a new request.
@@ -127,6 +144,10 @@ def http_client(
             reason = f"{request.url.copy_with(query=None)} {problem}"
             refused(reason)
             raise httpx2.ConnectError(reason, request=request)
+        elsewhere = outside(request.url)
+        if elsewhere is not None:
+            refused(elsewhere)
+            raise httpx2.ConnectError(elsewhere, request=request)
 
     async def observe(response: httpx2.Response) -> None:
         if watch.first_status is None:
