@@ -44,6 +44,7 @@ from hostd.net.allowlist import Allowlist, EntryError, addresses_problem, canoni
 from hostd.net.transparent import DNS_QUERIES_PER_SECOND, serve_transparent_mode
 
 __all__ = [
+    "MAX_REFUSING",
     "Decision",
     "PluginProxy",
     "ProxyLimits",
@@ -63,6 +64,9 @@ OnRefused = Callable[[dict[str, Any]], None]
 Ask = Callable[[str, int], Awaitable[str]]
 #: Destinations one plugin's proxy may be asking about at once; more are refused without asking.
 MAX_PENDING_ASKS = 8
+#: Connections over a plugin's ``max_connections`` being answered ``429`` at once on its proxy listener; more
+#: wait in the listen backlog until one ends (:meth:`PluginProxy.serve`).
+MAX_REFUSING = 16
 
 _CHUNK = 65536
 #: What one relay read takes at most (a larger read costs fewer trips through the event loop per MiB).
@@ -83,7 +87,8 @@ _HOP_BY_HOP = frozenset({b"connection", b"proxy-connection", b"keep-alive", b"pr
 class ProxyLimits:
     """The proxy's bounds for one plugin (defaults in parentheses).
 
-    ``max_connections`` (64): connections open at once, tunnels included; one more is answered ``429``.
+    ``max_connections`` (64): connections open at once, tunnels included; one more is answered ``429`` (at
+    most ``MAX_REFUSING`` such answers at once: more wait in the listen backlog, :meth:`PluginProxy.serve`).
     ``bytes_per_second`` (8 MiB/s): the plugin's traffic through the proxy, both directions together.
     ``max_head_bytes`` (16 KiB): a request head (request line and headers); more is ``431``.
     ``head_seconds`` (30 s): time to send the head; ``connect_seconds`` (10 s): to resolve and connect upstream.
@@ -178,16 +183,36 @@ class PluginProxy:
         self._bucket = _Bucket(self.limits.bytes_per_second)
 
     async def serve(self, listener: trio.abc.Listener[Any], *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Accept connections on ``listener`` until cancelled, each served by :meth:`handle` in its own task.
+        """Accept connections on ``listener`` until cancelled, each served by :meth:`handle` in its own task, at
+        most ``max_connections`` + :data:`MAX_REFUSING` at once (more wait in the listener's backlog).
 
         Cancellation closes the listener and every open connection of this plugin.
         """
+        # The class closed here: *a plugin's connections holding hostd's resources beyond its bound, whatever
+        # their state* (served, or being answered 429 with a lingering close that waits up to 5 s for the
+        # client). Without this gate a plugin that keeps its excess connections open makes hostd hold one
+        # descriptor and one task per connection, as many as it can open (it may raise its own RLIMIT_NOFILE to
+        # hostd's hard limit): hostd's descriptors, then every plugin's and the control loop's, run out. With it,
+        # hostd accepts at most ``max_connections`` + :data:`MAX_REFUSING` of this listener's connections at
+        # once; the next ones wait in the namespace's listen backlog (the kernel's, 128), costing hostd nothing.
+        admission = trio.Semaphore(self.limits.max_connections + MAX_REFUSING)
         async with trio.open_nursery() as nursery:
             task_status.started()
             async with listener:
                 while True:
-                    stream = await listener.accept()
-                    nursery.start_soon(self.handle, stream)
+                    await admission.acquire()
+                    try:
+                        stream = await listener.accept()
+                    except BaseException:
+                        admission.release()
+                        raise
+                    nursery.start_soon(self._admitted, stream, admission)
+
+    async def _admitted(self, stream: trio.abc.Stream, admission: trio.Semaphore) -> None:
+        try:
+            await self.handle(stream)
+        finally:
+            admission.release()
 
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one connection: read the head, decide, answer or connect and relay; always closes ``stream``."""

@@ -1,0 +1,177 @@
+"""A malicious plugin against its network isolation (issue 26): real plugin processes, raw sockets, exact answers.
+
+One hostile plugin (fixtures/mcp-netattack: raw sockets, no proxy library) with the allowlist
+``["api.test:<port>", "127.0.0.1:<echo port>"]`` and no ``private``, under one hostd run with
+``--resolve api.test=127.0.0.1`` (an allowed name rebound to loopback). What it tries, through the proxy's
+loopback listener inside its namespace (``127.0.0.1:3128``), and what it gets:
+
+- every spelling of an address the allowlist does not name, in a ``CONNECT`` and in an absolute URI: decimal,
+  octal, hexadecimal and short IPv4 forms and IPv6 forms with a zone id are ``400``/``403`` (never a connection),
+  IPv4-mapped IPv6 is the IPv4 address it maps (``403`` as that address);
+- the allowed name rebound to loopback, in any letter case or with a trailing dot: ``403`` naming the loopback
+  address (DNS rebinding); the loopback literal that name resolves to: ``403`` too;
+- a plain request to the allowed literal with a pipelined second request for another host in the same write:
+  both heads reach only the allowed upstream (the proxy connects once, to the address it decided; the second
+  head is bytes to that server, which answers for itself), never the other host.
+
+Then the bounds: connections over the plugin's 64 cost hostd a bounded number of descriptors however many the
+plugin holds open (counted in ``/proc/<hostd>/fd``), a second plugin keeps serving and the control loop answers
+meanwhile, and once the plugin is stopped hostd holds no descriptor more than before it started.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import trio
+import yaml
+
+from hostd.net.proxy import MAX_REFUSING
+from tests.conftest import ECHO, ROOT, spawn_hostd
+from tests.platform_facts import need_layers
+
+ATTACK = ROOT / "fixtures" / "mcp-netattack"
+PROXY = ("127.0.0.1", 3128)
+
+
+def hostile_plugin(tmp_path: Path, hosts: list[str]) -> Path:
+    folder = tmp_path / "plugins" / "mcp-netattack"
+    shutil.copytree(ATTACK, folder)
+    manifest: dict[str, Any] = yaml.safe_load((folder / "plugin.yaml").read_text())
+    manifest["network"] = {"hosts": hosts}
+    (folder / "plugin.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return folder
+
+
+async def recording_upstream(stream: trio.SocketStream, seen: list[bytes]) -> None:
+    """Read two request heads (10 s at most), record every byte, answer ``200`` with the count, close."""
+    async with stream:
+        data = b""
+        with trio.move_on_after(10):
+            while len(data) < 65536 and (chunk := await stream.receive_some(65536)):
+                data += chunk
+                if data.count(b"\r\n\r\n") >= 2:
+                    break
+        seen.append(data)
+        body = b"seen %d" % len(data)
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+        )
+
+
+def descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def enable(hostd: Any, folder: Path, *permissions: str) -> None:
+    info = await hostd.request("plugins/install", {"path": str(folder)})
+    await hostd.request("plugins/grant", {"id": info["id"], "permissions": list(permissions)})
+    await hostd.request("plugins/approve", {"id": info["id"], "digest": info["launch"]["digest"]})
+    status = await hostd.request("plugins/enable", {"id": info["id"]})
+    assert status["status"] == "ready"
+
+
+def status_line(answer: object) -> str:
+    """The status line and body of a proxy answer (``X-Hostd-Refused`` repeats the body)."""
+    assert isinstance(answer, str)
+    head, _, body = answer.partition("\r\n\r\n")
+    return f"{head.split(chr(13))[0]} | {body.strip()}"
+
+
+async def test_address_spellings_rebinding_and_a_pipelined_second_head(tmp_path: Path, nursery: trio.Nursery) -> None:
+    need_layers("netns", "pidns")
+    seen: dict[int, list[bytes]] = {}
+    ports = []
+    for _ in range(2):
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        ports.append(listeners[0].socket.getsockname()[1])
+        seen[ports[-1]] = []
+        await nursery.start(
+            trio.serve_listeners, functools.partial(recording_upstream, seen=seen[ports[-1]]), listeners
+        )
+    port, other = ports
+    folder = hostile_plugin(tmp_path, [f"api.test:{port}", f"127.0.0.1:{other}"])
+    # Each spelling and what the proxy makes of it (the canonical host it names in the refusal, or the reason).
+    spellings = {
+        "2130706433": None, "0x7f.0.0.1": None, "0177.0.0.1": None, "127.1": None, "0x7f000001": None,
+        "127.0.0.1": "127.0.0.1", "127.0.0.1.": "127.0.0.1", "[::ffff:127.0.0.1]": "127.0.0.1",
+        "[::ffff:7f00:1]": "127.0.0.1", "[::1]": "[::1]", "[::127.0.0.1]": "[::7f00:1]",
+        "[64:ff9b::7f00:1]": "[64:ff9b::7f00:1]",
+    }  # fmt: skip
+    ops: list[list[Any]] = []
+    for target in [*spellings, "[fe80::1%25lo]", "api.test", "API.Test.", "localhost"]:
+        ops.append(["exchange", *PROXY, f"CONNECT {target}:{port} HTTP/1.1\r\nHost: {target}:{port}\r\n\r\n"])
+        ops.append(["exchange", *PROXY, f"GET http://{target}:{port}/ HTTP/1.1\r\nHost: {target}\r\n\r\n"])
+    first = f"GET http://127.0.0.1:{other}/first HTTP/1.1\r\nHost: evil.test\r\nContent-Length: 0\r\n\r\n"
+    second = "GET http://evil.test/second HTTP/1.1\r\nHost: evil.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ops.append(["exchange", *PROXY, first + second])
+    async with spawn_hostd(tmp_path, "--resolve", "api.test=127.0.0.1") as hostd:
+        await enable(hostd, folder, "attack.run")
+        result = await hostd.request("tools/call", {"name": "mcp-netattack.run", "arguments": {"ops": ops}})
+        logged = [n["message"] for n in hostd.seen("plugins/log") if n["message"].startswith("network:")]
+    answers = [status_line(a) for a in result["structuredContent"]["results"]]
+    grant = "(to let it through: hostctl grant mcp-netattack --host {0}:" + f"{port})"
+    rebound = (
+        "HTTP/1.1 403 Forbidden | api.test resolves to the loopback address 127.0.0.1; a plugin reaches a loopback "
+        "address only when its allowlist names the host in network.private, or names the address itself"
+    )
+    expected = []
+    for target, canonical in spellings.items():
+        why = (
+            f"{canonical}:{port} is not in the plugin's allowlist, and no allowed name resolves to it "
+            + grant.format(canonical)
+            if canonical
+            else f"{target!r}: a name ending in a number is an IPv4 address to resolvers; write the address as four "
+            "decimal parts (e.g. 127.0.0.1)"
+        )
+        expected += [f"HTTP/1.1 403 Forbidden | {why}"] * 2
+    expected += ["HTTP/1.1 403 Forbidden | '[fe80::1%25lo]': an IPv6 zone id is not allowed"] * 2
+    expected += [rebound] * 4
+    expected += [
+        f"HTTP/1.1 403 Forbidden | localhost:{port} is not in the plugin's allowlist " + grant.format("localhost")
+    ] * 2
+    assert seen[port] == []  # the rebound name and every literal spelling of its address: never connected
+    # The pipelined head went, as bytes, to the one upstream the proxy decided on; evil.test was never resolved.
+    assert seen[other] == [
+        f"GET /first HTTP/1.1\r\nHost: 127.0.0.1:{other}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+        + second.encode()
+    ]
+    expected.append(f"HTTP/1.1 200 OK | seen {len(seen[other][0])}")
+    assert answers == expected
+    assert not [line for line in logged if "evil.test" in line]
+
+
+async def test_connections_over_the_bound_cost_hostd_a_bounded_number_of_descriptors(tmp_path: Path) -> None:
+    """64 connections sending nothing (slowloris heads) and 200 more kept open, after raising the plugin's own
+    RLIMIT_NOFILE to the hard limit: hostd holds 64 + MAX_REFUSING of them, the rest wait in the backlog; the
+    other plugin and the control loop answer meanwhile; disabling the plugin gives every descriptor back."""
+    need_layers("netns", "pidns")
+    folder = hostile_plugin(tmp_path, ["api.test:1"])
+    echo = tmp_path / "plugins" / "mcp-echo"
+    shutil.copytree(ECHO, echo)
+    async with spawn_hostd(tmp_path) as hostd:
+        pid = hostd.process.pid
+        await enable(hostd, echo, "echo.use", "echo.inspect")
+        before_plugin = descriptors(pid)
+        await enable(hostd, folder, "attack.run")
+        idle = descriptors(pid)
+        ops = [["nofile"], ["hold", *PROXY, 64, ""], ["hold", *PROXY, 200, ""]]
+        result = await hostd.request("tools/call", {"name": "mcp-netattack.run", "arguments": {"ops": ops}})
+        assert result["structuredContent"]["results"][1] == "64 connected"
+
+        def refusals() -> list[str]:
+            return [n["message"] for n in hostd.seen("plugins/log") if "(429)" in n["message"]]
+
+        await hostd.wait_until(lambda: len(refusals()) >= MAX_REFUSING)
+        assert descriptors(pid) - idle == 64 + MAX_REFUSING
+        assert refusals()[0] == "network: refused a connection (429): more than 64 connections"
+        listed = await hostd.request("plugins/list")
+        assert {p["id"] for p in listed["plugins"]} == {"mcp-echo", "mcp-netattack"}
+        echoed = await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "still here"}})
+        assert echoed["structuredContent"] == {"text": "still here", "length": 10}
+        await hostd.request("plugins/disable", {"id": "mcp-netattack"})
+        assert descriptors(pid) == before_plugin
