@@ -22,15 +22,18 @@ meanwhile, and once the plugin is stopped hostd holds no descriptor more than be
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import yaml
 
-from hostd.net.proxy import MAX_REFUSING
+from hostd.net.proxy import MAX_LOOKUPS, MAX_REFUSING
 from tests.conftest import ECHO, ROOT, spawn_hostd
 from tests.platform_facts import need_layers
 
@@ -175,3 +178,30 @@ async def test_connections_over_the_bound_cost_hostd_a_bounded_number_of_descrip
         assert echoed["structuredContent"] == {"text": "still here", "length": 10}
         await hostd.request("plugins/disable", {"id": "mcp-netattack"})
         assert descriptors(pid) == before_plugin
+
+
+async def test_a_plugins_hanging_lookups_never_take_the_threads_other_plugins_resolve_with() -> None:
+    """glibc's real getaddrinfo against a name server that never answers (fixtures/sandbox/dns_starve.py, in a
+    user, mount and network namespace of its own: no privilege needed). Before the fix the attacker's 64
+    lookups took all 40 threads of trio's default limiter, and the other plugin's ``localhost`` got ``504``."""
+    need_layers("netns")
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
+    driver = ROOT / "fixtures" / "sandbox" / "dns_starve.py"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with trio.fail_after(90):
+        done = await trio.run_process(
+            ["unshare", "-rmn", sys.executable, str(driver)],
+            env=env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    result = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert result == {
+        "names": MAX_LOOKUPS,
+        "other": "HTTP/1.1 200 Connection Established | "
+        "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nhello /other",
+        "thread": "ran",
+    }

@@ -25,13 +25,16 @@ in an ``X-Hostd-Refused`` header, and one call of ``on_refused`` (hostd logs it 
 Bounded (:class:`ProxyLimits`, defaults documented there): concurrent connections per plugin, bytes per second
 per plugin (both directions together, a token bucket on trio's clock), the head's size and time, the connect
 time. Everything is trio: a slow or hostile plugin holds only its own tasks, never hostd's control loop; name
-resolution runs in trio's worker threads (``trio.socket.getaddrinfo``).
+resolution runs in worker threads, at most :data:`MAX_LOOKUPS` per plugin, on a limiter of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import os
+import socket
 import struct
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +47,7 @@ from hostd.net.allowlist import Allowlist, EntryError, addresses_problem, canoni
 from hostd.net.transparent import DNS_QUERIES_PER_SECOND, serve_transparent_mode
 
 __all__ = [
+    "MAX_LOOKUPS",
     "MAX_REFUSING",
     "Decision",
     "PluginProxy",
@@ -119,9 +123,27 @@ class Decision:
     addresses: tuple[str, ...]
 
 
+#: Name lookups one plugin's proxy runs at once (each a worker thread blocked in ``getaddrinfo``); more wait.
+MAX_LOOKUPS = 4
+#: The worker-thread limiter of the plugin whose proxy is resolving (set by :meth:`PluginProxy._resolve`).
+_lookup_limiter: contextvars.ContextVar[trio.CapacityLimiter | None] = contextvars.ContextVar(
+    "hostd_net_lookup_limiter", default=None
+)
+
+
 async def system_resolver(host: str, port: int) -> list[str]:
-    """The machine's resolver (``getaddrinfo`` in a worker thread): the unique addresses of ``host``, in order."""
-    infos = await trio.socket.getaddrinfo(host, port, type=trio.socket.SOCK_STREAM)
+    """The machine's resolver (``getaddrinfo`` in a worker thread): the unique addresses of ``host``, in order.
+
+    The thread counts against the resolving plugin's own limiter (:data:`MAX_LOOKUPS`), never trio's default
+    one: the class closed is *one plugin's name lookups holding threads every other part of hostd waits for*.
+    A plugin allowed ``*.attacker.example`` can ask for names whose name server never answers: each lookup
+    blocks a thread for glibc's whole timeout, and a cancelled one (``connect_seconds``) is abandoned but keeps
+    its thread, and its token, until glibc gives up. On trio's default limiter (40 threads, shared by hostd's
+    file work and every plugin's lookups) 64 such connections left other plugins' names unresolved (``504``).
+    Cancellation abandons the thread (its token is released when glibc returns)."""
+    limiter = _lookup_limiter.get() or trio.to_thread.current_default_thread_limiter()
+    lookup = functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    infos = await trio.to_thread.run_sync(lookup, abandon_on_cancel=True, limiter=limiter)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
@@ -181,6 +203,8 @@ class PluginProxy:
         self.on_refused = on_refused
         self.open_connections = 0
         self._bucket = _Bucket(self.limits.bytes_per_second)
+        #: This plugin's lookup threads (:func:`system_resolver`): its slow names wait for its own tokens only.
+        self.lookups = trio.CapacityLimiter(MAX_LOOKUPS)
 
     async def serve(self, listener: trio.abc.Listener[Any], *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Accept connections on ``listener`` until cancelled, each served by :meth:`handle` in its own task, at
@@ -334,6 +358,7 @@ class PluginProxy:
         return f"{declined} (to let it through: hostctl grant {self.plugin} --host {shown})"
 
     async def _resolve(self, name: str, port: int) -> list[str]:
+        token = _lookup_limiter.set(self.lookups)
         try:
             with trio.fail_after(self.limits.connect_seconds):
                 return await self.resolver(name, port)
@@ -341,6 +366,8 @@ class PluginProxy:
             raise Refused(504, f"{name} did not resolve within {self.limits.connect_seconds:g} s") from None
         except OSError as exc:
             raise Refused(502, f"{name} does not resolve: {exc.strerror or exc}") from None
+        finally:
+            _lookup_limiter.reset(token)
 
     async def _resolves_to_allowed(self, literal: str, port: int) -> bool:
         for name in self.allowlist.exact_names(port)[:16]:  # bounded: a literal costs at most 16 lookups
