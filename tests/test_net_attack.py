@@ -25,6 +25,8 @@ import functools
 import json
 import os
 import shutil
+import socket
+import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ import trio
 import yaml
 
 from hostd.net.proxy import MAX_LOOKUPS, MAX_REFUSING
+from sandbox._shim_net import nameservers
 from tests.conftest import ECHO, ROOT, spawn_hostd
 from tests.platform_facts import need_layers
 
@@ -205,3 +208,72 @@ async def test_a_plugins_hanging_lookups_never_take_the_threads_other_plugins_re
         "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nhello /other",
         "thread": "ran",
     }
+
+
+def dns_query(name: str) -> str:
+    """An ``A`` question for ``name`` (RFC 1035 section 4.1), as the latin-1 text the fixture sends."""
+    labels = b"".join(bytes([len(p)]) + p.encode() for p in name.split("."))
+    return (struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + labels + b"\0" + struct.pack("!HH", 1, 1)).decode(
+        "latin-1"
+    )
+
+
+async def test_no_other_way_out_of_the_namespace(tmp_path: Path) -> None:
+    """Every socket kind and destination besides the proxy and the fake-address DNS, from a real plugin."""
+    need_layers("netns", "pidns")
+    folder = hostile_plugin(tmp_path, ["api.test:443"])
+    server = nameservers()[0]
+    unix, inet, inet6, netlink, packet, vsock = 1, 2, 10, 16, 17, 40
+    ops: list[list[Any]] = [
+        ["udp", server, 53, dns_query("api.test")],
+        ["udp", server, 53, dns_query("other.test")],
+        ["udp", server, 5353, "x"],
+        ["udp", "127.0.0.1", 9, "x"],
+        ["udp", "8.8.8.8", 53, dns_query("api.test")],
+        ["udp", "2001:4860:4860::8888", 53, dns_query("api.test")],
+        ["udp", "::1", 53, dns_query("api.test")],
+        ["tcp", server, 53],
+        ["tcp", "::1", 3128],
+        ["tcp", "::1", 443],
+        ["tcp", "198.18.0.1", 22],
+        ["tcp", "10.0.0.1", 80],
+        ["tcp", "2606:4700:4700::1111", 443],
+        ["socket", unix, socket.SOCK_STREAM, 0],
+        ["socket", unix, socket.SOCK_DGRAM, 0],
+        ["socket", packet, socket.SOCK_RAW, 0],
+        ["socket", vsock, socket.SOCK_STREAM, 0],
+        ["socket", inet, socket.SOCK_RAW, socket.IPPROTO_ICMP],
+        ["socket", inet, socket.SOCK_DGRAM, socket.IPPROTO_ICMP],
+        ["socket", inet, socket.SOCK_STREAM, 262],
+        ["socket", inet6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6],
+        ["socket", netlink, socket.SOCK_RAW, 0],
+        ["pids"],
+    ]
+    async with spawn_hostd(tmp_path, "--resolve", "api.test=127.0.0.1") as hostd:
+        await enable(hostd, folder, "attack.run")
+        result = await hostd.request("tools/call", {"name": "mcp-netattack.run", "arguments": {"ops": ops}})
+    assert result["structuredContent"]["results"] == [
+        "42 bytes",  # hostd's DNS: the fake address of api.test (12 + 14 question + 16 answer)
+        "28 bytes",  # NXDOMAIN, the question echoed
+        "ECONNREFUSED",  # UDP to another port of the name server's address
+        "ECONNREFUSED",  # UDP to loopback: nothing listens but hostd's DNS
+        "ENETUNREACH",  # UDP out: no route
+        "ENETUNREACH",
+        "ECONNREFUSED",  # IPv6 loopback: hostd listens on IPv4 only
+        "ECONNREFUSED",  # DNS over TCP: not served
+        "ECONNREFUSED",
+        "ECONNREFUSED",
+        "ECONNREFUSED",  # a fake address on a port not listened
+        "ENETUNREACH",
+        "ENETUNREACH",
+        "EACCES",  # AF_UNIX (pathname and abstract: hostd's handoff socket, D-Bus...): seccomp-net
+        "EACCES",
+        "EAFNOSUPPORT",  # AF_PACKET
+        "EAFNOSUPPORT",  # AF_VSOCK reaches the hypervisor host whatever the network namespace
+        "EPROTONOSUPPORT",  # raw IP
+        "EPROTONOSUPPORT",  # ICMP "ping" sockets
+        "EPROTONOSUPPORT",  # MPTCP
+        "EPROTONOSUPPORT",  # raw IPv6
+        "ok",  # route netlink: its own namespace's interfaces only
+        [2],  # the pid namespace: the plugin (1 is the shim's init); no hostd to ptrace or read /proc of
+    ]
