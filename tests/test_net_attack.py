@@ -35,6 +35,7 @@ import pytest
 import trio
 import yaml
 
+from hostd.cli.client import RpcError
 from hostd.net.proxy import MAX_LOOKUPS, MAX_REFUSING
 from sandbox._shim_net import nameservers
 from tests.conftest import ECHO, ROOT, spawn_hostd
@@ -151,12 +152,29 @@ async def test_address_spellings_rebinding_and_a_pipelined_second_head(tmp_path:
     assert not [line for line in logged if "evil.test" in line]
 
 
-async def test_connections_over_the_bound_cost_hostd_a_bounded_number_of_descriptors(tmp_path: Path) -> None:
+async def test_connections_over_the_bound_cost_hostd_a_bounded_number_of_descriptors(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
     """64 connections sending nothing (slowloris heads) and 200 more kept open, after raising the plugin's own
     RLIMIT_NOFILE to the hard limit: hostd holds 64 + MAX_REFUSING of them, the rest wait in the backlog; the
-    other plugin and the control loop answer meanwhile; disabling the plugin gives every descriptor back."""
+    other plugin and the control loop answer meanwhile. Then ten tunnels to an upstream that never answers nor
+    closes (the proxy's upstream side would wait forever), the plugin's side half-closed by its death: at the
+    crash every tunnel is closed upstream, and once the plugin is disabled hostd holds no descriptor more than
+    before it was enabled."""
     need_layers("netns", "pidns")
-    folder = hostile_plugin(tmp_path, ["api.test:1"])
+    opened, closed = trio.Semaphore(0), trio.Semaphore(0)
+
+    async def silent(stream: trio.SocketStream) -> None:
+        opened.release()
+        async with stream:
+            while await stream.receive_some(65536):
+                pass
+        closed.release()
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, silent, listeners)
+    port = listeners[0].socket.getsockname()[1]
+    folder = hostile_plugin(tmp_path, [f"127.0.0.1:{port}"])
     echo = tmp_path / "plugins" / "mcp-echo"
     shutil.copytree(ECHO, echo)
     async with spawn_hostd(tmp_path) as hostd:
@@ -179,6 +197,17 @@ async def test_connections_over_the_bound_cost_hostd_a_bounded_number_of_descrip
         assert {p["id"] for p in listed["plugins"]} == {"mcp-echo", "mcp-netattack"}
         echoed = await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "still here"}})
         assert echoed["structuredContent"] == {"text": "still here", "length": 10}
+        ops = [["release"], ["hold", *PROXY, 10, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"]]
+        result = await hostd.request("tools/call", {"name": "mcp-netattack.run", "arguments": {"ops": ops}})
+        assert result["structuredContent"]["results"] == ["264 closed", "10 connected"]
+        for _ in range(10):
+            await opened.acquire()
+        call = await hostd.start("tools/call", {"name": "mcp-netattack.run", "arguments": {"ops": [["exit", 3]]}})
+        with pytest.raises(RpcError) as crashed:
+            await call()
+        assert str(crashed.value) == "-32018: plugin mcp-netattack exited with code 3"
+        for _ in range(10):
+            await closed.acquire()  # each tunnel's upstream side saw its end
         await hostd.request("plugins/disable", {"id": "mcp-netattack"})
         assert descriptors(pid) == before_plugin
 
