@@ -155,12 +155,12 @@ async def test_address_spellings_rebinding_and_a_pipelined_second_head(tmp_path:
 async def test_connections_over_the_bound_cost_hostd_a_bounded_number_of_descriptors(
     tmp_path: Path, nursery: trio.Nursery
 ) -> None:
-    """64 connections sending nothing (slowloris heads) and 200 more kept open, after raising the plugin's own
-    RLIMIT_NOFILE to the hard limit: hostd holds 64 + MAX_REFUSING of them, the rest wait in the backlog; the
-    other plugin and the control loop answer meanwhile. Then ten tunnels to an upstream that never answers nor
-    closes (the proxy's upstream side would wait forever), the plugin's side half-closed by its death: at the
-    crash every tunnel is closed upstream, and once the plugin is disabled hostd holds no descriptor more than
-    before it was enabled."""
+    """After raising its own RLIMIT_NOFILE to the hard limit, the plugin opens ten tunnels to an upstream that
+    never answers nor closes (the proxy's upstream side would wait forever), 54 connections sending nothing
+    (slowloris heads) and 200 more, all kept open: hostd holds the 64 and MAX_REFUSING being answered 429, the
+    rest wait in the backlog; the other plugin and the control loop answer meanwhile. The plugin dies (its side
+    of every connection closed by the kernel): every tunnel is closed upstream, and once the plugin is disabled
+    hostd holds no descriptor more than before it was enabled."""
     need_layers("netns", "pidns")
     opened, closed = trio.Semaphore(0), trio.Semaphore(0)
 
@@ -183,25 +183,24 @@ async def test_connections_over_the_bound_cost_hostd_a_bounded_number_of_descrip
         before_plugin = descriptors(pid)
         await enable(hostd, folder, "attack.run")
         idle = descriptors(pid)
-        ops = [["nofile"], ["hold", *PROXY, 64, ""], ["hold", *PROXY, 200, ""]]
+        tunnel = f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"
+        ops = [["nofile"], ["hold", *PROXY, 10, tunnel], ["hold", *PROXY, 54, ""], ["hold", *PROXY, 200, ""]]
         result = await hostd.request("tools/call", {"name": "mcp-netattack.run", "arguments": {"ops": ops}})
-        assert result["structuredContent"]["results"][1] == "64 connected"
+        assert result["structuredContent"]["results"][1:3] == ["10 connected", "54 connected"]
+        for _ in range(10):
+            await opened.acquire()
 
         def refusals() -> list[str]:
             return [n["message"] for n in hostd.seen("plugins/log") if "(429)" in n["message"]]
 
         await hostd.wait_until(lambda: len(refusals()) >= MAX_REFUSING)
-        assert descriptors(pid) - idle == 64 + MAX_REFUSING
+        # 10 tunnels (the plugin's side and the upstream's), 54 heads never sent, 16 answered 429.
+        assert descriptors(pid) - idle == 10 * 2 + 54 + MAX_REFUSING
         assert refusals()[0] == "network: refused a connection (429): more than 64 connections"
         listed = await hostd.request("plugins/list")
         assert {p["id"] for p in listed["plugins"]} == {"mcp-echo", "mcp-netattack"}
         echoed = await hostd.request("tools/call", {"name": "mcp-echo.echo", "arguments": {"text": "still here"}})
         assert echoed["structuredContent"] == {"text": "still here", "length": 10}
-        ops = [["release"], ["hold", *PROXY, 10, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"]]
-        result = await hostd.request("tools/call", {"name": "mcp-netattack.run", "arguments": {"ops": ops}})
-        assert result["structuredContent"]["results"] == ["264 closed", "10 connected"]
-        for _ in range(10):
-            await opened.acquire()
         call = await hostd.start("tools/call", {"name": "mcp-netattack.run", "arguments": {"ops": [["exit", 3]]}})
         with pytest.raises(RpcError) as crashed:
             await call()
