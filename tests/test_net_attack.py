@@ -36,7 +36,8 @@ import trio
 import yaml
 
 from hostd.cli.client import RpcError
-from hostd.net.proxy import MAX_LOOKUPS, MAX_REFUSING
+from hostd.net.allowlist import Allowlist
+from hostd.net.proxy import MAX_LOOKUPS, MAX_REFUSING, PluginProxy
 from sandbox._shim_net import nameservers
 from tests.conftest import ECHO, ROOT, spawn_hostd
 from tests.platform_facts import need_layers
@@ -109,7 +110,10 @@ async def test_address_spellings_rebinding_and_a_pipelined_second_head(tmp_path:
         "[::ffff:7f00:1]": "127.0.0.1", "[::1]": "[::1]", "[::127.0.0.1]": "[::7f00:1]",
         "[64:ff9b::7f00:1]": "[64:ff9b::7f00:1]",
     }  # fmt: skip
-    ops: list[list[Any]] = []
+    # Absolute URIs Python's urlsplit raises on: each one used to end the plugin's whole proxy (and transparent
+    # mode with it) with an uncaught ValueError; every later connection was reset.
+    broken = ["http://[::1/", "http://[evil]/", "http://a]b/"]
+    ops: list[list[Any]] = [["exchange", *PROXY, f"GET {uri} HTTP/1.1\r\nHost: x\r\n\r\n"] for uri in broken]
     for target in [*spellings, "[fe80::1%25lo]", "api.test", "API.Test.", "localhost"]:
         ops.append(["exchange", *PROXY, f"CONNECT {target}:{port} HTTP/1.1\r\nHost: {target}:{port}\r\n\r\n"])
         ops.append(["exchange", *PROXY, f"GET http://{target}:{port}/ HTTP/1.1\r\nHost: {target}\r\n\r\n"])
@@ -126,7 +130,12 @@ async def test_address_spellings_rebinding_and_a_pipelined_second_head(tmp_path:
         "HTTP/1.1 403 Forbidden | api.test resolves to the loopback address 127.0.0.1; a plugin reaches a loopback "
         "address only when its allowlist names the host in network.private, or names the address itself"
     )
-    expected = []
+    expected = [
+        "HTTP/1.1 400 Bad Request | the request target is not a URL: Invalid IPv6 URL",
+        "HTTP/1.1 400 Bad Request | the request target is not a URL: 'evil' does not appear to be an IPv4 or IPv6 "
+        "address",
+        "HTTP/1.1 400 Bad Request | the request target is not a URL: Invalid IPv6 URL",
+    ]
     for target, canonical in spellings.items():
         why = (
             f"{canonical}:{port} is not in the plugin's allowlist, and no allowed name resolves to it "
@@ -304,4 +313,35 @@ async def test_no_other_way_out_of_the_namespace(tmp_path: Path) -> None:
         "EPROTONOSUPPORT",  # raw IPv6
         "ok",  # route netlink: its own namespace's interfaces only
         [2],  # the pid namespace: the plugin (1 is the shim's init); no hostd to ptrace or read /proc of
+    ]
+
+
+async def test_an_exception_on_one_connection_ends_that_connection_only(nursery: trio.Nursery) -> None:
+    """The generic member of the class of ``GET http://[::1/`` (in-process, real loopback sockets): a resolver
+    that raises something no one expected (here ``UnicodeError``) ends that connection, with one ``error``
+    record; the proxy keeps answering the next connection."""
+    records: list[dict[str, Any]] = []
+
+    async def resolver(host: str, port: int) -> list[str]:
+        raise UnicodeError(f"cannot encode {host}")
+
+    proxy = PluginProxy("p", Allowlist.parse(["boom.test:443"]), resolver=resolver, on_refused=records.append)
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(proxy.serve, listeners[0])
+    answers = []
+    for target in ("boom.test:443", "other.test:443"):
+        async with await trio.open_tcp_stream(*listeners[0].socket.getsockname()[:2]) as stream:
+            await stream.send_all(f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+            answer = b""
+            while chunk := await stream.receive_some(65536):
+                answer += chunk
+            answers.append(answer.split(b"\r\n")[0])
+    assert answers == [b"", b"HTTP/1.1 403 Forbidden"]
+    assert [(r["status"], r["reason"]) for r in records] == [
+        ("error", "the proxy could not serve a connection: UnicodeError: cannot encode boom.test"),
+        (
+            403,
+            "other.test:443 is not in the plugin's allowlist"
+            " (to let it through: hostctl grant p --host other.test:443)",
+        ),
     ]

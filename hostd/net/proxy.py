@@ -36,7 +36,7 @@ import functools
 import os
 import socket
 import struct
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -246,11 +246,28 @@ class PluginProxy:
                 return
             self.open_connections += 1
             try:
-                await self._serve_one(stream)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass  # the client or the upstream went away: this connection ends, the proxy goes on
+                with self._contained():
+                    await self._serve_one(stream)
             finally:
                 self.open_connections -= 1
+
+    @contextlib.contextmanager
+    def _contained(self) -> Iterator[None]:
+        """Where one connection's failure ends: with that connection, never past it.
+
+        The class closed here: *an exception raised on a plugin's bytes reaching past its connection's task*.
+        A connection's task runs in the plugin's proxy nursery, itself in hostd's: an uncaught exception there
+        ended the plugin's proxy and transparent mode, and then hostd itself (``hostd is shutting down``; a
+        ``GET http://[::1/`` was enough: ``urlsplit`` raises ``ValueError``). A client or upstream that went
+        away ends the connection quietly; anything else is reported (``on_refused``, status ``"error"``) and
+        ends the connection only. Cancellation passes.
+        """
+        try:
+            yield
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass  # the client or the upstream went away: this connection ends, the proxy goes on
+        except Exception as exc:  # the class above: nothing a plugin sends may end the proxy
+            self.report("", 0, "error", f"the proxy could not serve a connection: {type(exc).__name__}: {exc}")
 
     async def _serve_one(self, stream: trio.abc.Stream) -> None:
         host, port, reply = "", 0, b""
@@ -262,7 +279,10 @@ class PluginProxy:
                 upstream = await self._open(host, port)
                 reply, first = version + b" 200 Connection Established\r\n\r\n", rest
             else:
-                url = urlsplit(target.decode("ascii", "replace"))
+                try:
+                    url = urlsplit(target.decode("ascii", "replace"))
+                except ValueError as exc:  # an unclosed or non-address bracket: "http://[::1/", "http://[evil]/"
+                    raise Refused(400, f"the request target is not a URL: {exc}") from None
                 if url.scheme.lower() != "http" or not url.netloc:
                     raise Refused(400, "a plain request names an http:// URL; use CONNECT for anything else")
                 host, port = _authority(url.netloc, 80)
@@ -427,17 +447,16 @@ class PluginProxy:
                 return
             self.open_connections += 1
             try:
-                try:
-                    upstream = await self._open(host, port)
-                except Refused as refused:
-                    self.report(host, port, refused.status, refused.reason)
-                    _reset(stream)
-                    return
-                async with upstream, trio.open_nursery() as nursery:
-                    nursery.start_soon(self._pump, stream, upstream, nursery.cancel_scope)
-                    nursery.start_soon(self._pump, upstream, stream, nursery.cancel_scope)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass  # the client or the upstream went away: this connection ends, the proxy goes on
+                with self._contained():
+                    try:
+                        upstream = await self._open(host, port)
+                    except Refused as refused:
+                        self.report(host, port, refused.status, refused.reason)
+                        _reset(stream)
+                        return
+                    async with upstream, trio.open_nursery() as nursery:
+                        nursery.start_soon(self._pump, stream, upstream, nursery.cancel_scope)
+                        nursery.start_soon(self._pump, upstream, stream, nursery.cancel_scope)
             finally:
                 self.open_connections -= 1
 
