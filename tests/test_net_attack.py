@@ -24,15 +24,18 @@ from __future__ import annotations
 import functools
 import json
 import os
+import resource
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 import yaml
 
 from hostd.cli.client import RpcError
@@ -345,3 +348,53 @@ async def test_an_exception_on_one_connection_ends_that_connection_only(nursery:
             " (to let it through: hostctl grant p --host other.test:443)",
         ),
     ]
+
+
+CLIENTS = """
+import socket, sys
+socks = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(3)]
+print("connected", flush=True)
+for sock in socks:
+    sock.sendall(b"CONNECT x.test:443 HTTP/1.1\\r\\n\\r\\n")
+    print(sock.recv(65536).split(b"\\r\\n")[0].decode(), flush=True)
+"""
+
+
+async def test_hostd_out_of_descriptors_pauses_the_proxy_never_ends_it(nursery: trio.Nursery) -> None:
+    """In-process, real sockets, a real client process: with hostd's soft RLIMIT_NOFILE below the descriptors
+    it holds, the proxy's accept gets EMFILE; once one is free again, the three waiting clients are
+    answered. Before the fix the accept loop raised EMFILE, which ended the plugin's proxy (and, through its
+    nursery, the rest of hostd)."""
+    failed = trio.Event()
+    records: list[dict[str, Any]] = []
+
+    def on_refused(record: dict[str, Any]) -> None:
+        records.append(record)
+        if record["status"] == "error":
+            failed.set()
+
+    proxy = PluginProxy("p", Allowlist.parse([]), on_refused=on_refused)
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    client = await trio.lowlevel.open_process([sys.executable, "-c", CLIENTS, str(port)], stdout=subprocess.PIPE)
+    assert client.stdout is not None
+    first = b""
+    while not first.endswith(b"\n"):
+        first += await client.stdout.receive_some(1)
+    assert first == b"connected\n"
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))  # below what is open: no new descriptor at all
+    try:
+        nursery.start_soon(proxy.serve, listeners[0])
+        await failed.wait()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    output = b""
+    while chunk := await client.stdout.receive_some(65536):
+        output += chunk
+    assert await client.wait() == 0
+    assert output.decode().splitlines() == ["HTTP/1.1 403 Forbidden"] * 3
+    assert (records[0]["status"], records[0]["reason"]) == (
+        "error",
+        "hostd could not accept a connection (Too many open files); retrying",
+    )

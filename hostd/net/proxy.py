@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import trio
 
 from hostd.net.allowlist import Allowlist, EntryError, addresses_problem, canonical_host, split_host_port
-from hostd.net.transparent import DNS_QUERIES_PER_SECOND, serve_transparent_mode
+from hostd.net.transparent import DNS_QUERIES_PER_SECOND, accept, serve_transparent_mode
 
 __all__ = [
     "MAX_LOOKUPS",
@@ -226,7 +226,7 @@ class PluginProxy:
                 while True:
                     await admission.acquire()
                     try:
-                        stream = await listener.accept()
+                        stream = await accept(listener, lambda why: self.report("", 0, "error", why))
                     except BaseException:
                         admission.release()
                         raise
