@@ -206,8 +206,9 @@ async def test_connections_over_the_bound_cost_hostd_a_bounded_number_of_descrip
             return [n["message"] for n in hostd.seen("plugins/log") if "(429)" in n["message"]]
 
         await hostd.wait_until(lambda: len(refusals()) >= MAX_REFUSING)
-        # 10 tunnels (the plugin's side and the upstream's), 54 heads never sent, 16 answered 429.
-        assert descriptors(pid) - idle == 10 * 2 + 54 + MAX_REFUSING
+        # 10 tunnels (the plugin's side and the upstream's), 54 heads never sent, at most 16 being answered 429
+        # (one whose lingering close just ended may not be replaced yet: the bound is what is asserted).
+        assert 10 * 2 + 54 <= descriptors(pid) - idle <= 10 * 2 + 54 + MAX_REFUSING
         assert refusals()[0] == "network: refused a connection (429): more than 64 connections"
         listed = await hostd.request("plugins/list")
         assert {p["id"] for p in listed["plugins"]} == {"mcp-echo", "mcp-netattack"}

@@ -241,15 +241,16 @@ class PluginProxy:
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one connection: read the head, decide, answer or connect and relay; always closes ``stream``."""
         async with stream:
-            if self.open_connections >= self.limits.max_connections:
-                await self._refuse(stream, "", 0, Refused(429, f"more than {self.limits.max_connections} connections"))
-                return
-            self.open_connections += 1
-            try:
-                with self._contained():
+            with self._contained():
+                if self.open_connections >= self.limits.max_connections:
+                    limit = self.limits.max_connections
+                    await self._refuse(stream, "", 0, Refused(429, f"more than {limit} connections"))
+                    return
+                self.open_connections += 1
+                try:
                     await self._serve_one(stream)
-            finally:
-                self.open_connections -= 1
+                finally:
+                    self.open_connections -= 1
 
     @contextlib.contextmanager
     def _contained(self) -> Iterator[None]:
