@@ -25,16 +25,19 @@ in an ``X-Hostd-Refused`` header, and one call of ``on_refused`` (hostd logs it 
 Bounded (:class:`ProxyLimits`, defaults documented there): concurrent connections per plugin, bytes per second
 per plugin (both directions together, a token bucket on trio's clock), the head's size and time, the connect
 time. Everything is trio: a slow or hostile plugin holds only its own tasks, never hostd's control loop; name
-resolution runs in trio's worker threads (``trio.socket.getaddrinfo``).
+resolution runs in worker threads, at most :data:`MAX_LOOKUPS` per plugin, on a limiter of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import os
+import socket
 import struct
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,10 +52,12 @@ from hostd.net.allowlist import (
     parse_entry,
     split_host_port,
 )
-from hostd.net.transparent import DNS_QUERIES_PER_SECOND, serve_transparent_mode
+from hostd.net.transparent import DNS_QUERIES_PER_SECOND, accept, serve_transparent_mode
 
 __all__ = [
     "CONSENT",
+    "MAX_LOOKUPS",
+    "MAX_REFUSING",
     "Decision",
     "PluginProxy",
     "ProxyLimits",
@@ -74,6 +79,9 @@ Ask = Callable[[str, int], Awaitable[str]]
 CONSENT = "consent"
 #: Destinations one plugin's proxy may be asking about at once; more are refused without asking.
 MAX_PENDING_ASKS = 8
+#: Connections over a plugin's ``max_connections`` being answered ``429`` at once on its proxy listener; more
+#: wait in the listen backlog until one ends (:meth:`PluginProxy.serve`).
+MAX_REFUSING = 16
 
 _CHUNK = 65536
 #: What one relay read takes at most (a larger read costs fewer trips through the event loop per MiB).
@@ -94,7 +102,8 @@ _HOP_BY_HOP = frozenset({b"connection", b"proxy-connection", b"keep-alive", b"pr
 class ProxyLimits:
     """The proxy's bounds for one plugin (defaults in parentheses).
 
-    ``max_connections`` (64): connections open at once, tunnels included; one more is answered ``429``.
+    ``max_connections`` (64): connections open at once, tunnels included; one more is answered ``429`` (at
+    most ``MAX_REFUSING`` such answers at once: more wait in the listen backlog, :meth:`PluginProxy.serve`).
     ``bytes_per_second`` (8 MiB/s): the plugin's traffic through the proxy, both directions together.
     ``max_head_bytes`` (16 KiB): a request head (request line and headers); more is ``431``.
     ``head_seconds`` (30 s): time to send the head; ``connect_seconds`` (10 s): to resolve and connect upstream.
@@ -128,9 +137,27 @@ class Decision:
     via: str | None = None
 
 
+#: Name lookups one plugin's proxy runs at once (each a worker thread blocked in ``getaddrinfo``); more wait.
+MAX_LOOKUPS = 4
+#: The worker-thread limiter of the plugin whose proxy is resolving (set by :meth:`PluginProxy._resolve`).
+_lookup_limiter: contextvars.ContextVar[trio.CapacityLimiter | None] = contextvars.ContextVar(
+    "hostd_net_lookup_limiter", default=None
+)
+
+
 async def system_resolver(host: str, port: int) -> list[str]:
-    """The machine's resolver (``getaddrinfo`` in a worker thread): the unique addresses of ``host``, in order."""
-    infos = await trio.socket.getaddrinfo(host, port, type=trio.socket.SOCK_STREAM)
+    """The machine's resolver (``getaddrinfo`` in a worker thread): the unique addresses of ``host``, in order.
+
+    The thread counts against the resolving plugin's own limiter (:data:`MAX_LOOKUPS`), never trio's default
+    one: the class closed is *one plugin's name lookups holding threads every other part of hostd waits for*.
+    A plugin allowed ``*.attacker.example`` can ask for names whose name server never answers: each lookup
+    blocks a thread for glibc's whole timeout, and a cancelled one (``connect_seconds``) is abandoned but keeps
+    its thread, and its token, until glibc gives up. On trio's default limiter (40 threads, shared by hostd's
+    file work and every plugin's lookups) 64 such connections left other plugins' names unresolved (``504``).
+    Cancellation abandons the thread (its token is released when glibc returns)."""
+    limiter = _lookup_limiter.get() or trio.to_thread.current_default_thread_limiter()
+    lookup = functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    infos = await trio.to_thread.run_sync(lookup, abandon_on_cancel=True, limiter=limiter)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
@@ -194,6 +221,9 @@ class PluginProxy:
         #: again); weak: a connection that ended leaves by itself.
         self._upstreams: weakref.WeakKeyDictionary[trio.SocketStream, Decision] = weakref.WeakKeyDictionary()
 
+        #: This plugin's lookup threads (:func:`system_resolver`): its slow names wait for its own tokens only.
+        self.lookups = trio.CapacityLimiter(MAX_LOOKUPS)
+
     def replace_allowlist(self, allowlist: Allowlist, always: Iterable[str] = ()) -> list[Decision]:
         """Apply a changed allowlist at once (issue 26: a grant or revoke needs no restart of the plugin).
 
@@ -246,30 +276,68 @@ class PluginProxy:
         return listed and addresses_problem(name, decision.addresses, self.allowlist) is None
 
     async def serve(self, listener: trio.abc.Listener[Any], *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Accept connections on ``listener`` until cancelled, each served by :meth:`handle` in its own task.
+        """Accept connections on ``listener`` until cancelled, each served by :meth:`handle` in its own task, at
+        most ``max_connections`` + :data:`MAX_REFUSING` at once (more wait in the listener's backlog).
 
         Cancellation closes the listener and every open connection of this plugin.
         """
+        # The class closed here: *a plugin's connections holding hostd's resources beyond its bound, whatever
+        # their state* (served, or being answered 429 with a lingering close that waits up to 5 s for the
+        # client). Without this gate a plugin that keeps its excess connections open makes hostd hold one
+        # descriptor and one task per connection, as many as it can open (it may raise its own RLIMIT_NOFILE to
+        # hostd's hard limit): hostd's descriptors, then every plugin's and the control loop's, run out. With it,
+        # hostd accepts at most ``max_connections`` + :data:`MAX_REFUSING` of this listener's connections at
+        # once; the next ones wait in the namespace's listen backlog (the kernel's, 128), costing hostd nothing.
+        admission = trio.Semaphore(self.limits.max_connections + MAX_REFUSING)
         async with trio.open_nursery() as nursery:
             task_status.started()
             async with listener:
                 while True:
-                    stream = await listener.accept()
-                    nursery.start_soon(self.handle, stream)
+                    await admission.acquire()
+                    try:
+                        stream = await accept(listener, lambda why: self.report("", 0, "error", why))
+                    except BaseException:
+                        admission.release()
+                        raise
+                    nursery.start_soon(self._admitted, stream, admission)
+
+    async def _admitted(self, stream: trio.abc.Stream, admission: trio.Semaphore) -> None:
+        try:
+            await self.handle(stream)
+        finally:
+            admission.release()
 
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one connection: read the head, decide, answer or connect and relay; always closes ``stream``."""
         async with stream:
-            if self.open_connections >= self.limits.max_connections:
-                await self._refuse(stream, "", 0, Refused(429, f"more than {self.limits.max_connections} connections"))
-                return
-            self.open_connections += 1
-            try:
-                await self._serve_one(stream)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass  # the client or the upstream went away: this connection ends, the proxy goes on
-            finally:
-                self.open_connections -= 1
+            with self._contained():
+                if self.open_connections >= self.limits.max_connections:
+                    limit = self.limits.max_connections
+                    await self._refuse(stream, "", 0, Refused(429, f"more than {limit} connections"))
+                    return
+                self.open_connections += 1
+                try:
+                    await self._serve_one(stream)
+                finally:
+                    self.open_connections -= 1
+
+    @contextlib.contextmanager
+    def _contained(self) -> Iterator[None]:
+        """Where one connection's failure ends: with that connection, never past it.
+
+        The class closed here: *an exception raised on a plugin's bytes reaching past its connection's task*.
+        A connection's task runs in the plugin's proxy nursery, itself in hostd's: an uncaught exception there
+        ended the plugin's proxy and transparent mode, and then hostd itself (``hostd is shutting down``; a
+        ``GET http://[::1/`` was enough: ``urlsplit`` raises ``ValueError``). A client or upstream that went
+        away ends the connection quietly; anything else is reported (``on_refused``, status ``"error"``) and
+        ends the connection only. Cancellation passes.
+        """
+        try:
+            yield
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass  # the client or the upstream went away: this connection ends, the proxy goes on
+        except Exception as exc:  # the class above: nothing a plugin sends may end the proxy
+            self.report("", 0, "error", f"the proxy could not serve a connection: {type(exc).__name__}: {exc}")
 
     async def _serve_one(self, stream: trio.abc.Stream) -> None:
         host, port, reply = "", 0, b""
@@ -281,7 +349,10 @@ class PluginProxy:
                 upstream = await self._open(host, port)
                 reply, first = version + b" 200 Connection Established\r\n\r\n", rest
             else:
-                url = urlsplit(target.decode("ascii", "replace"))
+                try:
+                    url = urlsplit(target.decode("ascii", "replace"))
+                except ValueError as exc:  # an unclosed or non-address bracket: "http://[::1/", "http://[evil]/"
+                    raise Refused(400, f"the request target is not a URL: {exc}") from None
                 if url.scheme.lower() != "http" or not url.netloc:
                     raise Refused(400, "a plain request names an http:// URL; use CONNECT for anything else")
                 host, port = _authority(url.netloc, 80)
@@ -380,6 +451,7 @@ class PluginProxy:
         return f"{declined} (to let it through: hostctl grant {self.plugin} --host {shown})"
 
     async def _resolve(self, name: str, port: int) -> list[str]:
+        token = _lookup_limiter.set(self.lookups)
         try:
             with trio.fail_after(self.limits.connect_seconds):
                 return await self.resolver(name, port)
@@ -387,6 +459,8 @@ class PluginProxy:
             raise Refused(504, f"{name} did not resolve within {self.limits.connect_seconds:g} s") from None
         except OSError as exc:
             raise Refused(502, f"{name} does not resolve: {exc.strerror or exc}") from None
+        finally:
+            _lookup_limiter.reset(token)
 
     async def _resolves_to_allowed(self, literal: str, port: int) -> str | None:
         """The exact allowed name resolving to the IP ``literal`` (checked as the name itself is), or None."""
@@ -454,17 +528,16 @@ class PluginProxy:
                 return
             self.open_connections += 1
             try:
-                try:
-                    upstream = await self._open(host, port)
-                except Refused as refused:
-                    self.report(host, port, refused.status, refused.reason)
-                    _reset(stream)
-                    return
-                async with upstream, trio.open_nursery() as nursery:
-                    nursery.start_soon(self._pump, stream, upstream, nursery.cancel_scope)
-                    nursery.start_soon(self._pump, upstream, stream, nursery.cancel_scope)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass  # the client or the upstream went away: this connection ends, the proxy goes on
+                with self._contained():
+                    try:
+                        upstream = await self._open(host, port)
+                    except Refused as refused:
+                        self.report(host, port, refused.status, refused.reason)
+                        _reset(stream)
+                        return
+                    async with upstream, trio.open_nursery() as nursery:
+                        nursery.start_soon(self._pump, stream, upstream, nursery.cancel_scope)
+                        nursery.start_soon(self._pump, upstream, stream, nursery.cancel_scope)
             finally:
                 self.open_connections -= 1
 

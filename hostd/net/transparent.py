@@ -21,20 +21,56 @@ resolves a name for real at DNS time: no DNS channel leaves the namespace. ``AAA
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import trio
 
 from hostd.net.allowlist import Allowlist, EntryError, canonical_host
 from hostd.net.dns import MAX_QUERY_BYTES, TYPE_A, FakeNames, respond
 
-__all__ = ["DNS_QUERIES_PER_SECOND", "ConnectionDecider", "Pace", "serve_transparent_mode"]
+__all__ = [
+    "ACCEPT_PAUSE_SECONDS",
+    "DNS_QUERIES_PER_SECOND",
+    "ConnectionDecider",
+    "Pace",
+    "accept",
+    "serve_transparent_mode",
+]
 
 
 #: DNS queries one plugin gets answered per second (a burst of as many); beyond, its queries wait in the kernel's
 #: socket buffer (and are dropped there when it is full): a plugin flooding its DNS costs hostd a bounded share.
 DNS_QUERIES_PER_SECOND = 512
+
+
+_S = TypeVar("_S", bound=trio.abc.AsyncResource)
+#: How long a listener of a plugin waits before accepting again when hostd is out of descriptors or memory.
+ACCEPT_PAUSE_SECONDS = 0.1
+#: The errors of ``accept`` that are hostd's resources running out, not the connection's (trio re-raises them).
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+async def accept(listener: trio.abc.Listener[_S], on_error: Callable[[str], None]) -> _S:
+    """The next connection of ``listener`` (one of a plugin's: the proxy's or a transparent one).
+
+    The class closed here: *hostd's own shortage ending a plugin's proxy*. When hostd is out of descriptors or
+    memory (``EMFILE``, ``ENFILE``, ``ENOMEM``, ``ENOBUFS``: many plugins, or one filling what the others left),
+    trio's ``accept`` raises, and the proxy's accept loop ended with it: the plugin's proxy and transparent mode
+    closed for good, or hostd with them. Here each such error is told once to ``on_error`` (its words), and
+    accepting resumes after :data:`ACCEPT_PAUSE_SECONDS` (the connections wait in the backlog meanwhile), as
+    ``trio.serve_listeners`` does. Other errors propagate. Cancellation passes.
+    """
+    while True:
+        try:
+            return await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _RESOURCE_ERRNOS:
+                raise
+            on_error(f"hostd could not accept a connection ({os.strerror(exc.errno)}); retrying")
+            await trio.sleep(ACCEPT_PAUSE_SECONDS)
 
 
 class Pace(Protocol):
@@ -109,7 +145,7 @@ async def serve_listener(listener: trio.SocketListener, proxy: ConnectionDecider
     and its connections."""
     async with listener, trio.open_nursery() as nursery:
         while True:
-            stream = await listener.accept()
+            stream = await accept(listener, lambda why: proxy.report("", 0, "error", why))
             try:
                 address, port = stream.socket.getsockname()[:2]
             except OSError:  # gone already
