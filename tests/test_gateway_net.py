@@ -12,6 +12,7 @@ gateway, driven by the SDK's ``ClientSession`` over stdio.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ async def test_an_unknown_destination_is_asked_through_the_clients_elicitation_o
 
     async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params)
-        port = int(getattr(params, "message", "").split(", which")[0].rsplit(":", 1)[1])
+        port = int(re.search(r"127\.0\.0\.1:(\d+)", getattr(params, "message", "")).group(1))  # type: ignore[union-attr]
         answer = answers[port]
         if answer == "decline":
             return types.ElicitResult(action="decline")
@@ -76,8 +77,8 @@ async def test_an_unknown_destination_is_asked_through_the_clients_elicitation_o
             "results": [declined, "200 hello /once", "200 hello /always", declined, "200 hello /once"]
         }
         assert [getattr(a, "message", "") for a in asked] == [
-            f"plugin mcp-probe asks to connect to 127.0.0.1:{ports[name]}, which its network allowlist does not "
-            "name.\nAllow plugin mcp-probe to connect there?"
+            f"plugin mcp-probe asks to connect to 127.0.0.1:{ports[name]} (a loopback address: this machine), "
+            "which its network allowlist does not name.\nAllow plugin mcp-probe to connect there?"
             for name in ("no", "once", "always")
         ]
         schema = getattr(asked[0], "requested_schema", None)

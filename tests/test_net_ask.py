@@ -78,8 +78,11 @@ async def test_the_parent_answers_no_once_and_always(tmp_path: Path, nursery: tr
         assert [(a["plugin"], a["host"], a["port"]) for a in asked] == [
             ("mcp-probe", "127.0.0.1", ports[name]) for name in ("no", "once", "always")
         ]
+        # The question says what the address is: a "yes" to 127.0.0.1 lets the plugin reach this machine.
+        assert [a.get("addressKind") for a in asked] == ["loopback"] * 3
         assert asked[0]["reason"] == (
-            f"plugin mcp-probe asks to connect to 127.0.0.1:{ports['no']}, which its network allowlist does not name"
+            f"plugin mcp-probe asks to connect to 127.0.0.1:{ports['no']} (a loopback address: this machine), "
+            "which its network allowlist does not name"
         )
         stored = json.loads((tmp_path / "state" / "state.json").read_text())
         assert stored["plugins"]["mcp-probe"]["networkCallHosts"] == [f"127.0.0.1:{ports['always']}"]
@@ -127,5 +130,8 @@ async def test_hostctl_call_asks_in_the_terminal(tmp_path: Path, nursery: trio.N
     arguments = json.dumps({"ops": [["fetch", f"http://127.0.0.1:{port}/terminal"]]})
     code, screen = await hostctl_on_a_terminal(state, b"o\n", b"[N]o:", "call", "mcp-probe", "run", arguments, env=env)
     assert code == 0, screen
-    assert f"mcp-probe wants to connect to 127.0.0.1:{port}, which its network allowlist does not name" in screen
+    assert (
+        f"mcp-probe wants to connect to 127.0.0.1:{port} (a loopback address: this machine), which its network "
+        "allowlist does not name"
+    ) in screen
     assert "200 hello /terminal" in screen

@@ -346,6 +346,9 @@ def ask_network_in_terminal(params: Mapping[str, Any]) -> str:
     (issue 26); ``"once"``, ``"always"`` or ``"no"`` (the default; an unreadable stdin is a no). Blocking."""
     plugin = terminal_safe(str(params.get("plugin")), one_line=True)
     where = terminal_safe(f"{params.get('host')}:{params.get('port')}", one_line=True)
+    kind = params.get("addressKind")
+    if isinstance(kind, str):  # a non-public address: say what a yes reaches (hostd/host/network_grants.py)
+        where += terminal_safe(f" (a {kind} address{': this machine' if kind == 'loopback' else ''})", one_line=True)
     print(f"{plugin} wants to connect to {where}, which its network allowlist does not name", file=sys.stderr)
     answer = _ask("Allow? [o]nce / [a]lways / [N]o: ").strip().lower()
     return {"o": "once", "once": "once", "a": "always", "always": "always"}.get(answer, "no")

@@ -886,10 +886,20 @@ class NetworkRequestParams(Wire):
     allowlist does not name (issue 26). Asked once per destination while the plugin runs; the plugin's
     connection waits for the answer."""
 
+    omit_none = frozenset({"address_kind"})
+
     plugin: str = Field(description="the plugin's `id`")
     host: str = Field(description="the destination's host, canonical (lowercase, IDNA; an address as written)")
     port: int = Field(description="the destination's TCP port")
     reason: str = Field(description="one sentence for the user: which plugin, which destination")
+    address_kind: Literal["loopback", "private", "link-local", "multicast", "unspecified"] | None = Field(
+        default=None,
+        alias="addressKind",
+        description="for an IP address that is not public: `loopback` (this machine), `private` (the local "
+        "network, or a reserved or shared range), `link-local`, `multicast` or `unspecified`; a yes lets the "
+        "plugin reach it. Absent for a public address and for a name (a name is resolved after the answer, and "
+        "one that resolves to a non-public address is refused unless the allowlist names it in `network.private`)",
+    )
 
 
 class NetworkAnswer(Wire):

@@ -30,7 +30,7 @@ from hostd.control.core import InitializeOptions
 from hostd.host.call_grants import CONSENT_TIMEOUT
 from hostd.host.launch import allowlist
 from hostd.host.records import InstalledPlugin
-from hostd.net.allowlist import Allowlist, EntryError, parse_entry
+from hostd.net.allowlist import Allowlist, EntryError, address_kind, canonical_host, parse_entry
 from hostd.wire.errors import HostError
 
 __all__ = ["NetworkGrantHost", "apply_live", "decide", "destination"]
@@ -66,11 +66,17 @@ async def decide(host: NetworkGrantHost, plugin: InstalledPlugin, name: str, por
     if "network" not in host.options.client_capabilities or request_parent is None:
         return "unanswered"
     plugin_id = plugin.manifest.id
+    # The class: a question whose "yes" means more than it says. A yes to an IP literal reaches that address,
+    # this machine's loopback included (a name is checked again after the answer: addresses_problem), so the
+    # question names a non-public address's kind, in the sentence and as a field a parent can show.
+    kind = address_kind(name) if canonical_host(name)[1] is not None else None
+    shown = f"{entry} (a {kind} address{': this machine' if kind == 'loopback' else ''})" if kind else entry
     params = p.NetworkRequestParams(
         plugin=plugin_id,
         host=name,
         port=port,
-        reason=f"plugin {plugin_id} asks to connect to {entry}, which its network allowlist does not name",
+        reason=f"plugin {plugin_id} asks to connect to {shown}, which its network allowlist does not name",
+        addressKind=kind,
     )
     try:
         answer = p.NetworkAnswer.model_validate(

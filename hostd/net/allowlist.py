@@ -31,13 +31,14 @@ import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 import idna
 
 __all__ = [
     "DEFAULT_PORTS",
     "MAX_ENTRIES",
+    "AddressKind",
     "Allowlist",
     "EntryError",
     "HostEntry",
@@ -68,6 +69,10 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 class EntryError(ValueError):
     """An allowlist entry or a requested host outside the grammar; the message names it and says why."""
+
+
+#: What a non-public address is (:func:`address_kind`; the wire's ``network/request`` ``addressKind``).
+AddressKind = Literal["loopback", "private", "link-local", "multicast", "unspecified"]
 
 
 def _ip(text: str) -> IPAddress:
@@ -285,7 +290,7 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     return ip.sixtofour
 
 
-def address_kind(address: str) -> str | None:
+def address_kind(address: str) -> AddressKind | None:
     """``"loopback"``, ``"private"``, ``"link-local"``, ``"multicast"`` or ``"unspecified"`` for a non-public
     address, None for a public one. An IPv6 address that leads to an IPv4 address (IPv4-mapped, NAT64, 6to4) is
     that address's kind; reserved, shared (100.64/10) and documentation ranges count as ``"private"``."""

@@ -518,6 +518,8 @@ export interface NetworkRequestParams {
   port: number;
   /** one sentence for the user: which plugin, which destination */
   reason: string;
+  /** for an IP address that is not public: `loopback` (this machine), `private` (the local network, or a reserved or shared range), `link-local`, `multicast` or `unspecified`; a yes lets the plugin reach it. Absent for a public address and for a name (a name is resolved after the answer, and one that resolves to a non-public address is refused unless the allowlist names it in `network.private`) */
+  addressKind?: "loopback" | "private" | "link-local" | "multicast" | "unspecified" | null;
 }
 
 /** `initialize`'s `oauth`: the application's OAuth client identity, for remote plugins' authorization. */
