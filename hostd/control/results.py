@@ -459,7 +459,18 @@ class PluginInfo(Wire):
     """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
     `plugins/approve`, `plugins/configure` and `plugins/list`."""
 
-    omit_none = frozenset({"user_config", "origin", "error", "package", "network_hosts", "network_call_hosts"})
+    omit_none = frozenset(
+        {
+            "user_config",
+            "origin",
+            "error",
+            "package",
+            "network_hosts",
+            "network_call_hosts",
+            "disabled_tools",
+            "imported",
+        }
+    )
 
     id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
     name: str = Field(description="human-readable name")
@@ -530,6 +541,19 @@ class PluginInfo(Wire):
         description='for a `broken` plugin: `{kind: "PLUGIN_BROKEN", message, plugin, path, source, reason, errors}` '
         "(`source`: `manifest` or `state`, which stored file no longer loads; `errors`: `[{field, message}]`); "
         "omitted otherwise",
+    )
+    disabled_tools: list[str] | None = Field(
+        default=None,
+        alias="disabledTools",
+        description="the host names of the tools the user disabled ([`tools/setEnabled`](#toolssetenabled)), "
+        "sorted: kept in the state whether or not the plugin runs; omitted when none",
+    )
+    imported: Literal[True] | None = Field(
+        default=None,
+        description="`true` for a plugin [`plugins/import`](#pluginsimport) installed from a client config: its "
+        "manifest `version` is a placeholder (`0.0.0`), not the server's; the version that runs is `package.version` "
+        "when its launch runs a registry package, else unknown until the server reports its own "
+        "(`PluginStatus.server_version`); omitted otherwise",
     )
 
 

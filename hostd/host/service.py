@@ -486,7 +486,14 @@ class Host:
 
     def info(self, plugin: InstalledPlugin) -> dict[str, Any]:
         """:class:`hostd.control.models.PluginInfo` as sent on the wire."""
-        return plugin_info.info_model(plugin).wire()
+        return self._info_model(plugin).wire()
+
+    def _info_model(self, plugin: InstalledPlugin) -> p.PluginInfo:
+        """:func:`hostd.host.plugin_info.info_model`, told whether ``plugins/import`` generated ``plugin``'s
+        manifest (its folder is ``<stateDir>/imported/<id>``, as :func:`hostd.host.install_methods.import_config`
+        writes it)."""
+        imported = self.store is not None and plugin.path.parent == self.store.directory / "imported"
+        return plugin_info.info_model(plugin, imported)
 
     # -- plugins/* --------------------------------------------------------------
 
@@ -606,7 +613,7 @@ class Host:
         p.parse_params(p.Empty, params)
         broken = {k: b for k, b in self.broken.items() if k not in self.plugins}
         plugins = [
-            plugin_info.info_model(self.plugins[k]) if k in self.plugins else broken[k].info()
+            self._info_model(self.plugins[k]) if k in self.plugins else broken[k].info()
             for k in sorted({*self.plugins, *broken})
         ]
         return p.PluginsListResult(plugins=plugins).wire()

@@ -421,6 +421,8 @@ export interface LaunchUnresolved {
   error: string;
   /** `COMMAND_NOT_FOUND`, `COMMAND_OUTSIDE_PLUGIN`, `ENV_POLICY`, `ISOLATION_UNAVAILABLE`, `PATH_REFUSED` or `EXEC_FAILED` (below) */
   kind: string;
+  /** [`ShimNote`](#shimnote): the command is on no `PATH` hostd has, but nvm is installed and its `default` alias could not be followed (the note says why and gives the fix); omitted otherwise */
+  shim?: ShimNote | null;
 }
 
 /** Per-plugin resource limits set by the parent (`plugins/grant`'s `limits`). */
@@ -492,7 +494,7 @@ export interface NetworkAnswer {
 
 /** What network a plugin may reach (`launch.capabilities.network`). */
 export interface NetworkCapability {
-  /** `all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), `ports` (strict, TCP connect to `tcpPorts` only), or `hosts` (the plugin's allowlist, enforced: its own network namespace, hostd's proxy its only way out) */
+  /** `all` (the sandbox allows the network), `none` (`--sandbox strict`, no port granted), `ports` (strict, TCP connect to `tcpPorts` only), or `hosts` (the plugin's allowlist, enforced: its own network namespace, hostd's proxy its only way out: through `HTTP(S)_PROXY`, and transparently for clients that ignore those variables, by name on ports 80, 443 and the allowlist's own) */
   access: "all" | "none" | "ports" | "hosts";
   /** the TCP ports it may connect to under `ports` */
   tcpPorts: number[];
@@ -629,6 +631,10 @@ export interface PluginInfo {
   package?: PackageVersion | null;
   /** for a `broken` plugin: `{kind: "PLUGIN_BROKEN", message, plugin, path, source, reason, errors}` (`source`: `manifest` or `state`, which stored file no longer loads; `errors`: `[{field, message}]`); omitted otherwise */
   error?: { [key: string]: unknown } | null;
+  /** the host names of the tools the user disabled ([`tools/setEnabled`](#toolssetenabled)), sorted: kept in the state whether or not the plugin runs; omitted when none */
+  disabledTools?: string[] | null;
+  /** `true` for a plugin [`plugins/import`](#pluginsimport) installed from a client config: its manifest `version` is a placeholder (`0.0.0`), not the server's; the version that runs is `package.version` when its launch runs a registry package, else unknown until the server reports its own (`PluginStatus.server_version`); omitted otherwise */
+  imported?: true | null;
 }
 
 /** `resources/listChanged` and `prompts/listChanged` params. */
@@ -850,9 +856,9 @@ export interface SetLogLevelParams {
 
 /** `Launch.shim`: the command found on `PATH` is a version manager's shim (hostd/install/shims.py). */
 export interface ShimNote {
-  /** `pyenv`, `rbenv`, `nodenv`, `asdf`, `mise` or `volta` */
+  /** `pyenv`, `rbenv`, `nodenv`, `asdf`, `mise`, `volta` or `nvm` */
   manager: string;
-  /** the shim as found on `PATH` */
+  /** the shim as found on `PATH`; for nvm, which has none (its `node` is on `PATH` only in a shell that loaded it), its `nvm.sh` */
   shim: string;
   /** the real program the manager picks, read from its version files (hostd runs this: it is `executable`); omitted when it cannot be read safely (then the launch runs the shim, which likely fails) */
   resolved?: string | null;
@@ -862,6 +868,8 @@ export interface ShimNote {
   source?: string | null;
   /** what it means, for people (with the fix when `resolved` is absent) */
   message: string;
+  /** when `resolved` is absent: why hostd did not follow the manager's choice (no version set, `system`, a version not installed, one that is no folder name or leads out of the manager's folder) */
+  reason?: string | null;
 }
 
 export interface ToolCapabilities {
@@ -1213,7 +1221,7 @@ export const ErrorCodes = {
   CONFIG_REQUIRED: -32040,
   /** The .mcpb bundle or server.json cannot be installed; data.errors says where and why. */
   PACKAGE_INVALID: -32041,
-  /** The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported, spec-unsupported, tool-missing, no-entry; data.registry, data.output); nothing of it is used. */
+  /** The plugin's packages could not be prepared (data.reason: unreachable, not-found, failed, unsupported, spec-unsupported, tool-missing, no-entry, host-refused: an installer tried to reach a host that is not a registry in use; data.registry, data.output); nothing of it is used. */
   PREPARE_FAILED: -32042,
   /** The plugin's launch names a package that is not prepared yet: call plugins/prepare first. */
   PLUGIN_NOT_PREPARED: -32043,
