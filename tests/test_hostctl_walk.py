@@ -27,6 +27,7 @@ import trio
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from hostd.cli.render import VERSION_NOTE, VERSION_UNKNOWN
+from hostd.storage.state import SERVER_INFO_CHARS, PluginRecord
 from tests.conftest import ECHO, ECHO_TOOLS, MakePlugin, run_quietly
 from tests.test_hostctl_attach import COUNTING, FAILING, hostctl, starts
 
@@ -39,7 +40,8 @@ async def test_show_tools_list_and_doctor_read_the_folder_and_say_what_is_known(
     state = tmp_path / "state"
     env = {**plugin_environment(), "HOSTD_SECRETS": "file"}
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"script": {"command": "python3", "args": [str(ECHO / "server.py")]}}}))
+    entry = {"command": "python3", "args": [str(ECHO / "server.py")]}
+    config.write_text(json.dumps({"mcpServers": {"script": entry, "started": entry}}))
     async with HostdClient.spawn(["--state-dir", str(state), "--log-level", "error"], env=env) as hd:
         for plugin_id, code in (("mcp-echo", COUNTING), ("broken-echo", FAILING)):
             folder = make_plugin(plugin_id, backend={"args": ["-c", code]})
@@ -56,7 +58,10 @@ async def test_show_tools_list_and_doctor_read_the_folder_and_say_what_is_known(
             assert exc.kind == "PLUGIN_START_FAILED"
         await hd.request("tools/setEnabled", {"name": "mcp-echo.sleep", "enabled": False})
         imported = await hd.request("plugins/import", {"config": config.read_text()})
-        assert [e["outcome"] for e in imported["entries"]] == ["installed"]
+        assert [e["outcome"] for e in imported["entries"]] == ["installed", "installed"]
+        started = imported["entries"][1]["plugin"]
+        await hd.request("plugins/approve", {"id": "started", "digest": started["launch"]["digest"]})
+        assert (await hd.request("plugins/enable", {"id": "started"}, timeout=60))["status"] == "ready"
     assert (starts(state), starts(state, "broken-echo")) == (1, 1)
     damaged = tmp_path / "damaged"  # a folder a hostd would repair (move the document aside) before answering
     damaged.mkdir()
@@ -69,6 +74,7 @@ async def test_show_tools_list_and_doctor_read_the_folder_and_say_what_is_known(
         "mcp-echo": (state, ["show", "mcp-echo"]),
         "broken-echo": (state, ["show", "broken-echo"]),
         "script": (state, ["show", "script"]),
+        "started": (state, ["show", "started"]),
         "nope": (state, ["show", "nope"]),
         "json": (state, ["show", "mcp-echo", "--json"]),
         "doctor": (damaged, ["doctor"]),
@@ -89,16 +95,16 @@ async def test_show_tools_list_and_doctor_read_the_folder_and_say_what_is_known(
 
     listed = ran["list"]
     assert listed.returncode == 0, listed.stderr
-    rows = [line.split()[:8] for line in listed.stdout.splitlines()[2:5]]
+    lines = listed.stdout.splitlines()
+    rows = [line.split()[:8] for line in lines[2:] if line and not line.startswith(" ")][:4]  # a long FOLDER folds
     assert rows == [
         ["broken-echo", "1.0.0", "-", "error", "yes", "yes", "2/2", "-"],
         ["mcp-echo", "1.0.0", "-", "stopped", "yes", "yes", "2/2", "-"],
         ["script", "unknown", "-", "stopped", "no", "no", "0/0", "sampling,"],  # was: 0.0.0, the placeholder
+        ["started", "1.0.0", "(serverInfo)", "-", "stopped", "yes", "yes", "0/0"],  # what the server said (was 0.0.0)
     ]
     note = listed.stdout[listed.stdout.index("VERSION unknown") :].splitlines()  # folded at 200 columns
-    assert " ".join(line.rstrip() for line in note) == VERSION_NOTE.replace(
-        "hostctl status", f"{PROGRAM} --state-dir {state} status"
-    )
+    assert " ".join(line.rstrip() for line in note) == VERSION_NOTE
 
     tools = ran["tools"]
     assert tools.returncode == 0, tools.stderr
@@ -137,18 +143,22 @@ async def test_show_tools_list_and_doctor_read_the_folder_and_say_what_is_known(
     script = shown["script"].stdout.splitlines()
     assert script[0] == "script unknown (script)"
     assert f"command            python3 {ECHO / 'server.py'}" in script
-    typed_status = f"{PROGRAM} --state-dir {state} status"
     script_rows = _rows(script[1:-1])
-    assert script_rows["version"] == f"unknown: {VERSION_UNKNOWN.replace('hostctl status', typed_status)}"
+    assert script_rows["version"] == f"unknown: {VERSION_UNKNOWN}"
     assert (script_rows["package"], script_rows["features"], script_rows["tool count"]) == (
         "-",
         "sampling, elicitation, roots",
         "0 declared in its manifest (a running server lists its own); 0 disabled",
     )
+    assert _rows(ran["started"].stdout.splitlines()[1:-1])["version"] == (
+        "1.0.0, as its server reported it at its last start (serverInfo); the config named no version"
+    )
+    recorded = json.loads((state / "state.json").read_text())["plugins"]["started"]["serverInfo"]
+    assert recorded == {"name": "mcp-echo", "version": "1.0.0"}  # the echo server's serverInfo, kept in the state
     unknown = ran["nope"]
     assert unknown.returncode == 1
     assert unknown.stderr.splitlines()[1:] == [
-        f"error: PLUGIN_NOT_FOUND: no installed plugin 'nope' (installed: broken-echo, mcp-echo, script); "
+        f"error: PLUGIN_NOT_FOUND: no installed plugin 'nope' (installed: broken-echo, mcp-echo, script, started); "
         f"state folder searched: {state}"
     ]
     as_json = json.loads(ran["json"].stdout)
@@ -215,3 +225,17 @@ def _rows(lines: list[str]) -> dict[str, str]:
             label, _, value = line.partition("  ")
             rows[label] = value.strip()
     return rows
+
+
+def test_a_recorded_server_info_is_read_as_attacker_input() -> None:
+    """The state document's ``serverInfo`` may be edited or damaged: a malformed one is dropped (the version is
+    then unknown again), never a broken record; a long one is cut."""
+    base = {"path": "/p", "manifestDigest": "sha256:x"}
+    for bad in ({"name": 1, "version": "1"}, {"name": "n"}, ["n", "1"], "1.0.0", {"name": "n", "version": None}):
+        assert PluginRecord.from_json({**base, "serverInfo": bad}).server_info is None, bad
+    long = PluginRecord.from_json({**base, "serverInfo": {"name": "n" * 500, "version": "9" * 500}}).server_info
+    assert long == {"name": "n" * SERVER_INFO_CHARS, "version": "9" * SERVER_INFO_CHARS}
+    assert PluginRecord.from_json({**base, "serverInfo": {"name": "n", "version": "2"}}).to_json()["serverInfo"] == {
+        "name": "n",
+        "version": "2",
+    }

@@ -204,13 +204,17 @@ def unpinned_line(name: str, prepare: Mapping[str, Any]) -> str:
 
 def plugin_version(info: Mapping[str, Any]) -> str:
     """The version shown for a ``PluginInfo``: its package's (``info.package``: what runs, for an imported
-    plugin whose manifest version is a placeholder); ``unknown`` for an imported plugin whose launch runs no
-    registry package (``info.imported``: a script such as ``python3 server.py``, whose manifest ``0.0.0`` is
-    the import's placeholder; :data:`VERSION_NOTE` says why); else the manifest's."""
+    plugin whose manifest version is a placeholder); for an imported plugin whose launch runs no registry
+    package (``info.imported``: a script such as ``python3 server.py``, whose manifest ``0.0.0`` is the import's
+    placeholder), the version its server reported at its last start (``info.serverInfo``), marked
+    ``(serverInfo)``, else ``unknown`` (:data:`VERSION_NOTE` says why); else the manifest's."""
     package = info.get("package")
     if isinstance(package, Mapping):
         return str(package.get("version") or "unresolved")
     if info.get("imported"):
+        reported = info.get("serverInfo")
+        if isinstance(reported, Mapping) and reported.get("version"):
+            return f"{reported['version']} (serverInfo)"
         return "unknown"
     return str(info.get("version") or "-")
 
@@ -219,8 +223,7 @@ def plugin_version(info: Mapping[str, Any]) -> str:
 #: know shown as one it knows (an imported script entry listed as ``VERSION 0.0.0``, the import's placeholder).
 VERSION_UNKNOWN = (
     "an imported config entry that runs no registry package (a script, a program of its own, a remote server) "
-    "names no version; "
-    "a running server reports its own (SERVER in hostctl status)"
+    "names no version; its server reports its own when it starts (then shown, as serverInfo)"
 )
 VERSION_NOTE = f"VERSION unknown: {VERSION_UNKNOWN}"
 
@@ -482,6 +485,16 @@ def print_info(console: Console, info: Mapping[str, Any], more: Sequence[tuple[s
     print_table(console, ["", ""], [*rows, *launch_details(info), *more])
 
 
+def _version_text(version: str) -> str:
+    """:func:`plugin_version`'s value with where it comes from, when that is not the manifest or the package."""
+    if version == "unknown":
+        return f"unknown: {VERSION_UNKNOWN}"
+    if version.endswith(" (serverInfo)"):
+        reported = version.removesuffix(" (serverInfo)")
+        return f"{reported}, as its server reported it at its last start (serverInfo); the config named no version"
+    return version
+
+
 def show_rows(
     info: Mapping[str, Any], status: Mapping[str, Any], tools: Sequence[Mapping[str, Any]], state_dir: str
 ) -> list[tuple[str, str]]:
@@ -493,7 +506,7 @@ def show_rows(
     ``status``: its ``PluginStatus``; ``state_dir``: the state folder read."""
     version = plugin_version(info)
     rows = [
-        ("version", f"unknown: {as_typed(VERSION_UNKNOWN)}" if version == "unknown" else version),
+        ("version", _version_text(version)),
         *([] if any(label == "package" for label, _ in launch_details(info)) else [("package", package_text(info))]),
         ("features", permission_figures(info)[1]),
         ("network hosts", ", ".join(info.get("networkHosts") or []) or "none granted"),

@@ -469,6 +469,7 @@ class PluginInfo(Wire):
             "network_call_hosts",
             "disabled_tools",
             "imported",
+            "server_info",
         }
     )
 
@@ -553,7 +554,14 @@ class PluginInfo(Wire):
         description="`true` for a plugin [`plugins/import`](#pluginsimport) installed from a client config: its "
         "manifest `version` is a placeholder (`0.0.0`), not the server's; the version that runs is `package.version` "
         "when its launch runs a registry package, else unknown until the server reports its own "
-        "(`PluginStatus.server_version`); omitted otherwise",
+        "(`PluginStatus.server_version`, then `serverInfo`); omitted otherwise",
+    )
+    server_info: dict[str, str] | None = Field(
+        default=None,
+        alias="serverInfo",
+        description="the MCP `serverInfo` `{name, version}` the server reported at its last successful start, kept "
+        "in the state (each at most 200 characters): known while it is stopped, and by a later hostd; omitted "
+        "before its first start and when it reported no version",
     )
 
 
@@ -995,6 +1003,21 @@ class StateRecord(Wire):
         "(`always`); absent when none",
     )
 
+    server_info: dict[str, str] | None = Field(
+        default=None,
+        alias="serverInfo",
+        description="the MCP `serverInfo` `{name, version}` the server reported at its last successful start "
+        "(each at most 200 characters); absent before one",
+    )
+
     omit_none: ClassVar[frozenset[str]] = frozenset(
-        {"secret_arguments", "install", "call_grants", "start_error", "network_hosts", "network_call_hosts"}
+        {
+            "secret_arguments",
+            "install",
+            "call_grants",
+            "start_error",
+            "network_hosts",
+            "network_call_hosts",
+            "server_info",
+        }
     )

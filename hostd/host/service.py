@@ -42,6 +42,7 @@ from hostd.host.records import (
     HostSettings,
     InstalledPlugin,
     LogRing,
+    server_info_of,
 )
 from hostd.install.ecosystems import Registries
 from hostd.install.manifest import Manifest
@@ -314,8 +315,9 @@ class Host:
 
     def _record_start(self, status: dict[str, Any]) -> None:
         """Keep why an enabled plugin's start failed (``status`` is its ``PluginStatus``: ``error`` with the
-        reason) in its record, or forget it (``ready``); the document is written in the background when
-        it changed (a failed write is logged). Read back by :meth:`_show_failed_starts` in a later hostd.
+        reason) in its record, or forget it (``ready``, which records the ``serverInfo`` reported); the document
+        is written in the background when it changed (a failed write is logged). Read back by
+        :meth:`_show_failed_starts` in a later hostd.
 
         The class (issue 28): a failure only the hostd that saw it knew, so that every later hostd (one per
         hostctl command) started the plugin again to find out, printing its start-up lines each time.
@@ -335,8 +337,9 @@ class Host:
             plugin.start_error = {"kind": kind, "message": message[:START_ERROR_CHARS], "time": now}
             if isinstance(error.get("reason"), str):
                 plugin.start_error["reason"] = error["reason"][:START_ERROR_CHARS]
-        elif status.get("status") == "ready" and recorded is not None:
+        elif status.get("status") == "ready" and (recorded is not None or server_info_of(status) != plugin.server_info):
             plugin.start_error = None
+            plugin.server_info = server_info_of(status)  # what runs, for a later hostd (an imported script's version)
         else:
             return
         with contextlib.suppress(RuntimeError):  # the session is ending: the next write records it
