@@ -140,6 +140,7 @@ def test_the_state_record_model_is_what_the_store_writes() -> None:
     record.start_error = {"kind": "PLUGIN_START_FAILED", "message": "m", "time": "2026-12-06T06:00:00Z"}
     record.network_hosts = ["api.example.com"]
     record.network_call_hosts = ["files.example.org:443"]
+    record.server_info = {"name": "mcp-echo", "version": "1.0.0"}
     stored = record.to_json()
     assert list(stored) == [f.alias or n for n, f in p.StateRecord.model_fields.items()]
     assert p.StateRecord.model_validate(stored).wire() == stored

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -51,14 +52,27 @@ def test_generator_sees_a_new_method(tmp_path: Path) -> None:
 
 
 def node_binary() -> str:
+    """The path of Node 22 from clients/typescript/scripts/setup.sh, run with a fresh, empty ``HOME``.
+
+    setup.sh writes nothing into the user's ``HOME`` (issue 28: npm's cache filled ``~/.npm`` with 74 MB) and
+    prints no npm notice (npm's "New minor version" despite ``--loglevel=error``): its cache is in the package's
+    ignored ``.tools`` folder. Checked at every call; it proves most where npm runs (a fresh checkout, CI)."""
     if shutil.which("npm") is None:
         if os.environ.get("CI"):
             pytest.fail("npm is not installed: the TypeScript client cannot be tested")
         pytest.skip("npm is not installed")
-    done = subprocess.run(
-        ["bash", str(PACKAGE / "scripts" / "setup.sh")], capture_output=True, text=True, check=False, timeout=600
-    )
-    assert done.returncode == 0, done.stderr
+    with tempfile.TemporaryDirectory(prefix="hostd-setup-home-") as home:
+        done = subprocess.run(
+            ["bash", str(PACKAGE / "scripts" / "setup.sh")],
+            env={**os.environ, "HOME": home},
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        assert sorted(os.listdir(home)) == [], done.stderr  # nothing written into the user's HOME
+    assert "npm notice" not in done.stderr
     return done.stdout.strip().splitlines()[-1]
 
 

@@ -35,6 +35,7 @@ from hostd.cli.connection import (
 from hostd.cli.render import (
     FEATURES_NOTE,
     STATUS_HEADER,
+    VERSION_NOTE,
     as_typed,
     launch_details,
     make_console,
@@ -91,6 +92,8 @@ async def cmd_list(client: HostdClient, opts: Options, args: argparse.Namespace)
     print_table(out, header, rows)
     if any(row[7] != "-" for row in rows):
         say(out, FEATURES_NOTE)
+    if any(row[1] == "unknown" for row in rows):
+        say(out, as_typed(VERSION_NOTE))
     return EXIT_OK
 
 
@@ -114,12 +117,39 @@ async def cmd_install(client: HostdClient, opts: Options, args: argparse.Namespa
     return show(opts, info, human)
 
 
+#: Where the MCP clients hostctl knows keep their config (``hostctl import`` reads any of them), for the hint of
+#: :func:`read_config`.
+CLIENT_CONFIGS: tuple[tuple[str, str], ...] = (
+    ("Claude Desktop (Linux)", "~/.config/Claude/claude_desktop_config.json"),
+    ("Claude Desktop (macOS)", "~/Library/Application Support/Claude/claude_desktop_config.json"),
+    ("Cursor", "~/.cursor/mcp.json"),
+    ("VS Code (a workspace)", ".vscode/mcp.json"),
+)
+
+
+def read_config(config: str) -> str:
+    """The text of the config ``hostctl import`` was given; raises :class:`Failure` ``CANNOT_READ`` naming the
+    reason, where the known clients keep theirs (:data:`CLIENT_CONFIGS`, those found here first) and how to write
+    one. Run by :func:`hostd.cli.hostctl.main` before any hostd starts (a missing file fails at once: the
+    README's Claude Desktop path on a machine without it), and by :func:`cmd_import` (the text imported)."""
+    try:
+        return Path(config).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        found = [path for _, path in CLIENT_CONFIGS if os.path.isfile(os.path.expanduser(path))]
+        known = "; ".join(f"{client}: {path}" for client, path in CLIENT_CONFIGS)
+        details = [f"found here: {', '.join(found)}" if found else "found here: none of the known client configs"]
+        details.append(f"the clients hostctl knows keep theirs at {known}")
+        details.append(
+            'or write your own: {"mcpServers": {"NAME": {"command": "python3", "args": ["/path/to/server.py"]}}} '
+            "in a file, then " + as_typed("hostctl import FILE")
+        )
+        raise Failure("CANNOT_READ", f"cannot read {config}: {reason}", details) from None
+
+
 async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
     """``hostctl import CONFIG``: install every server of an mcpServers config; say what to run next."""
-    try:
-        text = Path(args.config).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise Failure("CANNOT_READ", f"cannot read {args.config}: {exc.strerror}") from None
+    text = read_config(args.config)
     await settle(client)
     try:
         result = await client.request("plugins/import", {"config": text}, timeout=ENABLE_TIMEOUT)

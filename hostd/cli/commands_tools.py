@@ -1,4 +1,4 @@
-"""hostctl's verbs that look at and use running plugins: ``status``, ``tools``, ``call``, ``logs``.
+"""hostctl's verbs that look at and use running plugins: ``status``, ``show``, ``tools``, ``call``, ``logs``.
 Each is ``async (client, opts, args) -> exit code`` (:data:`hostd.cli.hostctl.COMMANDS`).
 """
 
@@ -37,10 +37,13 @@ from hostd.cli.render import (
     make_console,
     next_command,
     next_step,
+    print_info,
     print_json,
+    print_next_for,
     print_table,
     say,
     shorten,
+    show_rows,
     status_row,
     terminal_safe,
 )
@@ -126,7 +129,12 @@ async def _print_declared_tools(client: HostdClient, out: Console, plugin_id: st
     plugins = (await client.request("plugins/list", {}))["plugins"]
     chosen = [p for p in plugins if p["enabled"] and (plugin_id is None or p["id"] == plugin_id)]
     # PluginInfo.tools are host names already (``mcp-echo.echo``): shown as they are, as a running plugin's are.
-    rows = [[name, "-", "-", "declared in its manifest"] for p in chosen for name in p["tools"]]
+    # Whether each is enabled is the user's setting, kept in the state (``PluginInfo.disabledTools``).
+    rows = [
+        [name, "no" if name in (p.get("disabledTools") or []) else "yes", "-", "declared in its manifest"]
+        for p in chosen
+        for name in p["tools"]
+    ]
     if rows:
         print_table(out, ["TOOL", "ENABLED", "PERMISSION", "DESCRIPTION"], rows)
         say(out, "the tools the manifests declare: this hostctl command starts no plugin, and a running plugin")
@@ -136,6 +144,22 @@ async def _print_declared_tools(client: HostdClient, out: Console, plugin_id: st
     say(out, "no tools to show: this hostctl command starts no plugin, and only a running plugin lists the")
     say(out, "tools its manifest does not declare. Use one (starts its plugin):")
     say(out, as_typed("hostctl call ID TOOL 'ARGUMENTS AS JSON'"))
+
+
+async def cmd_show(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:
+    """``hostctl show ID``: one plugin in full -- what ``list`` shows, its whole launch (:func:`print_info`, as
+    ``install`` shows it), then :func:`show_rows`: network hosts, features, its tools, the last start's error, the
+    state folder. A reading command (starts nothing). ``--json``: ``{plugin, status, tools}``."""
+    info = find_plugin(await settle(client, [args.id]), args.id)
+    status = await client.request("plugins/status", {"id": args.id})
+    tools = (await client.request("tools/list", {"plugin": args.id, "includeDisabled": True}))["tools"]
+    if opts.as_json:
+        print_json({"plugin": info, "status": status, "tools": tools})
+        return EXIT_OK
+    out = make_console()
+    print_info(out, info, show_rows(info, status, tools, opts.state_dir))
+    print_next_for(out, info)
+    return EXIT_OK
 
 
 async def ensure_ready(client: HostdClient, target: str, opts: Options) -> str:

@@ -9,13 +9,15 @@ restore is waited for, :func:`hostd.cli.connection.settle`), else a real ``hostd
 :func:`hostd.cli.client.plugin_environment`, so a manifest's bare ``python3`` is this
 interpreter), which starts no plugin unless the command needs one, shut down cleanly before
 exiting; a reading command (:data:`READING`) instead reads the folder in this process with hostd's own
-code (:mod:`hostd.cli.direct`: no lock, nothing written). It says which on stderr, in one line.
+code (:mod:`hostd.cli.direct`: no lock, nothing written); ``doctor`` reads it with no host at all
+(:func:`hostd.cli.hostd.doctor`, as ``hostd doctor`` does: a hostd would repair the folder before it is looked at).
+It says which on stderr, in one line.
 
 ``list``, ``install DIR``, ``import CONFIG``, ``grant ID [PERM...|--all]``,
 ``approve ID [--yes]``, ``enable ID|ID.TOOL`` (an npx/uvx plugin's packages installed first),
 ``disable ID|ID.TOOL``, ``restart ID``,
-``status [ID...]``, ``tools [ID]``, ``call PLUGIN TOOL [JSON_ARGS]``, ``logs ID``,
-``uninstall ID``: the lifecycle, one verb per step, each printing a table (``rich``) or,
+``status [ID...]``, ``show ID``, ``tools [ID]``, ``call PLUGIN TOOL [JSON_ARGS]``, ``logs ID``,
+``uninstall ID``, ``doctor``: the lifecycle, one verb per step, each printing a table (``rich``) or,
 with ``--json``, the protocol's JSON result, and naming the next command to run.
 ``approve`` shows the whole launch and asks (``--yes``: does not ask; without a
 terminal and without ``--yes`` it refuses); so does ``import --rewrite``, which then makes the client config start
@@ -84,9 +86,10 @@ from hostd.cli.commands_plugins import (
     cmd_list,
     cmd_restart,
     cmd_uninstall,
+    read_config,
     undo_rewrite,
 )
-from hostd.cli.commands_tools import cmd_call, cmd_logs, cmd_status, cmd_tools
+from hostd.cli.commands_tools import cmd_call, cmd_logs, cmd_show, cmd_status, cmd_tools
 from hostd.cli.connection import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -116,6 +119,7 @@ COMMANDS: dict[str, Command] = {
     "disable": cmd_disable,
     "restart": cmd_restart,
     "status": cmd_status,
+    "show": cmd_show,
     "tools": cmd_tools,
     "call": cmd_call,
     "logs": cmd_logs,
@@ -124,7 +128,8 @@ COMMANDS: dict[str, Command] = {
 
 
 #: The commands that only read: answered without a hostd when none serves the folder (hostd/cli/direct.py).
-READING: frozenset[Command] = frozenset({cmd_list, cmd_status, cmd_tools, cmd_logs})
+#: ``doctor`` reads too, with no hostd at all (:func:`hostd.cli.hostd.doctor`, in :func:`main`).
+READING: frozenset[Command] = frozenset({cmd_list, cmd_status, cmd_show, cmd_tools, cmd_logs})
 
 
 async def run_command(command: Command, opts: Options, args: argparse.Namespace) -> int:
@@ -190,8 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hostctl",
         description="Manage the MCP plugins of a hostd state folder, through the hostd serving it, else one of the "
-        "command's own that starts only the plugins the command uses (list, status, tools and logs read the folder "
-        "without one).",
+        "command's own that starts only the plugins the command uses (list, status, show, tools and logs read the "
+        "folder without one; doctor needs none).",
         epilog="Every command but demo takes --state-dir DIR (default: the user's state folder, "
         f"{default_state_dir()}) and --json (print the protocol's JSON result). Exit codes: 0 done, 1 failed "
         "(the reason on stderr), 2 usage.",
@@ -267,6 +272,10 @@ def _add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     verb("status", "the status of the plugins (exit 1 when an enabled one is not ready)").add_argument(
         "ids", metavar="ID", nargs="*"
     )
+    verb(
+        "show",
+        "one plugin in full: its launch, package and version, grants, network hosts, tools, last start error",
+    ).add_argument("id", metavar="ID")
     verb("tools", "list the tools of the running plugins (disabled ones too)").add_argument(
         "id", metavar="ID", nargs="?"
     )
@@ -285,6 +294,12 @@ def _add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     logs.add_argument("id", metavar="ID")
     logs.add_argument("--limit", type=int, default=200, metavar="N", help="at most N lines (1-1000, default 200)")
     verb("uninstall", "stop and forget a plugin").add_argument("id", metavar="ID")
+    verb(
+        "doctor",
+        "what this machine offers (isolation layers, installers) and what is wrong in the state folder",
+        "The output of hostd doctor --state-dir DIR: the isolation layers and installers of this machine, then what "
+        "is wrong in the state folder (read only; no hostd started).",
+    )
 
 
 def _main_module() -> str | None:
@@ -342,9 +357,19 @@ def _run(argv: Sequence[str] | None, collecting: bool) -> int:
         state_dir = args.state_dir if args.state_dir is not None else str(default_state_dir())
         program = invoked_as(sys.argv[0], sys.executable, sys.orig_argv, _main_module())
         set_typed(program if args.state_dir is None else f"{program} --state-dir {shlex.quote(args.state_dir)}")
+        if args.command == "doctor":  # read only, no hostd (one would repair the folder before it is looked at)
+            print(f"hostctl: read {state_dir} directly (nothing started)", file=sys.stderr)
+            from hostd.cli.hostd import doctor  # noqa: PLC0415 (doctor only: the probe, the installers)
+
+            return doctor(state_dir)
         if args.command == "import":
             if args.undo:
                 return undo_rewrite(args.config)
+            try:
+                read_config(args.config)  # before any hostd starts: a missing config fails at once
+            except Failure as failure:
+                print("\n".join(failure.lines()), file=sys.stderr)
+                return EXIT_FAILED
             if args.rewrite and (refused := check_rewrite(args.config, args.yes)) is not None:
                 return refused
             from hostd.cli.import_rewrite import gateway_command  # noqa: PLC0415 (import only: a config's parser)

@@ -369,9 +369,10 @@ def domain_filtering_line(capabilities: Iterable[Capability]) -> str:
     )
 
 
-def _doctor(state_dir: str | None) -> int:
-    """``hostd doctor``: the isolation layers this machine offers, the installers, and what is wrong in
-    ``state_dir`` when given."""
+def doctor(state_dir: str | None) -> int:
+    """``hostd doctor`` (and ``hostctl doctor``): print the isolation layers this machine offers, the installers,
+    and what is wrong in ``state_dir`` when given (:func:`hostd.cli.checkup.check_state_folder`: it only reads);
+    returns the exit code, 0."""
     from sandbox.probe import probe, render_table  # noqa: PLC0415  (only this command needs it)
 
     capabilities = probe()
@@ -457,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return EXIT_USAGE if exc.code not in (0, None) else 0
     if args.command == "doctor":
-        return _doctor(args.state_dir)
+        return doctor(args.state_dir)
     # pydantic looks for its plugins (entry points of every installed distribution: ~11 ms, before the
     # first model is built, so before the first host answer); hostd installs none and configures none.
     # A value the user set is kept.

@@ -204,11 +204,28 @@ def unpinned_line(name: str, prepare: Mapping[str, Any]) -> str:
 
 def plugin_version(info: Mapping[str, Any]) -> str:
     """The version shown for a ``PluginInfo``: its package's (``info.package``: what runs, for an imported
-    plugin whose manifest version is a placeholder), else the manifest's."""
+    plugin whose manifest version is a placeholder); for an imported plugin whose launch runs no registry
+    package (``info.imported``: a script such as ``python3 server.py``, whose manifest ``0.0.0`` is the import's
+    placeholder), the version its server reported at its last start (``info.serverInfo``), marked
+    ``(serverInfo)``, else ``unknown`` (:data:`VERSION_NOTE` says why); else the manifest's."""
     package = info.get("package")
     if isinstance(package, Mapping):
         return str(package.get("version") or "unresolved")
+    if info.get("imported"):
+        reported = info.get("serverInfo")
+        if isinstance(reported, Mapping) and reported.get("version"):
+            return f"{reported['version']} (serverInfo)"
+        return "unknown"
     return str(info.get("version") or "-")
+
+
+#: Said once under a table with a VERSION ``unknown`` (:func:`plugin_version`). The class: a figure hostd does not
+#: know shown as one it knows (an imported script entry listed as ``VERSION 0.0.0``, the import's placeholder).
+VERSION_UNKNOWN = (
+    "an imported config entry that runs no registry package (a script, a program of its own, a remote server) "
+    "names no version; its server reports its own when it starts (then shown, as serverInfo)"
+)
+VERSION_NOTE = f"VERSION unknown: {VERSION_UNKNOWN}"
 
 
 def package_name(info: Mapping[str, Any]) -> str:
@@ -463,15 +480,60 @@ def capability_rows(capabilities: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def print_info(console: Console, info: Mapping[str, Any]) -> None:
-    """A ``PluginInfo`` for people: id, version, folder, status, grants, approval and the whole launch."""
+def print_info(console: Console, info: Mapping[str, Any], more: Sequence[tuple[str, str]] = ()) -> None:
+    """A ``PluginInfo`` for people: id, version, folder, status, grants, approval and the whole launch, then the
+    rows ``more`` (``hostctl show``: :func:`show_rows`)."""
     say(console, f"{info['id']} {plugin_version(info)} ({info['name']})", style="bold")
     rows = [("folder", info["path"]), ("status", f"{info['status']}{', enabled' if info.get('enabled') else ''}")]
     rows.append(("granted", ", ".join(info.get("granted") or []) or "nothing"))
     launch = info.get("launch") or {}
     if isinstance(launch, Mapping) and "digest" in launch:
         rows.append(("approved", "yes" if launch.get("approved") else "no"))
-    print_table(console, ["", ""], [*rows, *launch_details(info)])
+    print_table(console, ["", ""], [*rows, *launch_details(info), *more])
+
+
+def _version_text(version: str) -> str:
+    """:func:`plugin_version`'s value with where it comes from, when that is not the manifest or the package."""
+    if version == "unknown":
+        return f"unknown: {VERSION_UNKNOWN}"
+    if version.endswith(" (serverInfo)"):
+        reported = version.removesuffix(" (serverInfo)")
+        return f"{reported}, as its server reported it at its last start (serverInfo); the config named no version"
+    return version
+
+
+def show_rows(
+    info: Mapping[str, Any], status: Mapping[str, Any], tools: Sequence[Mapping[str, Any]], state_dir: str
+) -> list[tuple[str, str]]:
+    """What ``hostctl show`` adds to :func:`print_info`'s rows for one plugin: what ``list`` shows that those do not
+    (version and package, FEATURES), the network hosts granted, its tools (``tools``:
+    ``tools/list`` with ``includeDisabled``, empty while it does not run: then the manifest's, with the user's
+    ``info.disabledTools``), the server that answered, the last start's error, and the state folder.
+
+    ``status``: its ``PluginStatus``; ``state_dir``: the state folder read."""
+    version = plugin_version(info)
+    rows = [
+        ("version", _version_text(version)),
+        *([] if any(label == "package" for label, _ in launch_details(info)) else [("package", package_text(info))]),
+        ("features", permission_figures(info)[1]),
+        ("network hosts", ", ".join(info.get("networkHosts") or []) or "none granted"),
+    ]
+    disabled = set(info.get("disabledTools") or [])
+    if tools:
+        names = [str(t["name"]) for t in tools]
+        where = "listed by the running server"
+    else:
+        names = [str(name) for name in info.get("tools") or []]
+        where = "declared in its manifest (a running server lists its own)"
+    off = [name for name in names if name in disabled]
+    rows.append(("tool count", f"{len(names)} {where}; {len(off)} disabled{': ' + ', '.join(off) if off else ''}"))
+    server = status_row(status)[4]
+    if server != "-":
+        rows.append(("server", server))
+    reason = status_row(status)[-1]
+    rows.append(("last start error", reason or "none"))
+    rows.append(("state folder", state_dir))
+    return rows
 
 
 def next_action(info: Mapping[str, Any]) -> tuple[str, str]:

@@ -460,7 +460,19 @@ class PluginInfo(Wire):
     """What is installed and what the user decided. Returned by `plugins/install`, `plugins/grant`,
     `plugins/approve`, `plugins/configure` and `plugins/list`."""
 
-    omit_none = frozenset({"user_config", "origin", "error", "package", "network_hosts", "network_call_hosts"})
+    omit_none = frozenset(
+        {
+            "user_config",
+            "origin",
+            "error",
+            "package",
+            "network_hosts",
+            "network_call_hosts",
+            "disabled_tools",
+            "imported",
+            "server_info",
+        }
+    )
 
     id: str = Field(description="the manifest's `id`: stable identity, `^[a-z0-9][a-z0-9-]{0,62}$`")
     name: str = Field(description="human-readable name")
@@ -531,6 +543,26 @@ class PluginInfo(Wire):
         description='for a `broken` plugin: `{kind: "PLUGIN_BROKEN", message, plugin, path, source, reason, errors}` '
         "(`source`: `manifest` or `state`, which stored file no longer loads; `errors`: `[{field, message}]`); "
         "omitted otherwise",
+    )
+    disabled_tools: list[str] | None = Field(
+        default=None,
+        alias="disabledTools",
+        description="the host names of the tools the user disabled ([`tools/setEnabled`](#toolssetenabled)), "
+        "sorted: kept in the state whether or not the plugin runs; omitted when none",
+    )
+    imported: Literal[True] | None = Field(
+        default=None,
+        description="`true` for a plugin [`plugins/import`](#pluginsimport) installed from a client config: its "
+        "manifest `version` is a placeholder (`0.0.0`), not the server's; the version that runs is `package.version` "
+        "when its launch runs a registry package, else unknown until the server reports its own "
+        "(`PluginStatus.server_version`, then `serverInfo`); omitted otherwise",
+    )
+    server_info: dict[str, str] | None = Field(
+        default=None,
+        alias="serverInfo",
+        description="the MCP `serverInfo` `{name, version}` the server reported at its last successful start, kept "
+        "in the state (each at most 200 characters): known while it is stopped, and by a later hostd; omitted "
+        "before its first start and when it reported no version",
     )
 
 
@@ -982,6 +1014,21 @@ class StateRecord(Wire):
         "(`always`); absent when none",
     )
 
+    server_info: dict[str, str] | None = Field(
+        default=None,
+        alias="serverInfo",
+        description="the MCP `serverInfo` `{name, version}` the server reported at its last successful start "
+        "(each at most 200 characters); absent before one",
+    )
+
     omit_none: ClassVar[frozenset[str]] = frozenset(
-        {"secret_arguments", "install", "call_grants", "start_error", "network_hosts", "network_call_hosts"}
+        {
+            "secret_arguments",
+            "install",
+            "call_grants",
+            "start_error",
+            "network_hosts",
+            "network_call_hosts",
+            "server_info",
+        }
     )

@@ -61,7 +61,9 @@ def launch_info(plugin: InstalledPlugin, launch: Launch) -> dict[str, Any]:
     return launch_model(plugin, launch).wire()
 
 
-def info_model(plugin: InstalledPlugin) -> p.PluginInfo:
+def info_model(plugin: InstalledPlugin, imported: bool = False) -> p.PluginInfo:
+    """``plugin`` as :class:`hostd.control.models.PluginInfo`; ``imported``: ``plugins/import`` generated its
+    manifest (it lives in ``<stateDir>/imported/``), whose ``version`` is a placeholder (``PluginInfo.imported``)."""
     manifest = plugin.manifest
     launch: p.Launch | p.LaunchUnresolved | None = None
     if plugin.launch is not None:
@@ -95,6 +97,9 @@ def info_model(plugin: InstalledPlugin) -> p.PluginInfo:
         ),
         launch=launch,
         package=package_version(plugin),
+        disabledTools=[f"{manifest.id}.{name}" for name in sorted(plugin.disabled_tools)] or None,
+        imported=True if imported else None,
+        serverInfo=dict(plugin.server_info) if plugin.server_info is not None else None,
         userConfig=config_items(plugin) or None,
         origin=(
             {

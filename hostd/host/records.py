@@ -27,7 +27,7 @@ from hostd.net.allowlist import canonical_entries
 from hostd.plugins import trust
 from hostd.plugins.restart import RestartMode
 from hostd.plugins.supervisor import PluginSupervisor
-from hostd.storage.state import PluginRecord, StoredRecord
+from hostd.storage.state import SERVER_INFO_CHARS, PluginRecord, StoredRecord
 from hostd.wire.errors import ErrorKind, HostError
 from hostd.wire.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
 from sandbox.launch import Launch, LaunchError
@@ -210,6 +210,8 @@ class RecordedState:
     install: dict[str, str] = field(default_factory=dict)
     #: Why its last start failed while enabled (:attr:`hostd.storage.state.PluginRecord.start_error`).
     start_error: dict[str, str] | None = None
+    #: The ``serverInfo`` of its last successful start (:attr:`hostd.storage.state.PluginRecord.server_info`).
+    server_info: dict[str, str] | None = None
 
     def to_record(self, restarts: int) -> PluginRecord:
         """What the state store keeps of this plugin, with its restart count."""
@@ -231,6 +233,7 @@ class RecordedState:
             secret_arguments=self.secret_arguments,
             install=dict(self.install),
             start_error=dict(self.start_error) if self.start_error is not None else None,
+            server_info=dict(self.server_info) if self.server_info is not None else None,
         )
 
     def take_record(self, record: PluginRecord, manifest: Manifest) -> None:
@@ -250,6 +253,7 @@ class RecordedState:
         self.secret_arguments = record.secret_arguments
         self.install = installs.migrate(record.install, manifest, self.path)  # a record from before: its own now
         self.start_error = dict(record.start_error) if record.start_error is not None and record.enabled else None
+        self.server_info = dict(record.server_info) if record.server_info is not None else None
 
 
 @dataclass(kw_only=True)
@@ -375,6 +379,16 @@ class BrokenPlugin:
             withheld=[],
             isolation=[],
         ).wire()
+
+
+def server_info_of(status: dict[str, Any]) -> dict[str, str] | None:
+    """The ``serverInfo`` a ``ready`` ``PluginStatus`` carries (``server_name``, ``server_version``), as the record
+    keeps it (:attr:`hostd.storage.state.PluginRecord.server_info`, cut to ``SERVER_INFO_CHARS``); None when the
+    server reported no version."""
+    name, version = status.get("server_name"), status.get("server_version")
+    if not isinstance(version, str) or not version:
+        return None
+    return {"name": str(name or "")[:SERVER_INFO_CHARS], "version": version[:SERVER_INFO_CHARS]}
 
 
 def broken_error(plugin_id: str, path: str | None, source: str, reason: str, errors: list[Any]) -> HostError:

@@ -42,6 +42,7 @@ from hostd.host.records import (
     HostSettings,
     InstalledPlugin,
     LogRing,
+    server_info_of,
 )
 from hostd.install.ecosystems import Registries
 from hostd.install.manifest import Manifest
@@ -314,8 +315,9 @@ class Host:
 
     def _record_start(self, status: dict[str, Any]) -> None:
         """Keep why an enabled plugin's start failed (``status`` is its ``PluginStatus``: ``error`` with the
-        reason) in its record, or forget it (``ready``); the document is written in the background when
-        it changed (a failed write is logged). Read back by :meth:`_show_failed_starts` in a later hostd.
+        reason) in its record, or forget it (``ready``, which records the ``serverInfo`` reported); the document
+        is written in the background when it changed (a failed write is logged). Read back by
+        :meth:`_show_failed_starts` in a later hostd.
 
         The class (issue 28): a failure only the hostd that saw it knew, so that every later hostd (one per
         hostctl command) started the plugin again to find out, printing its start-up lines each time.
@@ -335,8 +337,9 @@ class Host:
             plugin.start_error = {"kind": kind, "message": message[:START_ERROR_CHARS], "time": now}
             if isinstance(error.get("reason"), str):
                 plugin.start_error["reason"] = error["reason"][:START_ERROR_CHARS]
-        elif status.get("status") == "ready" and recorded is not None:
+        elif status.get("status") == "ready" and (recorded is not None or server_info_of(status) != plugin.server_info):
             plugin.start_error = None
+            plugin.server_info = server_info_of(status)  # what runs, for a later hostd (an imported script's version)
         else:
             return
         with contextlib.suppress(RuntimeError):  # the session is ending: the next write records it
@@ -486,7 +489,14 @@ class Host:
 
     def info(self, plugin: InstalledPlugin) -> dict[str, Any]:
         """:class:`hostd.control.models.PluginInfo` as sent on the wire."""
-        return plugin_info.info_model(plugin).wire()
+        return self._info_model(plugin).wire()
+
+    def _info_model(self, plugin: InstalledPlugin) -> p.PluginInfo:
+        """:func:`hostd.host.plugin_info.info_model`, told whether ``plugins/import`` generated ``plugin``'s
+        manifest (its folder is ``<stateDir>/imported/<id>``, as :func:`hostd.host.install_methods.import_config`
+        writes it)."""
+        imported = self.store is not None and plugin.path.parent == self.store.directory / "imported"
+        return plugin_info.info_model(plugin, imported)
 
     # -- plugins/* --------------------------------------------------------------
 
@@ -606,7 +616,7 @@ class Host:
         p.parse_params(p.Empty, params)
         broken = {k: b for k, b in self.broken.items() if k not in self.plugins}
         plugins = [
-            plugin_info.info_model(self.plugins[k]) if k in self.plugins else broken[k].info()
+            self._info_model(self.plugins[k]) if k in self.plugins else broken[k].info()
             for k in sorted({*self.plugins, *broken})
         ]
         return p.PluginsListResult(plugins=plugins).wire()

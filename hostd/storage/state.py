@@ -118,6 +118,9 @@ class PluginRecord:
     #: None once a start succeeds or it is disabled. A hostd that does not start plugins at start-up
     #: (``hostd serve --no-restore``, hostctl's) shows the plugin ``error`` with this reason (issue 28).
     start_error: dict[str, str] | None = None
+    #: The MCP ``serverInfo`` (``name``, ``version``) the server reported at its last successful start, while
+    #: it is installed: what an imported script runs, whose manifest version is a placeholder (issue 28).
+    server_info: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored."""
@@ -139,6 +142,7 @@ class PluginRecord:
             **({"startError": dict(self.start_error)} if self.start_error is not None else {}),
             **({"networkHosts": sorted(self.network_hosts)} if self.network_hosts else {}),
             **({"networkCallHosts": sorted(self.network_call_hosts)} if self.network_call_hosts else {}),
+            **({"serverInfo": dict(self.server_info)} if self.server_info is not None else {}),
         }
 
     @classmethod
@@ -196,11 +200,27 @@ class PluginRecord:
                 if isinstance(k, str) and os.path.isabs(k) and "\x00" not in k and v in ("read", "write")
             },
             start_error=_start_error(value.get("startError")),
+            server_info=_server_info(value.get("serverInfo")),
         )
 
 
 #: Bound of a recorded start failure's ``message``, in characters (the rest is cut: it is a plugin's text).
 START_ERROR_CHARS = 2000
+
+#: Bound of a recorded ``serverInfo`` ``name`` and ``version``, in characters (the server's text).
+SERVER_INFO_CHARS = 200
+
+
+def _server_info(value: Any) -> dict[str, str] | None:
+    """A stored ``serverInfo``: ``name`` and ``version`` as strings of at most :data:`SERVER_INFO_CHARS`, else
+    None (a malformed one is dropped, never a broken record: the document is attacker input, as in
+    :func:`_start_error`)."""
+    if not isinstance(value, dict):
+        return None
+    name, version = value.get("name"), value.get("version")
+    if not isinstance(name, str) or not isinstance(version, str):
+        return None
+    return {"name": name[:SERVER_INFO_CHARS], "version": version[:SERVER_INFO_CHARS]}
 
 
 def _start_error(value: Any) -> dict[str, str] | None:

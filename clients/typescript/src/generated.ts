@@ -633,6 +633,12 @@ export interface PluginInfo {
   package?: PackageVersion | null;
   /** for a `broken` plugin: `{kind: "PLUGIN_BROKEN", message, plugin, path, source, reason, errors}` (`source`: `manifest` or `state`, which stored file no longer loads; `errors`: `[{field, message}]`); omitted otherwise */
   error?: { [key: string]: unknown } | null;
+  /** the host names of the tools the user disabled ([`tools/setEnabled`](#toolssetenabled)), sorted: kept in the state whether or not the plugin runs; omitted when none */
+  disabledTools?: string[] | null;
+  /** `true` for a plugin [`plugins/import`](#pluginsimport) installed from a client config: its manifest `version` is a placeholder (`0.0.0`), not the server's; the version that runs is `package.version` when its launch runs a registry package, else unknown until the server reports its own (`PluginStatus.server_version`, then `serverInfo`); omitted otherwise */
+  imported?: true | null;
+  /** the MCP `serverInfo` `{name, version}` the server reported at its last successful start, kept in the state (each at most 200 characters): known while it is stopped, and by a later hostd; omitted before its first start and when it reported no version */
+  serverInfo?: { [key: string]: string } | null;
 }
 
 /** `resources/listChanged` and `prompts/listChanged` params. */
