@@ -124,7 +124,9 @@ async def test_show_tools_list_and_doctor_read_the_folder_and_say_what_is_known(
         "granted            echo.inspect, echo.use",
         "approved           yes",
     ]
-    assert "network            only through hostd's proxy, to example.com" in echo
+    assert (
+        "network            only through hostd's proxy, to example.com; any other host is asked of you, or refused"
+    ) in echo
     assert echo[-8:] == [
         "version            1.0.0",
         "package            -",
