@@ -22,6 +22,8 @@ layer, what is weaker on macOS, and the honest limits.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,6 +59,24 @@ _HOME = {
     "LimitHit": "sandbox.watchdog",
     "watch": "sandbox.watchdog",
 }
+
+
+class _Package(types.ModuleType):
+    """The package's module type: ``sandbox.probe`` is the function :func:`sandbox.probe.probe`, as when this
+    package imported every name, not the submodule that the import system binds under the same name when it
+    loads ``sandbox.probe`` (``probe`` is the one name of ``__all__`` that is also a submodule's)."""
+
+    @property
+    def probe(self) -> Any:
+        """:func:`sandbox.probe.probe`."""
+        return importlib.import_module("sandbox.probe").probe
+
+    @probe.setter
+    def probe(self, module: Any) -> None:
+        del module  # the submodule, bound by its import: the name stays the function's
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -329,3 +329,16 @@ def test_a_package_and_its_submodule_imported_from_two_threads_both_load_whole(
         first.join(30)
         second.join(30)
     assert results == {"hostd_race_pkg": "whole", "hostd_race_pkg.second": "whole"}
+
+
+def test_the_sandbox_package_gives_each_name_from_its_module() -> None:
+    """The class: a name of ``sandbox.__all__`` that the package, which loads its submodules only when a name is
+    asked for (PEP 562), maps to the wrong module or to none; and a name that is not the package's."""
+    import sandbox  # noqa: PLC0415 (the package itself, as a user of it imports it)
+
+    homes = sandbox._HOME
+    assert sorted(homes) == sorted(sandbox.__all__)
+    for name, home in homes.items():
+        assert getattr(sandbox, name) is getattr(importlib.import_module(home), name), name
+    with pytest.raises(AttributeError, match="module 'sandbox' has no attribute 'no_such_name'"):
+        _ = sandbox.no_such_name
