@@ -10,7 +10,8 @@ interleaved, one of each per round, runs real hostctl processes to exit:
   reading commands sent to a hostd, as before);
 - ``before`` (with ``--before TREE``): ``direct`` run from ``TREE``, another checkout of hostd (``git worktree``
   or ``git archive`` of an older commit), so an import-time change is measured against its base in one run;
-- ``import``: ``python -c "import hostd.cli.hostctl"`` (what any hostctl command costs before it does anything);
+- ``import``: ``python -c "import hostd.cli.hostctl"`` (what any hostctl command costs before it does anything),
+  with ``--before`` also from ``TREE`` (``import before``; its ratio is ``direct_over_before["import"]``);
 - ``python``: ``python -c pass``.
 
 for the verbs ``list`` and ``status``. Prints one JSON object: per verb and way, the wall time and the CPU
@@ -106,11 +107,11 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
                         wall.setdefault(f"{verb} {way}", []).append(w)
                         cpu.setdefault(f"{verb} {way}", []).append(c)
                 same_output = same_output and len(set(outputs)) == 1
-            for name, argv in (
-                ("import hostd.cli.hostctl", [python, "-c", "import hostd.cli.hostctl"]),
-                ("python -c pass", [python, "-c", "pass"]),
-            ):
-                w, c, _ = _timed(argv, env, ROOT)
+            imports = [("import hostd.cli.hostctl", [python, "-c", "import hostd.cli.hostctl"], ROOT)]
+            if before is not None:  # the same import from TREE, right after: "import before"
+                imports.append(("import before", imports[0][1], before))
+            for name, argv, tree in (*imports, ("python -c pass", [python, "-c", "pass"], ROOT)):
+                w, c, _ = _timed(argv, env, tree)
                 if round_:
                     wall.setdefault(name, []).append(w)
                     cpu.setdefault(name, []).append(c)
@@ -137,6 +138,16 @@ def _ratios(wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[s
             for kind, m in (("wall", wall), ("cpu", cpu))
         }
         for verb in VERBS
+    } | {
+        "import": {
+            kind: round(
+                statistics.median(
+                    a / b for a, b in zip(m["import hostd.cli.hostctl"], m["import before"], strict=True)
+                ),
+                3,
+            )
+            for kind, m in (("wall", wall), ("cpu", cpu))
+        }
     }
 
 

@@ -285,7 +285,7 @@ async def test_importing_the_same_config_again_is_idempotent(tmp_path: Path) -> 
 def test_every_imported_manifest_requests_the_client_feature_permissions() -> None:
     # The class: each form an entry can take (local command, remote url, VS Code servers) declares the
     # reserved permissions, so plugins/grant can let it use sampling, elicitation or roots; none granted.
-    from hostd.mcp.client_features import RESERVED_PERMISSIONS  # noqa: PLC0415
+    from hostd.mcp.permissions import RESERVED_PERMISSIONS  # noqa: PLC0415
 
     assert set(IMPORTED_PERMISSIONS) == RESERVED_PERMISSIONS
     config = {"mcpServers": {"local": {"command": "x"}, "remote": {"url": "https://example.com/mcp"}}}

@@ -28,7 +28,7 @@ import yaml
 
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from hostd.install.manifest import load_manifest
-from hostd.mcp.client_features import RESERVED_PERMISSIONS
+from hostd.mcp.permissions import RESERVED_PERMISSIONS
 from tests.conftest import ROOT, run_quietly
 from tests.platform_facts import platform_offers
 

@@ -50,6 +50,37 @@ PLUGIN_START = frozenset({"hostd.mcp.handshake", "jsonschema", "jsonschema_rs", 
 #: plugin tree (psutil: its sampling and its end) needs (issue 28).
 NOT_FOR_A_READER = frozenset(
     {"httpx2", "hostd.net.proxy", "hostd.gateway", "hostd.control.server", "hostd.control.attach", "psutil"}
+) | frozenset(
+    {
+        # What only a plugin's start needs: its request spans (opentelemetry, at the first request), a stdio plugin's
+        # link on its pipes, a networked plugin's listener handoff, a remote plugin's endpoint; and what only mise's
+        # version files need (tomllib: hostd/install/shims.py).
+        "opentelemetry",
+        "hostd.wire.tracing",
+        "hostd.mcp.transport.stdio",
+        "hostd.net.handoff",
+        "hostd.remote.endpoint",
+        "tomllib",
+    }
+)
+#: Loaded by no hostctl command before it does anything (``import hostd.cli.hostctl``; a reading command then loads
+#: hostd's host, a command sent to a hostd does not): the link to a plugin (which only naming the reserved
+#: permissions pulled in: hostd/mcp/permissions.py), and the sandbox beyond the environment policy that the secret
+#: store's names need (the ``sandbox`` package loads its submodules when they are named: sandbox/__init__.py).
+NOT_FOR_ANY_COMMAND = frozenset(
+    {
+        "hostd.mcp.link",
+        "hostd.mcp.client_features",
+        "hostd.mcp.session",
+        "hostd.wire.tracing",
+        "opentelemetry",
+        "sandbox.launch",
+        "sandbox.policy",
+        "sandbox.probe",
+        "sandbox.process",
+        "sandbox.watchdog",
+        "sandbox.forkserver",
+    }
 )
 
 
@@ -113,6 +144,12 @@ async def test_stdio_plugins_load_no_remote_or_package_module(tmp_path: Path, ma
         read = imported(done.stderr)
         assert {"hostd.host.records", "hostd.control.results", "hostd.plugins.supervisor"} <= read, verb
         assert sorted(read & (REMOTE_AND_PACKAGES | PLUGIN_START | NOT_FOR_A_READER)) == [], verb
+    # What every hostctl command loads before its verb runs (here --help, which then only prints).
+    done = await run_hostctl(tmp_path / "state", "--help", env=env)
+    assert done.returncode == 0, done.stderr
+    loaded = imported(done.stderr)
+    assert {"hostd.cli.direct", "hostd.cli.render", "hostd.storage.secrets", "sandbox.environment"} <= loaded
+    assert sorted(loaded & NOT_FOR_ANY_COMMAND) == []
 
 
 async def test_a_remote_stack_that_cannot_load_fails_only_the_remote_start(
@@ -292,3 +329,16 @@ def test_a_package_and_its_submodule_imported_from_two_threads_both_load_whole(
         first.join(30)
         second.join(30)
     assert results == {"hostd_race_pkg": "whole", "hostd_race_pkg.second": "whole"}
+
+
+def test_the_sandbox_package_gives_each_name_from_its_module() -> None:
+    """The class: a name of ``sandbox.__all__`` that the package, which loads its submodules only when a name is
+    asked for (PEP 562), maps to the wrong module or to none; and a name that is not the package's."""
+    import sandbox  # noqa: PLC0415 (the package itself, as a user of it imports it)
+
+    homes = sandbox._HOME
+    assert sorted(homes) == sorted(sandbox.__all__)
+    for name, home in homes.items():
+        assert getattr(sandbox, name) is getattr(importlib.import_module(home), name), name
+    with pytest.raises(AttributeError, match="module 'sandbox' has no attribute 'no_such_name'"):
+        _ = sandbox.no_such_name

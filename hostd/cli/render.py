@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from hostd.mcp.client_features import CLIENT_FEATURE_PERMISSIONS, RESERVED_PERMISSIONS
+from hostd.mcp.permissions import CLIENT_FEATURE_PERMISSIONS, RESERVED_PERMISSIONS
 from hostd.wire.text import escape_invisible
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from hostd.host import plugin_info
 from hostd.host.records import InstalledPlugin
 from hostd.install.packages import PackageLaunch
-from hostd.mcp.client_features import RESERVED_PERMISSIONS
+from hostd.mcp.permissions import RESERVED_PERMISSIONS
 from hostd.wire.errors import ErrorKind, HostError
 from sandbox.launch import Launch
 

@@ -27,7 +27,7 @@ from hostd.control.core import RequestContext
 from hostd.host import installs
 from hostd.host.records import HostSettings, InstalledPlugin, write_failed
 from hostd.install.manifest import BUNDLE_SUFFIXES, Manifest, load_manifest
-from hostd.mcp import client_features as features
+from hostd.mcp.permissions import RESERVED_PERMISSIONS
 from hostd.plugins.supervisor import State
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import MANIFEST_TEMPORARY, StateStore
@@ -255,7 +255,7 @@ async def install_folder(host: InstallHost, folder: Path, *, adopt_data: bool = 
     """
     manifest, digest = await trio.to_thread.run_sync(load_manifest, folder)
     if host.known_permissions is not None:
-        unknown = sorted(set(manifest.permissions) - host.known_permissions - features.RESERVED_PERMISSIONS)
+        unknown = sorted(set(manifest.permissions) - host.known_permissions - RESERVED_PERMISSIONS)
         if unknown:
             raise HostError(
                 ErrorKind.PERMISSION_UNKNOWN,

@@ -26,7 +26,6 @@ from hostd.install.packages import PrepareError, parse_package_launch
 from hostd.install.prepare import find_prepared, plugin_root
 from hostd.install.shims import Shim, find_shim, nvm_program, resolve_shim
 from hostd.net.allowlist import canonical_entries
-from hostd.remote.endpoint import resolve_remote
 from hostd.storage import facts
 from hostd.storage import secrets as secrets_
 from hostd.storage.state import StateStore
@@ -239,6 +238,8 @@ def _prepared_command(
 
 async def _resolve_remote(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
     """:func:`resolve` of a remote plugin: its endpoint is the launch; reads which of its secrets are set."""
+    from hostd.remote.endpoint import resolve_remote  # noqa: PLC0415 (a remote plugin's: a stdio one never loads it)
+
     remote = resolve_remote(plugin.manifest.backend, str(plugin.path))
     network = allowlist(plugin)
     own = remote_entry(remote.endpoint.url)

@@ -44,7 +44,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,6 +335,8 @@ def _mise_choice(tool: str, places: Iterable[str]) -> list[tuple[str, str]] | st
             continue
         if len(raw) > TOML_BOUND:
             return f"{path} is larger than {TOML_BOUND // 1024} KiB: hostd does not read it"
+        import tomllib  # noqa: PLC0415 (only mise's files are TOML: hostd's start and hostctl's reads never parse one)
+
         try:
             tools = tomllib.loads(raw.decode("utf-8")).get("tools", {})
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -46,15 +46,11 @@ import trio
 
 from hostd.control.core import Notify, ParentRequest
 from hostd.mcp.link import LinkClosed, PluginLink, ReplyTooLarge
+from hostd.mcp.permissions import CLIENT_FEATURE_PERMISSIONS
 from hostd.mcp.session import PluginRequestError
 from hostd.wire.errors import ErrorKind, HostError
 
 log = logging.getLogger("hostd.mcp.client_features")
-
-#: Client feature -> the reserved permission that lets a plugin use it.
-CLIENT_FEATURE_PERMISSIONS = {"sampling": "mcp.sampling", "elicitation": "mcp.elicitation", "roots": "mcp.roots"}
-#: Permissions hostd itself gives meaning to: optional (enable does not need them), never in knownPermissions.
-RESERVED_PERMISSIONS = frozenset(CLIENT_FEATURE_PERMISSIONS.values())
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 

@@ -68,7 +68,7 @@ from hostd.mcp.session import (
     ServerNotification,
     ServerRequest,
 )
-from hostd.wire import lazy, tracing
+from hostd.wire import lazy
 from hostd.wire.errors import HostError, start_failed
 from hostd.wire.framing import describe_head, encode
 from hostd.wire.jsonlimits import check_json
@@ -395,6 +395,8 @@ class PluginLink(EraNegotiation):
         ends first, :class:`ReplyTooLarge` for an oversized answer; cancelling sends the server
         ``notifications/cancelled`` for the request.
         """
+        from hostd.wire import tracing  # noqa: PLC0415 (opentelemetry: at the first request; hostctl's reads send none)
+
         target = params.get("name") if params is not None and isinstance(params.get("name"), str) else None
         with tracing.plugin_span(self.plugin_id, method, target) as trace_meta:
             if trace_meta:

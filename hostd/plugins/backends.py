@@ -12,16 +12,18 @@ resource watch, the stop and the kill.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from hostd.mcp.link import PluginLink
-from hostd.mcp.transport.stdio import StdioLink
 from sandbox.cgroups import Mechanism
 from sandbox.policy import IsolationPolicy
 from sandbox.process import SandboxedProcess, StopReport
 from sandbox.watchdog import LimitHit, cgroup_hit, watch
+
+if TYPE_CHECKING:  # imported by a stdio plugin's start (hostd.plugins.instance), not by a reader of the state folder
+    from hostd.mcp.transport.stdio import StdioLink
 
 
 class Instance(Protocol):

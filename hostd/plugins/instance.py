@@ -36,17 +36,13 @@ from hostd.mcp.convert import convert_tools
 from hostd.mcp.link import LinkClosed, PluginLink, PluginRequestError, ReplyTooLarge
 from hostd.mcp.listing import ListingBounds
 from hostd.mcp.tools import RegisteredTool
-from hostd.mcp.transport.stdio import StdioLink
 from hostd.net.allowlist import Allowlist
-from hostd.net.handoff import Handoff, HandoffError
 from hostd.plugins import lifecycle, trust
 from hostd.plugins.backends import Instance, ProcessInstance, RemoteInstance
 from hostd.plugins.events import NetworkRequested, Notify, OnEvent, ToolsPinned
 from hostd.plugins.lifecycle import Event
 from hostd.plugins.registry import ToolRegistry
 from hostd.plugins.restart import RefreshPacer
-from hostd.remote.endpoint import RemoteLaunch, SecretLookup
-from hostd.remote.oauth import Authorizer
 from hostd.wire import lazy
 from hostd.wire.errors import ErrorKind, HostError, start_failed, unwrap_host_error
 from hostd.wire.redact import Redactor
@@ -57,6 +53,8 @@ from sandbox.watchdog import LimitHit
 
 if TYPE_CHECKING:
     from hostd.net.proxy import PluginProxy
+    from hostd.remote.endpoint import RemoteLaunch, SecretLookup
+    from hostd.remote.oauth import Authorizer
 
 log = logging.getLogger("hostd.plugins.supervisor")
 
@@ -198,8 +196,13 @@ class InstanceRunner:
 
     async def _open(self, launch: Launch) -> Instance:
         """The default :data:`Opener`: spawn the process tree and its stdio link, or connect to a remote server."""
+        from hostd.remote.endpoint import RemoteLaunch  # noqa: PLC0415 (a start's: a reader never opens one)
+
         if isinstance(launch, RemoteLaunch):  # a remote server: a connection stands for the process tree
             return await self._connect(launch)
+        # A stdio plugin's link on its pipes: loaded by its start, never by a reader of the state folder.
+        from hostd.mcp.transport.stdio import StdioLink  # noqa: PLC0415
+
         backend = self.manifest.backend
         process, proxy = await self._spawn_proxied(launch)
         link = StdioLink(
@@ -228,6 +231,8 @@ class InstanceRunner:
     async def _spawn_proxied(self, launch: Launch) -> tuple[SandboxedProcess, Callable[[], Awaitable[None]] | None]:
         """Spawn ``launch``; with ``netproxy`` also take its namespace's listener (hostd/net/handoff.py) and return
         the proxy to run on it (hostd/net/proxy.py), whose refusals reach the parent as ``plugins/log``."""
+        from hostd.net.handoff import Handoff, HandoffError  # noqa: PLC0415 (a start's, as in _open)
+
         handoff = await Handoff.open() if "netproxy" in launch.isolation else None
         self._net_proxy, self._net_rules = None, None  # this launch's allowlist holds every change until now
         try:
@@ -646,6 +651,8 @@ def shim_hint(error: HostError, launch: Launch) -> None:
     through the shim runs the real program, so it gets none. Reads the executable's first 4 KiB and
     the manager's version files (blocking, once per failed start).
     """
+    from hostd.remote.endpoint import RemoteLaunch  # noqa: PLC0415 (a failed start's, as in InstanceRunner._open)
+
     if isinstance(launch, RemoteLaunch) or error.kind != ErrorKind.PLUGIN_START_FAILED:
         return
     shim = find_shim(launch.command, launch.executable)

@@ -67,8 +67,6 @@ from hostd.plugins.lifecycle import Action, Event, transition
 from hostd.plugins.registry import ToolRegistry
 from hostd.plugins.restart import RefreshPacer, RestartPolicy
 from hostd.plugins.results import tool_error, tool_result
-from hostd.remote.endpoint import SecretLookup
-from hostd.remote.oauth import Authorizer
 from hostd.wire.content import ContentLimits
 from hostd.wire.errors import ErrorKind, HostError, unwrap_host_error
 from hostd.wire.framing import PLUGIN_FRAME_LIMIT, RESULT_LIMIT
@@ -78,6 +76,8 @@ from sandbox.policy import IsolationPolicy
 if TYPE_CHECKING:
     from hostd.net.allowlist import Allowlist
     from hostd.net.proxy import PluginProxy
+    from hostd.remote.endpoint import SecretLookup
+    from hostd.remote.oauth import Authorizer
 
 __all__ = [
     "STOP_GRACE",

@@ -53,12 +53,14 @@ import re
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from hostd.storage.state import move_aside, write_atomically
 from hostd.wire.errors import ErrorKind, HostError
 from sandbox.environment import is_secret_name
-from sandbox.launch import Launch
+
+if TYPE_CHECKING:  # a launch's secrets are filled by a start; hostctl's checkup reads the store without one
+    from sandbox.launch import Launch
 
 __all__ = [
     "SECRET_REF",
