@@ -317,10 +317,20 @@ def _own_session(stage: list[str], parent: Callable[[], int], expected: int) -> 
 
 
 def _default_signals() -> None:
-    """Default dispositions, no wakeup fd, nothing blocked (what a fresh process expects)."""
+    """Default dispositions for EVERY signal, no wakeup fd, nothing blocked (what a fresh process expects).
+
+    Every signal, not only the ones this shim and Python change (SIGCHLD, SIGTERM, SIGHUP, SIGINT, SIGPIPE,
+    SIGXFSZ): an ignored disposition survives exec, and hostd may have inherited some from whoever started it
+    (``cmd &`` in a script ignores SIGQUIT, ``nohup`` SIGHUP, a parent may ignore anything); none of them is
+    the plugin's."""
     signal.set_wakeup_fd(-1)
-    for sig in (*_HANDLED, signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(sig, signal.SIG_DFL)
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            continue  # a number the kernel reserves (glibc's real-time signals 32 and 33)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 

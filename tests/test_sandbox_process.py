@@ -326,12 +326,19 @@ async def test_plugin_gets_rlimits_no_new_privs_and_default_signals(tmp_path: Pa
         tmpdir=str(tmp_path),
     )
     launch = dataclasses.replace(launch, isolation=layers)
-    with trio.fail_after(10):
-        proc = await spawn(launch)
-        out = b""
-        while chunk := await proc.stdout.receive_some(65536):
-            out += chunk
-        report = await proc.stop()
+    # Dispositions hostd itself inherited must not reach the plugin: a script that starts hostd with `cmd &`
+    # leaves SIGQUIT (and SIGINT, which Python resets) ignored, `nohup` SIGHUP; a parent may ignore others.
+    inherited = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGQUIT, signal.SIGUSR1, signal.SIGHUP)}
+    try:
+        with trio.fail_after(10):
+            proc = await spawn(launch)
+            out = b""
+            while chunk := await proc.stdout.receive_some(65536):
+                out += chunk
+            report = await proc.stop()
+    finally:
+        for sig, previous in inherited.items():
+            signal.signal(sig, previous)
     assert report.step == "already-exited" or report.step == "stdin-eof"
     assert report.returncode == 0
     text = out.decode()
