@@ -18,7 +18,6 @@ nobody test repeats the raw-socket client as nobody.
 from __future__ import annotations
 
 import argparse
-import datetime
 import shutil
 import socket
 import ssl
@@ -30,10 +29,6 @@ import pytest
 import trio
 import trio.testing
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from hostd.cli.client import HostdClient, plugin_environment
 from hostd.cli.hostd import resolve_pin
@@ -44,35 +39,9 @@ from hostd.net.transparent import serve_dns
 from tests.conftest import ROOT, spawn_hostd
 from tests.http_upstream import upstream
 from tests.platform_facts import need_layers
+from tests.tls import server_context
 
 PROBE = ROOT / "fixtures" / "mcp-probe"
-
-
-def name_tls(folder: Path, name: str) -> tuple[ssl.SSLContext, Path]:
-    """A server TLS context for the DNS name ``name`` (self-signed) and its certificate's PEM file."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / f"{name}.pem", folder / f"{name}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert_path, key_path)
-    return context, cert_path
 
 
 async def serve_plain_and_tls(nursery: trio.Nursery, context: ssl.SSLContext) -> tuple[int, int]:
@@ -115,7 +84,7 @@ async def test_proxy_unaware_clients_reach_the_allowlisted_name_and_nothing_else
     if shutil.which("node") is None:
         pytest.skip("node is not installed")
     (tmp_path / "shared").mkdir()  # granted to the plugin by spawn_hostd: where it reads the certificate
-    context, cafile = name_tls(tmp_path / "shared", "api.test")
+    context, cafile = server_context(tmp_path / "shared", "api.test")
     port, tls_port = await serve_plain_and_tls(nursery, context)
     other = port + 1 if port < 65535 else port - 1
     folder = probe_with(tmp_path, {"hosts": [f"api.test:{port}", f"api.test:{tls_port}"], "private": ["api.test"]})

@@ -9,11 +9,9 @@ self-signed certificate the client trusts through ``SSL_CERT_FILE``.
 
 from __future__ import annotations
 
-import datetime
 import errno
 import functools
 import hashlib
-import ipaddress
 import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
@@ -23,10 +21,6 @@ from typing import Any
 
 import pytest
 import trio
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from hostd.cli.client import RpcError
 from hostd.install import serverjson
@@ -34,6 +28,7 @@ from hostd.wire.errors import HostError
 from tests.conftest import spawn_hostd
 from tests.test_bundle import mcpb_manifest, node_bundle
 from tests.test_registry_serverjson import entry
+from tests.tls import server_context
 
 ONLY_HTTPS = "hostd fetches only https: URLs"
 LOOPBACK_REFUSED = (
@@ -48,33 +43,6 @@ Route = Callable[[trio.abc.Stream], Awaitable[None]]
 def mcpb(url: str, sha256: str = "0" * 64) -> dict[str, Any]:
     """An ``mcpb`` package of a registry entry at ``url``."""
     return {"registryType": "mcpb", "identifier": url, "fileSha256": sha256, "transport": {"type": "stdio"}}
-
-
-def loopback_tls(folder: Path) -> tuple[ssl.SSLContext, Path]:
-    """A server TLS context for ``127.0.0.1`` (IP address in the certificate) and its certificate's PEM file."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "loopback.pem", folder / "loopback.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert_path, key_path)
-    return context, cert_path
 
 
 class Server:
@@ -162,7 +130,7 @@ def tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Generator[ssl.SSLCon
     for variable in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         monkeypatch.delenv(variable, raising=False)
         monkeypatch.delenv(variable.upper(), raising=False)
-    context, cert = loopback_tls(tmp_path)
+    context, cert = server_context(tmp_path, "127.0.0.1")
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     yield context

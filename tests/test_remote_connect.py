@@ -9,7 +9,6 @@ dialled (any other address is recorded and fails before a socket exists), so not
 
 from __future__ import annotations
 
-import datetime
 import errno
 import functools
 import ipaddress
@@ -25,15 +24,12 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from mcp.client.sse import sse_client
 from mcp.shared._httpx_utils import request_within_origin
 
 from hostd.mcp.transport.http import HttpWatch, http_client
 from hostd.remote.endpoint import RemoteLaunch, RemoteTarget, address_problem, url_problem
+from tests.tls import self_signed
 
 #: A public address a rebinding name first answers (never dialled: :class:`Dns` lets only 127.0.0.1 through).
 PUBLIC = "1.1.1.1"
@@ -105,31 +101,6 @@ def dns(monkeypatch: pytest.MonkeyPatch) -> Dns:
     return resolver
 
 
-def certificate(folder: Path, name: str) -> tuple[Path, Path]:
-    """A self-signed certificate for DNS name ``name`` and its key (PEM files in ``folder``)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / f"{name}.pem", folder / f"{name}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 class Server:
     """An HTTP/1.1 server on 127.0.0.1 (TLS when given a certificate) that records what reaches it.
 
@@ -193,7 +164,7 @@ async def server(
 
 def tls_for(folder: Path, name: str) -> ssl.SSLContext:
     """A server TLS context presenting a certificate for ``name``."""
-    cert, key = certificate(folder, name)
+    cert, key = self_signed(folder, name)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     return context
