@@ -26,7 +26,7 @@ from sandbox.environment import EnvPolicy
 from sandbox.launch import Launch, LaunchError, resolve_launch
 from sandbox.policy import IsolationPolicy, plan_layers, runtime_read_paths
 from sandbox.probe import Capability, probe
-from sandbox.process import SandboxedProcess, spawn
+from sandbox.process import SandboxedProcess
 from sandbox.watchdog import watch
 
 __all__ = [
@@ -46,8 +46,6 @@ OUTPUT_BOUND = 64 * 1024
 INSTALL_TIMEOUT = 600.0
 #: Bytes an installer may allocate beneath the folders it may write (environment, caches, HOME, TMPDIR).
 INSTALL_DISK_BYTES = 4 * 1024**3
-#: Seconds the shim has to hand the installer's namespace listener to hostd's proxy (``netproxy``).
-HANDOFF_SECONDS = 10.0
 
 
 #: What an installer keeps of hostd's environment: finding programs, locale, and what a real network
@@ -240,34 +238,25 @@ async def _spawn(
 ) -> tuple[SandboxedProcess, trio.SocketListener | None]:
     """Spawn ``launch``; with ``netproxy`` also take its namespace's listener (:mod:`hostd.net.handoff`), which
     hostd's proxy then serves. Raises :class:`PrepareError` ``"sandbox"`` (the tree is ended first)."""
-    from hostd.net.handoff import Handoff, HandoffError  # noqa: PLC0415 (an installer run only)
+    from hostd.net.handoff import HandoffError, spawn_handing_off  # noqa: PLC0415 (an installer run only)
 
-    handoff = await Handoff.open() if "netproxy" in launch.isolation else None
     try:
-        try:
-            # A cgroup where usable: its tasks bounded (issue 29).
-            process = await spawn(launch, limits=policy, proxy_socket=handoff.path if handoff is not None else None)
-        except LaunchError as exc:
-            raise PrepareError("sandbox", f"cannot start {name} in the sandbox: {exc}") from None
-        if handoff is None:
-            return process, None
-        try:
-            received = await handoff.receive(HANDOFF_SECONDS)
-        except HandoffError as exc:
-            with trio.CancelScope(shield=True):
-                await process.stop(grace=0)
-            raise PrepareError("sandbox", f"cannot start {name} in the sandbox: netproxy: {exc}") from None
-        # The installers (npm, uv, deno) all go through HTTPS_PROXY (tests/test_prepare_network.py proves each):
-        # the transparent mode's DNS sockets and listeners are not served for them, and closed here, so a direct
-        # connection or a name lookup inside fails at once rather than waiting.
-        for sock in received.dns:
-            sock.close()
-        for listener in received.transparent:
-            listener.socket.close()
-        return process, received.listener
-    finally:
-        if handoff is not None:
-            handoff.close()
+        # A cgroup where usable: its tasks bounded (issue 29).
+        process, received = await spawn_handing_off(launch, policy)
+    except LaunchError as exc:
+        raise PrepareError("sandbox", f"cannot start {name} in the sandbox: {exc}") from None
+    except HandoffError as exc:
+        raise PrepareError("sandbox", f"cannot start {name} in the sandbox: netproxy: {exc}") from None
+    if received is None:
+        return process, None
+    # The installers (npm, uv, deno) all go through HTTPS_PROXY (tests/test_prepare_network.py proves each):
+    # the transparent mode's DNS sockets and listeners are not served for them, and closed here, so a direct
+    # connection or a name lookup inside fails at once rather than waiting.
+    for sock in received.dns:
+        sock.close()
+    for listener in received.transparent:
+        listener.socket.close()
+    return process, received.listener
 
 
 async def _watch_disk(process: SandboxedProcess, policy: IsolationPolicy, paths: list[str], hit: list[str]) -> None:

@@ -17,10 +17,19 @@ import shutil
 import socket
 import tempfile
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import trio
 
-__all__ = ["MAX_DESCRIPTORS", "Handoff", "HandoffError", "Received"]
+if TYPE_CHECKING:
+    from sandbox.launch import Launch
+    from sandbox.policy import IsolationPolicy
+    from sandbox.process import SandboxedProcess
+
+__all__ = ["HANDOFF_SECONDS", "MAX_DESCRIPTORS", "Handoff", "HandoffError", "Received", "spawn_handing_off"]
+
+#: Seconds the shim has to hand its network namespace's sockets over after the tree started (``netproxy``).
+HANDOFF_SECONDS = 10.0
 
 #: The most descriptors one handoff carries (1 proxy listener, 3 DNS sockets, 16 transparent listeners, and room).
 MAX_DESCRIPTORS = 32
@@ -127,3 +136,31 @@ def _checked(kinds: bytes, raws: list[socket.socket]) -> Received:
         except ValueError as exc:  # not listening
             raise HandoffError(f"the shim sent a TCP socket that does not listen: {exc}") from None
     return Received(listeners[0], dns, listeners[1:])
+
+
+async def spawn_handing_off(launch: Launch, limits: IsolationPolicy) -> tuple[SandboxedProcess, Received | None]:
+    """Spawn ``launch`` (:func:`sandbox.process.spawn`, a cgroup bounded by ``limits`` where one is usable); with
+    the ``netproxy`` layer, also take the sockets the shim opens in the tree's network namespace (:class:`Received`,
+    the caller's to serve or close) within :data:`HANDOFF_SECONDS`; without it, ``None``. The one start path of
+    a plugin (hostd/plugins/instance.py) and of an installer run (hostd/install/installers.py).
+
+    Raises ``sandbox.launch.LaunchError`` from the spawn, and :class:`HandoffError` when the shim hands nothing
+    usable over (the tree is stopped first, shielded). Cancellation: the Unix socket is closed and its folder
+    removed either way; a tree already spawned is the caller's (as a spawn's is).
+    """
+    from sandbox.process import spawn  # noqa: PLC0415 (a start's; not on a reader's path)
+
+    handoff = await Handoff.open() if "netproxy" in launch.isolation else None
+    try:
+        process = await spawn(launch, limits=limits, proxy_socket=handoff.path if handoff is not None else None)
+        if handoff is None:
+            return process, None
+        try:
+            return process, await handoff.receive(HANDOFF_SECONDS)
+        except HandoffError:
+            with trio.CancelScope(shield=True):
+                await process.stop(grace=0)
+            raise
+    finally:
+        if handoff is not None:
+            handoff.close()

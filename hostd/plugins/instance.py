@@ -48,7 +48,7 @@ from hostd.wire.errors import ErrorKind, HostError, start_failed, unwrap_host_er
 from hostd.wire.redact import Redactor
 from sandbox.launch import Launch, LaunchError
 from sandbox.policy import IsolationPolicy
-from sandbox.process import SandboxedProcess, spawn
+from sandbox.process import SandboxedProcess
 from sandbox.watchdog import LimitHit
 
 if TYPE_CHECKING:
@@ -60,8 +60,6 @@ log = logging.getLogger("hostd.plugins.supervisor")
 
 #: Seconds the plugin gets after stdin EOF, and again after SIGTERM (case E7).
 STOP_GRACE = 2.0
-#: Seconds the shim has to hand its network namespace's listener over after the plugin started (``netproxy``).
-HANDOFF_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -231,29 +229,20 @@ class InstanceRunner:
     async def _spawn_proxied(self, launch: Launch) -> tuple[SandboxedProcess, Callable[[], Awaitable[None]] | None]:
         """Spawn ``launch``; with ``netproxy`` also take its namespace's listener (hostd/net/handoff.py) and return
         the proxy to run on it (hostd/net/proxy.py), whose refusals reach the parent as ``plugins/log``."""
-        from hostd.net.handoff import Handoff, HandoffError  # noqa: PLC0415 (a start's, as in _open)
+        from hostd.net.handoff import HandoffError, spawn_handing_off  # noqa: PLC0415 (a start's, as in _open)
 
-        handoff = await Handoff.open() if "netproxy" in launch.isolation else None
         self._net_proxy, self._net_rules = None, None  # this launch's allowlist holds every change until now
         try:
-            try:
-                # Every tree gets a cgroup where one is usable (sandbox/cgroups.py): its memory bound is the policy's.
-                limits = self.limits if self.limits is not None else IsolationPolicy()
-                process = await spawn(launch, limits=limits, proxy_socket=handoff.path if handoff is not None else None)
-            except LaunchError as exc:
-                raise launch_failed(self.plugin_id, exc) from None
-            if handoff is None:
-                return process, None
-            try:
-                received = await handoff.receive(HANDOFF_SECONDS)
-            except HandoffError as exc:
-                with trio.CancelScope(shield=True):
-                    await process.stop(grace=0)
-                error = LaunchError("ISOLATION_FAILED", launch.command, f"netproxy: {exc}")
-                raise launch_failed(self.plugin_id, error) from None
-        finally:
-            if handoff is not None:
-                handoff.close()
+            # Every tree gets a cgroup where one is usable (sandbox/cgroups.py): its memory bound is the policy's.
+            limits = self.limits if self.limits is not None else IsolationPolicy()
+            process, received = await spawn_handing_off(launch, limits)
+        except LaunchError as exc:
+            raise launch_failed(self.plugin_id, exc) from None
+        except HandoffError as exc:
+            error = LaunchError("ISOLATION_FAILED", launch.command, f"netproxy: {exc}")
+            raise launch_failed(self.plugin_id, error) from None
+        if received is None:
+            return process, None
         hosts, private = launch.network or ((), ())
         allowlist = Allowlist.parse(hosts, private)
         if received.transparent_off is not None:
