@@ -43,10 +43,17 @@ child.wait()
 
 
 @contextlib.contextmanager
-def running(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """A process that lives until the block ends (its stdin closes, then SIGKILL if it is still there)."""
+def running(argv: list[str], env: dict[str, str], *, ready: bool = True) -> Iterator[subprocess.Popen[bytes]]:
+    """A process that lives until the block ends (its stdin closes, then SIGKILL if it is still there).
+
+    ``ready``: ``argv`` prints ``ready`` once it runs its own code (:data:`WAIT_FOR_EOF`), and the block starts
+    only then. Until its exec, a child's ``/proc/<pid>/environ`` is its parent's, without the token: a test that
+    looked right after ``Popen`` found ``[]`` under load (the class of 8905b71, whose issuer now waits too)."""
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
+        if ready:
+            assert proc.stdout is not None
+            assert proc.stdout.readline() == b"ready\n"
         yield proc
     finally:
         assert proc.stdin is not None and proc.stdout is not None
@@ -90,7 +97,7 @@ def test_a_live_hostd_in_another_pid_namespace_keeps_its_plugins() -> None:
     # The issuer is pid 1 of a pid namespace of its own; from out here pid 1 is another process, so
     # the old sweep took the issuer for dead and killed its live plugin. Fails before.
     command = [*UNSHARE, sys.executable, "-c", ISSUER]
-    with running(command, {"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}) as issuer:
+    with running(command, {"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}, ready=False) as issuer:
         assert issuer.stdout is not None
         token = issuer.stdout.readline().decode().strip()
         assert token.split(".")[1] == "1"  # the issuer's pid, inside its namespace
@@ -116,8 +123,6 @@ def test_root_never_signals_another_users_process() -> None:
     # A hostd run as root swept every user's processes. Fails before.
     token = orphan_token()
     with running([*SETPRIV, SYSTEM_PYTHON, *WAIT_FOR_EOF[1:]], {TOKEN_VAR: token}) as theirs:
-        assert theirs.stdout is not None
-        assert theirs.stdout.readline() == b"ready\n"
         with open(f"/proc/{theirs.pid}/status", "rb") as fh:
             assert f"Uid:\t{NOBODY}\t{NOBODY}\t".encode() in fh.read()
         sweep_orphans()
