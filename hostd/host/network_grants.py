@@ -30,7 +30,7 @@ from hostd.control.core import InitializeOptions
 from hostd.host.call_grants import CONSENT_TIMEOUT
 from hostd.host.launch import allowlist
 from hostd.host.records import InstalledPlugin
-from hostd.net.allowlist import Allowlist, EntryError, address_kind, canonical_host, parse_entry
+from hostd.net.allowlist import Allowlist, EntryError, address_kind, canonical_host, host_port, parse_entry
 from hostd.wire.errors import HostError
 
 __all__ = ["NetworkGrantHost", "apply_live", "decide", "destination"]
@@ -49,7 +49,7 @@ class NetworkGrantHost(Protocol):
 
 def destination(host: str, port: int) -> str:
     """The canonical ``host:port`` entry of a destination (an IPv6 address in brackets)."""
-    return parse_entry(f"[{host}]:{port}" if ":" in host else f"{host}:{port}").text
+    return parse_entry(host_port(host, port)).text
 
 
 async def decide(host: NetworkGrantHost, plugin: InstalledPlugin, name: str, port: int) -> str:

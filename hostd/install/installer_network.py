@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 import trio
 
 from hostd.install.packages import PrepareError
-from hostd.net.allowlist import Allowlist, EntryError, canonical_host, parse_entry
+from hostd.net.allowlist import Allowlist, EntryError, canonical_host, host_port, parse_entry
 
 __all__ = [
     "FILE_HOSTS",
@@ -56,7 +56,6 @@ __all__ = [
     "RegistryHosts",
     "network_words",
     "registry_hosts",
-    "shown_host",
     "upstream_proxy",
 ]
 
@@ -106,8 +105,8 @@ def registry_hosts(tool: str, urls: Iterable[str]) -> RegistryHosts:
             port = parts.port or (443 if parts.scheme == "https" else 80)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError("not an http:// or https:// URL with a host")
-            name, address = canonical_host(parts.hostname)
-            entry = parse_entry(f"[{name}]:{port}" if address is not None and ":" in name else f"{name}:{port}").text
+            name, _ = canonical_host(parts.hostname)
+            entry = parse_entry(host_port(name, port)).text
         except (ValueError, EntryError) as exc:  # EntryError is a ValueError; both spelled for the reader
             raise PrepareError("failed", f"registry {url[:200]!r} cannot be used: {exc}") from None
         entries += [entry, *FILE_HOSTS.get(entry, ())]
@@ -175,7 +174,7 @@ class InstallerNetwork:
         the proxy could not reach (``502``/``504``) is ``"unreachable"`` with the proxy's reason."""
         outside = [r for r in self.run_refused if r["status"] == 403 and r["host"]]
         if outside:
-            shown = shown_host(outside[0]["host"], outside[0]["port"])
+            shown = host_port(outside[0]["host"], outside[0]["port"])
             return PrepareError(
                 "host-refused",
                 f"{what}: {hosts.tool} tried to reach {shown}, which is not one of the registries in use "
@@ -192,8 +191,3 @@ class InstallerNetwork:
                 registry=registry,
             )
         return None
-
-
-def shown_host(host: str, port: int) -> str:
-    """``host:port`` as the proxy's refusals write it (an IPv6 address in brackets)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from hostd.net.allowlist import host_port
+
 __all__ = ["NETWORK_KEY", "PUBLISHER_KEY", "declared", "field_table", "remote_entry"]
 
 #: The extension key holding hostd's ``network`` field in formats without one (module text).
@@ -72,4 +74,4 @@ def remote_entry(url: str) -> str | None:
     host = parts.hostname
     if not host or port is None:
         return None
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return host_port(host, port)

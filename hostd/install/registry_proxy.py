@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import trio
 
-from hostd.install.installer_network import InstallerNetwork, RegistryHosts, shown_host
-from hostd.net.allowlist import EntryError, canonical_host
+from hostd.install.installer_network import InstallerNetwork, RegistryHosts
+from hostd.net.allowlist import EntryError, canonical_host, host_port
 from hostd.net.proxy import Decision, PluginProxy, ProxyLimits, Refused
 
 __all__ = ["INSTALLER_LIMITS", "RegistryProxy"]
@@ -45,9 +45,9 @@ class RegistryProxy(PluginProxy):
             listed = True  # the proxy's own refusal names what is malformed
             name = host
         if not listed:
-            shown = shown_host(name, port)
+            shown = host_port(name, port)
             raise Refused(403, f"{shown} is not one of the registries in use ({self.hosts.shown()})")
         decision = await super().decide(host, port)
-        where = shown_host(decision.host, port)
+        where = host_port(decision.host, port)
         self.network.reached[where] = self.network.reached.get(where, 0) + 1
         return decision

@@ -46,6 +46,7 @@ __all__ = [
     "addresses_problem",
     "canonical_entries",
     "canonical_host",
+    "host_port",
     "parse_entry",
     "split_host_port",
 ]
@@ -81,6 +82,12 @@ def _ip(text: str) -> IPAddress:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
     return ip
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as an allowlist entry and every refusal spell it: an IPv6 address in brackets (RFC 3986
+    section 3.2.2), a name or an IPv4 address as it is. ``host`` is canonical already (:func:`canonical_host`)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def canonical_host(host: str) -> tuple[str, IPAddress | None]:

@@ -49,6 +49,7 @@ from hostd.net.allowlist import (
     EntryError,
     addresses_problem,
     canonical_host,
+    host_port,
     parse_entry,
     split_host_port,
 )
@@ -256,7 +257,7 @@ class PluginProxy:
                 continue
             closed.append(decision)
             upstream.socket.close()  # the relay's read fails at once: both sides of the connection end
-            shown = f"[{decision.host}]:{decision.port}" if ":" in decision.host else f"{decision.host}:{decision.port}"
+            shown = host_port(decision.host, decision.port)
             reason = f"an open connection to {shown} closed: the plugin's allowlist no longer allows it"
             self.report(decision.host, decision.port, 403, reason)
         return closed
@@ -401,7 +402,7 @@ class PluginProxy:
             entry = self.allowlist.match(host, port)
         except EntryError as exc:
             raise Refused(403, str(exc)) from None
-        shown = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+        shown = host_port(name, port)
         if address is not None:
             if entry is not None:
                 return Decision(name, port, (name,))

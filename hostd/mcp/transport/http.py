@@ -61,7 +61,7 @@ import trio
 from hostd import __version__
 from hostd.mcp.link import Discovery, LinkOptions, PluginLink
 from hostd.mcp.session import LEGACY_VERSIONS, PROTOCOL_VERSION_META_KEY, ClientSession
-from hostd.net.allowlist import Allowlist, EntryError
+from hostd.net.allowlist import Allowlist, EntryError, host_port
 from hostd.remote.endpoint import RemoteLaunch, SecretLookup, resolve_headers, url_problem
 from hostd.remote.oauth import AUTHORIZE_SECONDS, Authorizer, provider
 from hostd.wire.errors import ErrorKind, HostError, start_failed
@@ -128,7 +128,7 @@ def http_client(
         if hosts is None:
             return None
         port = url.port or (443 if url.scheme == "https" else 80)
-        shown = f"[{url.host}]:{port}" if ":" in url.host else f"{url.host}:{port}"
+        shown = host_port(url.host, port)
         try:
             if hosts.match(url.host, port) is not None:
                 return None
