@@ -86,6 +86,26 @@ def remote_plugin(
     return folder
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        [str(SERVER), "streamable-http"],
+        [str(SERVER), "sse"],
+        [str(FIXTURES / "remote" / "oauth_server.py")],
+        [str(FIXTURES / "remote" / "header_server.py")],
+    ],
+    ids=["remote-streamable-http", "remote-sse", "oauth", "header"],
+)
+async def test_a_fixture_server_accepts_as_soon_as_it_prints_its_port(command: list[str]) -> None:
+    """Every remote fixture's ``PORT <n>`` line comes after its socket listens (fixtures/remote/remote_server.py
+    ``run``): a connect made the moment the line is read succeeds. Before, the line came before uvicorn's
+    ``listen`` and this connect was refused (``ConnectionRefusedError``); under load a test's hostd met the same
+    refusal (``ConnectError: all attempts to connect``, tests/test_remote_oauth.py in a full run)."""
+    async with fixture_server([sys.executable, *command]) as port:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        await stream.aclose()
+
+
 @pytest.mark.parametrize(("protocol", "version"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
 async def test_streamable_http_in_both_eras(hostd: HostdClient, tmp_path: Path, protocol: str, version: str) -> None:
     async with remote_server("streamable-http") as port:
