@@ -44,7 +44,11 @@ REMOTE_AND_PACKAGES = frozenset(
     }
 )
 #: Loaded at the first plugin start at the earliest (or by the request that needs them).
-PLUGIN_START = frozenset({"hostd.mcp.handshake", "jsonschema", "jsonschema_rs", "referencing"})
+PLUGIN_START = frozenset({"hostd.mcp.handshake", "jsonschema_rs"})
+#: Loaded only for a tool schema the compiled check leaves to them (a reference, a declared draft, a regex, a
+#: problem to report: hostd.mcp.convert._certainly_clean) or an argument it finds invalid: never for plain,
+#: valid schemas and calls (~0.1 s of CPU a hostd, issue 28).
+SCHEMA_SLOW_PATH = frozenset({"jsonschema", "referencing"})
 #: Loaded by no reading command of hostctl (``list``, ``status``, ``tools``, ``logs``) read directly: what only an
 #: OAuth flow, a networked plugin's proxy, hostd as an MCP server, a serving hostd's control channel or a running
 #: plugin tree (psutil: its sampling and its end) needs (issue 28).
@@ -117,7 +121,7 @@ async def test_the_start_path_loads_no_plugin_or_remote_module(tmp_path: Path) -
     modules = await serve_and_list_imports(tmp_path)
     # The log is read (hostd.host.service itself is loaded by importlib.import_module, which -X importtime omits).
     assert {"trio", "hostd.control.server", "hostd.plugins.supervisor", "pydantic"} <= modules
-    assert sorted(modules & (REMOTE_AND_PACKAGES | PLUGIN_START)) == []
+    assert sorted(modules & (REMOTE_AND_PACKAGES | PLUGIN_START | SCHEMA_SLOW_PATH)) == []
 
 
 async def test_stdio_plugins_load_no_remote_or_package_module(tmp_path: Path, make_plugin: MakePlugin) -> None:
@@ -132,6 +136,7 @@ async def test_stdio_plugins_load_no_remote_or_package_module(tmp_path: Path, ma
     modules = await serve_and_list_imports(tmp_path, enable_and_call)
     assert modules >= PLUGIN_START  # what a start needs did load, so the log covers the starts
     assert sorted(modules & REMOTE_AND_PACKAGES) == []
+    assert sorted(modules & SCHEMA_SLOW_PATH) == []  # the echo fixture's schemas are plain and its calls valid
 
     # The same folder (one plugin enabled, one disabled), read by hostctl's reading commands in their own process
     # (hostd/cli/direct.py): they load hostd's host, but nothing only a plugin start, a remote server, an OAuth
@@ -143,7 +148,7 @@ async def test_stdio_plugins_load_no_remote_or_package_module(tmp_path: Path, ma
         assert "directly (no hostd serves it; nothing started)" in done.stderr, verb
         read = imported(done.stderr)
         assert {"hostd.host.records", "hostd.control.results", "hostd.plugins.supervisor"} <= read, verb
-        assert sorted(read & (REMOTE_AND_PACKAGES | PLUGIN_START | NOT_FOR_A_READER)) == [], verb
+        assert sorted(read & (REMOTE_AND_PACKAGES | PLUGIN_START | SCHEMA_SLOW_PATH | NOT_FOR_A_READER)) == [], verb
     # What every hostctl command loads before its verb runs (here --help, which then only prints).
     done = await run_hostctl(tmp_path / "state", "--help", env=env)
     assert done.returncode == 0, done.stderr
