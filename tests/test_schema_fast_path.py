@@ -8,11 +8,13 @@ structuredContent check must give exactly what jsonschema alone gives.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from jsonschema.validators import Draft202012Validator, validator_for
 
+from hostd.mcp.convert import _certainly_clean, _schema_problems
 from hostd.mcp.tools import RegisteredTool, structured_content_problem, validate_arguments
 from hostd.wire.errors import HostError
 
@@ -75,3 +77,112 @@ def test_the_fast_path_agrees_with_jsonschema(index: int, schema: dict[str, Any]
         accepted = False
     assert accepted == expected
     assert (structured_content_problem(host_tool, value) is None) == expected
+
+
+# -- the listing's metaschema check (hostd.mcp.convert._certainly_clean) ------------------------------------------
+#
+# The same class for the check of a listed tool's schemas: a compiled metaschema check that calls a schema clean
+# where jsonschema finds a problem would let a tool through that hostd refuses today. Each schema below is given
+# to both: the fast verdict "clean" must never meet a jsonschema finding, and the plain valid schemas must take the
+# fast path (else the test would pass with no fast path at all).
+
+PLAIN_VALID: list[dict[str, Any]] = [
+    {"type": "object"},
+    {"type": "object", "properties": {}},
+    {"type": "object", "properties": {"text": {"type": "string", "description": "what to echo"}}, "required": ["text"]},
+    {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "head": {"type": "number", "minimum": 0},
+            "tail": {"type": "integer", "minimum": 1.0},  # 1.0 is an integer to both
+            "mode": {"enum": ["a", "b"]},
+            "opts": {"type": "object", "additionalProperties": {"type": "boolean"}},
+            "list": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True},
+            "any": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "when": {"type": "string", "format": "date-time"},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    {"type": "object", "properties": {"x": {"const": {"k": [1, 2]}, "default": None, "examples": [1, "a"]}}},
+    {"type": "object", "properties": {"t": {"type": ["string", "integer"]}}, "dependentRequired": {"a": ["b"]}},
+    {"type": "object", "properties": {"e": {"enum": []}}},  # an empty enum is valid in 2020-12
+    {"type": "object", "if": {"required": ["a"]}, "then": {"required": ["b"]}, "else": True, "not": False},
+]
+
+BROKEN: list[dict[str, Any]] = [
+    {"type": "object", "properties": {"a": 1}},
+    {"type": "object", "properties": {"a": {"type": "strin"}}},
+    {"type": "object", "properties": {"a": {"type": ["string", "string"]}}},
+    {"type": "object", "required": ["a", "a"]},
+    {"type": "object", "required": [1]},
+    {"type": "object", "required": "a"},
+    {"type": "object", "properties": {"a": {"minLength": -1}}},
+    {"type": "object", "properties": {"a": {"minLength": 1.5}}},
+    {"type": "object", "properties": {"a": {"minLength": "1"}}},
+    {"type": "object", "properties": {"a": {"maxItems": True}}},
+    {"type": "object", "properties": {"a": {"minimum": "0"}}},
+    {"type": "object", "properties": {"a": {"multipleOf": 0}}},
+    {"type": "object", "properties": {"a": {"items": 1}}},
+    {"type": "object", "properties": {"a": {"anyOf": []}}},
+    {"type": "object", "properties": {"a": {"allOf": {}}}},
+    {"type": "object", "additionalProperties": "no"},
+    {"type": "object", "dependentRequired": {"a": [1]}},
+    {"type": "object", "properties": {"a": {"enum": "x"}}},
+    {"type": "object", "properties": {"a": {"uniqueItems": "yes"}}},
+    {"type": "object", "properties": {"a": {"description": 3}}},
+    {"type": "object", "properties": {"a": {"format": 3}}},
+    {"type": "object", "properties": {"a": {"if": 3}}},
+]
+
+#: Schemas the fast path leaves to jsonschema by their text (a keyword checked with a format, a reference, a
+#: declared draft, a regex), whether or not they have a problem; and one too deep.
+SLOW: list[dict[str, Any]] = [
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"},
+    {"type": "object", "$defs": {"p": {"type": "string"}}, "properties": {"p": {"$ref": "#/$defs/p"}}},
+    {"type": "object", "properties": {"p": {"$ref": "#/$defs/missing"}}},
+    {"type": "object", "properties": {"s": {"pattern": "(unclosed"}}},
+    {"type": "object", "patternProperties": {"[a-": {"type": "string"}}},
+    {"type": "object", "$id": "not a uri reference \\"},
+    {"type": "object", "properties": {"s": {"description": "$5 or a pattern"}}},
+]
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def _jsonschema_findings(schema: dict[str, Any]) -> list[str]:
+    """What hostd's jsonschema path reports for ``schema`` (hostd.mcp.convert._schema_findings without its
+    fast path): the metaschema errors of the 2020-12 draft with its format checker."""
+    meta = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return [error.message for error in meta.iter_errors(schema)]
+
+
+def _fast(schema: dict[str, Any]) -> bool:
+    canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _certainly_clean(schema, canonical)
+
+
+@pytest.mark.parametrize("schema", PLAIN_VALID)
+def test_a_plain_valid_schema_is_clean_without_jsonschema(schema: dict[str, Any]) -> None:
+    assert _jsonschema_findings(schema) == []
+    assert _fast(schema) is True
+
+
+@pytest.mark.parametrize("schema", BROKEN)
+def test_a_broken_schema_is_never_called_clean(schema: dict[str, Any]) -> None:
+    assert _jsonschema_findings(schema) != []
+    assert _fast(schema) is False
+    # and the listing check reports it as before (the jsonschema path's message)
+    [problem] = _schema_problems(0, "inputSchema", schema, require_object=True)
+    assert problem.message.startswith("not a valid JSON Schema (Draft202012): "), problem.message
+
+
+@pytest.mark.parametrize("schema", [*SLOW, _nested(40)])
+def test_a_schema_with_a_format_keyword_a_reference_or_depth_takes_the_jsonschema_path(schema: dict[str, Any]) -> None:
+    assert _fast(schema) is False

@@ -11,6 +11,7 @@ imports, in any thread, when it imports it. The tests read those lines after hos
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 import threading
 import time
@@ -25,7 +26,7 @@ import trio.testing
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from hostd.wire import lazy
 from hostd.wire.errors import ErrorKind, HostError
-from tests.conftest import MakePlugin, ready, run_hostctl
+from tests.conftest import ROOT, MakePlugin, ready, run_hostctl
 from tests.test_remote import remote_plugin
 
 #: Loaded by no hostd that runs only stdio plugins installed from folders.
@@ -44,7 +45,11 @@ REMOTE_AND_PACKAGES = frozenset(
     }
 )
 #: Loaded at the first plugin start at the earliest (or by the request that needs them).
-PLUGIN_START = frozenset({"hostd.mcp.handshake", "jsonschema", "jsonschema_rs", "referencing"})
+PLUGIN_START = frozenset({"hostd.mcp.handshake", "jsonschema_rs"})
+#: Loaded only for a tool schema the compiled check leaves to them (a reference, a declared draft, a regex, a
+#: problem to report: hostd.mcp.convert._certainly_clean) or an argument it finds invalid: never for plain,
+#: valid schemas and calls (~0.1 s of CPU a hostd, issue 28).
+SCHEMA_SLOW_PATH = frozenset({"jsonschema", "referencing"})
 #: Loaded by no reading command of hostctl (``list``, ``status``, ``tools``, ``logs``) read directly: what only an
 #: OAuth flow, a networked plugin's proxy, hostd as an MCP server, a serving hostd's control channel or a running
 #: plugin tree (psutil: its sampling and its end) needs (issue 28).
@@ -117,7 +122,7 @@ async def test_the_start_path_loads_no_plugin_or_remote_module(tmp_path: Path) -
     modules = await serve_and_list_imports(tmp_path)
     # The log is read (hostd.host.service itself is loaded by importlib.import_module, which -X importtime omits).
     assert {"trio", "hostd.control.server", "hostd.plugins.supervisor", "pydantic"} <= modules
-    assert sorted(modules & (REMOTE_AND_PACKAGES | PLUGIN_START)) == []
+    assert sorted(modules & (REMOTE_AND_PACKAGES | PLUGIN_START | SCHEMA_SLOW_PATH)) == []
 
 
 async def test_stdio_plugins_load_no_remote_or_package_module(tmp_path: Path, make_plugin: MakePlugin) -> None:
@@ -132,6 +137,7 @@ async def test_stdio_plugins_load_no_remote_or_package_module(tmp_path: Path, ma
     modules = await serve_and_list_imports(tmp_path, enable_and_call)
     assert modules >= PLUGIN_START  # what a start needs did load, so the log covers the starts
     assert sorted(modules & REMOTE_AND_PACKAGES) == []
+    assert sorted(modules & SCHEMA_SLOW_PATH) == []  # the echo fixture's schemas are plain and its calls valid
 
     # The same folder (one plugin enabled, one disabled), read by hostctl's reading commands in their own process
     # (hostd/cli/direct.py): they load hostd's host, but nothing only a plugin start, a remote server, an OAuth
@@ -143,7 +149,7 @@ async def test_stdio_plugins_load_no_remote_or_package_module(tmp_path: Path, ma
         assert "directly (no hostd serves it; nothing started)" in done.stderr, verb
         read = imported(done.stderr)
         assert {"hostd.host.records", "hostd.control.results", "hostd.plugins.supervisor"} <= read, verb
-        assert sorted(read & (REMOTE_AND_PACKAGES | PLUGIN_START | NOT_FOR_A_READER)) == [], verb
+        assert sorted(read & (REMOTE_AND_PACKAGES | PLUGIN_START | SCHEMA_SLOW_PATH | NOT_FOR_A_READER)) == [], verb
     # What every hostctl command loads before its verb runs (here --help, which then only prints).
     done = await run_hostctl(tmp_path / "state", "--help", env=env)
     assert done.returncode == 0, done.stderr
@@ -342,3 +348,18 @@ def test_the_sandbox_package_gives_each_name_from_its_module() -> None:
         assert getattr(sandbox, name) is getattr(importlib.import_module(home), name), name
     with pytest.raises(AttributeError, match="module 'sandbox' has no attribute 'no_such_name'"):
         _ = sandbox.no_such_name
+
+
+def test_building_the_control_models_parses_no_builtin_signature() -> None:
+    """pydantic asks each default factory's signature; for a builtin such as ``list`` that signature is parsed
+    from text with ``tokenize``, whose regular expressions are compiled for it (~10 ms of every hostd's start).
+    Building every model of the control protocol must not (hostd.control.params ``_no_paths``; before:
+    ``misses`` was 1)."""
+    code = (
+        "import tokenize, hostd.control.models as m\n"
+        "for model in {*m.PARAMS.values(), *m.RESULTS.values()} - {None}:\n"
+        "    model.model_rebuild()\n"
+        "print(tokenize._compile.cache_info().misses)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout == "0\n"

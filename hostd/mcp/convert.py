@@ -545,6 +545,9 @@ def _schema_findings(schema: dict[str, Any]) -> tuple[_Finding, ...]:
         key = None
     if key is not None and (cached := _FINDINGS.get(key)) is not None:
         return cached
+    if key is not None and _certainly_clean(schema, canonical):
+        _remember(_FINDINGS, key, ())
+        return ()
 
     schema_libraries()
     from jsonschema.exceptions import best_match  # noqa: PLC0415
@@ -571,6 +574,40 @@ def _schema_findings(schema: dict[str, Any]) -> tuple[_Finding, ...]:
     if key is not None:
         _remember(_FINDINGS, key, findings)
     return findings
+
+
+#: Text that sends a schema to the jsonschema path when it occurs anywhere in the schema's canonical JSON:
+#: ``"$`` (every keyword the 2020-12 metaschema checks with a ``format``: ``$schema`` as a URI, ``$id``/``$ref``
+#: /``$dynamicRef`` as URI references, and ``$anchor``, the draft ``$schema`` selects, the references
+#: :func:`_reference_findings` resolves) and ``pattern`` (``pattern``, ``patternProperties``: the ``regex`` format,
+#: which jsonschema checks with Python's ``re`` and jsonschema-rs with its own engine). A string value or a
+#: property name holding the same text only costs the slower path.
+_SLOW_PATH_TEXT: Final = ('"$', "pattern")
+#: Deeper schemas take the jsonschema path (which reports one too deep for it as a finding).
+_FAST_PATH_DEPTH: Final = 32
+
+
+def _certainly_clean(schema: dict[str, Any], canonical: str) -> bool:
+    """True when ``schema`` certainly has no finding, decided without importing jsonschema (issue 28).
+
+    ``jsonschema`` with ``referencing`` and the metaschemas costs ~0.1 s of CPU to import, paid by every hostd
+    whose plugin lists a tool, though nearly every schema a server sends is a plain, valid, reference-free
+    object. Such a schema (none of :data:`_SLOW_PATH_TEXT`, at most :data:`_FAST_PATH_DEPTH` deep: no
+    ``$schema``, so draft 2020-12 for both libraries) is checked against the 2020-12 metaschema by jsonschema-rs
+    (``jsonschema_rs.meta.is_valid``, compiled, already a dependency for argument checks); valid there, it has
+    no reference to check and no finding. Anything else, an error of the fast check included, returns False and
+    the jsonschema path decides, with its exact message: like :func:`hostd.mcp.tools._fast_valid`, the fast
+    path only ever skips work for a schema that is clean. tests/test_tool_schema_fast_path.py holds the two
+    libraries to the same verdict on every schema of a corpus of valid and broken ones.
+    """
+    if any(text in canonical for text in _SLOW_PATH_TEXT) or check_json(schema, max_depth=_FAST_PATH_DEPTH):
+        return False
+    import jsonschema_rs  # noqa: PLC0415 (compiled; imported with the first listing)
+
+    try:
+        return bool(jsonschema_rs.meta.is_valid(schema))
+    except Exception:  # anything it cannot take: the jsonschema path
+        return False
 
 
 # Keywords whose value is a schema, a list of schemas, or a map of name -> schema, across
