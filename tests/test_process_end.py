@@ -61,11 +61,23 @@ def _spawn(child: str, way: str, stdout: int) -> subprocess.Popen[bytes]:
     )
 
 
+def _first_line(fd: int) -> bytes:
+    """The first line on ``fd``, read a byte at a time: nothing after it is taken from the pipe (a buffered
+    ``readline`` may read ahead what ``communicate``, which reads the descriptor itself, then never sees)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return line
+
+
 @pytest.mark.parametrize("way", ["end_process", "sys.exit"])
 def test_the_end_joins_threads_runs_atexit_and_flushes(way: str) -> None:
     child = _spawn(CHILD, way, subprocess.PIPE)
     assert child.stderr is not None and child.stdin is not None
-    assert child.stderr.readline() == b"ready\n"  # main is at its end; the thread still waits on stdin
+    assert _first_line(child.stderr.fileno()) == b"ready\n"  # main is at its end; the thread still waits on stdin
     out, err = child.communicate(b"go\n", timeout=GENEROUS)
     assert (child.returncode, out, err) == (3, b"main done\nthread done\natexit ran\n", b"the last log line\n")
 
