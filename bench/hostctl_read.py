@@ -12,6 +12,10 @@ interleaved, one of each per round, runs real hostctl processes to exit:
   or ``git archive`` of an older commit), so an import-time change is measured against its base in one run;
 - ``import``: ``python -c "import hostd.cli.hostctl"`` (what any hostctl command costs before it does anything),
   with ``--before`` also from ``TREE`` (``import before``; its ratio is ``direct_over_before["import"]``);
+- ``floor``: ``python -c`` of :data:`FLOOR`, what any read that gives hostd's own answers loads before its first
+  line of work: trio (hostctl and hostd run on it), rich (the tables), PyYAML and pydantic with its first model
+  built (the manifest), and hostd's control models (the answers); ``direct`` minus ``floor`` is what hostd's own
+  modules and the work itself cost;
 - ``python``: ``python -c pass``.
 
 for the verbs ``list`` and ``status``. Prints one JSON object: per verb and way, the wall time and the CPU
@@ -24,9 +28,10 @@ one environment (that key includes it) and imports hostd from the folder it runs
 first round warms the caches (bytecode) and is dropped. Timings belong here, never in tests; run it on an idle
 machine (the load average is in the output).
 
-Measured on 2026-12-06, 11 rounds, load 3.6-4.2 on 2 vCPUs, ``--before`` c0f5535 (docs/performance.md):
-``list`` read directly 644 ms wall, 580 ms CPU (p50) against 1,275 and 898, a median ratio of 0.61 (wall) and
-0.62 (CPU); ``status`` 0.60 and 0.59; through a hostd of its own ~1.6 s wall.
+Measured on 2026-12-06 at 16:05 UTC, 11 rounds, load 5.1 at start and 3.0 at the end on 2 vCPUs, ``--before``
+6cd936f (docs/performance.md): ``list`` read directly 405 ms wall, 403 ms CPU (p50; min 365, 361) against 414 and
+412, a median ratio of 0.99 (wall and CPU); ``status`` 1.03; ``floor`` 375 ms wall, 374 CPU (min 288, 287), so a
+read is its floor plus ~30-75 ms; through a hostd of its own ~0.85 s wall.
 """
 
 from __future__ import annotations
@@ -49,6 +54,14 @@ from bench.common import ROOT, echo_copy, open_hostd, ready, scratch
 SPAWN_WAY = "import sys; from hostd.cli import hostctl; hostctl.READING = frozenset(); sys.exit(hostctl.main())"
 
 VERBS = ("list", "status")
+
+#: The ``floor`` way (see the module header): the libraries a direct read cannot do without, and one model built.
+FLOOR = (
+    "import trio, rich.console, rich.table, yaml, pydantic\n"
+    "class Built(pydantic.BaseModel):\n    x: int\n"
+    "Built(x=1)\n"
+    "import hostd.control.models"
+)
 
 
 def _timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, float, str]:
@@ -110,7 +123,8 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
             imports = [("import hostd.cli.hostctl", [python, "-c", "import hostd.cli.hostctl"], ROOT)]
             if before is not None:  # the same import from TREE, right after: "import before"
                 imports.append(("import before", imports[0][1], before))
-            for name, argv, tree in (*imports, ("python -c pass", [python, "-c", "pass"], ROOT)):
+            floor = ("floor", [python, "-c", FLOOR], ROOT)
+            for name, argv, tree in (*imports, floor, ("python -c pass", [python, "-c", "pass"], ROOT)):
                 w, c, _ = _timed(argv, env, tree)
                 if round_:
                     wall.setdefault(name, []).append(w)

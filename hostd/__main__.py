@@ -1,7 +1,6 @@
-"""``python -m hostd`` is ``hostd``."""
+"""``python -m hostd`` is ``hostd``; the process ends as Python's own exit would, without its teardown
+(:func:`hostd.cli.hostd.end_process`)."""
 
-import sys
+from hostd.cli.hostd import end_process, main
 
-from hostd.cli.hostd import main
-
-sys.exit(main())
+end_process(main())

@@ -388,4 +388,7 @@ def _run(argv: Sequence[str] | None, collecting: bool) -> int:
 _loading.loaded()
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # The process ends as Python's exit would, without its teardown (hostd/cli/hostd.py end_process).
+    from hostd.cli.hostd import end_process
+
+    end_process(main())
