@@ -32,9 +32,9 @@ def main() -> None:
         sys.argv = [shim, *argv[3:]]
         runpy.run_path(shim, run_name="__main__")  # the shim ends the process itself (os._exit)
         os._exit(0)
-    from hostd.cli.hostd import main as hostd_main  # noqa: PLC0415
+    from hostd.cli.hostd import run  # noqa: PLC0415
 
-    sys.exit(hostd_main())
+    run()
 
 
 if __name__ == "__main__":

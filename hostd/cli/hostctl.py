@@ -66,7 +66,7 @@ import os
 import shlex
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
@@ -387,8 +387,14 @@ def _run(argv: Sequence[str] | None, collecting: bool) -> int:
 
 _loading.loaded()
 
-if __name__ == "__main__":
-    # The process ends as Python's exit would, without its teardown (hostd/cli/hostd.py end_process).
-    from hostd.cli.hostd import end_process
+
+def run() -> NoReturn:
+    """The ``hostctl`` console script and ``python -m hostd.cli.hostctl``: :func:`main`, then the process ends as
+    Python's exit would, without its teardown (:func:`hostd.cli.hostd.end_process`)."""
+    from hostd.cli.hostd import end_process  # noqa: PLC0415 (its parser is imported on demand)
 
     end_process(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -576,5 +576,11 @@ def end_process(code: int) -> NoReturn:
     os._exit(code)
 
 
-if __name__ == "__main__":
+def run() -> NoReturn:
+    """The ``hostd`` console script, ``python -m hostd`` and the sidecar: :func:`main` on ``sys.argv``, then
+    :func:`end_process` with its exit status."""
     end_process(main())
+
+
+if __name__ == "__main__":
+    run()
