@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sandbox.env_families import ALLOWED_ENV, ENV_FAMILIES, EnvFamily
 
@@ -329,6 +330,12 @@ def login_shell_path(
     Failure, a time-out or a missing shell give ``None``. The caller caches
     the result (hostd computes it once at start; ``hostd serve
     --no-login-path`` turns it off). ``env``: the shell's environment (default: this process's).
+
+    The shell runs in a process group of its own, which ends with its answer or its time-out (the group is
+    killed, so what a profile started in the background goes too), and at this process's exit at the latest
+    (:func:`end_login_shells`, an ``atexit`` function): a hostd asked to exit while a slow profile still runs
+    leaves nothing behind it, as it leaves no plugin (before, the shell ran on, orphaned, and a short-lived hostd
+    often left one).
     """
     import subprocess  # noqa: PLC0415  (only this helper runs a process)
 
@@ -337,20 +344,73 @@ def login_shell_path(
         return None
     script = f'printf "%s%s%s" "{_PATH_MARK}" "$PATH" "{_PATH_MARK}"'
     try:
-        done = subprocess.run(
+        shell_process = subprocess.Popen(
             [program, "-l", "-c", script],
             env=None if env is None else dict(env),
             stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            process_group=0,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
         return None
-    parts = done.stdout.decode("utf-8", "replace").split(_PATH_MARK)
+    _watch_login_shell(shell_process)
+    try:
+        out, _ = shell_process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        _end_login_shell(shell_process)
+    parts = out.decode("utf-8", "replace").split(_PATH_MARK)
     if len(parts) < 3:
         return None
     return trim_path(parts[-2]) or None
+
+
+#: Login shells still running (:func:`login_shell_path`), ended at exit by :func:`end_login_shells`.
+_LOGIN_SHELLS: set[Any] = set()
+
+
+def _watch_login_shell(shell_process: Any) -> None:
+    """Remember a running login shell; the first one registers :func:`end_login_shells` with ``atexit``."""
+    import atexit  # noqa: PLC0415
+
+    if not _ATEXIT_REGISTERED:
+        _ATEXIT_REGISTERED.append(True)
+        atexit.register(end_login_shells)
+    _LOGIN_SHELLS.add(shell_process)
+
+
+#: Whether :func:`end_login_shells` is registered (a list: set once, from any thread, without ``global``).
+_ATEXIT_REGISTERED: list[bool] = []
+
+
+def _end_login_shell(shell_process: Any) -> None:
+    """Forget ``shell_process``; when it has not been reaped (a time-out, or this process exiting while it runs),
+    kill its process group (what its profile started in the background too) and reap it (bounded: SIGKILL).
+    A reaped shell's group is left alone: its id may belong to a new process by now."""
+    import signal  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    _LOGIN_SHELLS.discard(shell_process)
+    if shell_process.returncode is None:  # not reaped: its pid, and so its group's id, is still its own
+        try:
+            os.killpg(shell_process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is gone
+        try:
+            shell_process.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            pass  # not reapable within the bound: init reaps it
+    if shell_process.stdout is not None:
+        shell_process.stdout.close()
+
+
+def end_login_shells() -> None:
+    """End every login shell :func:`login_shell_path` still waits for (an ``atexit`` function: a hostd
+    exiting while a profile runs). Safe to call at any time; blocking, at most ~2 s per shell."""
+    for shell_process in list(_LOGIN_SHELLS):
+        _end_login_shell(shell_process)
 
 
 def merge_paths(first: str, second: str | None) -> str:

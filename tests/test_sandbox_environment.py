@@ -8,7 +8,7 @@ import pytest
 import trio
 import yaml
 
-from hostd.cli.client import RpcError
+from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from sandbox.env_families import ALLOWED_ENV, LOADER_VARS
 from sandbox.environment import (
     DEFAULT_PATH,
@@ -24,6 +24,7 @@ from sandbox.environment import (
     trim_path,
 )
 from tests.conftest import MakePlugin, spawn_hostd
+from tests.waiting import until
 
 HOST = {
     "PATH": "/usr/local/bin:relative/bin::/usr/bin:.:/bin:/usr/bin",
@@ -192,6 +193,45 @@ def test_login_shell_path_reads_the_profile_path_between_markers(tmp_path: Path)
     assert found.split(":")[0] == "/opt/hostd-test/bin"
     assert login_shell_path(str(tmp_path / "missing-shell")) is None
     assert merge_paths("/a:/b", "/b:/c") == "/a:/b:/c"
+
+
+async def test_a_login_shell_that_times_out_is_ended_with_what_it_started(tmp_path: Path) -> None:
+    """The shell and the background job its profile started (same process group) end with the time-out:
+    before, only the shell was killed and its background job ran on (``TooSlowError``: still running after 10 s).
+    The job is not the shell's to reap (init is): the test waits, bounded, until the kill has landed."""
+    pids = tmp_path / "pids"
+    shell = tmp_path / "slow-login-shell"
+    shell.write_text(f'#!/bin/sh\nsleep 60 &\necho $! > "{pids}"\nexec sleep 60\n')
+    shell.chmod(0o755)
+    assert login_shell_path(str(shell), timeout=2.0) is None
+    [job] = [int(pid) for pid in pids.read_text().split()]
+    await until(lambda: not _running(job), timeout=10)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_a_hostd_asked_to_exit_while_the_login_shell_runs_leaves_it_behind_no_more(tmp_path: Path) -> None:
+    """``hostd serve`` asks the login shell for its ``PATH`` at start; a hostd told to exit while a slow profile
+    still runs ends that shell (sandbox.environment.end_login_shells, at exit). Before, the shell ran on as an
+    orphan: ``[True] == [False]``."""
+    started = tmp_path / "shell-pid"
+    shell = tmp_path / "slow-login-shell"
+    shell.write_text(f'#!/bin/sh\necho $$ > "{started}.tmp" && mv "{started}.tmp" "{started}"\nexec sleep 60\n')
+    shell.chmod(0o755)
+    env = {**plugin_environment(), "SHELL": str(shell)}
+    async with HostdClient.spawn(["--state-dir", str(tmp_path / "state")], env=env) as hostd:
+        await until(started.exists)
+        pid = int(started.read_text())
+        assert (await hostd.request("plugins/list", {}))["plugins"] == []
+    assert hostd.process.returncode == 0
+    assert [_running(pid)] == [False]
 
 
 # -- issue 9 class 6: a manifest variable that changes what code runs ---------------------------------
