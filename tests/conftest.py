@@ -78,18 +78,40 @@ def _ours(token: str, mine: set[int]) -> bool:
 
 
 def sandboxed_pids() -> list[psutil.Process]:
-    """Live plugin processes (they carry a sandbox token) started by this test run."""
-    mine = {p.pid for p in psutil.Process().children(recursive=True)} | {os.getpid()}
+    """Live plugin processes (they carry a sandbox token) started by this test run.
+
+    Runs twice around every test, over every process of the machine: each ``/proc/<pid>/environ`` is read as
+    bytes and searched for the token (psutil's ``environ()`` decodes the whole environment into a dict: ~3x the
+    CPU, paid ~4,400 times a suite); psutil is asked only about the few that carry one."""
     found = []
-    for proc in psutil.process_iter(["pid"]):
+    mine: set[int] | None = None  # our descendants, listed only when a token is found
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
         try:
-            token = proc.environ().get("HOSTD_SANDBOX_TOKEN")
-            if token is None or proc.status() == psutil.STATUS_ZOMBIE or not _ours(token, mine):
+            with open(f"/proc/{entry.name}/environ", "rb") as environ:
+                variables = environ.read()
+        except OSError:  # gone, or not ours to read
+            continue
+        at = variables.find(_TOKEN_VARIABLE)
+        if at < 0 or (at > 0 and variables[at - 1] != 0):
+            continue
+        token = variables[at + len(_TOKEN_VARIABLE) :].split(b"\0", 1)[0].decode("utf-8", "replace")
+        try:
+            proc = psutil.Process(int(entry.name))
+            if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            found.append(proc)
+            if mine is None:
+                mine = {p.pid for p in psutil.Process().children(recursive=True)} | {os.getpid()}
+            if _ours(token, mine):
+                found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
+
+
+#: How the token's variable begins in ``/proc/<pid>/environ`` (NUL-separated ``NAME=value`` entries).
+_TOKEN_VARIABLE = b"HOSTD_SANDBOX_TOKEN="
 
 
 @pytest.fixture(autouse=True)
