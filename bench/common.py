@@ -125,6 +125,18 @@ def machine() -> dict[str, Any]:
 # -- hostd and plugins ----------------------------------------------------------
 
 
+def before_option(argv: Sequence[str]) -> tuple[Path | None, list[str]]:
+    """``--before TREE`` taken out of ``argv``: (TREE resolved, or None; the other arguments). TREE is another
+    checkout of hostd (a ``git worktree`` or ``git archive`` export) a bench measures side by side."""
+    args = list(argv)
+    if "--before" not in args:
+        return None, args
+    at = args.index("--before")
+    before = Path(args[at + 1]).resolve()
+    del args[at : at + 2]
+    return before, args
+
+
 @contextlib.contextmanager
 def scratch(prefix: str = "hostd-bench-") -> Iterator[Path]:
     """A temporary folder, removed afterwards."""

@@ -48,7 +48,7 @@ from typing import Any
 
 import trio
 
-from bench.common import ROOT, echo_copy, open_hostd, ready, scratch
+from bench.common import ROOT, before_option, echo_copy, open_hostd, ready, scratch
 
 #: hostctl with its reading commands going through a hostd of their own, as before hostd/cli/direct.py.
 SPAWN_WAY = "import sys; from hostd.cli import hostctl; hostctl.READING = frozenset(); sys.exit(hostctl.main())"
@@ -166,12 +166,7 @@ def _ratios(wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[s
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    before = None
-    if "--before" in args:
-        at = args.index("--before")
-        before = Path(args[at + 1]).resolve()
-        del args[at : at + 2]
+    before, args = before_option(sys.argv[1:])
     runs = int(args[0]) if args else 7
     print(json.dumps(run(runs, before), indent=1))
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, scratch
+from bench.common import ROOT, before_option, scratch
 
 #: The requests before ``exit``, one JSON-RPC message a line (``initialize`` as hostctl sends it).
 BEFORE_EXIT = [
@@ -102,12 +102,7 @@ def run(runs: int, before: Path | None = None) -> dict[str, Any]:
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    before = None
-    if "--before" in args:
-        at = args.index("--before")
-        before = Path(args[at + 1]).resolve()
-        del args[at : at + 2]
+    before, args = before_option(sys.argv[1:])
     print(json.dumps(run(int(args[0]) if args else 11, before), indent=1))
 
 
