@@ -12,6 +12,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema.validators import Draft202012Validator, validator_for
 
 from hostd.mcp.convert import _certainly_clean, _schema_problems
@@ -186,3 +188,38 @@ def test_a_broken_schema_is_never_called_clean(schema: dict[str, Any]) -> None:
 @pytest.mark.parametrize("schema", [*SLOW, _nested(40)])
 def test_a_schema_with_a_format_keyword_a_reference_or_depth_takes_the_jsonschema_path(schema: dict[str, Any]) -> None:
     assert _fast(schema) is False
+
+
+# Generated schemas: the keywords of the 2020-12 metaschema with values of every JSON type, nested, so that both
+# verdicts meet the members nobody listed (a keyword with a value of the wrong type, a wrong bound, a wrong
+# nesting). The property is the fast path's one promise: "clean" only where jsonschema finds nothing.
+_KEYWORDS = [
+    "type", "properties", "required", "items", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+    "multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "additionalProperties",
+    "minItems", "maxItems", "uniqueItems", "dependentRequired", "dependentSchemas", "propertyNames", "contains",
+    "minContains", "prefixItems", "unevaluatedProperties", "description", "title", "default", "format",
+    "minProperties", "readOnly", "deprecated", "contentEncoding", "examples",
+]  # fmt: skip
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-3, max_value=3),
+    st.sampled_from([0.5, 1.0, -1.5, 2**70]),
+    st.sampled_from(["object", "string", "integer", "array", "number", "null", "boolean", "strin", "a", ""]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from([*_KEYWORDS, "a", "b"]), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+_SCHEMAS = st.dictionaries(st.sampled_from(_KEYWORDS), _VALUES, max_size=5)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(schema=_SCHEMAS)
+def test_generated_schemas_are_called_clean_only_where_jsonschema_finds_nothing(schema: dict[str, Any]) -> None:
+    if _fast(schema):
+        assert _jsonschema_findings(schema) == []
