@@ -22,6 +22,7 @@ import pytest
 import trio
 import yaml
 
+from hostd.cli.checkup import check_state_folder
 from hostd.cli.client import HostdClient, RpcError
 from hostd.plugins.supervisor import empty_folder
 from hostd.storage.state import PluginRecord, StateStore
@@ -136,16 +137,23 @@ def test_stale_temporary_files_are_removed_when_the_state_is_opened(tmp_path: Pa
     store.save({"p": PluginRecord(path="/p", manifest_digest="sha256:a")})
     store.close()
     (state / ".state.json.4242.tmp").write_text('{"half": ')
+    (state / ".facts.json.4243.tmp").write_text('{"half": ')  # a hostd killed while it kept what it learnt
     (state / "imported" / "x").mkdir(parents=True)
     (state / "imported" / "x" / ".plugin.json.tmp").write_text("{")
     (state / "imported" / "x" / "plugin.json").write_text("{}")
     (state / "notes.tmp").write_text("not ours")
+    # hostd doctor names them (before: the facts file's was not named, and hostd left it for good)
+    assert [line for line in check_state_folder(state) if line.startswith("temporary:")] == [
+        f"temporary: {name} (an interrupted write; hostd removes it at start)"
+        for name in (".facts.json.4243.tmp", ".state.json.4242.tmp")
+    ]
     again = StateStore(state)
     opened = again.open()
     again.close()
     assert opened.plugins == {"p": PluginRecord(path="/p", manifest_digest="sha256:a")}
     assert opened.warnings == [
-        "removed 2 temporary file(s) of interrupted state writes: .state.json.4242.tmp, imported/x/.plugin.json.tmp"
+        "removed 3 temporary file(s) of interrupted state writes: .facts.json.4243.tmp, .state.json.4242.tmp, "
+        "imported/x/.plugin.json.tmp"
     ]
     assert sorted(p.name for p in state.iterdir()) == ["imported", "notes.tmp", "state.json", "state.lock"]
     assert [p.name for p in (state / "imported" / "x").iterdir()] == ["plugin.json"]

@@ -16,8 +16,8 @@ from hostd.storage.secrets import SECRETS_FOLDER, SETTINGS_FOLDER, damage, parse
 from hostd.storage.state import (
     PLUGIN_ID,
     STATE_FILE,
-    STATE_TEMPORARY,
     TEMPORARY_FOLDERS,
+    TOP_LEVEL_FILES,
     PluginRecord,
     RecordError,
 )
@@ -46,8 +46,7 @@ def check_state_folder(directory: Path) -> list[str]:
         aside += (directory / folder).glob("*.corrupt-*")
     for path in sorted(aside):
         lines.append(f"kept aside: {path.relative_to(directory)} (a damaged file hostd moved there, as it was)")
-    prefix, suffix = STATE_TEMPORARY
-    stale = [p for p in directory.glob(f"{prefix}*{suffix}")]
+    stale = [p for name in TOP_LEVEL_FILES for p in directory.glob(f".{name}.*.tmp")]
     for folder in TEMPORARY_FOLDERS:
         stale += (directory / folder).glob("*.tmp")
     for path in sorted(stale):

@@ -42,9 +42,8 @@ from typing import Any
 import orjson
 
 from hostd import __version__
-from hostd.storage.state import write_atomically
+from hostd.storage.state import FACTS_FILE, write_atomically
 
-FACTS_FILE = "facts.json"
 #: The file's format version; another is ignored.
 FACTS_VERSION = 1
 #: Larger files are not read (a few KiB in practice).

@@ -54,9 +54,14 @@ import orjson
 STATE_VERSION = 1
 STATE_FILE = "state.json"
 LOCK_FILE = "state.lock"
-#: Temporary names of interrupted writes: ``.state.json.<pid>.tmp`` here, ``.plugin.json.tmp`` in ``imported/<id>/``,
-#: any ``*.tmp`` in the folders of the secrets file and of the settings (hostd's own: nothing else lives there).
-STATE_TEMPORARY = (f".{STATE_FILE}.", ".tmp")
+#: What a hostd learnt by running a process (hostd/storage/facts.py), beside the document.
+FACTS_FILE = "facts.json"
+#: The files of the folder's top level that :func:`write_atomically` writes (each one's temporary file is
+#: ``.<name>.<pid>.tmp`` beside it): a file added here is swept like the others.
+TOP_LEVEL_FILES = (STATE_FILE, FACTS_FILE)
+#: Temporary names of interrupted writes: ``.<name>.<pid>.tmp`` for each of :data:`TOP_LEVEL_FILES` here,
+#: ``.plugin.json.tmp`` in ``imported/<id>/``, any ``*.tmp`` in the folders of the secrets file and of the settings
+#: (:data:`TEMPORARY_FOLDERS`: hostd's own, nothing else lives there).
 TEMPORARY_FOLDERS = ("secrets", "settings")
 #: A plugin id: :data:`hostd.install.manifest_fields.ID_PATTERN` (not imported: this module loads before pydantic).
 #: A key of another shape is an unreadable record (uninstall then touches no file named after it).
@@ -386,8 +391,8 @@ class StateStore:
         """Remove what interrupted writes left (we hold the lock: no write is under way)."""
         stale: list[Path] = []
         with contextlib.suppress(OSError):
-            prefix, suffix = STATE_TEMPORARY
-            stale += [e for e in self.directory.iterdir() if e.name.startswith(prefix) and e.name.endswith(suffix)]
+            prefixes = tuple(f".{name}." for name in TOP_LEVEL_FILES)
+            stale += [e for e in self.directory.iterdir() if e.name.startswith(prefixes) and e.name.endswith(".tmp")]
         with contextlib.suppress(OSError):
             stale += [p for p in (self.directory / "imported").glob(f"*/{MANIFEST_TEMPORARY}")]
         for folder in TEMPORARY_FOLDERS:
