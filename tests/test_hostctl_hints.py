@@ -183,6 +183,7 @@ async def test_every_hint_the_readme_walkthrough_prints_runs_as_printed(tmp_path
             hinted = await _run_as_typed(command, clone, env)
             assert hinted.returncode == 0, (line, command, hinted.stderr)
             ran.append((shlex.split(line)[1], command))
+            said[command] = hinted.stdout
     # Each step's hint: install says approve (run: approved, "y"), grant then says enable (run: started),
     # the README's approve and enable of a running plugin say tools, the import says approve.
     # What the README's steps print is true as printed: the tools by the names a call takes (they said
@@ -197,7 +198,12 @@ async def test_every_hint_the_readme_walkthrough_prints_runs_as_printed(tmp_path
         ("approve", ".venv/bin/hostctl tools mcp-echo"),
         ("enable", ".venv/bin/hostctl tools mcp-echo"),
         ("import", ".venv/bin/hostctl approve echo"),
-        ("show", ".venv/bin/hostctl enable echo"),  # approved by the import's hint: what is left, start it
+        ("import", ".venv/bin/hostctl enable echo"),  # each imported id by name (it said "enable ID")
+        ("show", ".venv/bin/hostctl tools echo"),  # approved and started by the import's hints: see its tools
     ]
-    # The imported script's version is not known before it runs: said so, not the import's placeholder 0.0.0.
-    assert said["show"].splitlines()[0] == "echo unknown (echo)"
+    # ... and they are there: the tools its first start recorded (it said "no tools to show", the hint a dead end).
+    recorded = [row.split()[0] for row in said[".venv/bin/hostctl tools echo"].splitlines() if "recorded at" in row]
+    assert recorded == [f"echo.{tool}" for tool in sorted(ECHO_TOOLS)]
+    # The imported script's version is the one its server reported when the import's hints started it (before it
+    # runs: "unknown"), never the import's placeholder 0.0.0.
+    assert said["show"].splitlines()[0] == "echo 1.0.0 (serverInfo) (echo)"

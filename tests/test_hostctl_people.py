@@ -131,7 +131,8 @@ async def test_import_tells_the_next_step_and_its_command(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert "installed" in done.stdout
     assert f"next: echo: review and approve its launch: {HOSTCTL} --state-dir {state} approve echo" in done.stdout
-    assert f"then start each with {HOSTCTL} --state-dir {state} enable ID" in " ".join(done.stdout.split())
+    # each imported id by name: a command that runs as printed (it said "enable ID")
+    assert f"next: echo: then start it: {HOSTCTL} --state-dir {state} enable echo" in done.stdout
     again = await as_json(tmp_path / "other", "import", str(config))
     assert [(e["name"], e["outcome"], e["id"]) for e in again["entries"]] == [("echo", "installed", "echo")]
 

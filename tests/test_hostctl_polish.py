@@ -131,6 +131,8 @@ async def test_a_second_import_tells_the_truth_and_the_next_steps(tmp_path: Path
     assert nexts == [
         f"next: echo: review and approve its launch: {HOSTCTL} --state-dir {state} approve echo",
         f"next: other: review and approve its launch: {HOSTCTL} --state-dir {state} approve other",
+        f"next: echo: then start it: {HOSTCTL} --state-dir {state} enable echo",
+        f"next: other: then start it: {HOSTCTL} --state-dir {state} enable other",
     ]
 
     # Same config again: nothing stored again, nothing installed, the same steps still named.
@@ -143,6 +145,7 @@ async def test_a_second_import_tells_the_truth_and_the_next_steps(tmp_path: Path
     assert nexts == [
         f"next: echo: review and approve its launch: {HOSTCTL} --state-dir {state} approve echo",
         f"next: other: start it: {HOSTCTL} --state-dir {state} enable other",
+        f"next: echo: then start it: {HOSTCTL} --state-dir {state} enable echo",
     ]
 
     # A new key for the same server: said once, as an update.

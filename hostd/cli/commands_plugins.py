@@ -185,14 +185,15 @@ async def cmd_import(client: HostdClient, opts: Options, args: argparse.Namespac
     for info in pending:
         what, command = next_action(info)
         next_step(out, f"{info['id']}: {what}", command)
-    if any(next_action(info)[1].startswith("hostctl approve") for info in pending):
+    to_approve = [info["id"] for info in pending if next_action(info)[1].startswith("hostctl approve")]
+    if to_approve:
         say(
             out,
-            as_typed(
-                "then start each with hostctl enable ID (an imported plugin's tools are pinned at that first start: "
-                "a later change to them is withheld until you approve again)"
-            ),
+            "then start each once approved (an imported plugin's tools are pinned at that first start: a later change "
+            "to them is withheld until you approve again):",
         )
+        for plugin_id in to_approve:
+            next_step(out, f"{plugin_id}: then start it", f"hostctl enable {plugin_id}")
     return EXIT_OK
 
 

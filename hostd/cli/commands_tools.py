@@ -124,26 +124,35 @@ async def cmd_tools(client: HostdClient, opts: Options, args: argparse.Namespace
 
 async def _print_declared_tools(client: HostdClient, out: Console, plugin_id: str | None) -> None:
     """What ``hostctl tools`` shows when its own hostd runs no plugin (reading commands start none, issue
-    28): the tools each enabled plugin's manifest declares (``PluginInfo.tools``), said to be that, with
-    how to use one; a plugin that declares none lists its tools only while it runs."""
+    28): the tools each enabled plugin's manifest declares (``PluginInfo.tools``) and, for a server whose manifest
+    declares none (an imported one), those its first discovery pinned (``PluginInfo.pinnedTools``), each said to be
+    which, with how to use one; a plugin with neither lists its tools once it runs, and the hint starts it."""
     plugins = (await client.request("plugins/list", {}))["plugins"]
     chosen = [p for p in plugins if p["enabled"] and (plugin_id is None or p["id"] == plugin_id)]
-    # PluginInfo.tools are host names already (``mcp-echo.echo``): shown as they are, as a running plugin's are.
-    # Whether each is enabled is the user's setting, kept in the state (``PluginInfo.disabledTools``).
-    rows = [
-        [name, "no" if name in (p.get("disabledTools") or []) else "yes", "-", "declared in its manifest"]
-        for p in chosen
-        for name in p["tools"]
-    ]
+    # Host names already (``mcp-echo.echo``): shown as they are, as a running plugin's are. Whether each is
+    # enabled is the user's setting, kept in the state (``PluginInfo.disabledTools``).
+    rows = []
+    for p in chosen:
+        declared = list(p["tools"])
+        recorded = [name for name in p.get("pinnedTools") or [] if name not in declared]
+        for name, where in [(n, "declared in its manifest") for n in declared] + [
+            (n, "recorded at its first start") for n in recorded
+        ]:
+            rows.append([name, "no" if name in (p.get("disabledTools") or []) else "yes", "-", where])
     if rows:
         print_table(out, ["TOOL", "ENABLED", "PERMISSION", "DESCRIPTION"], rows)
-        say(out, "the tools the manifests declare: this hostctl command starts no plugin, and a running plugin")
-        say(out, "lists its own, with their descriptions. Use one (starts its plugin):")
-        say(out, as_typed("hostctl call ID TOOL 'ARGUMENTS AS JSON'"))
+        say(out, "the tools the manifests declare or a first start recorded: this hostctl command starts no plugin,")
+        say(out, "and a running plugin lists its own, with their descriptions. Use one (starts its plugin):")
+        plugin, _, tool = rows[0][0].partition(".") if plugin_id is not None else ("ID", "", "TOOL")
+        say(out, as_typed(f"hostctl call {plugin} {tool} 'ARGUMENTS AS JSON'"))
         return
-    say(out, "no tools to show: this hostctl command starts no plugin, and only a running plugin lists the")
-    say(out, "tools its manifest does not declare. Use one (starts its plugin):")
-    say(out, as_typed("hostctl call ID TOOL 'ARGUMENTS AS JSON'"))
+    say(out, "no tools to show: this hostctl command starts no plugin, and a server whose manifest declares no tool")
+    say(out, "lists its own once it runs (they are recorded at its first start).")
+    if plugin_id is not None and any(p["id"] == plugin_id for p in chosen):
+        next_step(out, "start it", f"hostctl enable {plugin_id}")
+    else:
+        say(out, "Use one (starts its plugin):")
+        say(out, as_typed("hostctl call ID TOOL 'ARGUMENTS AS JSON'"))
 
 
 async def cmd_show(client: HostdClient, opts: Options, args: argparse.Namespace) -> int:

@@ -437,7 +437,15 @@ def launch_details(info: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows.append(("environment", ", ".join(launch.get("envKeys") or []) or "empty"))
     rows.append(("isolation", ", ".join(launch.get("isolation") or []) or "none"))
     rows.append(("permissions", ", ".join(info.get("permissions") or []) or "none"))
-    rows.append(("tools", ", ".join(info.get("tools") or []) or "recorded at the first start"))
+    recorded = ", ".join(info.get("pinnedTools") or [])
+    rows.append(
+        (
+            "tools",
+            ", ".join(info.get("tools") or [])
+            or (recorded and f"{recorded} (recorded at its first start)")
+            or "recorded at the first start",
+        )
+    )
     rows.append(("digest", str(launch.get("digest"))))
     return rows
 
@@ -522,9 +530,12 @@ def show_rows(
     if tools:
         names = [str(t["name"]) for t in tools]
         where = "listed by the running server"
-    else:
+    elif info.get("tools") or not info.get("pinnedTools"):
         names = [str(name) for name in info.get("tools") or []]
         where = "declared in its manifest (a running server lists its own)"
+    else:
+        names = [str(name) for name in info.get("pinnedTools") or []]
+        where = "recorded at its first start (a running server lists its own)"
     off = [name for name in names if name in disabled]
     rows.append(("tool count", f"{len(names)} {where}; {len(off)} disabled{': ' + ', '.join(off) if off else ''}"))
     server = status_row(status)[4]

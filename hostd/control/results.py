@@ -471,6 +471,7 @@ class PluginInfo(Wire):
             "disabled_tools",
             "imported",
             "server_info",
+            "pinned_tools",
         }
     )
 
@@ -563,6 +564,13 @@ class PluginInfo(Wire):
         description="the MCP `serverInfo` `{name, version}` the server reported at its last successful start, kept "
         "in the state (each at most 200 characters): known while it is stopped, and by a later hostd; omitted "
         "before its first start and when it reported no version",
+    )
+    pinned_tools: list[str] | None = Field(
+        default=None,
+        alias="pinnedTools",
+        description="the host names of the tools the first discovery after the approval pinned "
+        "([Trust gate](#trust-gate)), sorted: known while it is stopped (`hostctl tools` shows them for a server "
+        "whose manifest declares none, an imported one); omitted before that discovery",
     )
 
 

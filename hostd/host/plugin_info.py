@@ -100,6 +100,7 @@ def info_model(plugin: InstalledPlugin, imported: bool = False) -> p.PluginInfo:
         disabledTools=[f"{manifest.id}.{name}" for name in sorted(plugin.disabled_tools)] or None,
         imported=True if imported else None,
         serverInfo=dict(plugin.server_info) if plugin.server_info is not None else None,
+        pinnedTools=[f"{manifest.id}.{name}" for name in sorted(plugin.pins)] if plugin.pins else None,
         userConfig=config_items(plugin) or None,
         origin=(
             {

@@ -639,6 +639,8 @@ export interface PluginInfo {
   imported?: true | null;
   /** the MCP `serverInfo` `{name, version}` the server reported at its last successful start, kept in the state (each at most 200 characters): known while it is stopped, and by a later hostd; omitted before its first start and when it reported no version */
   serverInfo?: { [key: string]: string } | null;
+  /** the host names of the tools the first discovery after the approval pinned ([Trust gate](#trust-gate)), sorted: known while it is stopped (`hostctl tools` shows them for a server whose manifest declares none, an imported one); omitted before that discovery */
+  pinnedTools?: string[] | null;
 }
 
 /** `resources/listChanged` and `prompts/listChanged` params. */
