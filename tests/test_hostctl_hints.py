@@ -17,7 +17,8 @@ import trio
 
 from hostd.cli.client import RpcError
 from hostd.cli.connection import Failure
-from hostd.cli.render import CLI_VERBS, cli_words, invoked_as, status_row
+from hostd.cli.render import cli_words, invoked_as, status_row
+from hostd.wire.advice import CLI_VERBS
 from tests.conftest import ECHO, ECHO_TOOLS, ROOT
 
 

@@ -221,5 +221,5 @@ _SCHEMAS = st.dictionaries(st.sampled_from(_KEYWORDS), _VALUES, max_size=5)
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(schema=_SCHEMAS)
 def test_generated_schemas_are_called_clean_only_where_jsonschema_finds_nothing(schema: dict[str, Any]) -> None:
-    if _fast(schema):
-        assert _jsonschema_findings(schema) == []
+    fast = _fast(schema)
+    assert not fast or _jsonschema_findings(schema) == [], schema

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hostd.mcp.permissions import CLIENT_FEATURE_PERMISSIONS, RESERVED_PERMISSIONS
+from hostd.wire import advice
 from hostd.wire.text import escape_invisible
 
 
@@ -57,50 +58,11 @@ NEXT_COMMANDS: dict[str, str] = {
 }
 
 
-#: hostd's advice names the control method that fixes a failure, for the app that drives it ("enable it with
-#: tools/setEnabled", "(plugins/approve with its digest)"); a hostctl user cannot run a method. Each phrase
-#: of hostd's advice that names a method hostctl has a verb for, as hostctl's command (``{plugin}``,
-#: ``{tool}`` from the error's data, ``ID`` / ``ID.TOOL`` when it names none). The class is every such
-#: phrase in hostd's messages: tests/test_hostctl_hints.py reads them all from the source and checks
-#: that :func:`cli_words` leaves no method of :data:`CLI_VERBS` in any of them.
-METHOD_PHRASES: tuple[tuple[str, str], ...] = (
-    ("enable it with tools/setEnabled", "enable it with hostctl enable {tool}"),
-    ("(plugins/approve with its digest)", "(hostctl approve {plugin})"),
-    ("(plugins/prepare)", "(hostctl enable {plugin} installs its packages)"),
-    ("(plugins/enable starts it)", "(hostctl enable {plugin} starts it)"),
-    ("(plugins/enable)", "(hostctl enable {plugin})"),
-    ("(plugins/restart)", "(hostctl restart {plugin})"),
-    ("use plugins/restart", "use hostctl restart {plugin}"),
-)
-
-#: The control methods hostctl has a verb for: none of them may reach a hostctl user's eyes as a method.
-CLI_VERBS: dict[str, str] = {
-    "tools/setEnabled": "enable / disable ID.TOOL",
-    "plugins/approve": "approve",
-    "plugins/prepare": "enable (or install)",
-    "plugins/enable": "enable",
-    "plugins/restart": "restart",
-    "plugins/disable": "disable",
-    "plugins/install": "install",
-    "plugins/import": "import",
-    "plugins/uninstall": "uninstall",
-}
-
-
 def cli_words(text: str, data: Mapping[str, Any] | None = None) -> str:
-    """``text`` (a message of hostd's) with each phrase of :data:`METHOD_PHRASES` as the hostctl command
-    that does it (:func:`as_typed`), filled from ``data`` (an error's data: ``plugin``, ``tool``)."""
-    if not any(method in text for method in CLI_VERBS):
-        return text
-    plugin = (data or {}).get("plugin")
-    tool = (data or {}).get("tool")
-    values = {
-        "plugin": shlex.quote(str(plugin)) if isinstance(plugin, str) else "ID",
-        "tool": shlex.quote(str(tool)) if isinstance(tool, str) else "ID.TOOL",
-    }
-    for phrase, words in METHOD_PHRASES:
-        text = text.replace(phrase, as_typed(words.format(**values)))
-    return text
+    """``text`` (a message of hostd's) with each phrase of :data:`hostd.wire.advice.METHOD_PHRASES` as the
+    hostctl command that does it (:func:`as_typed`), filled from ``data`` (an error's data: ``plugin``, ``tool``):
+    :func:`hostd.wire.advice.cli_words` with the program as this hostctl was invoked."""
+    return advice.cli_words(text, data, as_typed)
 
 
 def next_command(kind: str, data: Mapping[str, Any], folder: str | None = None) -> str | None:
@@ -381,7 +343,7 @@ def set_typed(prefix: str) -> None:
 def as_typed(command: str) -> str:
     """``command`` (one or more ``hostctl VERB ...`` joined by prose) with each ``hostctl`` as the user typed
     it (:func:`set_typed`): ``.venv/bin/hostctl --state-dir DIR VERB ...``."""
-    return re.sub(r"(?<![\w/.-])hostctl(?= [a-z])", lambda _: _TYPED, command)
+    return advice.with_program(command, _TYPED)
 
 
 def next_step(console: Console, text: str, command: str) -> None:

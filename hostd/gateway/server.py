@@ -63,6 +63,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -86,7 +87,7 @@ from hostd.control.core import (
 from hostd.control.outbox import OUTBOX_BYTES, Outbox, set_current_outbox
 from hostd.gateway import features, http, search
 from hostd.gateway.session import ServerSession
-from hostd.gateway.tools import call_failure, mcp_tool
+from hostd.gateway.tools import call_failure, hostctl_program, mcp_tool
 from hostd.host.service import Host, HostSettings
 from hostd.mcp.session import SUBSCRIPTION_ID_META_KEY
 from hostd.storage.state import StateStore
@@ -195,6 +196,11 @@ class Gateway:
         self.routes = features.ResourceRoutes()
 
     # -- running ------------------------------------------------------------------------------
+
+    @property
+    def state_dir(self) -> Path:
+        """The state folder this gateway serves (``--state-dir``, or the user's)."""
+        return self._store.directory
 
     async def serve(self) -> int:
         """Serve until stdin ends, the client stops reading, or a signal; stop every plugin; return the exit
@@ -644,7 +650,7 @@ async def _tools_call(gateway: Gateway, rid: RequestId, params: dict[str, Any]) 
     try:
         result: dict[str, Any] = await host.handle("tools/call", request, gateway.context(rid, "tools/call", params))
     except HostError as error:
-        failure = call_failure(error)
+        failure = call_failure(error, hostctl_program(str(gateway.state_dir)))
         if failure is None:
             raise
         return failure

@@ -17,8 +17,12 @@ The MCP 2025-11-25 "Tools" rules on errors decide the mapping of hostd's failure
 
 from __future__ import annotations
 
+import os
+import shlex
+import sys
 from typing import Any
 
+from hostd.wire import advice
 from hostd.wire.errors import ErrorKind, HostError
 
 #: The ``_meta`` key of a failed call's result that carries hostd's error object.
@@ -36,12 +40,29 @@ def mcp_tool(host_tool: dict[str, Any]) -> dict[str, Any]:
     return {key: host_tool[key] for key in _TOOL_MEMBERS if host_tool.get(key) is not None}
 
 
-def call_failure(error: HostError) -> dict[str, Any] | None:
+def hostctl_program(state_dir: str | None) -> str:
+    """How the person behind an MCP client runs hostctl for this hostd's state folder, as text for a shell: the
+    ``hostctl`` console script beside the ``hostd`` one that runs (a venv's ``bin/``), else this interpreter's
+    ``-m hostd.cli.hostctl`` (``python -m hostd``), else ``hostctl``; with ``--state-dir`` when one is given."""
+    script = sys.argv[0] if sys.argv else ""
+    beside = os.path.join(os.path.dirname(script), "hostctl")
+    if os.path.basename(script) == "hostd" and os.access(beside, os.X_OK):
+        program = shlex.quote(beside)
+    elif not getattr(sys, "frozen", False) and sys.executable:
+        program = f"{shlex.quote(sys.executable)} -m hostd.cli.hostctl"
+    else:
+        program = "hostctl"
+    return f"{program} --state-dir {shlex.quote(state_dir)}" if state_dir else program
+
+
+def call_failure(error: HostError, hostctl: str = "hostctl") -> dict[str, Any] | None:
     """The ``CallToolResult`` a failed ``tools/call`` is answered with, or None when it is a protocol error
     (:data:`PROTOCOL_ERRORS`: answer the JSON-RPC error).
 
     ``MCP_TOOL_CALL_FAILED``: the tool's own ``content`` and ``structuredContent`` with ``isError: true``. Any other
-    failure: ``{content: [{type: "text", text: message}], isError: true, _meta: {"hostd/error": error object}}``.
+    failure: ``{content: [{type: "text", text: message}], isError: true, _meta: {"hostd/error": error object}}``,
+    the text with hostd's advice in hostctl's words (:func:`hostd.wire.advice.cli_words`: a model relays it to a
+    person, who runs ``hostctl``, the program as :func:`hostctl_program` says); the error object as hostd made it.
     """
     if error.kind in PROTOCOL_ERRORS:
         return None
@@ -51,10 +72,15 @@ def call_failure(error: HostError) -> dict[str, Any] | None:
             out["structuredContent"] = error.data["structuredContent"]
         return out
     return {
-        "content": [{"type": "text", "text": error.message}],
+        "content": [
+            {
+                "type": "text",
+                "text": advice.cli_words(error.message, error.data, lambda c: advice.with_program(c, hostctl)),
+            }
+        ],
         "isError": True,
         "_meta": {ERROR_META_KEY: error.to_error_object()},
     }
 
 
-__all__ = ["ERROR_META_KEY", "PROTOCOL_ERRORS", "call_failure", "mcp_tool"]
+__all__ = ["ERROR_META_KEY", "PROTOCOL_ERRORS", "call_failure", "hostctl_program", "mcp_tool"]
