@@ -42,7 +42,8 @@ from typing import Any
 import orjson
 
 from hostd import __version__
-from hostd.storage.state import FACTS_FILE, write_atomically
+from hostd.storage.state import FACTS_FILE as FACTS_FILE  # noqa: PLC0414 (re-exported: readers say facts.FACTS_FILE)
+from hostd.storage.state import write_atomically
 
 #: The file's format version; another is ignored.
 FACTS_VERSION = 1
