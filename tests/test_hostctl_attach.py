@@ -107,6 +107,13 @@ async def test_a_failed_start_is_reported_and_not_tried_again(tmp_path: Path, ma
     assert '"kind": "PLUGIN_START_FAILED"' in as_json.stdout
     assert "(its last start, at " in as_json.stdout
     assert "failed; not tried again here)" in as_json.stdout
+    # Approving it again names that way, not the log of the start before the approval (it said "see why its start
+    # failed: ... logs mcp-echo").
+    approved = await hostctl(state, "approve", "mcp-echo", "--yes")
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.splitlines()[-1].startswith("next: start it with this approval: ")
+    assert approved.stdout.splitlines()[-1].endswith(f"--state-dir {state} enable mcp-echo")
+    assert starts(state) == 1
     # enable is the way to try again: it does (and fails again, recorded again).
     again = await hostctl(state, "enable", "mcp-echo")
     assert again.returncode == 1

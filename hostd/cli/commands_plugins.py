@@ -423,7 +423,12 @@ async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespa
 
     def human(out: Console) -> None:
         say(out, f"{args.id}: approved {launch['digest']}")
-        print_next_for(out, info)
+        if info.get("enabled") and info.get("status") == "error":
+            # Its recorded failure is from before this approval (often the approval's own refusal): what is next
+            # is a start with it, not the log of the last one (a new user's walk met "see why its start failed").
+            next_step(out, "start it with this approval", f"hostctl enable {args.id}")
+        else:
+            print_next_for(out, info)
 
     return show(opts, info, human)
 
