@@ -229,8 +229,12 @@ async def test_demo_with_the_real_server() -> None:
         [
             "<- error -32800",
             "== real server: manifests/server-everything",
+            # what preparing installed, not a status ("stopped, 0 tools" read like a failure to a new user)
+            "<- prepared with npm: @modelcontextprotocol/server-everything ",
             '-> plugins/enable {"id": "server-everything"}',
-            "<- ready, ",
+            "<- ready, 13 tools",
+            # why 13 of the 17 the install counted (the new user's walk: unexplained)
+            "   (tools: 17 declared in the manifest, 13 listed by the server; the others need an MCP client feature",
             '-> tools/call {"name": "server-everything.echo", "arguments": {"message": "hello from hostd"}}',
             "<- Echo: hello from hostd",
             '-> plugins/disable {"id": "server-everything"}',

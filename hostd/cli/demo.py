@@ -24,7 +24,15 @@ from hostd.cli.connection import (
     TracingClient,
     open_hostd,
 )
-from hostd.cli.render import content_text, describe_launch, error_details, format_table, shorten, terminal_safe
+from hostd.cli.render import (
+    content_text,
+    describe_launch,
+    error_details,
+    format_table,
+    shorten,
+    terminal_safe,
+    tool_count_note,
+)
 
 # -- hostctl demo ------------------------------------------------------------------
 
@@ -91,6 +99,13 @@ def summarise_result(method: str, result: Any) -> list[str]:
             f"installed {result['id']} {result['version']} ({result['name']}), {len(result.get('tools') or [])} tools"
         )
         return [f"{head}, permissions {permissions}", *describe_launch(result)]
+    if method == "plugins/prepare":  # a PluginInfo: what was installed, not whether it runs (it does not yet)
+        prepare = (result.get("launch") or {}).get("prepare") or {}
+        resolved = prepare.get("resolved") or {}
+        packages = ", ".join(f"{name} {version}" for name, version in resolved.items()) or ", ".join(
+            prepare.get("packages") or []
+        )
+        return [f"{prepare.get('state', '?')} with {prepare.get('manager', '?')}: {packages or 'nothing'}"]
     if method == "plugins/grant":
         return [f"granted {', '.join(result.get('granted') or []) or 'nothing'}"]
     if method == "plugins/approve":
@@ -187,7 +202,10 @@ async def _walk_to_ready(trace: Trace, folder: Path) -> dict[str, Any]:
     digest = (info.get("launch") or {}).get("digest")
     if digest is not None:
         await trace.request("plugins/approve", {"id": plugin_id, "digest": digest})
-    await trace.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+    status = await trace.request("plugins/enable", {"id": plugin_id}, timeout=ENABLE_TIMEOUT)
+    note = tool_count_note(info, status)  # why the count at install and the one at ready differ, where they do
+    if note is not None:
+        trace.say(f"   ({note})")
     return dict(info)
 
 
