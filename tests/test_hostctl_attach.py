@@ -96,7 +96,7 @@ async def test_a_failed_start_is_reported_and_not_tried_again(tmp_path: Path, ma
     status = await hostctl(state, "status", "mcp-echo")
     assert status.returncode == 1
     row = status.stdout.splitlines()[2].split(maxsplit=6)
-    assert row[:4] == ["mcp-echo", "error", "yes", "0/0"]
+    assert row[:4] == ["mcp-echo", "error", "yes", "-"]  # serves no tool (it said 0/0)
     assert row[6] == "exited with code 3 during start"
     assert "error: mcp-echo is enabled but error: exited with code 3 during start" in status.stderr
     as_json = await run_quietly(

@@ -186,7 +186,7 @@ async def test_status_counts_enabled_tools_of_all(tmp_path: Path, make_plugin: M
     assert enabled.stdout.splitlines()[2].split()[:4] == ["mcp-echo", "ready", "yes", "7/7"]
     assert (await hostctl(state, "disable", "mcp-echo.environment")).returncode == 0
     status = await hostctl(state, "status")  # starts nothing: tools are counted while it runs
-    assert status.stdout.splitlines()[2].split()[:4] == ["mcp-echo", "stopped", "yes", "0/0"]
+    assert status.stdout.splitlines()[2].split()[:4] == ["mcp-echo", "stopped", "yes", "-"]
     restarted = await hostctl(state, "restart", "mcp-echo")
     assert restarted.stdout.splitlines()[2].split()[:4] == ["mcp-echo", "ready", "yes", "6/7"]
 

@@ -549,7 +549,11 @@ def status_row(status: Mapping[str, Any], enabled: bool | None = None, disabled:
         str(status["plugin_id"]),
         str(status.get("status", "?")),
         "-" if enabled is None else ("yes" if enabled else "no"),
-        f"{max(int(status.get('tools_count') or 0) - disabled, 0)}/{int(status.get('tools_count') or 0)}",
+        # Only a ready plugin serves tools: "-" otherwise (a stopped plugin's "0/0" read as "it has none", while
+        # show counted the tools its manifest declares: a new user's README walk).
+        f"{max(int(status.get('tools_count') or 0) - disabled, 0)}/{int(status.get('tools_count') or 0)}"
+        if status.get("status") == "ready"
+        else "-",
         server or "-",
         str(status.get("protocol_version") or "-"),
         str(reason or ""),
