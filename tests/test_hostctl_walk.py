@@ -142,6 +142,13 @@ async def test_show_tools_list_and_doctor_read_the_folder_and_say_what_is_known(
         "last start error   exited with code 3 during start",
         f"state folder       {state}",
     ]
+    # A launch whose network is not limited to an allowlist needs no host granted (it said "none granted" under
+    # "network all", which a new user's walk read as a contradiction).
+    broken = _rows(shown["broken-echo"].stdout.splitlines()[1:-1])
+    assert (broken["network"], broken["network hosts"]) == (
+        "all",
+        "none needed (its network is not limited to an allowlist)",
+    )
     script = shown["script"].stdout.splitlines()
     assert script[0] == "script unknown (script)"
     assert f"command            python3 {ECHO / 'server.py'}" in script

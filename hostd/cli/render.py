@@ -486,7 +486,7 @@ def show_rows(
         ("version", _version_text(version)),
         *([] if any(label == "package" for label, _ in launch_details(info)) else [("package", package_text(info))]),
         ("features", permission_figures(info)[1]),
-        ("network hosts", ", ".join(info.get("networkHosts") or []) or "none granted"),
+        ("network hosts", _granted_hosts(info)),
     ]
     disabled = set(info.get("disabledTools") or [])
     if tools:
@@ -507,6 +507,19 @@ def show_rows(
     rows.append(("last start error", reason or "none"))
     rows.append(("state folder", state_dir))
     return rows
+
+
+def _granted_hosts(info: Mapping[str, Any]) -> str:
+    """``show``'s "network hosts": the hosts granted; for a launch whose network is not limited to an allowlist
+    ("network all" above it), that no host needs granting (a new user's walk read "network all" beside "none
+    granted" as a contradiction)."""
+    hosts = ", ".join(info.get("networkHosts") or [])
+    launch = info.get("launch") or {}
+    capabilities = launch.get("capabilities") if isinstance(launch, Mapping) else None
+    access = ((capabilities or {}).get("network") or {}).get("access")
+    if access == "all" and not hosts:
+        return "none needed (its network is not limited to an allowlist)"
+    return hosts or "none granted"
 
 
 def next_action(info: Mapping[str, Any]) -> tuple[str, str]:
