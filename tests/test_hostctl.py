@@ -195,6 +195,9 @@ async def test_demo_without_the_real_server_walks_every_step() -> None:
             "-> shutdown",
             "hostd exited with code 0",
             "demo: echo fixture ok; real server not run (--no-real)",
+            # where the demo's state went, and a next step that runs as printed (it printed neither)
+            "(the demo used a temporary state folder of its own, now removed; yours is untouched)",
+            "next: install the echo fixture in your state folder: ",
         ],
     )
     assert "== real server" not in done.stdout

@@ -5,6 +5,7 @@ whole lifecycle with a temporary state folder, every exchange printed as a trans
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from hostd.cli.connection import (
     open_hostd,
 )
 from hostd.cli.render import (
+    as_typed,
     content_text,
     describe_launch,
     error_details,
@@ -343,6 +345,11 @@ async def run_demo(*, real: bool, out: TextIO = sys.stdout) -> int:
     print(f"hostd exited with code {exit_code}", file=out)
     print(file=out)
     print(f"demo: echo fixture {'ok' if echo_ok else 'FAILED'}; real server {real_outcome}", file=out)
+    if echo_ok:
+        # The demo's state folder was its own, temporary: nothing of it is left, and the user's is untouched.
+        print("(the demo used a temporary state folder of its own, now removed; yours is untouched)", file=out)
+        command = as_typed(f"hostctl install {shlex.quote(relative_path(ECHO_PLUGIN))}")
+        print(f"next: install the echo fixture in your state folder: {command}", file=out)
     return EXIT_OK if echo_ok and exit_code == 0 else EXIT_FAILED
 
 

@@ -352,11 +352,11 @@ def _run(argv: Sequence[str] | None, collecting: bool) -> int:
         gc.enable()
 
     try:
+        program = invoked_as(sys.argv[0], sys.executable, sys.orig_argv, _main_module())
+        set_typed(program if args.state_dir is None else f"{program} --state-dir {shlex.quote(args.state_dir)}")
         if args.command == "demo":
             return trio.run(lambda: run_demo(real=not args.no_real))
         state_dir = args.state_dir if args.state_dir is not None else str(default_state_dir())
-        program = invoked_as(sys.argv[0], sys.executable, sys.orig_argv, _main_module())
-        set_typed(program if args.state_dir is None else f"{program} --state-dir {shlex.quote(args.state_dir)}")
         if args.command == "doctor":  # read only, no hostd (one would repair the folder before it is looked at)
             print(f"hostctl: read {state_dir} directly (nothing started)", file=sys.stderr)
             from hostd.cli.hostd import doctor  # noqa: PLC0415 (doctor only: the probe, the installers)
