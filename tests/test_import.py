@@ -22,7 +22,7 @@ from hostd.install.importer import (
     plan_import,
     sanitize_id,
 )
-from tests.conftest import ECHO, spawn_hostd
+from tests.conftest import ECHO, MakePlugin, spawn_hostd
 
 DATA = Path(__file__).parent / "data"
 
@@ -293,3 +293,25 @@ def test_every_imported_manifest_requests_the_client_feature_permissions() -> No
     entries = [*plan_import(config), *plan_import(vscode)]
     assert [e.outcome for e in entries] == ["ready-to-install"] * 3
     assert [e.manifest["permissions"] for e in entries if e.manifest is not None] == [list(IMPORTED_PERMISSIONS)] * 3
+
+
+async def test_a_server_whose_script_lies_in_another_plugins_folder_is_told_whose(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    """The README walk in order: a config imported whose script is ``<folder>/server.py``, then ``<folder>``
+    installed as a plugin of its own. A plugin's folder is its own, so the imported server is refused
+    (``PATH_REFUSED``); the refusal names that plugin and the two ways out (before: only the path, "which no plugin
+    may reach", and hostctl's hint to reinstall the imported manifest looped)."""
+    folder = make_plugin("owner")
+    config = {"mcpServers": {"script": {"command": "python3", "args": [str(folder / "server.py")]}}}
+    async with spawn_hostd(tmp_path) as client:
+        await client.request("plugins/import", {"config": config})
+        info = (await client.request("plugins/list", {}))["plugins"][0]
+        await client.request("plugins/approve", {"id": "script", "digest": info["launch"]["digest"]})
+        await client.request("plugins/install", {"path": str(folder)})
+        with pytest.raises(RpcError) as refused:
+            await client.request("plugins/enable", {"id": "script"})
+    assert refused.value.message.endswith(
+        f"({folder} is the folder of plugin owner: a plugin's folder is its own; uninstall owner, or keep this "
+        "server's files in a folder of their own)"
+    ), refused.value.message

@@ -154,12 +154,36 @@ async def resolve(host: LaunchHost, plugin: InstalledPlugin) -> Launch:
 
         policy, prepared, launch = await trio.to_thread.run_sync(_then_keep_facts(host, resolve))
     except LaunchError as exc:
-        plugin.launch, plugin.launch_error = None, exc
+        refused = _naming_the_owner(exc, [p for p in host.plugins.values() if p is not plugin])
+        plugin.launch, plugin.launch_error = None, refused
         plugin.package, plugin.prepared, plugin.shim = package, seen[0], seen_shim[0]
-        raise
+        if refused is exc:
+            raise
+        raise refused from None
     plugin.launch, plugin.launch_error, plugin.policy = launch, None, policy
     plugin.package, plugin.prepared, plugin.shim = package, prepared, seen_shim[0]
     return launch
+
+
+def _naming_the_owner(exc: LaunchError, others: list[InstalledPlugin]) -> LaunchError:
+    """``exc``, or when it refuses a path that is another installed plugin's folder (``PATH_REFUSED``: a plugin's
+    folder is its own), the same refusal naming that plugin and the two ways out. A new user's README walk imported
+    a config whose script lay in a folder it then installed as a plugin: the refusal named only the path ("which no
+    plugin may reach"), and the hint to reinstall the imported manifest came back unchanged. Pure."""
+    if exc.kind != "PATH_REFUSED":
+        return exc
+    text = str(exc)
+    for other in others:
+        folder = str(other.path)
+        if f"{folder}," in text or text.endswith(folder):
+            owner = other.manifest.id
+            return LaunchError(
+                "PATH_REFUSED",
+                exc.command,
+                f"{text} ({folder} is the folder of plugin {owner}: a plugin's folder is its own; uninstall {owner}, "
+                "or keep this server's files in a folder of their own)",
+            )
+    return exc
 
 
 def keep_facts(directory: Path, login_path: str | None) -> None:
