@@ -13,6 +13,7 @@ cache (writable for it under Landlock) before serving; hostd's view of it is not
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -25,6 +26,7 @@ import trio
 from hostd.cli.client import HostdClient, RpcError, plugin_environment
 from hostd.control.attach import socket_address, socket_path
 from tests.conftest import MakePlugin, run_hostctl, run_quietly
+from tests.waiting import until_answered
 
 #: The echo server, after it appended its pid to $XDG_CACHE_HOME/starts (the plugin's own data folder).
 COUNTING = (
@@ -107,13 +109,6 @@ async def test_a_failed_start_is_reported_and_not_tried_again(tmp_path: Path, ma
     assert '"kind": "PLUGIN_START_FAILED"' in as_json.stdout
     assert "(its last start, at " in as_json.stdout
     assert "failed; not tried again here)" in as_json.stdout
-    # Approving it again names that way, not the log of the start before the approval (it said "see why its start
-    # failed: ... logs mcp-echo").
-    approved = await hostctl(state, "approve", "mcp-echo", "--yes")
-    assert approved.returncode == 0, approved.stderr
-    assert approved.stdout.splitlines()[-1].startswith("next: start it with this approval: ")
-    assert approved.stdout.splitlines()[-1].endswith(f"--state-dir {state} enable mcp-echo")
-    assert starts(state) == 1
     # enable is the way to try again: it does (and fails again, recorded again).
     again = await hostctl(state, "enable", "mcp-echo")
     assert again.returncode == 1
@@ -210,3 +205,35 @@ async def test_a_state_folder_too_long_for_a_socket_address_is_reached_too(tmp_p
         assert listed.returncode == 0, listed.stderr
         assert f"hostctl: using the hostd already serving {state} (pid {running.process.pid})" in listed.stderr
     assert not socket_path(state).exists()
+
+
+async def test_approving_a_plugin_its_approval_refused_names_the_start_next(
+    tmp_path: Path, make_plugin: MakePlugin
+) -> None:
+    """A start refused for its approval (the launch is not the one approved: here the recorded digest replaced, as a
+    PATH that resolves the command elsewhere does) is what ``approve`` answers: its hint is the start with this
+    approval, not the log of the refused one (a new user's README walk: "see why its start failed"). A failure of
+    another kind keeps the log as its next step (tests/test_hostctl_remedies.py)."""
+    state = tmp_path / "state"
+    await installed(state, make_plugin)
+    assert (await hostctl(state, "enable", "mcp-echo")).returncode == 0
+    document = json.loads((state / "state.json").read_text())
+    document["plugins"]["mcp-echo"]["approvedDigest"] = "sha256:" + "0" * 64
+    (state / "state.json").write_text(json.dumps(document))
+    # A serving hostd restores the enabled plugin: refused, recorded (as the walk's `hostd serve` with another PATH).
+    args = ["--state-dir", str(state), "--log-level", "error", "--no-control-socket"]
+    async with HostdClient.spawn(args, env=plugin_environment()) as serving:
+
+        async def refused() -> bool:
+            return bool((await serving.request("plugins/status", {"id": "mcp-echo"}))["status"] == "error")
+
+        await until_answered(refused)
+        status = await serving.request("plugins/status", {"id": "mcp-echo"})
+    assert "approve" in status["error"]["message"], status["error"]
+    approved = await hostctl(state, "approve", "mcp-echo", "--yes")
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.splitlines()[-1] == (
+        f"next: start it with this approval: {sys.executable} -m hostd.cli.hostctl --state-dir {state} enable mcp-echo"
+    )
+    assert (await hostctl(state, "enable", "mcp-echo")).returncode == 0
+    assert starts(state) == 2  # the first enable and this one: the refused restore ran nothing

@@ -420,12 +420,17 @@ async def cmd_approve(client: HostdClient, opts: Options, args: argparse.Namespa
         if answer.strip().lower() not in ("y", "yes"):
             raise Failure("NOT_APPROVED", f"the launch of {args.id} was not approved")
     info = await client.request("plugins/approve", {"id": args.id, "digest": launch["digest"]})
+    refused_for_approval = False
+    if info.get("enabled") and info.get("status") == "error":
+        # A recorded failure that was the approval's own refusal ("approve this exact launch first") is what this
+        # approval answers: what is next is a start with it (a new user's walk met "see why its start failed").
+        # Any other failure (a rejected listing, a crash) is not: its log says why.
+        error = (await client.request("plugins/status", {"id": args.id})).get("error") or {}
+        refused_for_approval = "approve" in f"{error.get('message', '')} {error.get('reason', '')}"
 
     def human(out: Console) -> None:
         say(out, f"{args.id}: approved {launch['digest']}")
-        if info.get("enabled") and info.get("status") == "error":
-            # Its recorded failure is from before this approval (often the approval's own refusal): what is next
-            # is a start with it, not the log of the last one (a new user's walk met "see why its start failed").
+        if refused_for_approval:
             next_step(out, "start it with this approval", f"hostctl enable {args.id}")
         else:
             print_next_for(out, info)
