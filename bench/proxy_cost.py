@@ -18,7 +18,6 @@ Prints one JSON object: per case the summary of ``bench.common.summary`` (micros
 
 from __future__ import annotations
 
-import datetime
 import json
 import ssl
 import sys
@@ -29,45 +28,21 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from bench.common import summary
 from hostd.net.allowlist import Allowlist
 from hostd.net.proxy import PluginProxy, ProxyLimits
+from tests.tls import server_context
 
 NAME = "bench.test"
 BODY = b"x" * 100
 
 
 def _certificate(folder: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    """(server context, client context trusting it) for a self-signed certificate of :data:`NAME`."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, NAME)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(NAME)]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server.load_cert_chain(cert_path, key_path)
-    client = ssl.create_default_context(cafile=str(cert_path))
-    return server, client
+    """(server context, client context trusting it) for a self-signed certificate of :data:`NAME`
+    (tests/tls.py's maker, the one the tests' TLS upstreams use)."""
+    server, cert_path = server_context(folder, NAME)
+    return server, ssl.create_default_context(cafile=str(cert_path))
 
 
 async def _read_head(stream: trio.abc.Stream) -> bytes:

@@ -1,4 +1,5 @@
-"""Self-signed certificates for the tests' loopback servers (one maker; the tests' TLS upstreams all use it).
+"""Self-signed certificates for the tests' loopback servers (one maker: the tests' TLS upstreams and
+bench/proxy_cost.py all use it).
 
 A certificate names one host: a DNS name (``api.test``) or an IP address (``127.0.0.1``), in its subject and its
 subjectAltName (a DNS name or an IP address entry, as clients check), valid from a day ago to a day ahead, its
