@@ -36,10 +36,14 @@ loader group is refused by default because a manifest is untrusted input.
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
 
 from sandbox.env_families import ALLOWED_ENV, ENV_FAMILIES, EnvFamily
 
@@ -368,24 +372,15 @@ def login_shell_path(
 
 
 #: Login shells still running (:func:`login_shell_path`), ended at exit by :func:`end_login_shells`.
-_LOGIN_SHELLS: set[Any] = set()
+_LOGIN_SHELLS: set[subprocess.Popen[bytes]] = set()
 
 
-def _watch_login_shell(shell_process: Any) -> None:
-    """Remember a running login shell; the first one registers :func:`end_login_shells` with ``atexit``."""
-    import atexit  # noqa: PLC0415
-
-    if not _ATEXIT_REGISTERED:
-        _ATEXIT_REGISTERED.append(True)
-        atexit.register(end_login_shells)
+def _watch_login_shell(shell_process: subprocess.Popen[bytes]) -> None:
+    """Remember a running login shell until :func:`_end_login_shell` (or :func:`end_login_shells` at exit)."""
     _LOGIN_SHELLS.add(shell_process)
 
 
-#: Whether :func:`end_login_shells` is registered (a list: set once, from any thread, without ``global``).
-_ATEXIT_REGISTERED: list[bool] = []
-
-
-def _end_login_shell(shell_process: Any) -> None:
+def _end_login_shell(shell_process: subprocess.Popen[bytes]) -> None:
     """Forget ``shell_process``; when it has not been reaped (a time-out, or this process exiting while it runs),
     kill its process group (what its profile started in the background too) and reap it (bounded: SIGKILL).
     A reaped shell's group is left alone: its id may belong to a new process by now."""
@@ -411,6 +406,9 @@ def end_login_shells() -> None:
     exiting while a profile runs). Safe to call at any time; blocking, at most ~2 s per shell."""
     for shell_process in list(_LOGIN_SHELLS):
         _end_login_shell(shell_process)
+
+
+atexit.register(end_login_shells)  # a no-op for a process that never ran one
 
 
 def merge_paths(first: str, second: str | None) -> str:
